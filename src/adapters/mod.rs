@@ -1,0 +1,12 @@
+//! Real implementations of the ports. Only these may read the system clock or the network.
+
+pub mod scripted_llm;
+pub mod stdout;
+pub mod system_clock;
+
+#[cfg(not(madsim))]
+pub mod openai;
+#[cfg(not(madsim))]
+pub mod router;
+#[cfg(not(madsim))]
+pub mod webhook;

@@ -1,0 +1,138 @@
+//! An OpenAI-compatible chat-completions client (Ollama, vLLM, llama.cpp's server and
+//! hosted APIs all speak it).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError, ToolCall};
+
+const ERROR_BODY_CHARS_MAX: usize = 500;
+
+#[derive(Debug, Clone)]
+pub struct OpenAiClient {
+    http: reqwest::Client,
+    endpoint: String,
+    model: String,
+    api_key: Option<String>,
+}
+
+impl OpenAiClient {
+    /// A client for `base_url` (like `http://127.0.0.1:11434/v1`).
+    ///
+    /// # Errors
+    /// When the HTTP client cannot be built (no TLS backend).
+    pub fn new(base_url: &str, model: &str, api_key: Option<String>, timeout: Duration) -> Result<Self, LlmError> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|error| LlmError::Unreachable(format!("cannot build HTTP client: {error}")))?;
+        let endpoint = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+        Ok(Self { http, endpoint, model: model.to_owned(), api_key })
+    }
+}
+
+#[derive(Deserialize)]
+struct Completion {
+    choices: Vec<Choice>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: ReplyMessage,
+}
+
+#[derive(Deserialize)]
+struct ReplyMessage {
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ReplyToolCall>,
+}
+
+#[derive(Deserialize)]
+struct ReplyToolCall {
+    id: String,
+    function: ReplyFunction,
+}
+
+#[derive(Deserialize)]
+struct ReplyFunction {
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+fn request_body(model: &str, request: &ChatRequest) -> Value {
+    let messages: Vec<Value> = request
+        .messages
+        .iter()
+        .map(|message| {
+            let mut value = json!({ "role": message.role, "content": message.content });
+            if !message.tool_calls.is_empty() {
+                value["tool_calls"] = message
+                    .tool_calls
+                    .iter()
+                    .map(|call| json!({ "id": call.id, "type": "function", "function": { "name": call.name, "arguments": call.arguments } }))
+                    .collect();
+            }
+            if let Some(id) = &message.tool_call_id {
+                value["tool_call_id"] = json!(id);
+            }
+            value
+        })
+        .collect();
+    let mut body = json!({ "model": request.model.as_deref().unwrap_or(model), "messages": messages });
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| json!({ "type": "function", "function": { "name": tool.name, "description": tool.description, "parameters": tool.parameters } }))
+            .collect();
+    }
+    body
+}
+
+#[async_trait]
+impl Llm for OpenAiClient {
+    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        let mut http_request = self.http.post(&self.endpoint).json(&request_body(&self.model, &request));
+        if let Some(key) = &self.api_key {
+            http_request = http_request.bearer_auth(key);
+        }
+        let response = http_request.send().await.map_err(|error| {
+            if error.is_timeout() { LlmError::Timeout } else { LlmError::Unreachable(error.to_string()) }
+        })?;
+        let status = response.status();
+        if status.as_u16() == 429 {
+            let retry_after_secs = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|text| text.trim().parse().ok());
+            return Err(LlmError::RateLimited { retry_after_secs });
+        }
+        let body = response.text().await.map_err(|error| {
+            if error.is_timeout() { LlmError::Timeout } else { LlmError::Unreachable(error.to_string()) }
+        })?;
+        if !status.is_success() {
+            let body: String = body.chars().take(ERROR_BODY_CHARS_MAX).collect();
+            return Err(LlmError::Status { status: status.as_u16(), body });
+        }
+        let completion: Completion =
+            serde_json::from_str(&body).map_err(|error| LlmError::Malformed(format!("not a chat completion: {error}")))?;
+        let message = completion
+            .choices
+            .into_iter()
+            .next()
+            .ok_or_else(|| LlmError::Malformed("the reply has no choices".to_owned()))?
+            .message;
+        let tool_calls = message
+            .tool_calls
+            .into_iter()
+            .map(|call| ToolCall { id: call.id, name: call.function.name, arguments: call.function.arguments })
+            .collect();
+        Ok(ChatResponse { text: message.content, tool_calls })
+    }
+}

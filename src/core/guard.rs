@@ -1,0 +1,98 @@
+//! Should a due slot run? A chain of checks, each of which can skip it with a named reason.
+
+use jiff::Timestamp;
+
+use crate::core::active_hours::ActiveHours;
+
+/// Why a due slot was not run. The names are what logs, events and the store show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SkipReason {
+    /// The heartbeat is disabled (by the breaker or by a user).
+    Disabled,
+    /// The slot fell outside the heartbeat's active hours.
+    QuietHours,
+    /// The heartbeat's previous run is still going: a heartbeat never overlaps itself.
+    Overlap,
+}
+
+impl SkipReason {
+    pub const ALL: [SkipReason; 3] = [SkipReason::Disabled, SkipReason::QuietHours, SkipReason::Overlap];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Disabled => "disabled",
+            SkipReason::QuietHours => "quiet-hours",
+            SkipReason::Overlap => "overlap",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|reason| reason.as_str() == text)
+    }
+}
+
+/// What the guard chain looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct GuardInput<'a> {
+    pub enabled: bool,
+    pub active_hours: Option<&'a ActiveHours>,
+    pub run_in_flight: bool,
+    /// The wall time at which the run would start.
+    pub wall_now: Timestamp,
+}
+
+/// Runs the chain in order; the first check that fails names the skip.
+///
+/// # Errors
+/// The reason for skipping, when the slot must not run.
+pub fn check(input: GuardInput<'_>) -> Result<(), SkipReason> {
+    if !input.enabled {
+        return Err(SkipReason::Disabled);
+    }
+    if let Some(window) = input.active_hours {
+        if !window.contains(input.wall_now) {
+            return Err(SkipReason::QuietHours);
+        }
+    }
+    if input.run_in_flight {
+        return Err(SkipReason::Overlap);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(window: Option<&ActiveHours>) -> GuardInput<'_> {
+        GuardInput {
+            enabled: true,
+            active_hours: window,
+            run_in_flight: false,
+            wall_now: "2026-01-05T12:00:00Z".parse().expect("test timestamp"),
+        }
+    }
+
+    #[test]
+    fn each_check_names_its_reason() {
+        let night = ActiveHours::new("22:00", "06:00", "UTC").expect("valid");
+        assert_eq!(check(input(None)), Ok(()));
+        assert_eq!(check(GuardInput { enabled: false, ..input(None) }), Err(SkipReason::Disabled));
+        assert_eq!(check(input(Some(&night))), Err(SkipReason::QuietHours));
+        assert_eq!(check(GuardInput { run_in_flight: true, ..input(None) }), Err(SkipReason::Overlap));
+    }
+
+    #[test]
+    fn disabled_comes_first() {
+        let night = ActiveHours::new("22:00", "06:00", "UTC").expect("valid");
+        let all_bad = GuardInput { enabled: false, run_in_flight: true, ..input(Some(&night)) };
+        assert_eq!(check(all_bad), Err(SkipReason::Disabled));
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for reason in SkipReason::ALL {
+            assert_eq!(SkipReason::parse(reason.as_str()), Some(reason));
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! A heartbeat's definition (what the user asked for) and its runtime state (what the
+//! engine has done with it), kept apart so config seeding can tell the two from each other.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use sha2::{Digest, Sha256};
+
+use crate::core::active_hours::ActiveHours;
+use crate::core::delivery_target::DeliveryTarget;
+use crate::core::ids::HeartbeatKey;
+
+/// Where a definition came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Seeded from the config file; removed again when the config drops it.
+    Config,
+    /// Created at run time (tool, API); the config never touches it.
+    Runtime,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Config => "config",
+            Origin::Runtime => "runtime",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "config" => Some(Origin::Config),
+            "runtime" => Some(Origin::Runtime),
+            _ => None,
+        }
+    }
+}
+
+/// What a heartbeat is: prompt, cadence, target, window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatDef {
+    pub key: HeartbeatKey,
+    pub prompt: String,
+    pub interval: Duration,
+    pub target: DeliveryTarget,
+    pub active_hours: Option<ActiveHours>,
+    /// Total budget of one run, LLM calls and delivery included.
+    pub timeout: Duration,
+    pub origin: Origin,
+}
+
+impl HeartbeatDef {
+    /// A stable digest of the definition, so config seeding can tell whether the config
+    /// changed since the last seed. Built from a canonical, length-prefixed encoding, not
+    /// from `Debug` output, so it is the same on every build.
+    pub fn fingerprint(&self) -> String {
+        let mut hasher = Sha256::new();
+        let mut field = |bytes: &[u8]| {
+            hasher.update((bytes.len() as u64).to_le_bytes());
+            hasher.update(bytes);
+        };
+        field(self.key.agent.as_str().as_bytes());
+        field(self.key.heartbeat.as_str().as_bytes());
+        field(self.prompt.as_bytes());
+        field(&self.interval.as_millis().to_le_bytes());
+        field(self.target.to_string().as_bytes());
+        match &self.active_hours {
+            Some(window) => {
+                field(window.start_text().as_bytes());
+                field(window.end_text().as_bytes());
+                field(window.zone_name().as_bytes());
+            }
+            None => field(b"always"),
+        }
+        field(&self.timeout.as_millis().to_le_bytes());
+        let digest = hasher.finalize();
+        digest.iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+}
+
+/// What the engine has done with a heartbeat; persisted so restarts keep it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatState {
+    pub enabled: bool,
+    /// Why it is disabled (`circuit-breaker`, `user`), when it is.
+    pub disabled_reason: Option<String>,
+    pub consecutive_failures: u32,
+    /// The next slot the scheduler armed, if it has armed one.
+    pub next_slot: Option<Timestamp>,
+}
+
+impl HeartbeatState {
+    pub fn fresh() -> Self {
+        Self { enabled: true, disabled_reason: None, consecutive_failures: 0, next_slot: None }
+    }
+}
+
+/// A stored heartbeat: definition and state together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub def: HeartbeatDef,
+    pub state: HeartbeatState,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::ids::{AgentId, HeartbeatId};
+
+    fn def() -> HeartbeatDef {
+        HeartbeatDef {
+            key: HeartbeatKey {
+                agent: AgentId::new("main").expect("valid"),
+                heartbeat: HeartbeatId::new("inbox").expect("valid"),
+            },
+            prompt: "Check the inbox.".to_owned(),
+            interval: Duration::from_secs(1_800),
+            target: DeliveryTarget::parse("stdout").expect("valid"),
+            active_hours: None,
+            timeout: Duration::from_secs(120),
+            origin: Origin::Config,
+        }
+    }
+
+    #[test]
+    fn fingerprint_changes_with_every_field_that_matters() {
+        let base = def();
+        let mut changed = vec![base.clone(); 4];
+        changed[0].prompt.push('!');
+        changed[1].interval = Duration::from_secs(1_801);
+        changed[2].target = DeliveryTarget::parse("webhook:ops").expect("valid");
+        changed[3].active_hours = Some(ActiveHours::new("09:00", "17:00", "UTC").expect("valid"));
+        for other in &changed {
+            assert_ne!(base.fingerprint(), other.fingerprint());
+        }
+        assert_eq!(base.fingerprint(), def().fingerprint());
+        assert_eq!(base.fingerprint().len(), 64);
+    }
+}

@@ -1,0 +1,125 @@
+//! Identifiers of agents and heartbeats: `[a-z0-9-]{1,64}`, so they are safe in URLs,
+//! HTTP headers, log lines and idempotency keys.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::limits::ID_CHARS_MAX;
+
+/// Why a string is not a valid id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("must not be empty")]
+    Empty,
+    #[error("is {len} characters long; the limit is {ID_CHARS_MAX}")]
+    TooLong { len: usize },
+    #[error("contains {found:?}; only lowercase letters, digits and '-' are allowed")]
+    BadChar { found: char },
+}
+
+fn validate(raw: &str) -> Result<(), IdError> {
+    if raw.is_empty() {
+        return Err(IdError::Empty);
+    }
+    let len = raw.chars().count();
+    if len > ID_CHARS_MAX {
+        return Err(IdError::TooLong { len });
+    }
+    match raw.chars().find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')) {
+        Some(found) => Err(IdError::BadChar { found }),
+        None => Ok(()),
+    }
+}
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// Validates `raw` as an id.
+            ///
+            /// # Errors
+            /// When `raw` is empty, too long, or has a character outside `[a-z0-9-]`.
+            pub fn new(raw: impl Into<String>) -> Result<Self, IdError> {
+                let raw = raw.into();
+                validate(&raw)?;
+                Ok(Self(raw))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = IdError;
+            fn try_from(raw: String) -> Result<Self, IdError> {
+                Self::new(raw)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// The id of an agent (`main`, `ops-bot`).
+    AgentId
+);
+id_type!(
+    /// The id of a heartbeat, unique within its agent (`check-inbox`).
+    HeartbeatId
+);
+
+/// A heartbeat's identity across the whole engine: ids are unique per agent only.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct HeartbeatKey {
+    pub agent: AgentId,
+    pub heartbeat: HeartbeatId,
+}
+
+impl fmt::Display for HeartbeatKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.agent, self.heartbeat)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_the_documented_alphabet() {
+        assert!(HeartbeatId::new("check-inbox-2").is_ok());
+        assert_eq!(HeartbeatId::new("a".repeat(64)).map(|id| id.as_str().len()), Ok(64));
+    }
+
+    #[test]
+    fn rejects_with_a_reason() {
+        assert_eq!(AgentId::new(""), Err(IdError::Empty));
+        assert_eq!(AgentId::new("a".repeat(65)), Err(IdError::TooLong { len: 65 }));
+        assert_eq!(AgentId::new("Main"), Err(IdError::BadChar { found: 'M' }));
+        assert_eq!(AgentId::new("a b"), Err(IdError::BadChar { found: ' ' }));
+        assert_eq!(AgentId::new("a/b"), Err(IdError::BadChar { found: '/' }));
+    }
+
+    #[test]
+    fn serde_validates() {
+        let bad: Result<AgentId, _> = serde_json::from_str("\"UPPER\"");
+        assert!(bad.is_err());
+    }
+}

@@ -1,0 +1,12 @@
+//! Pure decision logic. Nothing in here reads a clock, sleeps, or does IO: every function
+//! takes `now` and state as arguments and returns a decision.
+
+pub mod active_hours;
+pub mod breaker;
+pub mod delivery_target;
+pub mod duration;
+pub mod guard;
+pub mod heartbeat;
+pub mod ids;
+pub mod schedule;
+pub mod slots;

@@ -1,0 +1,429 @@
+//! The TOML config: parsed strictly (unknown keys are errors), then validated into typed
+//! definitions. Every error names the file, the field and the problem.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::adapters::webhook::WebhookEndpoint;
+use crate::core::active_hours::{zone_by_name, ActiveHours};
+use crate::core::delivery_target::DeliveryTarget;
+use crate::core::duration::parse_duration;
+use crate::core::heartbeat::{HeartbeatDef, Origin};
+use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use crate::limits::{
+    BREAKER_FAILURES_MAX_DEFAULT, INTERVAL_SECS_MAX, INTERVAL_SECS_MIN, LLM_TIMEOUT_SECS_DEFAULT, PROMPT_CHARS_MAX,
+    RUNS_IN_FLIGHT_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT,
+    WEBHOOK_ATTEMPTS_MAX_DEFAULT, WEBHOOK_ATTEMPTS_MAX_LIMIT, WEBHOOK_TIMEOUT_SECS_DEFAULT,
+};
+
+/// The SQLite file when the config names none, relative to the config file.
+pub const STORE_PATH_DEFAULT: &str = "systole.db";
+const TIMEZONE_DEFAULT: &str = "UTC";
+const BREAKER_FAILURES_LIMIT: u32 = 100;
+const RUNS_IN_FLIGHT_LIMIT: usize = 10_000;
+
+/// A config that could not be used: which file, which field, what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {field}: {problem}")]
+pub struct ConfigError {
+    pub file: String,
+    pub field: String,
+    pub problem: String,
+}
+
+/// Which LLM answers heartbeat prompts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LlmConfig {
+    OpenAi { base_url: String, model: String, api_key_env: Option<String>, timeout: Duration },
+    /// The offline provider: fixed replies in turn, for demos and tests.
+    Scripted { replies: Vec<String> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineSettings {
+    pub breaker_failures_max: u32,
+    pub runs_in_flight_max: usize,
+    pub shutdown_grace: Duration,
+}
+
+/// A validated config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub file: PathBuf,
+    /// Resolved against the config file's folder.
+    pub store_path: PathBuf,
+    pub llm: LlmConfig,
+    pub system_prompt: Option<String>,
+    pub webhooks: BTreeMap<String, WebhookEndpoint>,
+    pub engine: EngineSettings,
+    pub heartbeats: Vec<HeartbeatDef>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    store: RawStore,
+    llm: Option<RawLlm>,
+    #[serde(default)]
+    adapters: RawAdapters,
+    #[serde(default)]
+    engine: RawEngine,
+    #[serde(default)]
+    agents: Vec<RawAgent>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    path: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLlm {
+    provider: Option<String>,
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key_env: Option<String>,
+    timeout: Option<String>,
+    replies: Option<Vec<String>>,
+    system_prompt: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAdapters {
+    #[serde(default)]
+    webhook: BTreeMap<String, RawWebhook>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWebhook {
+    url: String,
+    timeout: Option<String>,
+    attempts: Option<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawEngine {
+    timezone: Option<String>,
+    run_timeout: Option<String>,
+    breaker_failures: Option<u32>,
+    runs_in_flight_max: Option<usize>,
+    shutdown_grace: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgent {
+    id: String,
+    timezone: Option<String>,
+    /// Spacebot's marker of the default agent; accepted so its configs load unchanged.
+    #[serde(rename = "default")]
+    _default: Option<bool>,
+    #[serde(default)]
+    heartbeats: Vec<RawHeartbeat>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHeartbeat {
+    id: String,
+    prompt: String,
+    every: Option<String>,
+    /// Spacebot's name for the interval.
+    interval_secs: Option<u64>,
+    target: Option<String>,
+    /// Spacebot's name for the target.
+    delivery_target: Option<String>,
+    active_hours: Option<RawActiveHours>,
+    /// Spacebot's whole-hour window.
+    active_start_hour: Option<u8>,
+    active_end_hour: Option<u8>,
+    timeout: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawActiveHours {
+    start: String,
+    end: String,
+    timezone: Option<String>,
+}
+
+/// Reads and validates the config at `path`.
+///
+/// # Errors
+/// When the file cannot be read, is not valid TOML of this shape, or a value is refused.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError {
+        file: path.display().to_string(),
+        field: "(file)".to_owned(),
+        problem: format!("cannot be read: {error}"),
+    })?;
+    parse(&text, path)
+}
+
+/// Validates config `text` as if read from `path` (relative paths resolve against its folder).
+///
+/// # Errors
+/// When the text is not valid TOML of this shape, or a value is refused.
+pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    let file = path.display().to_string();
+    let raw: RawConfig = toml::from_str(text).map_err(|error| toml_error(&file, text, &error))?;
+    Validator { file, path }.config(raw)
+}
+
+fn toml_error(file: &str, text: &str, error: &toml::de::Error) -> ConfigError {
+    let field = match error.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |tail| tail.chars().count()) + 1;
+            format!("line {line}, column {column}")
+        }
+        None => "(document)".to_owned(),
+    };
+    ConfigError { file: file.to_owned(), field, problem: error.message().to_owned() }
+}
+
+struct Validator<'a> {
+    file: String,
+    path: &'a Path,
+}
+
+impl Validator<'_> {
+    fn error(&self, field: impl Into<String>, problem: impl ToString) -> ConfigError {
+        ConfigError { file: self.file.clone(), field: field.into(), problem: problem.to_string() }
+    }
+
+    fn duration(&self, field: &str, text: &str, min: Duration, max: Duration) -> Result<Duration, ConfigError> {
+        let duration = parse_duration(text).map_err(|e| self.error(field, e))?;
+        if duration < min || duration > max {
+            let problem = format!("{text:?} is out of range; allowed from {}s to {}s", min.as_secs(), max.as_secs());
+            return Err(self.error(field, problem));
+        }
+        Ok(duration)
+    }
+
+    fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
+        let store_path = self.store_path(raw.store)?;
+        let llm = raw.llm.ok_or_else(|| self.error("llm", "is missing; add an [llm] table (provider = \"scripted\" works offline)"))?;
+        let system_prompt = llm.system_prompt.clone();
+        let llm = self.llm(llm)?;
+        let webhooks = self.webhooks(raw.adapters)?;
+        let (engine, timezone, run_timeout) = self.engine(raw.engine)?;
+        let mut heartbeats = Vec::new();
+        let mut agent_ids = BTreeSet::new();
+        for (index, agent) in raw.agents.into_iter().enumerate() {
+            let field = format!("agents[{index}]");
+            let id = AgentId::new(agent.id.clone()).map_err(|e| self.error(format!("{field}.id"), format!("{:?} {e}", agent.id)))?;
+            if !agent_ids.insert(id.clone()) {
+                return Err(self.error(format!("{field}.id"), format!("{id:?} is used by an earlier agent")));
+            }
+            let timezone = match &agent.timezone {
+                Some(zone) => {
+                    zone_by_name(zone).map_err(|e| self.error(format!("{field}.timezone"), e))?;
+                    zone.clone()
+                }
+                None => timezone.clone(),
+            };
+            let defaults = HeartbeatDefaults { agent: &id, timezone: &timezone, run_timeout, webhooks: &webhooks };
+            let mut heartbeat_ids = BTreeSet::new();
+            for (position, heartbeat) in agent.heartbeats.into_iter().enumerate() {
+                let field = format!("{field}.heartbeats[{position}]");
+                let def = self.heartbeat(&field, heartbeat, &defaults)?;
+                if !heartbeat_ids.insert(def.key.heartbeat.clone()) {
+                    let problem = format!("{:?} is used by an earlier heartbeat of agent {id}", def.key.heartbeat.as_str());
+                    return Err(self.error(format!("{field}.id"), problem));
+                }
+                heartbeats.push(def);
+            }
+        }
+        Ok(Config { file: self.path.to_owned(), store_path, llm, system_prompt, webhooks, engine, heartbeats })
+    }
+
+    fn store_path(&self, raw: RawStore) -> Result<PathBuf, ConfigError> {
+        let path = raw.path.unwrap_or_else(|| STORE_PATH_DEFAULT.to_owned());
+        if path.trim().is_empty() {
+            return Err(self.error("store.path", "is empty; name a SQLite file such as \"systole.db\""));
+        }
+        let base = self.path.parent().unwrap_or_else(|| Path::new("."));
+        Ok(base.join(path))
+    }
+
+    fn llm(&self, raw: RawLlm) -> Result<LlmConfig, ConfigError> {
+        match raw.provider.as_deref().unwrap_or("openai") {
+            "scripted" => Ok(LlmConfig::Scripted { replies: raw.replies.unwrap_or_default() }),
+            "openai" => {
+                let base_url = raw.base_url.ok_or_else(|| self.error("llm.base_url", "is missing (like \"http://127.0.0.1:11434/v1\")"))?;
+                if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+                    return Err(self.error("llm.base_url", format!("{base_url:?} is not an http:// or https:// URL")));
+                }
+                let model = raw.model.filter(|m| !m.trim().is_empty()).ok_or_else(|| self.error("llm.model", "is missing"))?;
+                let timeout = match raw.timeout {
+                    Some(text) => self.duration("llm.timeout", &text, Duration::from_secs(1), Duration::from_secs(RUN_TIMEOUT_SECS_MAX))?,
+                    None => Duration::from_secs(LLM_TIMEOUT_SECS_DEFAULT),
+                };
+                if raw.replies.is_some() {
+                    return Err(self.error("llm.replies", "only applies to provider = \"scripted\""));
+                }
+                Ok(LlmConfig::OpenAi { base_url, model, api_key_env: raw.api_key_env, timeout })
+            }
+            other => Err(self.error("llm.provider", format!("{other:?} is not a provider; use \"openai\" or \"scripted\""))),
+        }
+    }
+
+    fn webhooks(&self, raw: RawAdapters) -> Result<BTreeMap<String, WebhookEndpoint>, ConfigError> {
+        let mut endpoints = BTreeMap::new();
+        for (name, webhook) in raw.webhook {
+            let field = format!("adapters.webhook.{name}");
+            if name.is_empty() || name.contains(':') {
+                return Err(self.error(&field, "a webhook name must be non-empty and have no ':'"));
+            }
+            if !(webhook.url.starts_with("http://") || webhook.url.starts_with("https://")) {
+                return Err(self.error(format!("{field}.url"), format!("{:?} is not an http:// or https:// URL", webhook.url)));
+            }
+            let timeout = match webhook.timeout {
+                Some(text) => self.duration(&format!("{field}.timeout"), &text, Duration::from_secs(1), Duration::from_secs(RUN_TIMEOUT_SECS_MAX))?,
+                None => Duration::from_secs(WEBHOOK_TIMEOUT_SECS_DEFAULT),
+            };
+            let attempts_max = webhook.attempts.unwrap_or(WEBHOOK_ATTEMPTS_MAX_DEFAULT);
+            if attempts_max == 0 || attempts_max > WEBHOOK_ATTEMPTS_MAX_LIMIT {
+                let problem = format!("{attempts_max} is out of range; allowed from 1 to {WEBHOOK_ATTEMPTS_MAX_LIMIT}");
+                return Err(self.error(format!("{field}.attempts"), problem));
+            }
+            endpoints.insert(name, WebhookEndpoint { url: webhook.url, timeout, attempts_max });
+        }
+        Ok(endpoints)
+    }
+
+    fn engine(&self, raw: RawEngine) -> Result<(EngineSettings, String, Duration), ConfigError> {
+        let timezone = raw.timezone.unwrap_or_else(|| TIMEZONE_DEFAULT.to_owned());
+        zone_by_name(&timezone).map_err(|e| self.error("engine.timezone", e))?;
+        let run_timeout = match raw.run_timeout {
+            Some(text) => self.duration("engine.run_timeout", &text, Duration::from_secs(1), Duration::from_secs(RUN_TIMEOUT_SECS_MAX))?,
+            None => Duration::from_secs(RUN_TIMEOUT_SECS_DEFAULT),
+        };
+        let breaker_failures_max = raw.breaker_failures.unwrap_or(BREAKER_FAILURES_MAX_DEFAULT);
+        if breaker_failures_max == 0 || breaker_failures_max > BREAKER_FAILURES_LIMIT {
+            let problem = format!("{breaker_failures_max} is out of range; allowed from 1 to {BREAKER_FAILURES_LIMIT}");
+            return Err(self.error("engine.breaker_failures", problem));
+        }
+        let runs_in_flight_max = raw.runs_in_flight_max.unwrap_or(RUNS_IN_FLIGHT_MAX_DEFAULT);
+        if runs_in_flight_max == 0 || runs_in_flight_max > RUNS_IN_FLIGHT_LIMIT {
+            let problem = format!("{runs_in_flight_max} is out of range; allowed from 1 to {RUNS_IN_FLIGHT_LIMIT}");
+            return Err(self.error("engine.runs_in_flight_max", problem));
+        }
+        let shutdown_grace = match raw.shutdown_grace {
+            Some(text) => self.duration("engine.shutdown_grace", &text, Duration::ZERO, Duration::from_secs(RUN_TIMEOUT_SECS_MAX))?,
+            None => Duration::from_secs(SHUTDOWN_GRACE_SECS_DEFAULT),
+        };
+        Ok((EngineSettings { breaker_failures_max, runs_in_flight_max, shutdown_grace }, timezone, run_timeout))
+    }
+
+    fn heartbeat(&self, field: &str, raw: RawHeartbeat, defaults: &HeartbeatDefaults<'_>) -> Result<HeartbeatDef, ConfigError> {
+        let heartbeat = HeartbeatId::new(raw.id.clone()).map_err(|e| self.error(format!("{field}.id"), format!("{:?} {e}", raw.id)))?;
+        if raw.prompt.trim().is_empty() {
+            return Err(self.error(format!("{field}.prompt"), "is empty"));
+        }
+        if raw.prompt.chars().count() > PROMPT_CHARS_MAX {
+            return Err(self.error(format!("{field}.prompt"), format!("is longer than {PROMPT_CHARS_MAX} characters")));
+        }
+        let interval = self.interval(field, raw.every.as_deref(), raw.interval_secs)?;
+        let target = self.target(field, raw.target, raw.delivery_target, defaults.webhooks)?;
+        let active_hours = self.active_hours(field, raw.active_hours, raw.active_start_hour, raw.active_end_hour, defaults.timezone)?;
+        let timeout = match raw.timeout {
+            Some(text) => self.duration(&format!("{field}.timeout"), &text, Duration::from_secs(1), Duration::from_secs(RUN_TIMEOUT_SECS_MAX))?,
+            None => defaults.run_timeout,
+        };
+        Ok(HeartbeatDef {
+            key: HeartbeatKey { agent: defaults.agent.clone(), heartbeat },
+            prompt: raw.prompt,
+            interval,
+            target,
+            active_hours,
+            timeout,
+            origin: Origin::Config,
+        })
+    }
+
+    fn interval(&self, field: &str, every: Option<&str>, interval_secs: Option<u64>) -> Result<Duration, ConfigError> {
+        let min = Duration::from_secs(INTERVAL_SECS_MIN);
+        let max = Duration::from_secs(INTERVAL_SECS_MAX);
+        match (every, interval_secs) {
+            (Some(text), None) => self.duration(&format!("{field}.every"), text, min, max),
+            (None, Some(secs)) if (INTERVAL_SECS_MIN..=INTERVAL_SECS_MAX).contains(&secs) => Ok(Duration::from_secs(secs)),
+            (None, Some(secs)) => Err(self.error(
+                format!("{field}.interval_secs"),
+                format!("{secs} is out of range; allowed from {INTERVAL_SECS_MIN} to {INTERVAL_SECS_MAX}"),
+            )),
+            (Some(_), Some(_)) => Err(self.error(format!("{field}.every"), "give either `every` or `interval_secs`, not both")),
+            (None, None) => Err(self.error(format!("{field}.every"), "is missing (like every = \"30m\")")),
+        }
+    }
+
+    fn target(
+        &self,
+        field: &str,
+        target: Option<String>,
+        delivery_target: Option<String>,
+        webhooks: &BTreeMap<String, WebhookEndpoint>,
+    ) -> Result<DeliveryTarget, ConfigError> {
+        let (name, text) = match (target, delivery_target) {
+            (Some(text), None) => ("target", text),
+            (None, Some(text)) => ("delivery_target", text),
+            (Some(_), Some(_)) => return Err(self.error(format!("{field}.target"), "give either `target` or `delivery_target`, not both")),
+            (None, None) => return Err(self.error(format!("{field}.target"), "is missing (like target = \"stdout\")")),
+        };
+        let field = format!("{field}.{name}");
+        let target = DeliveryTarget::parse(&text).map_err(|e| self.error(&field, e))?;
+        let known = match target.adapter.as_str() {
+            DeliveryTarget::STDOUT => true,
+            "webhook" => webhooks.contains_key(&target.target),
+            _ => false,
+        };
+        if !known {
+            let problem = format!(
+                "{text:?} names no configured adapter; use \"stdout\" or \"webhook:NAME\" with an [adapters.webhook.NAME] table"
+            );
+            return Err(self.error(field, problem));
+        }
+        Ok(target)
+    }
+
+    fn active_hours(
+        &self,
+        field: &str,
+        window: Option<RawActiveHours>,
+        start_hour: Option<u8>,
+        end_hour: Option<u8>,
+        timezone: &str,
+    ) -> Result<Option<ActiveHours>, ConfigError> {
+        match (window, start_hour, end_hour) {
+            (None, None, None) => Ok(None),
+            (Some(window), None, None) => {
+                let zone = window.timezone.as_deref().unwrap_or(timezone);
+                ActiveHours::new(&window.start, &window.end, zone).map(Some).map_err(|e| self.error(format!("{field}.active_hours"), e))
+            }
+            (None, Some(start), Some(end)) => ActiveHours::from_hours(start, end, timezone)
+                .map(Some)
+                .map_err(|e| self.error(format!("{field}.active_start_hour"), e)),
+            (None, _, _) => Err(self.error(format!("{field}.active_start_hour"), "give both active_start_hour and active_end_hour")),
+            (Some(_), _, _) => Err(self.error(format!("{field}.active_hours"), "give either active_hours or active_start_hour/active_end_hour, not both")),
+        }
+    }
+}
+
+struct HeartbeatDefaults<'a> {
+    agent: &'a AgentId,
+    timezone: &'a str,
+    run_timeout: Duration,
+    webhooks: &'a BTreeMap<String, WebhookEndpoint>,
+}

@@ -1,0 +1,137 @@
+//! `systole heartbeat list` and `systole heartbeat runs`: read the store, also while the
+//! daemon runs (SQLite in WAL mode lets readers in beside the writer).
+
+use serde_json::{json, Value};
+
+use crate::core::duration::format_duration;
+use crate::core::heartbeat::Heartbeat;
+use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use crate::daemon::DaemonError;
+use crate::ports::store::{Execution, Store};
+
+/// One heartbeat as `heartbeat list --json` prints it.
+pub fn heartbeat_json(heartbeat: &Heartbeat, last: Option<&Execution>) -> Value {
+    let def = &heartbeat.def;
+    let window = def.active_hours.as_ref().map(|w| json!({ "start": w.start_text(), "end": w.end_text(), "timezone": w.zone_name() }));
+    json!({
+        "id": def.key.heartbeat.as_str(),
+        "agent": def.key.agent.as_str(),
+        "enabled": heartbeat.state.enabled,
+        "disabled_reason": heartbeat.state.disabled_reason,
+        "consecutive_failures": heartbeat.state.consecutive_failures,
+        "every": format_duration(def.interval),
+        "target": def.target.to_string(),
+        "active_hours": window,
+        "origin": def.origin.as_str(),
+        "next_run_at": heartbeat.state.enabled.then_some(heartbeat.state.next_slot).flatten().map(|t| t.to_string()),
+        "last_status": last.map(|e| e.status.as_str()),
+        "last_skip_reason": last.and_then(|e| e.skip_reason).map(|r| r.as_str()),
+        "last_slot": last.map(|e| e.slot.to_string()),
+    })
+}
+
+/// One execution as `heartbeat runs --json` prints it.
+pub fn execution_json(execution: &Execution) -> Value {
+    json!({
+        "agent": execution.key.agent.as_str(),
+        "heartbeat": execution.key.heartbeat.as_str(),
+        "scheduled_for": execution.slot.to_string(),
+        "started_at": execution.started_at.to_string(),
+        "finished_at": execution.finished_at.map(|t| t.to_string()),
+        "status": execution.status.as_str(),
+        "skip_reason": execution.skip_reason.map(|r| r.as_str()),
+        "delivery": execution.delivery.map(|d| d.as_str()),
+        "duration_ms": execution.duration.map(|d| d.as_millis() as u64),
+        "error": execution.error,
+        "output_preview": execution.output_preview,
+    })
+}
+
+/// Prints every heartbeat, as a table or as a JSON array.
+///
+/// # Errors
+/// When the store cannot be read.
+pub async fn list(store: &dyn Store, as_json: bool) -> Result<String, DaemonError> {
+    let heartbeats = store.load_heartbeats().await?;
+    let mut rows = Vec::with_capacity(heartbeats.len());
+    for heartbeat in &heartbeats {
+        let last = store.executions(&heartbeat.def.key, 1).await?;
+        rows.push(heartbeat_json(heartbeat, last.first()));
+    }
+    if as_json {
+        return Ok(serde_json::to_string_pretty(&rows).unwrap_or_else(|_| "[]".to_owned()));
+    }
+    let mut out = format!("{:<12} {:<20} {:<8} {:<6} {:<25} {}\n", "AGENT", "ID", "ENABLED", "FAILS", "NEXT RUN", "LAST");
+    for row in &rows {
+        let text = |key: &str| row[key].as_str().unwrap_or("-").to_owned();
+        let last = match (row["last_status"].as_str(), row["last_skip_reason"].as_str()) {
+            (Some(status), Some(reason)) => format!("{status} ({reason})"),
+            (Some(status), None) => status.to_owned(),
+            _ => "-".to_owned(),
+        };
+        let enabled = match (row["enabled"].as_bool(), row["disabled_reason"].as_str()) {
+            (Some(true), _) => "yes".to_owned(),
+            (_, Some(reason)) => format!("no: {reason}"),
+            _ => "no".to_owned(),
+        };
+        out.push_str(&format!(
+            "{:<12} {:<20} {:<8} {:<6} {:<25} {}\n",
+            text("agent"),
+            text("id"),
+            enabled,
+            row["consecutive_failures"],
+            text("next_run_at"),
+            last
+        ));
+    }
+    Ok(out)
+}
+
+/// Finds the heartbeat `id`, in `agent` if given, else in whichever single agent has it.
+///
+/// # Errors
+/// When no heartbeat, or more than one, matches.
+pub async fn resolve(store: &dyn Store, agent: Option<&str>, id: &str) -> Result<HeartbeatKey, DaemonError> {
+    let heartbeat = HeartbeatId::new(id).map_err(|e| DaemonError::Usage(format!("heartbeat id {id:?} {e}")))?;
+    if let Some(agent) = agent {
+        let agent = AgentId::new(agent).map_err(|e| DaemonError::Usage(format!("agent id {agent:?} {e}")))?;
+        return Ok(HeartbeatKey { agent, heartbeat });
+    }
+    let matches: Vec<HeartbeatKey> =
+        store.load_heartbeats().await?.into_iter().map(|h| h.def.key).filter(|key| key.heartbeat == heartbeat).collect();
+    match matches.as_slice() {
+        [key] => Ok(key.clone()),
+        [] => Err(DaemonError::Usage(format!("no heartbeat {id:?} in the store"))),
+        _ => Err(DaemonError::Usage(format!("several agents have a heartbeat {id:?}; pass --agent"))),
+    }
+}
+
+/// Prints the newest executions of one heartbeat.
+///
+/// # Errors
+/// When the store cannot be read.
+pub async fn runs(store: &dyn Store, key: &HeartbeatKey, limit: usize, as_json: bool) -> Result<String, DaemonError> {
+    let executions = store.executions(key, limit).await?;
+    let rows: Vec<Value> = executions.iter().map(execution_json).collect();
+    if as_json {
+        return Ok(serde_json::to_string_pretty(&rows).unwrap_or_else(|_| "[]".to_owned()));
+    }
+    let mut out = format!("{:<26} {:<12} {:<11} {:>8}  {}\n", "SCHEDULED FOR", "STATUS", "DELIVERY", "MS", "DETAIL");
+    for execution in &executions {
+        let detail = execution
+            .skip_reason
+            .map(|r| r.as_str().to_owned())
+            .or_else(|| execution.error.clone())
+            .or_else(|| execution.output_preview.clone())
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{:<26} {:<12} {:<11} {:>8}  {}\n",
+            execution.slot.to_string(),
+            execution.status.as_str(),
+            execution.delivery.map_or("-", |d| d.as_str()),
+            execution.duration.map_or("-".to_owned(), |d| d.as_millis().to_string()),
+            detail.replace('\n', " ")
+        ));
+    }
+    Ok(out)
+}

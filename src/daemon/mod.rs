@@ -1,0 +1,34 @@
+//! The `systole` binary's side: config, CLI, and the daemon wiring of the real ports.
+
+pub mod cli;
+pub mod config;
+pub mod list;
+pub mod serve;
+
+use crate::daemon::config::ConfigError;
+use crate::driver::EngineError;
+use crate::ports::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("cannot start: {0}")]
+    Startup(String),
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl DaemonError {
+    /// 2 for what the user can fix in the config or the command line, 1 for the rest.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            DaemonError::Config(_) | DaemonError::Usage(_) => 2,
+            DaemonError::Store(_) | DaemonError::Engine(_) | DaemonError::Startup(_) => 1,
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! `systole serve`: wires the real ports, seeds the config, runs the engine until
+//! SIGINT/SIGTERM, then lets in-flight runs finish within the grace period.
+
+use std::sync::Arc;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::adapters::openai::OpenAiClient;
+use crate::adapters::router::AdapterRouter;
+use crate::adapters::scripted_llm::ScriptedLlm;
+use crate::adapters::system_clock::SystemClock;
+use crate::adapters::webhook::WebhookSender;
+use crate::daemon::config::{Config, LlmConfig};
+use crate::daemon::DaemonError;
+use crate::driver::{self, EngineOptions, Ports};
+use crate::ports::clock::Clock;
+use crate::ports::llm::Llm;
+use crate::ports::store::Store;
+use crate::store::sqlite::SqliteStore;
+
+/// Builds the configured LLM provider.
+///
+/// # Errors
+/// When the API key variable is named but unset, or the HTTP client cannot be built.
+pub fn build_llm(config: &LlmConfig) -> Result<Arc<dyn Llm>, DaemonError> {
+    match config {
+        LlmConfig::Scripted { replies } => Ok(Arc::new(ScriptedLlm::new(replies.clone()))),
+        LlmConfig::OpenAi { base_url, model, api_key_env, timeout } => {
+            let api_key = match api_key_env {
+                Some(name) => Some(std::env::var(name).map_err(|_| {
+                    DaemonError::Startup(format!("llm.api_key_env names {name:?}, but that environment variable is not set"))
+                })?),
+                None => None,
+            };
+            let client = OpenAiClient::new(base_url, model, api_key, *timeout).map_err(|e| DaemonError::Startup(e.to_string()))?;
+            Ok(Arc::new(client))
+        }
+    }
+}
+
+/// Runs the daemon until a stop signal.
+///
+/// # Errors
+/// When the store cannot be opened or seeded, or the LLM provider cannot be built.
+pub async fn serve(config: Config) -> Result<(), DaemonError> {
+    let store = Arc::new(SqliteStore::open(&config.store_path).await?);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    let report = store.seed_config(&config.heartbeats, clock.wall()).await?;
+    tracing::info!(
+        store = %config.store_path.display(),
+        inserted = report.inserted.len(),
+        updated = report.updated.len(),
+        unchanged = report.unchanged.len(),
+        removed = report.removed.len(),
+        "config seeded"
+    );
+    let llm = build_llm(&config.llm)?;
+    // Retry jitter needs randomness; the real daemon seeds it from the OS once, here.
+    let rng = ChaCha8Rng::from_os_rng();
+    let messenger = Arc::new(AdapterRouter::new(WebhookSender::new(Arc::clone(&clock), rng), config.webhooks.clone()));
+    let ports = Ports::new(clock, llm, messenger, store);
+    let options = EngineOptions {
+        breaker_failures_max: config.engine.breaker_failures_max,
+        runs_in_flight_max: config.engine.runs_in_flight_max,
+        system_prompt: config.system_prompt.clone().unwrap_or(EngineOptions::default().system_prompt),
+        model: None,
+    };
+    let engine = driver::start(ports, options).await?;
+    tracing::info!(heartbeats = config.heartbeats.len(), "systole is running; stop with Ctrl-C");
+    wait_for_stop_signal().await?;
+    tracing::info!(grace_secs = config.engine.shutdown_grace.as_secs(), "stopping: letting in-flight runs finish");
+    let abandoned = engine.shutdown(config.engine.shutdown_grace).await;
+    if abandoned > 0 {
+        tracing::warn!(abandoned, "runs still going at the end of the grace period were abandoned; they will be recorded as interrupted");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_stop_signal() -> Result<(), DaemonError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).map_err(|e| DaemonError::Startup(format!("cannot watch SIGTERM: {e}")))?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result.map_err(|e| DaemonError::Startup(format!("cannot watch SIGINT: {e}"))),
+        _ = terminate.recv() => Ok(()),
+    }
+}

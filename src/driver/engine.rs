@@ -1,0 +1,287 @@
+//! The driver loop: one task that owns the schedule, sleeps until the earliest due slot,
+//! decides what each due slot does, and dispatches runs concurrently (bounded).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::core::guard::{self, GuardInput};
+use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
+use crate::core::ids::HeartbeatKey;
+use crate::core::schedule::Schedule;
+use crate::core::slots::SlotTimer;
+use crate::driver::events::EngineEvent;
+use crate::driver::run::{run_claimed, RunContext};
+use crate::limits::DUE_PER_WAKE_MAX;
+use crate::ports::clock::Now;
+use crate::ports::store::{ClaimOutcome, RunRecord, SkipRecord, SlotClaim};
+
+/// What the handle asks of the driver. Store writes happen before a command is sent, so
+/// the driver only re-arms its in-memory schedule.
+pub(crate) enum Command {
+    Upsert(HeartbeatDef),
+    Delete(HeartbeatKey),
+    SetEnabled(HeartbeatKey, bool),
+    Shutdown { grace: Duration, done: oneshot::Sender<usize> },
+}
+
+/// The driver's view of one heartbeat.
+struct Entry {
+    def: HeartbeatDef,
+    enabled: bool,
+    consecutive_failures: u32,
+    in_flight: bool,
+}
+
+pub(crate) struct Driver {
+    context: RunContext,
+    schedule: Schedule,
+    entries: BTreeMap<HeartbeatKey, Entry>,
+    runs: BTreeMap<HeartbeatKey, JoinHandle<()>>,
+    permits: Arc<Semaphore>,
+    commands: mpsc::Receiver<Command>,
+    completions_tx: mpsc::UnboundedSender<RunRecord>,
+    completions: mpsc::UnboundedReceiver<RunRecord>,
+}
+
+impl Driver {
+    pub(crate) fn new(context: RunContext, runs_in_flight_max: usize, commands: mpsc::Receiver<Command>) -> Self {
+        let (completions_tx, completions) = mpsc::unbounded_channel();
+        Self {
+            context,
+            schedule: Schedule::new(),
+            entries: BTreeMap::new(),
+            runs: BTreeMap::new(),
+            permits: Arc::new(Semaphore::new(runs_in_flight_max.max(1))),
+            commands,
+            completions_tx,
+            completions,
+        }
+    }
+
+    /// Arms every enabled heartbeat loaded from the store. Those that never had a slot
+    /// wait one full interval; the others resume at their stored slot.
+    pub(crate) async fn load(&mut self, heartbeats: Vec<Heartbeat>) {
+        let now = self.context.clock.now();
+        let mut first_slots = Vec::new();
+        for heartbeat in heartbeats {
+            let key = heartbeat.def.key.clone();
+            if heartbeat.state.enabled {
+                let timer = match heartbeat.state.next_slot {
+                    Some(next_slot) => SlotTimer::resume(now, heartbeat.def.interval, next_slot),
+                    None => {
+                        let timer = SlotTimer::first(now, heartbeat.def.interval);
+                        first_slots.push((key.clone(), timer.next_slot));
+                        timer
+                    }
+                };
+                self.arm(key.clone(), timer);
+            }
+            let entry = Entry {
+                def: heartbeat.def,
+                enabled: heartbeat.state.enabled,
+                consecutive_failures: heartbeat.state.consecutive_failures,
+                in_flight: false,
+            };
+            self.entries.insert(key, entry);
+        }
+        if let Err(error) = self.context.store.set_next_slots(&first_slots).await {
+            self.store_failed("set_next_slots", error.to_string(), "next_run_at stays unknown until the first run");
+        }
+    }
+
+    /// The loop. Returns when shut down (or when every handle is gone), after in-flight
+    /// runs finished or the grace period ran out.
+    pub(crate) async fn run(mut self) {
+        loop {
+            self.fire_due(self.context.clock.now()).await;
+            let wake = self.schedule.next_wake(self.context.clock.now());
+            let clock = Arc::clone(&self.context.clock);
+            tokio::select! {
+                biased;
+                Some(record) = self.completions.recv() => self.complete(record),
+                command = self.commands.recv() => match command {
+                    Some(Command::Shutdown { grace, done }) => {
+                        let abandoned = self.drain(grace).await;
+                        let _ = done.send(abandoned);
+                        return;
+                    }
+                    Some(command) => self.apply(command),
+                    None => {
+                        self.drain(Duration::ZERO).await;
+                        return;
+                    }
+                },
+                () = clock.sleep_until(wake) => {}
+            }
+        }
+    }
+
+    async fn fire_due(&mut self, now: Now) {
+        let fired = self.schedule.pop_due(now, DUE_PER_WAKE_MAX);
+        if fired.is_empty() {
+            return;
+        }
+        let mut claims = Vec::new();
+        let mut skips = Vec::new();
+        for (key, fired_slot) in fired {
+            let (Some(entry), Some(timer)) = (self.entries.get(&key), self.schedule.timer(&key)) else { continue };
+            let next_slot = timer.next_slot;
+            if fired_slot.missed > 0 {
+                let event = EngineEvent::SlotsMissed { key: key.clone(), slot: fired_slot.slot, missed: fired_slot.missed };
+                self.context.events.emit(now.wall, &event);
+            }
+            let input = GuardInput {
+                enabled: entry.enabled,
+                active_hours: entry.def.active_hours.as_ref(),
+                run_in_flight: entry.in_flight,
+                wall_now: now.wall,
+            };
+            match guard::check(input) {
+                Ok(()) => claims.push(SlotClaim { key, slot: fired_slot.slot, claimed_at: now.wall, next_slot }),
+                Err(reason) => {
+                    self.context.events.emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot: fired_slot.slot, reason });
+                    skips.push(SkipRecord { key, slot: fired_slot.slot, at: now.wall, reason, next_slot });
+                }
+            }
+        }
+        if !skips.is_empty() {
+            if let Err(error) = self.context.store.record_skips(&skips).await {
+                self.store_failed("record_skips", error.to_string(), "the skips are only in the log");
+            }
+        }
+        if claims.is_empty() {
+            return;
+        }
+        let outcomes = match self.context.store.claim_slots(&claims).await {
+            Ok(outcomes) => outcomes,
+            Err(error) => {
+                self.store_failed("claim_slots", error.to_string(), "the slots are not run: a run needs a claim");
+                return;
+            }
+        };
+        for (claim, outcome) in claims.into_iter().zip(outcomes) {
+            match outcome {
+                ClaimOutcome::Claimed => self.start_run(claim, now),
+                ClaimOutcome::AlreadyClaimed => {
+                    self.context.events.emit(now.wall, &EngineEvent::ClaimLost { key: claim.key, slot: claim.slot });
+                }
+            }
+        }
+    }
+
+    fn start_run(&mut self, claim: SlotClaim, now: Now) {
+        let Some(entry) = self.entries.get_mut(&claim.key) else { return };
+        entry.in_flight = true;
+        let def = entry.def.clone();
+        let failures_before = entry.consecutive_failures;
+        let context = self.context.clone();
+        let permits = Arc::clone(&self.permits);
+        let completions = self.completions_tx.clone();
+        let slot = claim.slot;
+        self.context.events.emit(now.wall, &EngineEvent::RunStarted { key: claim.key.clone(), slot });
+        let task = tokio::spawn(async move {
+            // The semaphore is never closed, so acquiring only fails if it were; then run anyway.
+            let _permit = permits.acquire_owned().await.ok();
+            let record = run_claimed(context, def, slot, failures_before).await;
+            let _ = completions.send(record);
+        });
+        self.runs.insert(claim.key, task);
+    }
+
+    fn complete(&mut self, record: RunRecord) {
+        self.runs.remove(&record.key);
+        let at = self.context.clock.wall();
+        self.context.events.emit(
+            at,
+            &EngineEvent::RunFinished {
+                key: record.key.clone(),
+                slot: record.slot,
+                status: record.status,
+                delivery: record.delivery,
+                duration: record.duration,
+                error: record.error.clone(),
+            },
+        );
+        let Some(entry) = self.entries.get_mut(&record.key) else { return };
+        entry.in_flight = false;
+        entry.consecutive_failures = record.breaker.consecutive_failures;
+        if record.breaker.tripped {
+            entry.enabled = false;
+            self.disarm(&record.key);
+            let event = EngineEvent::BreakerTripped {
+                key: record.key,
+                consecutive_failures: record.breaker.consecutive_failures,
+            };
+            self.context.events.emit(at, &event);
+        }
+    }
+
+    fn apply(&mut self, command: Command) {
+        let now = self.context.clock.now();
+        match command {
+            Command::Upsert(def) => {
+                let key = def.key.clone();
+                let in_flight = self.entries.get(&key).is_some_and(|entry| entry.in_flight);
+                self.arm(key.clone(), SlotTimer::first(now, def.interval));
+                self.entries.insert(key, Entry { def, enabled: true, consecutive_failures: 0, in_flight });
+            }
+            Command::Delete(key) => {
+                self.entries.remove(&key);
+                self.disarm(&key);
+            }
+            Command::SetEnabled(key, enabled) => {
+                let Some(entry) = self.entries.get_mut(&key) else { return };
+                entry.enabled = enabled;
+                if enabled {
+                    entry.consecutive_failures = 0;
+                    let interval = entry.def.interval;
+                    self.arm(key, SlotTimer::first(now, interval));
+                } else {
+                    self.disarm(&key);
+                }
+            }
+            Command::Shutdown { .. } => {}
+        }
+    }
+
+    fn arm(&mut self, key: HeartbeatKey, timer: SlotTimer) {
+        let event = EngineEvent::Armed { key: key.clone(), next_slot: timer.next_slot };
+        self.schedule.arm(key, timer);
+        self.context.events.emit(self.context.clock.wall(), &event);
+    }
+
+    fn disarm(&mut self, key: &HeartbeatKey) {
+        if self.schedule.disarm(key).is_some() {
+            self.context.events.emit(self.context.clock.wall(), &EngineEvent::Disarmed { key: key.clone() });
+        }
+    }
+
+    /// Stops scheduling; waits up to `grace` for in-flight runs, then abandons the rest
+    /// (their claims stay `running` and the next start-up records them as interrupted).
+    /// Returns how many runs were abandoned.
+    async fn drain(&mut self, grace: Duration) -> usize {
+        let deadline = self.context.clock.monotonic() + grace;
+        let clock = Arc::clone(&self.context.clock);
+        while !self.runs.is_empty() {
+            tokio::select! {
+                biased;
+                Some(record) = self.completions.recv() => self.complete(record),
+                () = clock.sleep_until(deadline) => break,
+            }
+        }
+        let abandoned = self.runs.len();
+        for (_, task) in std::mem::take(&mut self.runs) {
+            task.abort();
+        }
+        abandoned
+    }
+
+    fn store_failed(&self, operation: &'static str, error: String, consequence: &'static str) {
+        let event = EngineEvent::StoreFailed { operation, error, consequence };
+        self.context.events.emit(self.context.clock.wall(), &event);
+    }
+}

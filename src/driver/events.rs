@@ -1,0 +1,78 @@
+//! What the engine did, as typed events: logged in production, recorded by the simulator.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::core::guard::SkipReason;
+use crate::core::ids::HeartbeatKey;
+use crate::ports::store::{DeliveryStatus, ExecutionStatus};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineEvent {
+    /// Recovery found runs left `running` by a previous process and marked them interrupted.
+    Recovered { interrupted: u64 },
+    /// A heartbeat's next slot was armed.
+    Armed { key: HeartbeatKey, next_slot: Timestamp },
+    /// A heartbeat lost its timer (deleted, disabled).
+    Disarmed { key: HeartbeatKey },
+    /// Slots passed unrun (downtime, a forward clock jump); only the latest runs.
+    SlotsMissed { key: HeartbeatKey, slot: Timestamp, missed: u64 },
+    Skipped { key: HeartbeatKey, slot: Timestamp, reason: SkipReason },
+    /// The store said this slot was already claimed: it is not run again.
+    ClaimLost { key: HeartbeatKey, slot: Timestamp },
+    RunStarted { key: HeartbeatKey, slot: Timestamp },
+    RunFinished {
+        key: HeartbeatKey,
+        slot: Timestamp,
+        status: ExecutionStatus,
+        delivery: DeliveryStatus,
+        duration: Duration,
+        error: Option<String>,
+    },
+    BreakerTripped { key: HeartbeatKey, consecutive_failures: u32 },
+    /// A store write failed; what the engine did instead is in `consequence`.
+    StoreFailed { operation: &'static str, error: String, consequence: &'static str },
+}
+
+/// Receives every engine event, in order, as it happens.
+pub trait EventSink: Send + Sync + 'static {
+    fn emit(&self, at: Timestamp, event: &EngineEvent);
+}
+
+/// Logs events through `tracing`.
+#[derive(Debug, Default)]
+pub struct TracingSink;
+
+impl EventSink for TracingSink {
+    fn emit(&self, at: Timestamp, event: &EngineEvent) {
+        match event {
+            EngineEvent::Recovered { interrupted } => {
+                tracing::info!(%at, interrupted, "recovered runs left running by a previous process");
+            }
+            EngineEvent::Armed { key, next_slot } => tracing::debug!(%at, heartbeat = %key, %next_slot, "armed"),
+            EngineEvent::Disarmed { key } => tracing::info!(%at, heartbeat = %key, "disarmed"),
+            EngineEvent::SlotsMissed { key, slot, missed } => {
+                tracing::info!(%at, heartbeat = %key, %slot, missed, "slots missed; running the latest once");
+            }
+            EngineEvent::Skipped { key, slot, reason } => {
+                tracing::info!(%at, heartbeat = %key, %slot, reason = reason.as_str(), "skipped");
+            }
+            EngineEvent::ClaimLost { key, slot } => {
+                tracing::warn!(%at, heartbeat = %key, %slot, "slot already claimed; not running it again");
+            }
+            EngineEvent::RunStarted { key, slot } => tracing::info!(%at, heartbeat = %key, %slot, "run started"),
+            EngineEvent::RunFinished { key, slot, status, delivery, duration, error } => tracing::info!(
+                %at, heartbeat = %key, %slot, status = status.as_str(), delivery = delivery.as_str(),
+                duration_ms = duration.as_millis() as u64, error = error.as_deref().unwrap_or(""), "run finished"
+            ),
+            EngineEvent::BreakerTripped { key, consecutive_failures } => tracing::warn!(
+                %at, heartbeat = %key, consecutive_failures,
+                "circuit breaker tripped: heartbeat disabled until re-enabled"
+            ),
+            EngineEvent::StoreFailed { operation, error, consequence } => {
+                tracing::error!(%at, operation, error, consequence, "store write failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The async side: the engine that feeds the pure core with `now`, executes its decisions
+//! through the ports, and awaits every store write.
+
+pub mod engine;
+pub mod events;
+pub mod run;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::agent::HEARTBEAT_SYSTEM_PROMPT_DEFAULT;
+use crate::core::heartbeat::HeartbeatDef;
+use crate::core::ids::HeartbeatKey;
+use crate::driver::engine::{Command, Driver};
+use crate::driver::events::{EngineEvent, EventSink, TracingSink};
+use crate::driver::run::RunContext;
+use crate::limits::{BREAKER_FAILURES_MAX_DEFAULT, RUNS_IN_FLIGHT_MAX_DEFAULT};
+use crate::ports::clock::Clock;
+use crate::ports::llm::Llm;
+use crate::ports::messenger::Messenger;
+use crate::ports::store::{Store, StoreError};
+
+/// The ports an engine runs on. Swap these and nothing else to simulate it.
+#[derive(Clone)]
+pub struct Ports {
+    pub clock: Arc<dyn Clock>,
+    pub llm: Arc<dyn Llm>,
+    pub messenger: Arc<dyn Messenger>,
+    pub store: Arc<dyn Store>,
+    pub events: Arc<dyn EventSink>,
+}
+
+impl Ports {
+    /// Ports that log events through `tracing`.
+    pub fn new(clock: Arc<dyn Clock>, llm: Arc<dyn Llm>, messenger: Arc<dyn Messenger>, store: Arc<dyn Store>) -> Self {
+        Self { clock, llm, messenger, store, events: Arc::new(TracingSink) }
+    }
+}
+
+/// Engine settings that are not per heartbeat.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    pub breaker_failures_max: u32,
+    pub runs_in_flight_max: usize,
+    pub system_prompt: String,
+    /// Overrides the LLM provider's default model.
+    pub model: Option<String>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            breaker_failures_max: BREAKER_FAILURES_MAX_DEFAULT,
+            runs_in_flight_max: RUNS_IN_FLIGHT_MAX_DEFAULT,
+            system_prompt: HEARTBEAT_SYSTEM_PROMPT_DEFAULT.to_owned(),
+            model: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the engine has stopped")]
+    Stopped,
+}
+
+/// Controls a running engine. Every change is written to the store first, then applied
+/// to the running schedule: when a call returns `Ok`, the change is durable and live.
+pub struct EngineHandle {
+    ports: Ports,
+    commands: mpsc::Sender<Command>,
+    driver: JoinHandle<()>,
+}
+
+const COMMAND_QUEUE_MAX: usize = 1_024;
+
+/// Starts an engine: marks runs a previous process left `running` as interrupted, loads
+/// every heartbeat from the store, arms the enabled ones and spawns the driver.
+///
+/// # Errors
+/// When the store cannot be read at start-up.
+pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle, StoreError> {
+    let interrupted = ports.store.recover_interrupted(ports.clock.wall()).await?;
+    if interrupted > 0 {
+        ports.events.emit(ports.clock.wall(), &EngineEvent::Recovered { interrupted });
+    }
+    let heartbeats = ports.store.load_heartbeats().await?;
+    let context = RunContext {
+        clock: Arc::clone(&ports.clock),
+        llm: Arc::clone(&ports.llm),
+        messenger: Arc::clone(&ports.messenger),
+        store: Arc::clone(&ports.store),
+        events: Arc::clone(&ports.events),
+        system_prompt: options.system_prompt.into(),
+        model: options.model.map(Into::into),
+        breaker_failures_max: options.breaker_failures_max,
+    };
+    let (commands, receiver) = mpsc::channel(COMMAND_QUEUE_MAX);
+    let mut driver = Driver::new(context, options.runs_in_flight_max, receiver);
+    driver.load(heartbeats).await;
+    let driver = tokio::spawn(driver.run());
+    Ok(EngineHandle { ports, commands, driver })
+}
+
+impl EngineHandle {
+    /// Creates or replaces a heartbeat at run time; it waits one full interval.
+    ///
+    /// # Errors
+    /// When the store write fails (nothing changed) or the engine has stopped.
+    pub async fn upsert(&self, def: HeartbeatDef) -> Result<(), EngineError> {
+        self.ports.store.put_heartbeat(&def, self.ports.clock.wall()).await?;
+        self.send(Command::Upsert(def)).await
+    }
+
+    /// Deletes a heartbeat; it never fires again. Returns whether it existed.
+    ///
+    /// # Errors
+    /// When the store write fails (nothing changed) or the engine has stopped.
+    pub async fn delete(&self, key: &HeartbeatKey) -> Result<bool, EngineError> {
+        let existed = self.ports.store.delete_heartbeat(key).await?;
+        self.send(Command::Delete(key.clone())).await?;
+        Ok(existed)
+    }
+
+    /// Enables (clearing the breaker) or disables a heartbeat. Returns whether it existed.
+    ///
+    /// # Errors
+    /// When the store write fails (nothing changed) or the engine has stopped.
+    pub async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool) -> Result<bool, EngineError> {
+        let reason = (!enabled).then_some("user");
+        let existed = self.ports.store.set_enabled(key, enabled, reason).await?;
+        self.send(Command::SetEnabled(key.clone(), enabled)).await?;
+        Ok(existed)
+    }
+
+    /// Stops scheduling, lets in-flight runs finish within `grace`, and waits for the
+    /// driver to end. Returns how many runs were abandoned at the end of the grace period.
+    pub async fn shutdown(self, grace: Duration) -> usize {
+        let (done, abandoned) = oneshot::channel();
+        if self.commands.send(Command::Shutdown { grace, done }).await.is_err() {
+            return 0;
+        }
+        let abandoned = abandoned.await.unwrap_or(0);
+        let _ = self.driver.await;
+        abandoned
+    }
+
+    async fn send(&self, command: Command) -> Result<(), EngineError> {
+        self.commands.send(command).await.map_err(|_| EngineError::Stopped)
+    }
+}

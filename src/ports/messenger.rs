@@ -1,0 +1,38 @@
+//! The messenger port: deliver a heartbeat's text to an `adapter:target`.
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+
+use crate::core::delivery_target::DeliveryTarget;
+use crate::core::ids::HeartbeatKey;
+
+/// One message to deliver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub target: DeliveryTarget,
+    pub text: String,
+    pub heartbeat: HeartbeatKey,
+    /// The slot this run stands for.
+    pub scheduled_for: Timestamp,
+    /// The same for every attempt at the same slot, so receivers can drop duplicates.
+    pub idempotency_key: String,
+}
+
+/// Why a delivery failed (after the adapter's own bounded retries).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeliveryError {
+    #[error("no adapter named {0:?} is configured")]
+    UnknownAdapter(String),
+    #[error("delivery to {target} failed after {attempts} attempt(s): {last_error}")]
+    Failed { target: String, attempts: u32, last_error: String },
+}
+
+/// Delivers messages to targets.
+#[async_trait]
+pub trait Messenger: Send + Sync + 'static {
+    /// Delivers one message.
+    ///
+    /// # Errors
+    /// When the target's adapter is unknown or every attempt failed.
+    async fn deliver(&self, delivery: &Delivery) -> Result<(), DeliveryError>;
+}

@@ -1,0 +1,197 @@
+//! The store port: heartbeats, their runtime state, slot claims and the execution log.
+//!
+//! Every write that records a run takes a slice, so a driver can group many runs into one
+//! statement (on this machine sqlx costs about 70 µs per statement; multi-row statements
+//! reach hundreds of thousands of rows a second).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+
+use crate::core::breaker::BreakerStep;
+use crate::core::guard::SkipReason;
+use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
+use crate::core::ids::HeartbeatKey;
+
+/// The error text of a run found `running` at start-up.
+pub const INTERRUPTED_ERROR_TEXT: &str = "the process stopped before this run finished";
+
+/// A request to claim `(heartbeat, slot)` before running it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotClaim {
+    pub key: HeartbeatKey,
+    pub slot: Timestamp,
+    pub claimed_at: Timestamp,
+    /// The slot armed after this one; stored with the claim so a restart resumes there.
+    pub next_slot: Timestamp,
+}
+
+/// Whether a claim was won. A slot claimed once is never claimed again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    Claimed,
+    AlreadyClaimed,
+}
+
+/// A due slot the guards skipped, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkipRecord {
+    pub key: HeartbeatKey,
+    pub slot: Timestamp,
+    pub at: Timestamp,
+    pub reason: SkipReason,
+    pub next_slot: Timestamp,
+}
+
+/// How a claimed run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ExecutionStatus {
+    Running,
+    Succeeded,
+    Failed,
+    TimedOut,
+    Skipped,
+    /// Claimed, then the process died before it finished (found at start-up).
+    Interrupted,
+}
+
+impl ExecutionStatus {
+    pub const ALL: [ExecutionStatus; 6] = [
+        ExecutionStatus::Running,
+        ExecutionStatus::Succeeded,
+        ExecutionStatus::Failed,
+        ExecutionStatus::TimedOut,
+        ExecutionStatus::Skipped,
+        ExecutionStatus::Interrupted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionStatus::Running => "running",
+            ExecutionStatus::Succeeded => "succeeded",
+            ExecutionStatus::Failed => "failed",
+            ExecutionStatus::TimedOut => "timed-out",
+            ExecutionStatus::Skipped => "skipped",
+            ExecutionStatus::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == text)
+    }
+}
+
+/// What happened to a run's text, separately from whether the run itself succeeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DeliveryStatus {
+    /// Nothing to deliver: the reply was empty, or the run failed before a reply.
+    NotNeeded,
+    Delivered,
+    Failed,
+}
+
+impl DeliveryStatus {
+    pub const ALL: [DeliveryStatus; 3] = [DeliveryStatus::NotNeeded, DeliveryStatus::Delivered, DeliveryStatus::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::NotNeeded => "not-needed",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == text)
+    }
+}
+
+/// The end of a claimed run, and the breaker state it leaves behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    pub key: HeartbeatKey,
+    pub slot: Timestamp,
+    pub finished_at: Timestamp,
+    pub status: ExecutionStatus,
+    pub delivery: DeliveryStatus,
+    pub duration: Duration,
+    pub error: Option<String>,
+    pub output_preview: Option<String>,
+    pub breaker: BreakerStep,
+}
+
+/// One row of the execution log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Execution {
+    pub key: HeartbeatKey,
+    pub slot: Timestamp,
+    pub started_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+    pub status: ExecutionStatus,
+    pub skip_reason: Option<SkipReason>,
+    pub delivery: Option<DeliveryStatus>,
+    pub duration: Option<Duration>,
+    pub error: Option<String>,
+    pub output_preview: Option<String>,
+}
+
+/// What seeding the config did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SeedReport {
+    pub inserted: Vec<HeartbeatKey>,
+    /// The config's definition changed: the definition is replaced and the heartbeat re-enabled.
+    pub updated: Vec<HeartbeatKey>,
+    /// Same definition as last seed: runtime state (breaker, disable) left alone.
+    pub unchanged: Vec<HeartbeatKey>,
+    /// Seeded from an earlier config, absent from this one.
+    pub removed: Vec<HeartbeatKey>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("store backend error: {0}")]
+    Backend(String),
+    #[error("store holds a row it cannot read ({what}): {problem}")]
+    Corrupt { what: String, problem: String },
+}
+
+/// Durable state of the engine.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Every stored heartbeat, enabled or not, ordered by key.
+    async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError>;
+
+    /// Seeds config definitions: an upsert that never overwrites runtime changes (see
+    /// [`SeedReport`]). Heartbeats created at run time are never touched.
+    async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError>;
+
+    /// Creates or replaces a heartbeat's definition at run time; a replaced one is re-enabled
+    /// with a clean breaker and waits one full interval.
+    async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError>;
+
+    /// Deletes a heartbeat; its execution log stays. Returns whether it existed.
+    async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError>;
+
+    /// Enables or disables a heartbeat; enabling clears the breaker count. Returns whether it existed.
+    async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError>;
+
+    /// Records the slot each heartbeat is armed for, for heartbeats armed without a claim.
+    async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError>;
+
+    /// Claims slots before running them, in one transaction; the outcome of each claim in order.
+    async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError>;
+
+    /// Records skipped slots (a slot already recorded is left as it was).
+    async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError>;
+
+    /// Records finished runs and the breaker state each leaves, in one transaction.
+    async fn finish_runs(&self, runs: &[RunRecord]) -> Result<(), StoreError>;
+
+    /// Marks every run still `running` as `interrupted` (call at start-up, before the
+    /// driver starts). Returns how many there were.
+    async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError>;
+
+    /// The newest `limit` executions of a heartbeat, newest first.
+    async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError>;
+}

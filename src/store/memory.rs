@@ -1,0 +1,226 @@
+//! An in-memory store with the same semantics as the SQLite one: for tests, embedding,
+//! and as the base of the simulator's store.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+
+use crate::core::breaker::DISABLED_BY_BREAKER;
+use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, Origin};
+use crate::core::ids::HeartbeatKey;
+use crate::ports::store::{
+    ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, RunRecord, SeedReport, SkipRecord, SlotClaim, Store,
+    StoreError, INTERRUPTED_ERROR_TEXT,
+};
+
+#[derive(Debug, Clone)]
+struct Row {
+    heartbeat: Heartbeat,
+    config_fingerprint: Option<String>,
+}
+
+/// Everything the memory store holds. Cloneable, so a simulator can snapshot it.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryState {
+    heartbeats: BTreeMap<HeartbeatKey, Row>,
+    executions: BTreeMap<(HeartbeatKey, Timestamp), Execution>,
+}
+
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    state: Mutex<MemoryState>,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A store that starts from `state` (a simulator's durable snapshot).
+    pub fn from_state(state: MemoryState) -> Self {
+        Self { state: Mutex::new(state) }
+    }
+
+    /// A copy of everything held.
+    pub fn snapshot(&self) -> MemoryState {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, MemoryState> {
+        // A panic while holding the lock cannot leave a half-applied write: every method
+        // computes first and mutates last. So a poisoned lock is still consistent.
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn set_next_slot(state: &mut MemoryState, key: &HeartbeatKey, next_slot: Timestamp) {
+    if let Some(row) = state.heartbeats.get_mut(key) {
+        row.heartbeat.state.next_slot = Some(next_slot);
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
+        Ok(self.lock().heartbeats.values().map(|row| row.heartbeat.clone()).collect())
+    }
+
+    async fn seed_config(&self, defs: &[HeartbeatDef], _at: Timestamp) -> Result<SeedReport, StoreError> {
+        let mut state = self.lock();
+        let mut report = SeedReport::default();
+        for def in defs {
+            let fingerprint = def.fingerprint();
+            let def = HeartbeatDef { origin: Origin::Config, ..def.clone() };
+            match state.heartbeats.get(&def.key) {
+                Some(row) if row.config_fingerprint.as_deref() == Some(fingerprint.as_str()) => {
+                    report.unchanged.push(def.key.clone());
+                }
+                existing => {
+                    let is_update = existing.is_some();
+                    let key = def.key.clone();
+                    let row = Row { heartbeat: Heartbeat { def, state: HeartbeatState::fresh() }, config_fingerprint: Some(fingerprint) };
+                    state.heartbeats.insert(key.clone(), row);
+                    if is_update { report.updated.push(key) } else { report.inserted.push(key) }
+                }
+            }
+        }
+        let removed: Vec<HeartbeatKey> = state
+            .heartbeats
+            .iter()
+            .filter(|(key, row)| row.heartbeat.def.origin == Origin::Config && !defs.iter().any(|def| &def.key == *key))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &removed {
+            state.heartbeats.remove(key);
+        }
+        report.removed = removed;
+        Ok(report)
+    }
+
+    async fn put_heartbeat(&self, def: &HeartbeatDef, _at: Timestamp) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        let config_fingerprint = state.heartbeats.get(&def.key).and_then(|row| row.config_fingerprint.clone());
+        let row = Row { heartbeat: Heartbeat { def: def.clone(), state: HeartbeatState::fresh() }, config_fingerprint };
+        state.heartbeats.insert(def.key.clone(), row);
+        Ok(())
+    }
+
+    async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
+        Ok(self.lock().heartbeats.remove(key).is_some())
+    }
+
+    async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        let Some(row) = state.heartbeats.get_mut(key) else { return Ok(false) };
+        let heartbeat_state = &mut row.heartbeat.state;
+        heartbeat_state.enabled = enabled;
+        heartbeat_state.disabled_reason = if enabled { None } else { reason.map(str::to_owned) };
+        if enabled {
+            heartbeat_state.consecutive_failures = 0;
+        }
+        Ok(true)
+    }
+
+    async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        for (key, next_slot) in slots {
+            set_next_slot(&mut state, key, *next_slot);
+        }
+        Ok(())
+    }
+
+    async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+        let mut state = self.lock();
+        let mut outcomes = Vec::with_capacity(claims.len());
+        for claim in claims {
+            let id = (claim.key.clone(), claim.slot);
+            if state.executions.contains_key(&id) {
+                outcomes.push(ClaimOutcome::AlreadyClaimed);
+                continue;
+            }
+            state.executions.insert(id, running(claim));
+            set_next_slot(&mut state, &claim.key, claim.next_slot);
+            outcomes.push(ClaimOutcome::Claimed);
+        }
+        Ok(outcomes)
+    }
+
+    async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        for skip in skips {
+            let id = (skip.key.clone(), skip.slot);
+            state.executions.entry(id).or_insert_with(|| Execution {
+                key: skip.key.clone(),
+                slot: skip.slot,
+                started_at: skip.at,
+                finished_at: Some(skip.at),
+                status: ExecutionStatus::Skipped,
+                skip_reason: Some(skip.reason),
+                delivery: None,
+                duration: None,
+                error: None,
+                output_preview: None,
+            });
+            set_next_slot(&mut state, &skip.key, skip.next_slot);
+        }
+        Ok(())
+    }
+
+    async fn finish_runs(&self, runs: &[RunRecord]) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        for run in runs {
+            if let Some(execution) = state.executions.get_mut(&(run.key.clone(), run.slot)) {
+                execution.finished_at = Some(run.finished_at);
+                execution.status = run.status;
+                execution.delivery = Some(run.delivery);
+                execution.duration = Some(run.duration);
+                execution.error = run.error.clone();
+                execution.output_preview = run.output_preview.clone();
+            }
+            if let Some(row) = state.heartbeats.get_mut(&run.key) {
+                row.heartbeat.state.consecutive_failures = run.breaker.consecutive_failures;
+                if run.breaker.tripped {
+                    row.heartbeat.state.enabled = false;
+                    row.heartbeat.state.disabled_reason = Some(DISABLED_BY_BREAKER.to_owned());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {
+        let mut state = self.lock();
+        let mut count = 0;
+        for execution in state.executions.values_mut().filter(|e| e.status == ExecutionStatus::Running) {
+            execution.status = ExecutionStatus::Interrupted;
+            execution.finished_at = Some(at);
+            execution.delivery = Some(DeliveryStatus::NotNeeded);
+            execution.error = Some(INTERRUPTED_ERROR_TEXT.to_owned());
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {
+        let state = self.lock();
+        let mine = state.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX));
+        Ok(mine.rev().take(limit).map(|(_, execution)| execution.clone()).collect())
+    }
+}
+
+fn running(claim: &SlotClaim) -> Execution {
+    Execution {
+        key: claim.key.clone(),
+        slot: claim.slot,
+        started_at: claim.claimed_at,
+        finished_at: None,
+        status: ExecutionStatus::Running,
+        skip_reason: None,
+        delivery: None,
+        duration: None,
+        error: None,
+        output_preview: None,
+    }
+}

@@ -1,0 +1,5 @@
+//! Implementations of the [`Store`](crate::ports::store::Store) port.
+
+pub mod memory;
+#[cfg(not(madsim))]
+pub mod sqlite;

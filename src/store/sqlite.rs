@@ -1,0 +1,428 @@
+//! The SQLite store, through sqlx: WAL, embedded migrations, a busy timeout, and
+//! multi-row statements for every batch write.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
+
+use crate::core::active_hours::ActiveHours;
+use crate::core::breaker::DISABLED_BY_BREAKER;
+use crate::core::delivery_target::DeliveryTarget;
+use crate::core::guard::SkipReason;
+use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, Origin};
+use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use crate::limits::{SQLITE_BUSY_TIMEOUT_MS, STORE_BATCH_ROWS_MAX};
+use crate::ports::store::{
+    ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, RunRecord, SeedReport, SkipRecord, SlotClaim, Store,
+    StoreError, INTERRUPTED_ERROR_TEXT,
+};
+
+const CONNECTIONS_MAX: u32 = 4;
+
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        StoreError::Backend(error.to_string())
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(error: sqlx::migrate::MigrateError) -> Self {
+        StoreError::Backend(format!("migration failed: {error}"))
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and applies pending migrations.
+    ///
+    /// # Errors
+    /// When the file cannot be opened or a migration fails.
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::from_str("sqlite:")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // FULL: a write the engine acknowledged survives power loss, not only a crash.
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new().max_connections(CONNECTIONS_MAX).connect_with(options).await?;
+        sqlx::migrate!("src/store/migrations").run(&pool).await?;
+        Ok(Self { pool })
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT agent_id, heartbeat_id, prompt, interval_ms, delivery_target, active_start, active_end, \
+             active_timezone, timeout_ms, origin, enabled, disabled_reason, consecutive_failures, next_slot_ms \
+             FROM heartbeats ORDER BY agent_id, heartbeat_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(heartbeat_from_row).collect()
+    }
+
+    async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let existing: BTreeMap<(String, String), (String, Option<String>)> =
+            sqlx::query("SELECT agent_id, heartbeat_id, origin, config_fingerprint FROM heartbeats")
+                .fetch_all(&mut *tx)
+                .await?
+                .into_iter()
+                .map(|row| Ok(((row.try_get(0)?, row.try_get(1)?), (row.try_get(2)?, row.try_get(3)?))))
+                .collect::<Result<_, sqlx::Error>>()?;
+        let mut report = SeedReport::default();
+        for def in defs {
+            let fingerprint = def.fingerprint();
+            let id = (def.key.agent.to_string(), def.key.heartbeat.to_string());
+            match existing.get(&id) {
+                Some((_, stored)) if stored.as_deref() == Some(fingerprint.as_str()) => {
+                    report.unchanged.push(def.key.clone());
+                    continue;
+                }
+                Some(_) => report.updated.push(def.key.clone()),
+                None => report.inserted.push(def.key.clone()),
+            }
+            let def = HeartbeatDef { origin: Origin::Config, ..def.clone() };
+            upsert(&mut tx, &def, Some(&fingerprint), at).await?;
+        }
+        for ((agent, heartbeat), (origin, _)) in &existing {
+            let in_config = defs.iter().any(|def| def.key.agent.as_str() == agent && def.key.heartbeat.as_str() == heartbeat);
+            if origin == Origin::Config.as_str() && !in_config {
+                sqlx::query("DELETE FROM heartbeats WHERE agent_id = ? AND heartbeat_id = ?")
+                    .bind(agent)
+                    .bind(heartbeat)
+                    .execute(&mut *tx)
+                    .await?;
+                report.removed.push(key_from_parts(agent.clone(), heartbeat.clone())?);
+            }
+        }
+        tx.commit().await?;
+        Ok(report)
+    }
+
+    async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        upsert(&mut tx, def, None, at).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
+        let result = sqlx::query("DELETE FROM heartbeats WHERE agent_id = ? AND heartbeat_id = ?")
+            .bind(key.agent.as_str())
+            .bind(key.heartbeat.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(result.rows_affected() > 0)
+    }
+
+    async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError> {
+        let result = sqlx::query(
+            "UPDATE heartbeats SET enabled = ?1, disabled_reason = CASE WHEN ?1 = 1 THEN NULL ELSE ?2 END, \
+             consecutive_failures = CASE WHEN ?1 = 1 THEN 0 ELSE consecutive_failures END \
+             WHERE agent_id = ?3 AND heartbeat_id = ?4",
+        )
+        .bind(i64::from(enabled))
+        .bind(reason)
+        .bind(key.agent.as_str())
+        .bind(key.heartbeat.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(result.rows_affected() > 0)
+    }
+
+    async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        update_next_slots(&mut tx, slots).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let mut won: Vec<(String, String, i64)> = Vec::new();
+        for chunk in claims.chunks(STORE_BATCH_ROWS_MAX) {
+            let mut insert = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, status) ",
+            );
+            insert.push_values(chunk, |mut row, claim| {
+                row.push_bind(claim.key.agent.as_str())
+                    .push_bind(claim.key.heartbeat.as_str())
+                    .push_bind(claim.slot.as_millisecond())
+                    .push_bind(claim.claimed_at.as_millisecond())
+                    .push_bind(ExecutionStatus::Running.as_str());
+            });
+            insert.push(" ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING RETURNING agent_id, heartbeat_id, slot_ms");
+            for row in insert.build().fetch_all(&mut *tx).await? {
+                won.push((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
+            }
+        }
+        let outcomes: Vec<ClaimOutcome> = claims
+            .iter()
+            .map(|claim| {
+                let id = (claim.key.agent.to_string(), claim.key.heartbeat.to_string(), claim.slot.as_millisecond());
+                if won.contains(&id) { ClaimOutcome::Claimed } else { ClaimOutcome::AlreadyClaimed }
+            })
+            .collect();
+        let next_slots: Vec<(HeartbeatKey, Timestamp)> = claims
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
+            .map(|(claim, _)| (claim.key.clone(), claim.next_slot))
+            .collect();
+        update_next_slots(&mut tx, &next_slots).await?;
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+
+    async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for chunk in skips.chunks(STORE_BATCH_ROWS_MAX) {
+            let mut insert = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason) ",
+            );
+            insert.push_values(chunk, |mut row, skip| {
+                row.push_bind(skip.key.agent.as_str())
+                    .push_bind(skip.key.heartbeat.as_str())
+                    .push_bind(skip.slot.as_millisecond())
+                    .push_bind(skip.at.as_millisecond())
+                    .push_bind(skip.at.as_millisecond())
+                    .push_bind(ExecutionStatus::Skipped.as_str())
+                    .push_bind(skip.reason.as_str());
+            });
+            insert.push(" ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING");
+            insert.build().execute(&mut *tx).await?;
+        }
+        let next_slots: Vec<(HeartbeatKey, Timestamp)> = skips.iter().map(|skip| (skip.key.clone(), skip.next_slot)).collect();
+        update_next_slots(&mut tx, &next_slots).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn finish_runs(&self, runs: &[RunRecord]) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for chunk in runs.chunks(STORE_BATCH_ROWS_MAX) {
+            let mut update = QueryBuilder::<Sqlite>::new(
+                "UPDATE executions SET finished_at_ms = v.column4, status = v.column5, delivery = v.column6, \
+                 duration_ms = v.column7, error = v.column8, output_preview = v.column9 FROM (",
+            );
+            update.push_values(chunk, |mut row, run| {
+                row.push_bind(run.key.agent.as_str())
+                    .push_bind(run.key.heartbeat.as_str())
+                    .push_bind(run.slot.as_millisecond())
+                    .push_bind(run.finished_at.as_millisecond())
+                    .push_bind(run.status.as_str())
+                    .push_bind(run.delivery.as_str())
+                    .push_bind(i64::try_from(run.duration.as_millis()).unwrap_or(i64::MAX))
+                    .push_bind(run.error.as_deref())
+                    .push_bind(run.output_preview.as_deref());
+            });
+            update.push(
+                ") AS v WHERE executions.agent_id = v.column1 AND executions.heartbeat_id = v.column2 \
+                 AND executions.slot_ms = v.column3",
+            );
+            update.build().execute(&mut *tx).await?;
+        }
+        // One breaker update per heartbeat: the last run of each in this batch decides.
+        let mut last_per_heartbeat: BTreeMap<&HeartbeatKey, &RunRecord> = BTreeMap::new();
+        for run in runs {
+            last_per_heartbeat.insert(&run.key, run);
+        }
+        let latest: Vec<&RunRecord> = last_per_heartbeat.into_values().collect();
+        for chunk in latest.chunks(STORE_BATCH_ROWS_MAX) {
+            let mut update = QueryBuilder::<Sqlite>::new("UPDATE heartbeats SET consecutive_failures = v.column3, ");
+            update.push("enabled = CASE WHEN v.column4 = 1 THEN 0 ELSE enabled END, ");
+            update.push("disabled_reason = CASE WHEN v.column4 = 1 THEN ");
+            update.push_bind(DISABLED_BY_BREAKER);
+            update.push(" ELSE disabled_reason END FROM (");
+            update.push_values(chunk, |mut row, run| {
+                row.push_bind(run.key.agent.as_str())
+                    .push_bind(run.key.heartbeat.as_str())
+                    .push_bind(i64::from(run.breaker.consecutive_failures))
+                    .push_bind(i64::from(run.breaker.tripped));
+            });
+            update.push(") AS v WHERE heartbeats.agent_id = v.column1 AND heartbeats.heartbeat_id = v.column2");
+            update.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {
+        let result = sqlx::query(
+            "UPDATE executions SET status = ?, finished_at_ms = ?, delivery = ?, error = ? WHERE status = ?",
+        )
+        .bind(ExecutionStatus::Interrupted.as_str())
+        .bind(at.as_millisecond())
+        .bind(DeliveryStatus::NotNeeded.as_str())
+        .bind(INTERRUPTED_ERROR_TEXT)
+        .bind(ExecutionStatus::Running.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(result.rows_affected())
+    }
+
+    async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason, delivery, \
+             duration_ms, error, output_preview FROM executions WHERE agent_id = ? AND heartbeat_id = ? \
+             ORDER BY slot_ms DESC LIMIT ?",
+        )
+        .bind(key.agent.as_str())
+        .bind(key.heartbeat.as_str())
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(execution_from_row).collect()
+    }
+}
+
+/// Inserts or replaces a definition. A replaced heartbeat is re-enabled with a clean
+/// breaker and no armed slot. `fingerprint` `None` keeps the stored config fingerprint.
+async fn upsert(
+    tx: &mut Transaction<'_, Sqlite>,
+    def: &HeartbeatDef,
+    fingerprint: Option<&str>,
+    at: Timestamp,
+) -> Result<(), StoreError> {
+    let window = def.active_hours.as_ref();
+    sqlx::query(
+        "INSERT INTO heartbeats (agent_id, heartbeat_id, prompt, interval_ms, delivery_target, active_start, \
+         active_end, active_timezone, timeout_ms, origin, config_fingerprint, enabled, disabled_reason, \
+         consecutive_failures, next_slot_ms, created_at_ms, updated_at_ms) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, NULL, 0, NULL, ?, ?) \
+         ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET prompt = excluded.prompt, \
+         interval_ms = excluded.interval_ms, delivery_target = excluded.delivery_target, \
+         active_start = excluded.active_start, active_end = excluded.active_end, \
+         active_timezone = excluded.active_timezone, timeout_ms = excluded.timeout_ms, origin = excluded.origin, \
+         config_fingerprint = COALESCE(excluded.config_fingerprint, heartbeats.config_fingerprint), \
+         enabled = 1, disabled_reason = NULL, consecutive_failures = 0, next_slot_ms = NULL, \
+         updated_at_ms = excluded.updated_at_ms",
+    )
+    .bind(def.key.agent.as_str())
+    .bind(def.key.heartbeat.as_str())
+    .bind(&def.prompt)
+    .bind(millis(def.interval))
+    .bind(def.target.to_string())
+    .bind(window.map(ActiveHours::start_text))
+    .bind(window.map(ActiveHours::end_text))
+    .bind(window.map(ActiveHours::zone_name))
+    .bind(millis(def.timeout))
+    .bind(def.origin.as_str())
+    .bind(fingerprint)
+    .bind(at.as_millisecond())
+    .bind(at.as_millisecond())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn update_next_slots(
+    tx: &mut Transaction<'_, Sqlite>,
+    slots: &[(HeartbeatKey, Timestamp)],
+) -> Result<(), StoreError> {
+    for chunk in slots.chunks(STORE_BATCH_ROWS_MAX) {
+        let mut update = QueryBuilder::<Sqlite>::new("UPDATE heartbeats SET next_slot_ms = v.column3 FROM (");
+        update.push_values(chunk, |mut row, (key, next_slot)| {
+            row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str()).push_bind(next_slot.as_millisecond());
+        });
+        update.push(") AS v WHERE heartbeats.agent_id = v.column1 AND heartbeats.heartbeat_id = v.column2");
+        update.build().execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn corrupt(what: impl Into<String>, problem: impl ToString) -> StoreError {
+    StoreError::Corrupt { what: what.into(), problem: problem.to_string() }
+}
+
+fn key_from_parts(agent: String, heartbeat: String) -> Result<HeartbeatKey, StoreError> {
+    let what = format!("heartbeat {agent}/{heartbeat}");
+    Ok(HeartbeatKey {
+        agent: AgentId::new(agent).map_err(|e| corrupt(&what, format!("agent id {e}")))?,
+        heartbeat: HeartbeatId::new(heartbeat).map_err(|e| corrupt(&what, format!("heartbeat id {e}")))?,
+    })
+}
+
+fn timestamp(ms: i64, what: &str) -> Result<Timestamp, StoreError> {
+    Timestamp::from_millisecond(ms).map_err(|e| corrupt(what, e))
+}
+
+fn duration_ms(ms: i64, what: &str) -> Result<Duration, StoreError> {
+    u64::try_from(ms).map(Duration::from_millis).map_err(|_| corrupt(what, format!("negative duration {ms} ms")))
+}
+
+fn heartbeat_from_row(row: &SqliteRow) -> Result<Heartbeat, StoreError> {
+    let key = key_from_parts(row.try_get("agent_id")?, row.try_get("heartbeat_id")?)?;
+    let what = format!("heartbeat {key}");
+    let target: String = row.try_get("delivery_target")?;
+    let window: (Option<String>, Option<String>, Option<String>) =
+        (row.try_get("active_start")?, row.try_get("active_end")?, row.try_get("active_timezone")?);
+    let active_hours = match window {
+        (Some(start), Some(end), Some(zone)) => Some(ActiveHours::new(&start, &end, &zone).map_err(|e| corrupt(&what, e))?),
+        (None, None, None) => None,
+        _ => return Err(corrupt(&what, "active hours are partly set")),
+    };
+    let origin: String = row.try_get("origin")?;
+    let next_slot: Option<i64> = row.try_get("next_slot_ms")?;
+    let failures: i64 = row.try_get("consecutive_failures")?;
+    let def = HeartbeatDef {
+        prompt: row.try_get("prompt")?,
+        interval: duration_ms(row.try_get("interval_ms")?, &what)?,
+        target: DeliveryTarget::parse(&target).map_err(|e| corrupt(&what, e))?,
+        active_hours,
+        timeout: duration_ms(row.try_get("timeout_ms")?, &what)?,
+        origin: Origin::parse(&origin).ok_or_else(|| corrupt(&what, format!("unknown origin {origin:?}")))?,
+        key,
+    };
+    let state = HeartbeatState {
+        enabled: row.try_get::<i64, _>("enabled")? == 1,
+        disabled_reason: row.try_get("disabled_reason")?,
+        consecutive_failures: u32::try_from(failures).map_err(|_| corrupt(&what, "failure count out of range"))?,
+        next_slot: next_slot.map(|ms| timestamp(ms, &what)).transpose()?,
+    };
+    Ok(Heartbeat { def, state })
+}
+
+fn execution_from_row(row: &SqliteRow) -> Result<Execution, StoreError> {
+    let key = key_from_parts(row.try_get("agent_id")?, row.try_get("heartbeat_id")?)?;
+    let what = format!("execution of {key}");
+    let status: String = row.try_get("status")?;
+    let skip_reason: Option<String> = row.try_get("skip_reason")?;
+    let delivery: Option<String> = row.try_get("delivery")?;
+    let finished_at: Option<i64> = row.try_get("finished_at_ms")?;
+    let duration: Option<i64> = row.try_get("duration_ms")?;
+    Ok(Execution {
+        slot: timestamp(row.try_get("slot_ms")?, &what)?,
+        started_at: timestamp(row.try_get("started_at_ms")?, &what)?,
+        finished_at: finished_at.map(|ms| timestamp(ms, &what)).transpose()?,
+        status: ExecutionStatus::parse(&status).ok_or_else(|| corrupt(&what, format!("unknown status {status:?}")))?,
+        skip_reason: skip_reason
+            .map(|text| SkipReason::parse(&text).ok_or_else(|| corrupt(&what, format!("unknown skip reason {text:?}"))))
+            .transpose()?,
+        delivery: delivery
+            .map(|text| DeliveryStatus::parse(&text).ok_or_else(|| corrupt(&what, format!("unknown delivery {text:?}"))))
+            .transpose()?,
+        duration: duration.map(|ms| duration_ms(ms, &what)).transpose()?,
+        error: row.try_get("error")?,
+        output_preview: row.try_get("output_preview")?,
+        key,
+    })
+}
