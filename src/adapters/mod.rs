@@ -3,6 +3,7 @@
 pub mod scripted_llm;
 pub mod stdout;
 pub mod system_clock;
+pub mod virtual_clock;
 
 #[cfg(not(madsim))]
 pub mod openai;

@@ -427,3 +427,7 @@ struct HeartbeatDefaults<'a> {
     run_timeout: Duration,
     webhooks: &'a BTreeMap<String, WebhookEndpoint>,
 }
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

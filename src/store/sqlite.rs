@@ -1,7 +1,7 @@
 //! The SQLite store, through sqlx: WAL, embedded migrations, a busy timeout, and
 //! multi-row statements for every batch write.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -153,7 +153,9 @@ impl Store for SqliteStore {
 
     async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let mut won: Vec<(String, String, i64)> = Vec::new();
+        // Rows the INSERT really added; each can answer one claim, so a slot twice in one
+        // batch is won once.
+        let mut won: BTreeSet<(String, String, i64)> = BTreeSet::new();
         for chunk in claims.chunks(STORE_BATCH_ROWS_MAX) {
             let mut insert = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, status) ",
@@ -167,14 +169,14 @@ impl Store for SqliteStore {
             });
             insert.push(" ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING RETURNING agent_id, heartbeat_id, slot_ms");
             for row in insert.build().fetch_all(&mut *tx).await? {
-                won.push((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
+                won.insert((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
             }
         }
         let outcomes: Vec<ClaimOutcome> = claims
             .iter()
             .map(|claim| {
                 let id = (claim.key.agent.to_string(), claim.key.heartbeat.to_string(), claim.slot.as_millisecond());
-                if won.contains(&id) { ClaimOutcome::Claimed } else { ClaimOutcome::AlreadyClaimed }
+                if won.remove(&id) { ClaimOutcome::Claimed } else { ClaimOutcome::AlreadyClaimed }
             })
             .collect();
         let next_slots: Vec<(HeartbeatKey, Timestamp)> = claims

@@ -1,0 +1,57 @@
+//! A clock for tests and the simulator: monotonic time is the runtime's virtual time
+//! (tokio's paused clock in tests, madsim's under `--cfg madsim`), and wall time is a
+//! chosen start plus elapsed time plus an offset that can be skewed or made to jump.
+
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use jiff::{SignedDuration, Timestamp};
+use tokio::time::Instant;
+
+use crate::ports::clock::{Clock, Mono};
+
+#[derive(Debug)]
+pub struct VirtualClock {
+    origin: Instant,
+    wall_at_origin: Timestamp,
+    /// Added to wall time: skew, and the sum of every jump so far.
+    wall_offset: Mutex<SignedDuration>,
+}
+
+impl VirtualClock {
+    /// A clock whose wall time reads `wall_at_start` now.
+    #[allow(clippy::disallowed_methods)] // reads the runtime's virtual time, never the OS's
+    pub fn new(wall_at_start: Timestamp) -> Self {
+        Self { origin: Instant::now(), wall_at_origin: wall_at_start, wall_offset: Mutex::new(SignedDuration::ZERO) }
+    }
+
+    /// Steps the wall clock by `by` (negative: backward). Monotonic time is unaffected.
+    pub fn jump_wall(&self, by: SignedDuration) {
+        let mut offset = self.wall_offset.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *offset = offset.saturating_add(by);
+    }
+
+    /// The wall clock's total offset from elapsed time.
+    pub fn wall_offset(&self) -> SignedDuration {
+        *self.wall_offset.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl Clock for VirtualClock {
+    fn wall(&self) -> Timestamp {
+        let elapsed = SignedDuration::try_from(self.monotonic().since_origin()).unwrap_or(SignedDuration::MAX);
+        let at = self.wall_at_origin.saturating_add(elapsed.saturating_add(self.wall_offset()));
+        at.unwrap_or(Timestamp::MAX)
+    }
+
+    #[allow(clippy::disallowed_methods)] // reads the runtime's virtual time, never the OS's
+    fn monotonic(&self) -> Mono {
+        Mono::from_duration(Instant::now().saturating_duration_since(self.origin))
+    }
+
+    #[allow(clippy::disallowed_methods)] // sleeps in the runtime's virtual time
+    async fn sleep_until(&self, deadline: Mono) {
+        tokio::time::sleep_until(self.origin + deadline.since_origin()).await;
+    }
+}

@@ -1,0 +1,268 @@
+//! The engine on virtual time: the real driver, the memory store, test doubles for the
+//! LLM and the messenger, and tokio's paused clock.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::SignedDuration;
+
+use common::{def, key, start, Behaviour, RecordingMessenger, RecordingSink, ScriptedByPrompt};
+use systole::adapters::virtual_clock::VirtualClock;
+use systole::core::active_hours::ActiveHours;
+use systole::core::guard::SkipReason;
+use systole::core::heartbeat::HeartbeatDef;
+use systole::driver::events::EngineEvent;
+use systole::driver::{self, EngineHandle, EngineOptions, Ports};
+use systole::limits::DRIVER_SLEEP_SECS_MAX;
+use systole::ports::clock::Clock;
+use systole::ports::store::{DeliveryStatus, ExecutionStatus, Store};
+use systole::store::memory::MemoryStore;
+
+struct Rig {
+    clock: Arc<VirtualClock>,
+    llm: Arc<ScriptedByPrompt>,
+    messenger: Arc<RecordingMessenger>,
+    store: Arc<MemoryStore>,
+    events: Arc<RecordingSink>,
+}
+
+impl Rig {
+    fn new() -> Self {
+        let clock = Arc::new(VirtualClock::new(start()));
+        Self {
+            llm: ScriptedByPrompt::new(Arc::clone(&clock)),
+            clock,
+            messenger: Arc::new(RecordingMessenger::default()),
+            store: Arc::new(MemoryStore::new()),
+            events: Arc::new(RecordingSink::default()),
+        }
+    }
+
+    async fn start(&self, defs: &[HeartbeatDef]) -> EngineHandle {
+        self.store.seed_config(defs, self.clock.wall()).await.expect("seed");
+        let ports = Ports {
+            clock: self.clock.clone(),
+            llm: self.llm.clone(),
+            messenger: self.messenger.clone(),
+            store: self.store.clone(),
+            events: self.events.clone(),
+        };
+        driver::start(ports, EngineOptions::default()).await.expect("start")
+    }
+
+    async fn advance(&self, secs: u64) {
+        self.clock.sleep(Duration::from_secs(secs)).await;
+    }
+
+    async fn statuses(&self, agent: &str, heartbeat: &str) -> Vec<ExecutionStatus> {
+        let mut runs = self.store.executions(&key(agent, heartbeat), 1_000).await.expect("read");
+        runs.reverse();
+        runs.into_iter().map(|e| e.status).collect()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn waits_one_interval_then_runs_on_cadence_and_delivers() {
+    let rig = Rig::new();
+    rig.llm.set("inbox", Behaviour::Reply("2 urgent mails".into()));
+    let engine = rig.start(&[def("main", "inbox", 60)]).await;
+    rig.advance(59).await;
+    assert_eq!(rig.llm.calls_for("inbox"), 0, "no burst at start-up: the first run waits one interval");
+    rig.advance(2).await;
+    assert_eq!(rig.llm.calls_for("inbox"), 1);
+    rig.advance(120).await;
+    assert_eq!(rig.llm.calls_for("inbox"), 3);
+    let deliveries = rig.messenger.deliveries.lock().expect("lock").clone();
+    assert_eq!(deliveries.len(), 3);
+    let first_slot = start().checked_add(SignedDuration::from_secs(60)).expect("in range");
+    assert_eq!(deliveries[0].scheduled_for, first_slot);
+    assert_eq!(deliveries[0].idempotency_key, format!("main/inbox/{}", first_slot.as_millisecond()));
+    assert_ne!(deliveries[0].idempotency_key, deliveries[1].idempotency_key);
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn empty_reply_delivers_nothing_and_counts_as_success() {
+    let rig = Rig::new();
+    rig.llm.set("quiet", Behaviour::Silent);
+    let engine = rig.start(&[def("main", "quiet", 10)]).await;
+    rig.advance(35).await;
+    assert_eq!(rig.llm.calls_for("quiet"), 3);
+    assert!(rig.messenger.texts().is_empty());
+    let runs = rig.store.executions(&key("main", "quiet"), 10).await.expect("read");
+    assert!(runs.iter().all(|e| e.status == ExecutionStatus::Succeeded && e.delivery == Some(DeliveryStatus::NotNeeded)));
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn breaker_disables_after_exactly_three_failures_and_survives_restart() {
+    let rig = Rig::new();
+    rig.llm.set("flaky", Behaviour::Fail);
+    let engine = rig.start(&[def("main", "flaky", 10)]).await;
+    rig.advance(100).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 3, "the third failure trips the breaker; no fourth call");
+    let tripped = rig.events.matching(|e| matches!(e, EngineEvent::BreakerTripped { .. }));
+    assert_eq!(tripped.len(), 1);
+    engine.shutdown(Duration::from_secs(1)).await;
+
+    // A restart with the same config keeps it disabled.
+    let engine = rig.start(&[def("main", "flaky", 10)]).await;
+    rig.advance(100).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 3);
+    let stored = rig.store.load_heartbeats().await.expect("read");
+    assert!(!stored[0].state.enabled);
+    assert_eq!(stored[0].state.consecutive_failures, 3);
+
+    // Re-enabling it clears the count and it runs again.
+    rig.llm.set("flaky", Behaviour::Silent);
+    engine.set_enabled(&key("main", "flaky"), true).await.expect("enable");
+    rig.advance(11).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 4);
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn failure_count_survives_a_restart_in_the_middle() {
+    let rig = Rig::new();
+    rig.llm.set("flaky", Behaviour::Fail);
+    let engine = rig.start(&[def("main", "flaky", 10)]).await;
+    rig.advance(25).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 2);
+    engine.shutdown(Duration::from_secs(1)).await;
+    let engine = rig.start(&[def("main", "flaky", 10)]).await;
+    rig.advance(100).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 3, "two before the restart plus one after trips it");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_run_is_not_overlapped_and_does_not_block_others() {
+    let rig = Rig::new();
+    rig.llm.set("slow", Behaviour::Slow(Duration::from_secs(25), "done".into()));
+    rig.llm.set("fast", Behaviour::Reply("tick".into()));
+    let engine = rig.start(&[def("main", "slow", 10), def("main", "fast", 10)]).await;
+    rig.advance(41).await;
+    assert_eq!(rig.llm.calls_for("fast"), 4, "the slow heartbeat never delays another");
+    let overlaps = rig.events.matching(|e| matches!(e, EngineEvent::Skipped { reason: SkipReason::Overlap, .. }));
+    assert!(overlaps.len() >= 2, "ticks during the slow run are skipped: {overlaps:?}");
+    let statuses = rig.statuses("main", "slow").await;
+    assert!(statuses.contains(&ExecutionStatus::Skipped));
+    engine.shutdown(Duration::from_secs(60)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_past_its_budget_times_out_and_counts_as_a_failure() {
+    let rig = Rig::new();
+    rig.llm.set("hang", Behaviour::Slow(Duration::from_secs(10_000), "too late".into()));
+    let mut hang = def("main", "hang", 300);
+    hang.timeout = Duration::from_secs(30);
+    let engine = rig.start(&[hang]).await;
+    rig.advance(340).await;
+    let runs = rig.store.executions(&key("main", "hang"), 10).await.expect("read");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, ExecutionStatus::TimedOut);
+    assert_eq!(runs[0].duration, Some(Duration::from_secs(30)));
+    assert_eq!(rig.store.load_heartbeats().await.expect("read")[0].state.consecutive_failures, 1);
+    assert!(rig.messenger.texts().is_empty());
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn ticks_outside_active_hours_are_skipped_with_the_reason() {
+    let rig = Rig::new();
+    // The clock starts at 12:00 UTC; this window is 22:00-06:00 UTC.
+    let mut night = def("main", "night", 60);
+    night.active_hours = Some(ActiveHours::new("22:00", "06:00", "UTC").expect("valid"));
+    let engine = rig.start(&[night]).await;
+    rig.advance(185).await;
+    assert_eq!(rig.llm.calls_for("night"), 0);
+    let runs = rig.store.executions(&key("main", "night"), 10).await.expect("read");
+    assert_eq!(runs.len(), 3);
+    assert!(runs.iter().all(|e| e.skip_reason == Some(SkipReason::QuietHours)));
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn runtime_updates_leave_one_timer_and_delete_stops_it() {
+    let rig = Rig::new();
+    let engine = rig.start(&[]).await;
+    for _ in 0..3 {
+        engine.upsert(def("main", "dyn", 10)).await.expect("upsert");
+    }
+    rig.advance(31).await;
+    assert_eq!(rig.llm.calls_for("dyn"), 3, "three updates, one timer (field notes, failure 11)");
+    engine.delete(&key("main", "dyn")).await.expect("delete");
+    rig.advance(100).await;
+    assert_eq!(rig.llm.calls_for("dyn"), 3, "a deleted heartbeat never fires again");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_resumes_at_the_stored_slot_without_an_extra_run() {
+    let rig = Rig::new();
+    let engine = rig.start(&[def("main", "daily", 3_600)]).await;
+    rig.advance(3_700).await;
+    assert_eq!(rig.llm.calls_for("daily"), 1);
+    engine.shutdown(Duration::from_secs(1)).await;
+    // Restart half-way to the next slot: it must run at that slot, not at once, not an hour later.
+    let engine = rig.start(&[def("main", "daily", 3_600)]).await;
+    rig.advance(3_400).await;
+    assert_eq!(rig.llm.calls_for("daily"), 1);
+    rig.advance(200).await;
+    assert_eq!(rig.llm.calls_for("daily"), 2);
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_backward_clock_jump_never_reruns_a_slot() {
+    let rig = Rig::new();
+    let engine = rig.start(&[def("main", "tick", 60)]).await;
+    rig.advance(130).await;
+    assert_eq!(rig.llm.calls_for("tick"), 2);
+    rig.clock.jump_wall(SignedDuration::from_secs(-3_600));
+    rig.advance(600).await;
+    let runs = rig.store.executions(&key("main", "tick"), 100).await.expect("read");
+    let mut slots: Vec<_> = runs.iter().map(|e| e.slot).collect();
+    slots.sort();
+    slots.dedup();
+    assert_eq!(slots.len(), runs.len(), "no slot is recorded twice");
+    assert_eq!(rig.llm.calls_for("tick"), 12, "and the cadence goes on in elapsed time");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_forward_jump_runs_the_latest_missed_slot_once() {
+    let rig = Rig::new();
+    let engine = rig.start(&[def("main", "tick", 60)]).await;
+    rig.advance(61).await;
+    rig.clock.jump_wall(SignedDuration::from_secs(3_600));
+    // The driver re-reads the wall clock at least every DRIVER_SLEEP_SECS_MAX, which is
+    // before the next slot's monotonic deadline (120 s).
+    rig.advance(DRIVER_SLEEP_SECS_MAX + 1).await;
+    assert_eq!(rig.llm.calls_for("tick"), 2, "one catch-up run, not sixty");
+    let missed = rig.events.matching(|e| matches!(e, EngineEvent::SlotsMissed { .. }));
+    assert_eq!(missed.len(), 1);
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_lets_in_flight_runs_finish_within_grace() {
+    let rig = Rig::new();
+    rig.llm.set("slow", Behaviour::Slow(Duration::from_secs(5), "done".into()));
+    let engine = rig.start(&[def("main", "slow", 10)]).await;
+    rig.advance(11).await;
+    assert_eq!(engine.shutdown(Duration::from_secs(30)).await, 0);
+    assert_eq!(rig.statuses("main", "slow").await, vec![ExecutionStatus::Succeeded]);
+
+    rig.llm.set("slow", Behaviour::Slow(Duration::from_secs(500), "done".into()));
+    let engine = rig.start(&[def("main", "slow", 10)]).await;
+    rig.advance(11).await;
+    assert_eq!(engine.shutdown(Duration::from_secs(2)).await, 1, "a run past the grace period is abandoned");
+    assert_eq!(rig.statuses("main", "slow").await.last(), Some(&ExecutionStatus::Running));
+    // The next start-up records it as interrupted.
+    let engine = rig.start(&[def("main", "slow", 10)]).await;
+    assert_eq!(rig.statuses("main", "slow").await.last(), Some(&ExecutionStatus::Interrupted));
+    engine.shutdown(Duration::from_secs(1)).await;
+}

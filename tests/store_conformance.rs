@@ -1,0 +1,202 @@
+//! One suite, two stores: the memory store and SQLite (a real file through sqlx) must
+//! agree on every rule the engine relies on.
+
+mod common;
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+
+use common::{def, key, start};
+use systole::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
+use systole::core::guard::SkipReason;
+use systole::core::heartbeat::Origin;
+use systole::core::ids::HeartbeatKey;
+use systole::ports::store::{
+    ClaimOutcome, DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, Store,
+};
+use systole::store::memory::MemoryStore;
+use systole::store::sqlite::SqliteStore;
+
+fn at(secs: i64) -> Timestamp {
+    start().checked_add(SignedDuration::from_secs(secs)).expect("in range")
+}
+
+fn claim(k: &HeartbeatKey, slot_secs: i64) -> SlotClaim {
+    SlotClaim { key: k.clone(), slot: at(slot_secs), claimed_at: at(slot_secs), next_slot: at(slot_secs + 60) }
+}
+
+fn finished(k: &HeartbeatKey, slot_secs: i64, succeeded: bool, failures: u32, tripped: bool) -> RunRecord {
+    RunRecord {
+        key: k.clone(),
+        slot: at(slot_secs),
+        finished_at: at(slot_secs + 1),
+        status: if succeeded { ExecutionStatus::Succeeded } else { ExecutionStatus::Failed },
+        delivery: DeliveryStatus::NotNeeded,
+        duration: Duration::from_millis(1_500),
+        error: (!succeeded).then(|| "boom".to_owned()),
+        output_preview: None,
+        breaker: BreakerStep { consecutive_failures: failures, tripped },
+    }
+}
+
+async fn with_each_store<F, Fut>(check: F)
+where
+    F: Fn(Box<dyn Store>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    check(Box::new(MemoryStore::new())).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sqlite = SqliteStore::open(&dir.path().join("conformance.db")).await.expect("open sqlite");
+    check(Box::new(sqlite)).await;
+}
+
+#[tokio::test]
+async fn a_slot_is_claimed_once_within_and_across_batches() {
+    with_each_store(|store| async move {
+        let k = key("main", "a");
+        store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
+        let outcomes = store.claim_slots(&[claim(&k, 60), claim(&k, 120), claim(&k, 60)]).await.expect("claim");
+        assert_eq!(outcomes, vec![ClaimOutcome::Claimed, ClaimOutcome::Claimed, ClaimOutcome::AlreadyClaimed]);
+        let again = store.claim_slots(&[claim(&k, 120), claim(&k, 180)]).await.expect("claim");
+        assert_eq!(again, vec![ClaimOutcome::AlreadyClaimed, ClaimOutcome::Claimed]);
+        let stored = store.load_heartbeats().await.expect("load");
+        assert_eq!(stored[0].state.next_slot, Some(at(240)), "the claim stores the next slot");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_skip_never_overwrites_a_claim_and_is_never_claimed_after() {
+    with_each_store(|store| async move {
+        let k = key("main", "a");
+        store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
+        store.claim_slots(&[claim(&k, 60)]).await.expect("claim");
+        let skip = |slot: i64| SkipRecord { key: k.clone(), slot: at(slot), at: at(slot), reason: SkipReason::QuietHours, next_slot: at(slot + 60) };
+        store.record_skips(&[skip(60), skip(120)]).await.expect("skip");
+        let runs = store.executions(&k, 10).await.expect("read");
+        assert_eq!(runs.iter().map(|e| e.status).collect::<Vec<_>>(), vec![ExecutionStatus::Skipped, ExecutionStatus::Running]);
+        assert_eq!(runs[0].skip_reason, Some(SkipReason::QuietHours));
+        assert_eq!(store.claim_slots(&[claim(&k, 120)]).await.expect("claim"), vec![ClaimOutcome::AlreadyClaimed]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn finishing_runs_records_outcomes_and_trips_the_breaker() {
+    with_each_store(|store| async move {
+        let (a, b) = (key("main", "a"), key("main", "b"));
+        store.seed_config(&[def("main", "a", 60), def("main", "b", 60)], at(0)).await.expect("seed");
+        store.claim_slots(&[claim(&a, 60), claim(&b, 60)]).await.expect("claim");
+        store
+            .finish_runs(&[finished(&a, 60, false, 3, true), finished(&b, 60, true, 0, false)])
+            .await
+            .expect("finish");
+        let heartbeats = store.load_heartbeats().await.expect("load");
+        assert_eq!((heartbeats[0].state.enabled, heartbeats[0].state.consecutive_failures), (false, 3));
+        assert_eq!(heartbeats[0].state.disabled_reason.as_deref(), Some(DISABLED_BY_BREAKER));
+        assert!(heartbeats[1].state.enabled);
+        let run = &store.executions(&a, 1).await.expect("read")[0];
+        assert_eq!(run.status, ExecutionStatus::Failed);
+        assert_eq!(run.duration, Some(Duration::from_millis(1_500)));
+        assert_eq!(run.error.as_deref(), Some("boom"));
+        assert_eq!(run.finished_at, Some(at(61)));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn seeding_never_overwrites_runtime_state_unless_the_config_changed() {
+    with_each_store(|store| async move {
+        let a = key("main", "a");
+        let report = store.seed_config(&[def("main", "a", 60), def("main", "gone", 60)], at(0)).await.expect("seed");
+        assert_eq!(report.inserted.len(), 2);
+        store.claim_slots(&[claim(&a, 60)]).await.expect("claim");
+        store.finish_runs(&[finished(&a, 60, false, 3, true)]).await.expect("finish");
+
+        // Same definition: the breaker's disable stays; the dropped heartbeat is removed.
+        let report = store.seed_config(&[def("main", "a", 60)], at(100)).await.expect("seed");
+        assert_eq!((report.unchanged, report.removed), (vec![a.clone()], vec![key("main", "gone")]));
+        let stored = store.load_heartbeats().await.expect("load");
+        assert_eq!(stored.len(), 1);
+        assert!(!stored[0].state.enabled, "config seeding must not re-enable what the breaker disabled");
+        assert_eq!(stored[0].state.consecutive_failures, 3);
+        assert_eq!(store.executions(&key("main", "gone"), 10).await.expect("read").len(), 0);
+
+        // A changed definition is the user's new intent: applied and re-enabled.
+        let report = store.seed_config(&[def("main", "a", 120)], at(200)).await.expect("seed");
+        assert_eq!(report.updated, vec![a.clone()]);
+        let stored = store.load_heartbeats().await.expect("load");
+        assert_eq!((stored[0].state.enabled, stored[0].state.consecutive_failures), (true, 0));
+        assert_eq!(stored[0].def.interval, Duration::from_secs(120));
+        assert_eq!(store.executions(&a, 10).await.expect("read").len(), 1, "the audit log stays");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn runtime_heartbeats_are_left_alone_by_seeding() {
+    with_each_store(|store| async move {
+        let mut runtime = def("main", "made-by-model", 60);
+        runtime.origin = Origin::Runtime;
+        store.put_heartbeat(&runtime, at(0)).await.expect("put");
+        let report = store.seed_config(&[], at(10)).await.expect("seed");
+        assert!(report.removed.is_empty());
+        assert_eq!(store.load_heartbeats().await.expect("load").len(), 1);
+        assert!(store.delete_heartbeat(&runtime.key).await.expect("delete"));
+        assert!(!store.delete_heartbeat(&runtime.key).await.expect("delete"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn recovery_marks_unfinished_claims_interrupted() {
+    with_each_store(|store| async move {
+        let a = key("main", "a");
+        store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
+        store.claim_slots(&[claim(&a, 60), claim(&a, 120)]).await.expect("claim");
+        store.finish_runs(&[finished(&a, 60, true, 0, false)]).await.expect("finish");
+        assert_eq!(store.recover_interrupted(at(500)).await.expect("recover"), 1);
+        assert_eq!(store.recover_interrupted(at(600)).await.expect("recover"), 0);
+        let runs = store.executions(&a, 10).await.expect("read");
+        assert_eq!(runs[0].status, ExecutionStatus::Interrupted);
+        assert_eq!(runs[0].finished_at, Some(at(500)));
+        assert_eq!(runs[1].status, ExecutionStatus::Succeeded);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn enabling_clears_the_breaker_and_disabling_keeps_the_reason() {
+    with_each_store(|store| async move {
+        let a = key("main", "a");
+        store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
+        store.claim_slots(&[claim(&a, 60)]).await.expect("claim");
+        store.finish_runs(&[finished(&a, 60, false, 3, true)]).await.expect("finish");
+        assert!(store.set_enabled(&a, true, None).await.expect("enable"));
+        let state = store.load_heartbeats().await.expect("load")[0].state.clone();
+        assert_eq!((state.enabled, state.consecutive_failures, state.disabled_reason), (true, 0, None));
+        assert!(store.set_enabled(&a, false, Some("user")).await.expect("disable"));
+        assert_eq!(store.load_heartbeats().await.expect("load")[0].state.disabled_reason.as_deref(), Some("user"));
+        assert!(!store.set_enabled(&key("main", "nope"), true, None).await.expect("enable"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn batches_larger_than_one_statement_are_split() {
+    with_each_store(|store| async move {
+        let defs: Vec<_> = (0..5).map(|i| def("main", &format!("h{i}"), 60)).collect();
+        store.seed_config(&defs, at(0)).await.expect("seed");
+        let claims: Vec<_> = (0..2_500).map(|i| claim(&defs[i % 5].key, 60 * (i as i64 / 5 + 1))).collect();
+        let outcomes = store.claim_slots(&claims).await.expect("claim");
+        assert!(outcomes.iter().all(|o| *o == ClaimOutcome::Claimed));
+        let runs: Vec<_> = claims.iter().map(|c| finished(&c.key, c.slot.duration_since(start()).as_secs(), true, 0, false)).collect();
+        store.finish_runs(&runs).await.expect("finish");
+        let latest = store.executions(&defs[0].key, 1_000).await.expect("read");
+        assert_eq!(latest.len(), 500);
+        assert!(latest.iter().all(|e| e.status == ExecutionStatus::Succeeded));
+        assert_eq!(store.executions(&defs[0].key, 3).await.expect("read").len(), 3, "limit applies");
+    })
+    .await;
+}
