@@ -92,7 +92,9 @@ async fn empty_reply_delivers_nothing_and_counts_as_success() {
     assert_eq!(rig.llm.calls_for("quiet"), 3);
     assert!(rig.messenger.texts().is_empty());
     let runs = rig.store.executions(&key("main", "quiet"), 10).await.expect("read");
-    assert!(runs.iter().all(|e| e.status == ExecutionStatus::Succeeded && e.delivery == Some(DeliveryStatus::NotNeeded)));
+    assert!(runs
+        .iter()
+        .all(|e| e.status == ExecutionStatus::Succeeded && e.delivery == Some(DeliveryStatus::NotNeeded)));
     engine.shutdown(Duration::from_secs(1)).await;
 }
 

@@ -12,9 +12,7 @@ use systole::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
 use systole::core::guard::SkipReason;
 use systole::core::heartbeat::Origin;
 use systole::core::ids::HeartbeatKey;
-use systole::ports::store::{
-    ClaimOutcome, DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, Store,
-};
+use systole::ports::store::{ClaimOutcome, DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, Store};
 use systole::store::memory::MemoryStore;
 use systole::store::sqlite::SqliteStore;
 
@@ -72,10 +70,19 @@ async fn a_skip_never_overwrites_a_claim_and_is_never_claimed_after() {
         let k = key("main", "a");
         store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
         store.claim_slots(&[claim(&k, 60)]).await.expect("claim");
-        let skip = |slot: i64| SkipRecord { key: k.clone(), slot: at(slot), at: at(slot), reason: SkipReason::QuietHours, next_slot: at(slot + 60) };
+        let skip = |slot: i64| SkipRecord {
+            key: k.clone(),
+            slot: at(slot),
+            at: at(slot),
+            reason: SkipReason::QuietHours,
+            next_slot: at(slot + 60),
+        };
         store.record_skips(&[skip(60), skip(120)]).await.expect("skip");
         let runs = store.executions(&k, 10).await.expect("read");
-        assert_eq!(runs.iter().map(|e| e.status).collect::<Vec<_>>(), vec![ExecutionStatus::Skipped, ExecutionStatus::Running]);
+        assert_eq!(
+            runs.iter().map(|e| e.status).collect::<Vec<_>>(),
+            vec![ExecutionStatus::Skipped, ExecutionStatus::Running]
+        );
         assert_eq!(runs[0].skip_reason, Some(SkipReason::QuietHours));
         assert_eq!(store.claim_slots(&[claim(&k, 120)]).await.expect("claim"), vec![ClaimOutcome::AlreadyClaimed]);
     })
@@ -88,10 +95,7 @@ async fn finishing_runs_records_outcomes_and_trips_the_breaker() {
         let (a, b) = (key("main", "a"), key("main", "b"));
         store.seed_config(&[def("main", "a", 60), def("main", "b", 60)], at(0)).await.expect("seed");
         store.claim_slots(&[claim(&a, 60), claim(&b, 60)]).await.expect("claim");
-        store
-            .finish_runs(&[finished(&a, 60, false, 3, true), finished(&b, 60, true, 0, false)])
-            .await
-            .expect("finish");
+        store.finish_runs(&[finished(&a, 60, false, 3, true), finished(&b, 60, true, 0, false)]).await.expect("finish");
         let heartbeats = store.load_heartbeats().await.expect("load");
         assert_eq!((heartbeats[0].state.enabled, heartbeats[0].state.consecutive_failures), (false, 3));
         assert_eq!(heartbeats[0].state.disabled_reason.as_deref(), Some(DISABLED_BY_BREAKER));
@@ -191,7 +195,8 @@ async fn batches_larger_than_one_statement_are_split() {
         let claims: Vec<_> = (0..2_500).map(|i| claim(&defs[i % 5].key, 60 * (i as i64 / 5 + 1))).collect();
         let outcomes = store.claim_slots(&claims).await.expect("claim");
         assert!(outcomes.iter().all(|o| *o == ClaimOutcome::Claimed));
-        let runs: Vec<_> = claims.iter().map(|c| finished(&c.key, c.slot.duration_since(start()).as_secs(), true, 0, false)).collect();
+        let runs: Vec<_> =
+            claims.iter().map(|c| finished(&c.key, c.slot.duration_since(start()).as_secs(), true, 0, false)).collect();
         store.finish_runs(&runs).await.expect("finish");
         let latest = store.executions(&defs[0].key, 1_000).await.expect("read");
         assert_eq!(latest.len(), 500);

@@ -102,7 +102,11 @@ impl Llm for OpenAiClient {
             http_request = http_request.bearer_auth(key);
         }
         let response = http_request.send().await.map_err(|error| {
-            if error.is_timeout() { LlmError::Timeout } else { LlmError::Unreachable(error.to_string()) }
+            if error.is_timeout() {
+                LlmError::Timeout
+            } else {
+                LlmError::Unreachable(error.to_string())
+            }
         })?;
         let status = response.status();
         if status.as_u16() == 429 {
@@ -114,14 +118,18 @@ impl Llm for OpenAiClient {
             return Err(LlmError::RateLimited { retry_after_secs });
         }
         let body = response.text().await.map_err(|error| {
-            if error.is_timeout() { LlmError::Timeout } else { LlmError::Unreachable(error.to_string()) }
+            if error.is_timeout() {
+                LlmError::Timeout
+            } else {
+                LlmError::Unreachable(error.to_string())
+            }
         })?;
         if !status.is_success() {
             let body: String = body.chars().take(ERROR_BODY_CHARS_MAX).collect();
             return Err(LlmError::Status { status: status.as_u16(), body });
         }
-        let completion: Completion =
-            serde_json::from_str(&body).map_err(|error| LlmError::Malformed(format!("not a chat completion: {error}")))?;
+        let completion: Completion = serde_json::from_str(&body)
+            .map_err(|error| LlmError::Malformed(format!("not a chat completion: {error}")))?;
         let message = completion
             .choices
             .into_iter()

@@ -1,7 +1,7 @@
 //! The agent side of a run: one fresh context per run, prompt in, reply out.
 //! (The tool-calling loop arrives with the agent-loop issue.)
 
-use crate::ports::llm::{ChatRequest, LlmError, Llm, Message};
+use crate::ports::llm::{ChatRequest, Llm, LlmError, Message};
 
 /// The system prompt of a heartbeat run unless the config gives another.
 pub const HEARTBEAT_SYSTEM_PROMPT_DEFAULT: &str = "You are running a scheduled heartbeat: a task that fires on a \

@@ -32,7 +32,8 @@ pub struct ActiveHours {
 
 impl PartialEq for ActiveHours {
     fn eq(&self, other: &Self) -> bool {
-        (self.start_minute, self.end_minute, &self.zone_name) == (other.start_minute, other.end_minute, &other.zone_name)
+        (self.start_minute, self.end_minute, &self.zone_name)
+            == (other.start_minute, other.end_minute, &other.zone_name)
     }
 }
 impl Eq for ActiveHours {}
@@ -174,7 +175,10 @@ mod tests {
         assert!(matches!(ActiveHours::new("24:00", "17:00", "UTC"), Err(ActiveHoursError::MidnightStart)));
         assert!(matches!(ActiveHours::new("24:30", "17:00", "UTC"), Err(ActiveHoursError::BadTime { .. })));
         assert!(matches!(ActiveHours::new("10:00", "10:00", "UTC"), Err(ActiveHoursError::Empty { .. })));
-        assert!(matches!(ActiveHours::new("09:00", "17:00", "Mars/Olympus"), Err(ActiveHoursError::UnknownZone { .. })));
+        assert!(matches!(
+            ActiveHours::new("09:00", "17:00", "Mars/Olympus"),
+            Err(ActiveHoursError::UnknownZone { .. })
+        ));
         assert!(matches!(ActiveHours::new("09:00", "17:00", "+02:00"), Err(ActiveHoursError::UnknownZone { .. })));
     }
 

@@ -93,10 +93,7 @@ fn mul(interval: Duration, times: u64) -> Duration {
 
 /// `at + duration`, saturating at the largest timestamp instead of failing.
 pub fn add(at: Timestamp, duration: Duration) -> Timestamp {
-    SignedDuration::try_from(duration)
-        .ok()
-        .and_then(|signed| at.checked_add(signed).ok())
-        .unwrap_or(Timestamp::MAX)
+    SignedDuration::try_from(duration).ok().and_then(|signed| at.checked_add(signed).ok()).unwrap_or(Timestamp::MAX)
 }
 
 /// Slots are kept to whole milliseconds: that is what the store keeps.

@@ -37,9 +37,16 @@ pub struct ConfigError {
 /// Which LLM answers heartbeat prompts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LlmConfig {
-    OpenAi { base_url: String, model: String, api_key_env: Option<String>, timeout: Duration },
+    OpenAi {
+        base_url: String,
+        model: String,
+        api_key_env: Option<String>,
+        timeout: Duration,
+    },
     /// The offline provider: fixed replies in turn, for demos and tests.
-    Scripted { replies: Vec<String> },
+    Scripted {
+        replies: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,7 +221,9 @@ impl Validator<'_> {
 
     fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
         let store_path = self.store_path(raw.store)?;
-        let llm = raw.llm.ok_or_else(|| self.error("llm", "is missing; add an [llm] table (provider = \"scripted\" works offline)"))?;
+        let llm = raw.llm.ok_or_else(|| {
+            self.error("llm", "is missing; add an [llm] table (provider = \"scripted\" works offline)")
+        })?;
         let system_prompt = llm.system_prompt.clone();
         let llm = self.llm(llm)?;
         let webhooks = self.webhooks(raw.adapters)?;
@@ -223,7 +232,8 @@ impl Validator<'_> {
         let mut agent_ids = BTreeSet::new();
         for (index, agent) in raw.agents.into_iter().enumerate() {
             let field = format!("agents[{index}]");
-            let id = AgentId::new(agent.id.clone()).map_err(|e| self.error(format!("{field}.id"), format!("{:?} {e}", agent.id)))?;
+            let id = AgentId::new(agent.id.clone())
+                .map_err(|e| self.error(format!("{field}.id"), format!("{:?} {e}", agent.id)))?;
             if !agent_ids.insert(id.clone()) {
                 return Err(self.error(format!("{field}.id"), format!("{id:?} is used by an earlier agent")));
             }
@@ -240,7 +250,8 @@ impl Validator<'_> {
                 let field = format!("{field}.heartbeats[{position}]");
                 let def = self.heartbeat(&field, heartbeat, &defaults)?;
                 if !heartbeat_ids.insert(def.key.heartbeat.clone()) {
-                    let problem = format!("{:?} is used by an earlier heartbeat of agent {id}", def.key.heartbeat.as_str());
+                    let problem =
+                        format!("{:?} is used by an earlier heartbeat of agent {id}", def.key.heartbeat.as_str());
                     return Err(self.error(format!("{field}.id"), problem));
                 }
                 heartbeats.push(def);
@@ -262,13 +273,21 @@ impl Validator<'_> {
         match raw.provider.as_deref().unwrap_or("openai") {
             "scripted" => Ok(LlmConfig::Scripted { replies: raw.replies.unwrap_or_default() }),
             "openai" => {
-                let base_url = raw.base_url.ok_or_else(|| self.error("llm.base_url", "is missing (like \"http://127.0.0.1:11434/v1\")"))?;
+                let base_url = raw
+                    .base_url
+                    .ok_or_else(|| self.error("llm.base_url", "is missing (like \"http://127.0.0.1:11434/v1\")"))?;
                 if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
                     return Err(self.error("llm.base_url", format!("{base_url:?} is not an http:// or https:// URL")));
                 }
-                let model = raw.model.filter(|m| !m.trim().is_empty()).ok_or_else(|| self.error("llm.model", "is missing"))?;
+                let model =
+                    raw.model.filter(|m| !m.trim().is_empty()).ok_or_else(|| self.error("llm.model", "is missing"))?;
                 let timeout = match raw.timeout {
-                    Some(text) => self.duration("llm.timeout", &text, Duration::from_secs(1), Duration::from_secs(RUN_TIMEOUT_SECS_MAX))?,
+                    Some(text) => self.duration(
+                        "llm.timeout",
+                        &text,
+                        Duration::from_secs(1),
+                        Duration::from_secs(RUN_TIMEOUT_SECS_MAX),
+                    )?,
                     None => Duration::from_secs(LLM_TIMEOUT_SECS_DEFAULT),
                 };
                 if raw.replies.is_some() {
@@ -276,7 +295,9 @@ impl Validator<'_> {
                 }
                 Ok(LlmConfig::OpenAi { base_url, model, api_key_env: raw.api_key_env, timeout })
             }
-            other => Err(self.error("llm.provider", format!("{other:?} is not a provider; use \"openai\" or \"scripted\""))),
+            other => {
+                Err(self.error("llm.provider", format!("{other:?} is not a provider; use \"openai\" or \"scripted\"")))
+            }
         }
     }
 
@@ -288,10 +309,17 @@ impl Validator<'_> {
                 return Err(self.error(&field, "a webhook name must be non-empty and have no ':'"));
             }
             if !(webhook.url.starts_with("http://") || webhook.url.starts_with("https://")) {
-                return Err(self.error(format!("{field}.url"), format!("{:?} is not an http:// or https:// URL", webhook.url)));
+                return Err(
+                    self.error(format!("{field}.url"), format!("{:?} is not an http:// or https:// URL", webhook.url))
+                );
             }
             let timeout = match webhook.timeout {
-                Some(text) => self.duration(&format!("{field}.timeout"), &text, Duration::from_secs(1), Duration::from_secs(RUN_TIMEOUT_SECS_MAX))?,
+                Some(text) => self.duration(
+                    &format!("{field}.timeout"),
+                    &text,
+                    Duration::from_secs(1),
+                    Duration::from_secs(RUN_TIMEOUT_SECS_MAX),
+                )?,
                 None => Duration::from_secs(WEBHOOK_TIMEOUT_SECS_DEFAULT),
             };
             let attempts_max = webhook.attempts.unwrap_or(WEBHOOK_ATTEMPTS_MAX_DEFAULT);
@@ -308,7 +336,12 @@ impl Validator<'_> {
         let timezone = raw.timezone.unwrap_or_else(|| TIMEZONE_DEFAULT.to_owned());
         zone_by_name(&timezone).map_err(|e| self.error("engine.timezone", e))?;
         let run_timeout = match raw.run_timeout {
-            Some(text) => self.duration("engine.run_timeout", &text, Duration::from_secs(1), Duration::from_secs(RUN_TIMEOUT_SECS_MAX))?,
+            Some(text) => self.duration(
+                "engine.run_timeout",
+                &text,
+                Duration::from_secs(1),
+                Duration::from_secs(RUN_TIMEOUT_SECS_MAX),
+            )?,
             None => Duration::from_secs(RUN_TIMEOUT_SECS_DEFAULT),
         };
         let breaker_failures_max = raw.breaker_failures.unwrap_or(BREAKER_FAILURES_MAX_DEFAULT);
@@ -322,14 +355,25 @@ impl Validator<'_> {
             return Err(self.error("engine.runs_in_flight_max", problem));
         }
         let shutdown_grace = match raw.shutdown_grace {
-            Some(text) => self.duration("engine.shutdown_grace", &text, Duration::ZERO, Duration::from_secs(RUN_TIMEOUT_SECS_MAX))?,
+            Some(text) => self.duration(
+                "engine.shutdown_grace",
+                &text,
+                Duration::ZERO,
+                Duration::from_secs(RUN_TIMEOUT_SECS_MAX),
+            )?,
             None => Duration::from_secs(SHUTDOWN_GRACE_SECS_DEFAULT),
         };
         Ok((EngineSettings { breaker_failures_max, runs_in_flight_max, shutdown_grace }, timezone, run_timeout))
     }
 
-    fn heartbeat(&self, field: &str, raw: RawHeartbeat, defaults: &HeartbeatDefaults<'_>) -> Result<HeartbeatDef, ConfigError> {
-        let heartbeat = HeartbeatId::new(raw.id.clone()).map_err(|e| self.error(format!("{field}.id"), format!("{:?} {e}", raw.id)))?;
+    fn heartbeat(
+        &self,
+        field: &str,
+        raw: RawHeartbeat,
+        defaults: &HeartbeatDefaults<'_>,
+    ) -> Result<HeartbeatDef, ConfigError> {
+        let heartbeat = HeartbeatId::new(raw.id.clone())
+            .map_err(|e| self.error(format!("{field}.id"), format!("{:?} {e}", raw.id)))?;
         if raw.prompt.trim().is_empty() {
             return Err(self.error(format!("{field}.prompt"), "is empty"));
         }
@@ -338,9 +382,15 @@ impl Validator<'_> {
         }
         let interval = self.interval(field, raw.every.as_deref(), raw.interval_secs)?;
         let target = self.target(field, raw.target, raw.delivery_target, defaults.webhooks)?;
-        let active_hours = self.active_hours(field, raw.active_hours, raw.active_start_hour, raw.active_end_hour, defaults.timezone)?;
+        let active_hours =
+            self.active_hours(field, raw.active_hours, raw.active_start_hour, raw.active_end_hour, defaults.timezone)?;
         let timeout = match raw.timeout {
-            Some(text) => self.duration(&format!("{field}.timeout"), &text, Duration::from_secs(1), Duration::from_secs(RUN_TIMEOUT_SECS_MAX))?,
+            Some(text) => self.duration(
+                &format!("{field}.timeout"),
+                &text,
+                Duration::from_secs(1),
+                Duration::from_secs(RUN_TIMEOUT_SECS_MAX),
+            )?,
             None => defaults.run_timeout,
         };
         Ok(HeartbeatDef {
@@ -359,12 +409,16 @@ impl Validator<'_> {
         let max = Duration::from_secs(INTERVAL_SECS_MAX);
         match (every, interval_secs) {
             (Some(text), None) => self.duration(&format!("{field}.every"), text, min, max),
-            (None, Some(secs)) if (INTERVAL_SECS_MIN..=INTERVAL_SECS_MAX).contains(&secs) => Ok(Duration::from_secs(secs)),
+            (None, Some(secs)) if (INTERVAL_SECS_MIN..=INTERVAL_SECS_MAX).contains(&secs) => {
+                Ok(Duration::from_secs(secs))
+            }
             (None, Some(secs)) => Err(self.error(
                 format!("{field}.interval_secs"),
                 format!("{secs} is out of range; allowed from {INTERVAL_SECS_MIN} to {INTERVAL_SECS_MAX}"),
             )),
-            (Some(_), Some(_)) => Err(self.error(format!("{field}.every"), "give either `every` or `interval_secs`, not both")),
+            (Some(_), Some(_)) => {
+                Err(self.error(format!("{field}.every"), "give either `every` or `interval_secs`, not both"))
+            }
             (None, None) => Err(self.error(format!("{field}.every"), "is missing (like every = \"30m\")")),
         }
     }
@@ -379,7 +433,9 @@ impl Validator<'_> {
         let (name, text) = match (target, delivery_target) {
             (Some(text), None) => ("target", text),
             (None, Some(text)) => ("delivery_target", text),
-            (Some(_), Some(_)) => return Err(self.error(format!("{field}.target"), "give either `target` or `delivery_target`, not both")),
+            (Some(_), Some(_)) => {
+                return Err(self.error(format!("{field}.target"), "give either `target` or `delivery_target`, not both"))
+            }
             (None, None) => return Err(self.error(format!("{field}.target"), "is missing (like target = \"stdout\")")),
         };
         let field = format!("{field}.{name}");
@@ -410,13 +466,20 @@ impl Validator<'_> {
             (None, None, None) => Ok(None),
             (Some(window), None, None) => {
                 let zone = window.timezone.as_deref().unwrap_or(timezone);
-                ActiveHours::new(&window.start, &window.end, zone).map(Some).map_err(|e| self.error(format!("{field}.active_hours"), e))
+                ActiveHours::new(&window.start, &window.end, zone)
+                    .map(Some)
+                    .map_err(|e| self.error(format!("{field}.active_hours"), e))
             }
             (None, Some(start), Some(end)) => ActiveHours::from_hours(start, end, timezone)
                 .map(Some)
                 .map_err(|e| self.error(format!("{field}.active_start_hour"), e)),
-            (None, _, _) => Err(self.error(format!("{field}.active_start_hour"), "give both active_start_hour and active_end_hour")),
-            (Some(_), _, _) => Err(self.error(format!("{field}.active_hours"), "give either active_hours or active_start_hour/active_end_hour, not both")),
+            (None, _, _) => {
+                Err(self.error(format!("{field}.active_start_hour"), "give both active_start_hour and active_end_hour"))
+            }
+            (Some(_), _, _) => Err(self.error(
+                format!("{field}.active_hours"),
+                "give either active_hours or active_start_hour/active_end_hour, not both",
+            )),
         }
     }
 }

@@ -31,7 +31,10 @@ fn shipped_examples_load() {
     assert_eq!(spacebot.interval, Duration::from_secs(86_400));
     assert_eq!(spacebot.target.to_string(), "webhook:ops");
     let window = spacebot.active_hours.as_ref().expect("window");
-    assert_eq!((window.start_text().as_str(), window.end_text().as_str(), window.zone_name()), ("09:00", "10:00", "Europe/Berlin"));
+    assert_eq!(
+        (window.start_text().as_str(), window.end_text().as_str(), window.zone_name()),
+        ("09:00", "10:00", "Europe/Berlin")
+    );
     assert_eq!(full.webhooks["ops"].attempts_max, 3);
 }
 
@@ -114,7 +117,10 @@ fn heartbeat_ids_are_unique_per_agent_only() {
          [[agents]]\nid = \"b\"\n[[agents.heartbeats]]\nid = \"x\"\nprompt = \"p\"\nevery = \"1m\"\ntarget = \"stdout\"\n"
     );
     assert_eq!(parse_text(&text).expect("valid").heartbeats.len(), 2);
-    let twice = format!("{}[[agents.heartbeats]]\nid = \"hb\"\nprompt = \"q\"\nevery = \"1m\"\ntarget = \"stdout\"\n", with_heartbeat("every = \"1m\"\ntarget = \"stdout\""));
+    let twice = format!(
+        "{}[[agents.heartbeats]]\nid = \"hb\"\nprompt = \"q\"\nevery = \"1m\"\ntarget = \"stdout\"\n",
+        with_heartbeat("every = \"1m\"\ntarget = \"stdout\"")
+    );
     assert_eq!(refused(&twice).field, "agents[0].heartbeats[1].id");
 }
 
@@ -126,6 +132,7 @@ fn window_zone_falls_back_to_agent_then_engine() {
          [[agents.heartbeats]]\nid = \"y\"\nprompt = \"p\"\nevery = \"1m\"\ntarget = \"stdout\"\nactive_start_hour = 9\nactive_end_hour = 17\n"
     );
     let config = parse_text(&text).expect("valid");
-    let zones: Vec<_> = config.heartbeats.iter().map(|h| h.active_hours.as_ref().map(|w| w.zone_name().to_owned())).collect();
+    let zones: Vec<_> =
+        config.heartbeats.iter().map(|h| h.active_hours.as_ref().map(|w| w.zone_name().to_owned())).collect();
     assert_eq!(zones, vec![Some("Asia/Shanghai".to_owned()), Some("America/New_York".to_owned())]);
 }

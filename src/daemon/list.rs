@@ -12,7 +12,10 @@ use crate::ports::store::{Execution, Store};
 /// One heartbeat as `heartbeat list --json` prints it.
 pub fn heartbeat_json(heartbeat: &Heartbeat, last: Option<&Execution>) -> Value {
     let def = &heartbeat.def;
-    let window = def.active_hours.as_ref().map(|w| json!({ "start": w.start_text(), "end": w.end_text(), "timezone": w.zone_name() }));
+    let window = def
+        .active_hours
+        .as_ref()
+        .map(|w| json!({ "start": w.start_text(), "end": w.end_text(), "timezone": w.zone_name() }));
     json!({
         "id": def.key.heartbeat.as_str(),
         "agent": def.key.agent.as_str(),
@@ -61,7 +64,8 @@ pub async fn list(store: &dyn Store, as_json: bool) -> Result<String, DaemonErro
     if as_json {
         return Ok(serde_json::to_string_pretty(&rows).unwrap_or_else(|_| "[]".to_owned()));
     }
-    let mut out = format!("{:<12} {:<20} {:<8} {:<6} {:<25} {}\n", "AGENT", "ID", "ENABLED", "FAILS", "NEXT RUN", "LAST");
+    let mut out =
+        format!("{:<12} {:<20} {:<8} {:<6} {:<25} {}\n", "AGENT", "ID", "ENABLED", "FAILS", "NEXT RUN", "LAST");
     for row in &rows {
         let text = |key: &str| row[key].as_str().unwrap_or("-").to_owned();
         let last = match (row["last_status"].as_str(), row["last_skip_reason"].as_str()) {
@@ -79,7 +83,7 @@ pub async fn list(store: &dyn Store, as_json: bool) -> Result<String, DaemonErro
             text("agent"),
             text("id"),
             enabled,
-            row["consecutive_failures"],
+            row["consecutive_failures"].to_string(),
             text("next_run_at"),
             last
         ));
@@ -97,8 +101,13 @@ pub async fn resolve(store: &dyn Store, agent: Option<&str>, id: &str) -> Result
         let agent = AgentId::new(agent).map_err(|e| DaemonError::Usage(format!("agent id {agent:?} {e}")))?;
         return Ok(HeartbeatKey { agent, heartbeat });
     }
-    let matches: Vec<HeartbeatKey> =
-        store.load_heartbeats().await?.into_iter().map(|h| h.def.key).filter(|key| key.heartbeat == heartbeat).collect();
+    let matches: Vec<HeartbeatKey> = store
+        .load_heartbeats()
+        .await?
+        .into_iter()
+        .map(|h| h.def.key)
+        .filter(|key| key.heartbeat == heartbeat)
+        .collect();
     match matches.as_slice() {
         [key] => Ok(key.clone()),
         [] => Err(DaemonError::Usage(format!("no heartbeat {id:?} in the store"))),

@@ -29,11 +29,14 @@ pub fn build_llm(config: &LlmConfig) -> Result<Arc<dyn Llm>, DaemonError> {
         LlmConfig::OpenAi { base_url, model, api_key_env, timeout } => {
             let api_key = match api_key_env {
                 Some(name) => Some(std::env::var(name).map_err(|_| {
-                    DaemonError::Startup(format!("llm.api_key_env names {name:?}, but that environment variable is not set"))
+                    DaemonError::Startup(format!(
+                        "llm.api_key_env names {name:?}, but that environment variable is not set"
+                    ))
                 })?),
                 None => None,
             };
-            let client = OpenAiClient::new(base_url, model, api_key, *timeout).map_err(|e| DaemonError::Startup(e.to_string()))?;
+            let client = OpenAiClient::new(base_url, model, api_key, *timeout)
+                .map_err(|e| DaemonError::Startup(e.to_string()))?;
             Ok(Arc::new(client))
         }
     }
@@ -72,7 +75,10 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     tracing::info!(grace_secs = config.engine.shutdown_grace.as_secs(), "stopping: letting in-flight runs finish");
     let abandoned = engine.shutdown(config.engine.shutdown_grace).await;
     if abandoned > 0 {
-        tracing::warn!(abandoned, "runs still going at the end of the grace period were abandoned; they will be recorded as interrupted");
+        tracing::warn!(
+            abandoned,
+            "runs still going at the end of the grace period were abandoned; they will be recorded as interrupted"
+        );
     }
     tracing::info!("stopped");
     Ok(())
@@ -80,7 +86,8 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
 
 async fn wait_for_stop_signal() -> Result<(), DaemonError> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate = signal(SignalKind::terminate()).map_err(|e| DaemonError::Startup(format!("cannot watch SIGTERM: {e}")))?;
+    let mut terminate =
+        signal(SignalKind::terminate()).map_err(|e| DaemonError::Startup(format!("cannot watch SIGTERM: {e}")))?;
     tokio::select! {
         result = tokio::signal::ctrl_c() => result.map_err(|e| DaemonError::Startup(format!("cannot watch SIGINT: {e}"))),
         _ = terminate.recv() => Ok(()),

@@ -131,7 +131,8 @@ impl Driver {
             let (Some(entry), Some(timer)) = (self.entries.get(&key), self.schedule.timer(&key)) else { continue };
             let next_slot = timer.next_slot;
             if fired_slot.missed > 0 {
-                let event = EngineEvent::SlotsMissed { key: key.clone(), slot: fired_slot.slot, missed: fired_slot.missed };
+                let event =
+                    EngineEvent::SlotsMissed { key: key.clone(), slot: fired_slot.slot, missed: fired_slot.missed };
                 self.context.events.emit(now.wall, &event);
             }
             let input = GuardInput {
@@ -143,7 +144,9 @@ impl Driver {
             match guard::check(input) {
                 Ok(()) => claims.push(SlotClaim { key, slot: fired_slot.slot, claimed_at: now.wall, next_slot }),
                 Err(reason) => {
-                    self.context.events.emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot: fired_slot.slot, reason });
+                    self.context
+                        .events
+                        .emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot: fired_slot.slot, reason });
                     skips.push(SkipRecord { key, slot: fired_slot.slot, at: now.wall, reason, next_slot });
                 }
             }

@@ -11,17 +11,38 @@ use crate::ports::store::{DeliveryStatus, ExecutionStatus};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EngineEvent {
     /// Recovery found runs left `running` by a previous process and marked them interrupted.
-    Recovered { interrupted: u64 },
+    Recovered {
+        interrupted: u64,
+    },
     /// A heartbeat's next slot was armed.
-    Armed { key: HeartbeatKey, next_slot: Timestamp },
+    Armed {
+        key: HeartbeatKey,
+        next_slot: Timestamp,
+    },
     /// A heartbeat lost its timer (deleted, disabled).
-    Disarmed { key: HeartbeatKey },
+    Disarmed {
+        key: HeartbeatKey,
+    },
     /// Slots passed unrun (downtime, a forward clock jump); only the latest runs.
-    SlotsMissed { key: HeartbeatKey, slot: Timestamp, missed: u64 },
-    Skipped { key: HeartbeatKey, slot: Timestamp, reason: SkipReason },
+    SlotsMissed {
+        key: HeartbeatKey,
+        slot: Timestamp,
+        missed: u64,
+    },
+    Skipped {
+        key: HeartbeatKey,
+        slot: Timestamp,
+        reason: SkipReason,
+    },
     /// The store said this slot was already claimed: it is not run again.
-    ClaimLost { key: HeartbeatKey, slot: Timestamp },
-    RunStarted { key: HeartbeatKey, slot: Timestamp },
+    ClaimLost {
+        key: HeartbeatKey,
+        slot: Timestamp,
+    },
+    RunStarted {
+        key: HeartbeatKey,
+        slot: Timestamp,
+    },
     RunFinished {
         key: HeartbeatKey,
         slot: Timestamp,
@@ -30,9 +51,16 @@ pub enum EngineEvent {
         duration: Duration,
         error: Option<String>,
     },
-    BreakerTripped { key: HeartbeatKey, consecutive_failures: u32 },
+    BreakerTripped {
+        key: HeartbeatKey,
+        consecutive_failures: u32,
+    },
     /// A store write failed; what the engine did instead is in `consequence`.
-    StoreFailed { operation: &'static str, error: String, consequence: &'static str },
+    StoreFailed {
+        operation: &'static str,
+        error: String,
+        consequence: &'static str,
+    },
 }
 
 /// Receives every engine event, in order, as it happens.

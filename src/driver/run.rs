@@ -87,7 +87,12 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> O
     let text = match reply {
         Ok(Some(text)) => text,
         Ok(None) => {
-            return Outcome { status: ExecutionStatus::Succeeded, delivery: DeliveryStatus::NotNeeded, error: None, preview: None }
+            return Outcome {
+                status: ExecutionStatus::Succeeded,
+                delivery: DeliveryStatus::NotNeeded,
+                error: None,
+                preview: None,
+            }
         }
         Err(error) => {
             return Outcome {
@@ -107,7 +112,9 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> O
         text,
     };
     match context.messenger.deliver(&delivery).await {
-        Ok(()) => Outcome { status: ExecutionStatus::Succeeded, delivery: DeliveryStatus::Delivered, error: None, preview },
+        Ok(()) => {
+            Outcome { status: ExecutionStatus::Succeeded, delivery: DeliveryStatus::Delivered, error: None, preview }
+        }
         Err(error) => Outcome {
             status: ExecutionStatus::Failed,
             delivery: DeliveryStatus::Failed,
@@ -124,7 +131,6 @@ pub fn truncate_chars(text: &str, max: usize) -> String {
         None => text.to_owned(),
     }
 }
-
 
 #[cfg(test)]
 mod tests {

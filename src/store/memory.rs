@@ -80,9 +80,16 @@ impl Store for MemoryStore {
                 existing => {
                     let is_update = existing.is_some();
                     let key = def.key.clone();
-                    let row = Row { heartbeat: Heartbeat { def, state: HeartbeatState::fresh() }, config_fingerprint: Some(fingerprint) };
+                    let row = Row {
+                        heartbeat: Heartbeat { def, state: HeartbeatState::fresh() },
+                        config_fingerprint: Some(fingerprint),
+                    };
                     state.heartbeats.insert(key.clone(), row);
-                    if is_update { report.updated.push(key) } else { report.inserted.push(key) }
+                    if is_update {
+                        report.updated.push(key)
+                    } else {
+                        report.inserted.push(key)
+                    }
                 }
             }
         }

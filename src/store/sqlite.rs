@@ -99,7 +99,8 @@ impl Store for SqliteStore {
             upsert(&mut tx, &def, Some(&fingerprint), at).await?;
         }
         for ((agent, heartbeat), (origin, _)) in &existing {
-            let in_config = defs.iter().any(|def| def.key.agent.as_str() == agent && def.key.heartbeat.as_str() == heartbeat);
+            let in_config =
+                defs.iter().any(|def| def.key.agent.as_str() == agent && def.key.heartbeat.as_str() == heartbeat);
             if origin == Origin::Config.as_str() && !in_config {
                 sqlx::query("DELETE FROM heartbeats WHERE agent_id = ? AND heartbeat_id = ?")
                     .bind(agent)
@@ -167,7 +168,9 @@ impl Store for SqliteStore {
                     .push_bind(claim.claimed_at.as_millisecond())
                     .push_bind(ExecutionStatus::Running.as_str());
             });
-            insert.push(" ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING RETURNING agent_id, heartbeat_id, slot_ms");
+            insert.push(
+                " ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING RETURNING agent_id, heartbeat_id, slot_ms",
+            );
             for row in insert.build().fetch_all(&mut *tx).await? {
                 won.insert((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
             }
@@ -176,7 +179,11 @@ impl Store for SqliteStore {
             .iter()
             .map(|claim| {
                 let id = (claim.key.agent.to_string(), claim.key.heartbeat.to_string(), claim.slot.as_millisecond());
-                if won.remove(&id) { ClaimOutcome::Claimed } else { ClaimOutcome::AlreadyClaimed }
+                if won.remove(&id) {
+                    ClaimOutcome::Claimed
+                } else {
+                    ClaimOutcome::AlreadyClaimed
+                }
             })
             .collect();
         let next_slots: Vec<(HeartbeatKey, Timestamp)> = claims
@@ -208,7 +215,8 @@ impl Store for SqliteStore {
             insert.push(" ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING");
             insert.build().execute(&mut *tx).await?;
         }
-        let next_slots: Vec<(HeartbeatKey, Timestamp)> = skips.iter().map(|skip| (skip.key.clone(), skip.next_slot)).collect();
+        let next_slots: Vec<(HeartbeatKey, Timestamp)> =
+            skips.iter().map(|skip| (skip.key.clone(), skip.next_slot)).collect();
         update_next_slots(&mut tx, &next_slots).await?;
         tx.commit().await?;
         Ok(())
@@ -378,7 +386,9 @@ fn heartbeat_from_row(row: &SqliteRow) -> Result<Heartbeat, StoreError> {
     let window: (Option<String>, Option<String>, Option<String>) =
         (row.try_get("active_start")?, row.try_get("active_end")?, row.try_get("active_timezone")?);
     let active_hours = match window {
-        (Some(start), Some(end), Some(zone)) => Some(ActiveHours::new(&start, &end, &zone).map_err(|e| corrupt(&what, e))?),
+        (Some(start), Some(end), Some(zone)) => {
+            Some(ActiveHours::new(&start, &end, &zone).map_err(|e| corrupt(&what, e))?)
+        }
         (None, None, None) => None,
         _ => return Err(corrupt(&what, "active hours are partly set")),
     };
@@ -420,7 +430,9 @@ fn execution_from_row(row: &SqliteRow) -> Result<Execution, StoreError> {
             .map(|text| SkipReason::parse(&text).ok_or_else(|| corrupt(&what, format!("unknown skip reason {text:?}"))))
             .transpose()?,
         delivery: delivery
-            .map(|text| DeliveryStatus::parse(&text).ok_or_else(|| corrupt(&what, format!("unknown delivery {text:?}"))))
+            .map(|text| {
+                DeliveryStatus::parse(&text).ok_or_else(|| corrupt(&what, format!("unknown delivery {text:?}")))
+            })
             .transpose()?,
         duration: duration.map(|ms| duration_ms(ms, &what)).transpose()?,
         error: row.try_get("error")?,

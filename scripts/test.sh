@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Every test systole has: formatting, lints (with the clock/sleep/rng bans), unit,
+# property, store-conformance, engine and end-to-end daemon tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== format"
+cargo fmt --all --check
+
+echo "== clippy (disallowed clock, sleep and RNG calls outside the real adapters)"
+cargo clippy --locked --all-targets -- -D warnings
+
+echo "== tests"
+cargo test --locked

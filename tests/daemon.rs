@@ -1,0 +1,255 @@
+//! The real daemon, end to end: the `systole` binary with the real clock and SQLite,
+//! against a local OpenAI-compatible server and a local webhook receiver (127.0.0.1).
+#![allow(clippy::disallowed_methods)] // this test waits on a real process in real time
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+const WAIT_SECS_MAX: u64 = 30;
+
+#[derive(Default)]
+struct Servers {
+    llm_calls: Mutex<BTreeMap<String, usize>>,
+    deliveries: Mutex<Vec<(Option<String>, Value)>>,
+}
+
+impl Servers {
+    fn calls(&self, prompt: &str) -> usize {
+        self.llm_calls.lock().expect("lock").get(prompt).copied().unwrap_or(0)
+    }
+
+    fn deliveries_of(&self, heartbeat: &str) -> Vec<(Option<String>, Value)> {
+        self.deliveries
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(_, body)| body["heartbeat"] == heartbeat)
+            .cloned()
+            .collect()
+    }
+}
+
+/// An OpenAI-compatible endpoint whose reply depends on the heartbeat prompt.
+async fn chat(State(servers): State<Arc<Servers>>, Json(body): Json<Value>) -> axum::response::Response {
+    let prompt =
+        body["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str()).unwrap_or("").to_owned();
+    *servers.llm_calls.lock().expect("lock").entry(prompt.clone()).or_default() += 1;
+    let content = match prompt.as_str() {
+        "say-hello" => json!("hello from the model"),
+        "say-nothing" => json!(""),
+        "always-fail" => return (StatusCode::INTERNAL_SERVER_ERROR, "model exploded").into_response(),
+        _ => json!(null),
+    };
+    Json(json!({ "choices": [{ "index": 0, "message": { "role": "assistant", "content": content }, "finish_reason": "stop" }] }))
+        .into_response()
+}
+
+async fn hook(State(servers): State<Arc<Servers>>, headers: HeaderMap, Json(body): Json<Value>) -> StatusCode {
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    servers.deliveries.lock().expect("lock").push((key, body));
+    StatusCode::NO_CONTENT
+}
+
+async fn start_servers() -> (Arc<Servers>, SocketAddr) {
+    let servers = Arc::new(Servers::default());
+    let app = Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/hook", post(hook))
+        .with_state(Arc::clone(&servers));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
+    (servers, address)
+}
+
+fn write_config(dir: &Path, address: SocketAddr) -> PathBuf {
+    // A window that certainly excludes now: it opens two hours from now (UTC).
+    let hour = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).hour();
+    let (start, end) = ((hour + 2) % 24, (hour + 3) % 24);
+    let config = format!(
+        r#"
+[store]
+path = "state.db"
+
+[llm]
+base_url = "http://{address}/v1"
+model = "test-model"
+timeout = "5s"
+
+[adapters.webhook.ops]
+url = "http://{address}/hook"
+
+[engine]
+shutdown_grace = "5s"
+
+[[agents]]
+id = "main"
+
+[[agents.heartbeats]]
+id = "talker"
+prompt = "say-hello"
+every = "1s"
+target = "webhook:ops"
+
+[[agents.heartbeats]]
+id = "quiet"
+prompt = "say-nothing"
+every = "1s"
+target = "webhook:ops"
+
+[[agents.heartbeats]]
+id = "broken"
+prompt = "always-fail"
+every = "1s"
+target = "webhook:ops"
+
+[[agents.heartbeats]]
+id = "night"
+prompt = "night-only"
+every = "1s"
+target = "webhook:ops"
+active_hours = {{ start = "{start:02}:00", end = "{end:02}:00", timezone = "UTC" }}
+"#
+    );
+    let path = dir.join("systole.toml");
+    std::fs::write(&path, config).expect("write config");
+    path
+}
+
+fn systole(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_systole"));
+    command.args(args).env("RUST_LOG", "info");
+    command
+}
+
+fn spawn_daemon(config: &Path, log: &Path) -> Child {
+    let log = std::fs::File::create(log).expect("log file");
+    systole(&["serve", "--config", config.to_str().expect("utf-8 path")])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start daemon")
+}
+
+fn stop_daemon(mut child: Child) {
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("send SIGTERM");
+    assert!(status.success());
+    let exit = child.wait().expect("daemon exits");
+    assert!(exit.success(), "daemon exits cleanly on SIGTERM: {exit}");
+}
+
+fn list_json(config: &Path) -> Vec<Value> {
+    let output: Output =
+        systole(&["heartbeat", "list", "--json", "--config", config.to_str().expect("utf-8")]).output().expect("list");
+    assert!(output.status.success(), "list failed: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("list --json prints JSON")
+}
+
+fn find<'a>(rows: &'a [Value], id: &str) -> &'a Value {
+    rows.iter().find(|row| row["id"] == id).expect("heartbeat listed")
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..WAIT_SECS_MAX * 10 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out after {WAIT_SECS_MAX} s waiting for: {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_delivers_stays_silent_trips_the_breaker_and_keeps_it_across_restarts() {
+    let (servers, address) = start_servers().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = write_config(dir.path(), address);
+    let daemon = spawn_daemon(&config, &dir.path().join("first.log"));
+
+    wait_until("two deliveries and a tripped breaker", || {
+        servers.deliveries_of("talker").len() >= 2 && servers.calls("always-fail") >= 3
+    })
+    .await;
+    // Give the breaker's interval a few more ticks to prove it stays tripped.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(servers.calls("always-fail"), 3, "disabled after exactly 3 consecutive failures");
+
+    let (key, body) = servers.deliveries_of("talker")[0].clone();
+    assert_eq!(body["text"], "hello from the model");
+    assert_eq!(body["agent"], "main");
+    assert_eq!(body["heartbeat"], "talker");
+    let slot: jiff::Timestamp = body["scheduled_for"].as_str().expect("string").parse().expect("RFC 3339");
+    assert_eq!(body["idempotency_key"].as_str(), key.as_deref(), "header and body carry the same key");
+    assert_eq!(key, Some(format!("main/talker/{}", slot.as_millisecond())));
+    let keys: std::collections::BTreeSet<_> = servers.deliveries_of("talker").into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys.len(), servers.deliveries_of("talker").len(), "one key per slot");
+
+    assert!(servers.calls("say-nothing") >= 2, "the quiet heartbeat ran");
+    assert!(servers.deliveries_of("quiet").is_empty(), "an empty reply delivers nothing");
+    assert_eq!(servers.calls("night-only"), 0, "outside active hours the LLM is never called");
+
+    let rows = list_json(&config);
+    let broken = find(&rows, "broken");
+    assert_eq!(broken["enabled"], false);
+    assert_eq!(broken["consecutive_failures"], 3);
+    assert_eq!(broken["disabled_reason"], "circuit-breaker");
+    let night = find(&rows, "night");
+    assert_eq!(
+        (night["last_status"].as_str(), night["last_skip_reason"].as_str()),
+        (Some("skipped"), Some("quiet-hours"))
+    );
+    let talker = find(&rows, "talker");
+    assert_eq!(talker["enabled"], true);
+    assert!(talker["next_run_at"].as_str().is_some_and(|t| t.parse::<jiff::Timestamp>().is_ok()));
+
+    stop_daemon(daemon);
+
+    // After a restart the breaker's verdict stands.
+    let daemon = spawn_daemon(&config, &dir.path().join("second.log"));
+    let delivered_before = servers.deliveries_of("talker").len();
+    wait_until("the restarted daemon delivers again", || servers.deliveries_of("talker").len() >= delivered_before + 2)
+        .await;
+    assert_eq!(servers.calls("always-fail"), 3, "still disabled after a restart");
+    let rows = list_json(&config);
+    assert_eq!(find(&rows, "broken")["enabled"], false);
+    assert_eq!(find(&rows, "broken")["consecutive_failures"], 3);
+    stop_daemon(daemon);
+
+    let runs = systole(&["heartbeat", "runs", "broken", "--json", "--config", config.to_str().expect("utf-8")])
+        .output()
+        .expect("runs");
+    let runs: Vec<Value> = serde_json::from_slice(&runs.stdout).expect("runs --json prints JSON");
+    assert_eq!(runs.len(), 3);
+    assert!(runs
+        .iter()
+        .all(|run| run["status"] == "failed" && run["error"].as_str().is_some_and(|e| e.contains("HTTP 500"))));
+}
+
+#[test]
+fn a_bad_config_is_refused_with_the_file_field_and_problem() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "[llm]\nprovider = \"scripted\"\n[[agents]]\nid = \"main\"\n[[agents.heartbeats]]\nid = \"x\"\nprompt = \"p\"\nevery = \"5 minutes\"\ntarget = \"stdout\"\n",
+    )
+    .expect("write");
+    let output = systole(&["serve", "--config", path.to_str().expect("utf-8")]).output().expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(path.to_str().expect("utf-8")), "names the file: {stderr}");
+    assert!(stderr.contains("agents[0].heartbeats[0].every"), "names the field: {stderr}");
+    assert!(stderr.contains("\"5 minutes\""), "names the value: {stderr}");
+    assert!(!dir.path().join("systole.db").exists(), "a refused config touches no store");
+}
