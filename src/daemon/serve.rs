@@ -16,7 +16,6 @@ use crate::daemon::DaemonError;
 use crate::driver::{self, EngineOptions, Ports};
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
-use crate::ports::store::Store;
 use crate::store::sqlite::SqliteStore;
 
 /// Builds the configured LLM provider.
@@ -49,15 +48,6 @@ pub fn build_llm(config: &LlmConfig) -> Result<Arc<dyn Llm>, DaemonError> {
 pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let store = Arc::new(SqliteStore::open(&config.store_path).await?);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-    let report = store.seed_config(&config.heartbeats, clock.wall()).await?;
-    tracing::info!(
-        store = %config.store_path.display(),
-        inserted = report.inserted.len(),
-        updated = report.updated.len(),
-        unchanged = report.unchanged.len(),
-        removed = report.removed.len(),
-        "config seeded"
-    );
     let llm = build_llm(&config.llm)?;
     // Retry jitter needs randomness; the real daemon seeds it from the OS once, here.
     let rng = ChaCha8Rng::from_os_rng();
@@ -69,7 +59,15 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         system_prompt: config.system_prompt.clone().unwrap_or(EngineOptions::default().system_prompt),
         model: None,
     };
-    let engine = driver::start(ports, options).await?;
+    let (engine, report) = driver::boot(ports, &config.heartbeats, options).await?;
+    tracing::info!(
+        store = %config.store_path.display(),
+        inserted = report.inserted.len(),
+        updated = report.updated.len(),
+        unchanged = report.unchanged.len(),
+        removed = report.removed.len(),
+        "config seeded"
+    );
     tracing::info!(heartbeats = config.heartbeats.len(), "systole is running; stop with Ctrl-C");
     wait_for_stop_signal().await?;
     tracing::info!(grace_secs = config.engine.shutdown_grace.as_secs(), "stopping: letting in-flight runs finish");

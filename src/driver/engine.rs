@@ -14,18 +14,23 @@ use crate::core::ids::HeartbeatKey;
 use crate::core::schedule::Schedule;
 use crate::core::slots::SlotTimer;
 use crate::driver::events::EngineEvent;
-use crate::driver::run::{run_claimed, RunContext};
+use crate::driver::run::{run_claimed, FinishedRun, RunContext};
 use crate::limits::DUE_PER_WAKE_MAX;
 use crate::ports::clock::Now;
-use crate::ports::store::{ClaimOutcome, RunRecord, SkipRecord, SlotClaim};
+use crate::ports::store::{ClaimOutcome, SkipRecord, SlotClaim};
 
 /// What the handle asks of the driver. Store writes happen before a command is sent, so
-/// the driver only re-arms its in-memory schedule.
+/// the driver only re-arms its in-memory schedule, then answers on `applied`: once the
+/// handle hears back, no slot can fire under the old definition.
 pub(crate) enum Command {
+    Change { change: Change, applied: oneshot::Sender<()> },
+    Shutdown { grace: Duration, done: oneshot::Sender<usize> },
+}
+
+pub(crate) enum Change {
     Upsert(HeartbeatDef),
     Delete(HeartbeatKey),
     SetEnabled(HeartbeatKey, bool),
-    Shutdown { grace: Duration, done: oneshot::Sender<usize> },
 }
 
 /// The driver's view of one heartbeat.
@@ -43,8 +48,8 @@ pub(crate) struct Driver {
     runs: BTreeMap<HeartbeatKey, JoinHandle<()>>,
     permits: Arc<Semaphore>,
     commands: mpsc::Receiver<Command>,
-    completions_tx: mpsc::UnboundedSender<RunRecord>,
-    completions: mpsc::UnboundedReceiver<RunRecord>,
+    completions_tx: mpsc::UnboundedSender<FinishedRun>,
+    completions: mpsc::UnboundedReceiver<FinishedRun>,
 }
 
 impl Driver {
@@ -109,7 +114,10 @@ impl Driver {
                         let _ = done.send(abandoned);
                         return;
                     }
-                    Some(command) => self.apply(command),
+                    Some(Command::Change { change, applied }) => {
+                        self.apply(change);
+                        let _ = applied.send(());
+                    }
                     None => {
                         self.drain(Duration::ZERO).await;
                         return;
@@ -189,13 +197,14 @@ impl Driver {
         let task = tokio::spawn(async move {
             // The semaphore is never closed, so acquiring only fails if it were; then run anyway.
             let _permit = permits.acquire_owned().await.ok();
-            let record = run_claimed(context, def, slot, failures_before).await;
-            let _ = completions.send(record);
+            let finished = run_claimed(context, def, slot, failures_before).await;
+            let _ = completions.send(finished);
         });
         self.runs.insert(claim.key, task);
     }
 
-    fn complete(&mut self, record: RunRecord) {
+    fn complete(&mut self, finished: FinishedRun) {
+        let FinishedRun { record, recorded } = finished;
         self.runs.remove(&record.key);
         let at = self.context.clock.wall();
         self.context.events.emit(
@@ -207,10 +216,14 @@ impl Driver {
                 delivery: record.delivery,
                 duration: record.duration,
                 error: record.error.clone(),
+                recorded,
             },
         );
         let Some(entry) = self.entries.get_mut(&record.key) else { return };
         entry.in_flight = false;
+        if !recorded {
+            return;
+        }
         entry.consecutive_failures = record.breaker.consecutive_failures;
         if record.breaker.tripped {
             entry.enabled = false;
@@ -223,20 +236,20 @@ impl Driver {
         }
     }
 
-    fn apply(&mut self, command: Command) {
+    fn apply(&mut self, change: Change) {
         let now = self.context.clock.now();
-        match command {
-            Command::Upsert(def) => {
+        match change {
+            Change::Upsert(def) => {
                 let key = def.key.clone();
                 let in_flight = self.entries.get(&key).is_some_and(|entry| entry.in_flight);
                 self.arm(key.clone(), SlotTimer::first(now, def.interval));
                 self.entries.insert(key, Entry { def, enabled: true, consecutive_failures: 0, in_flight });
             }
-            Command::Delete(key) => {
+            Change::Delete(key) => {
                 self.entries.remove(&key);
                 self.disarm(&key);
             }
-            Command::SetEnabled(key, enabled) => {
+            Change::SetEnabled(key, enabled) => {
                 let Some(entry) = self.entries.get_mut(&key) else { return };
                 entry.enabled = enabled;
                 if enabled {
@@ -247,7 +260,6 @@ impl Driver {
                     self.disarm(&key);
                 }
             }
-            Command::Shutdown { .. } => {}
         }
     }
 

@@ -50,6 +50,8 @@ pub enum EngineEvent {
         delivery: DeliveryStatus,
         duration: Duration,
         error: Option<String>,
+        /// Whether the result reached the store (see `FinishedRun::recorded`).
+        recorded: bool,
     },
     BreakerTripped {
         key: HeartbeatKey,
@@ -90,9 +92,9 @@ impl EventSink for TracingSink {
                 tracing::warn!(%at, heartbeat = %key, %slot, "slot already claimed; not running it again");
             }
             EngineEvent::RunStarted { key, slot } => tracing::info!(%at, heartbeat = %key, %slot, "run started"),
-            EngineEvent::RunFinished { key, slot, status, delivery, duration, error } => tracing::info!(
+            EngineEvent::RunFinished { key, slot, status, delivery, duration, error, recorded } => tracing::info!(
                 %at, heartbeat = %key, %slot, status = status.as_str(), delivery = delivery.as_str(),
-                duration_ms = duration.as_millis() as u64, error = error.as_deref().unwrap_or(""), "run finished"
+                duration_ms = duration.as_millis() as u64, error = error.as_deref().unwrap_or(""), recorded, "run finished"
             ),
             EngineEvent::BreakerTripped { key, consecutive_failures } => tracing::warn!(
                 %at, heartbeat = %key, consecutive_failures,

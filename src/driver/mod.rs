@@ -14,14 +14,14 @@ use tokio::task::JoinHandle;
 use crate::agent::HEARTBEAT_SYSTEM_PROMPT_DEFAULT;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::HeartbeatKey;
-use crate::driver::engine::{Command, Driver};
+use crate::driver::engine::{Change, Command, Driver};
 use crate::driver::events::{EngineEvent, EventSink, TracingSink};
 use crate::driver::run::RunContext;
 use crate::limits::{BREAKER_FAILURES_MAX_DEFAULT, RUNS_IN_FLIGHT_MAX_DEFAULT};
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
 use crate::ports::messenger::Messenger;
-use crate::ports::store::{Store, StoreError};
+use crate::ports::store::{SeedReport, Store, StoreError};
 
 /// The ports an engine runs on. Swap these and nothing else to simulate it.
 #[derive(Clone)]
@@ -79,6 +79,21 @@ pub struct EngineHandle {
 
 const COMMAND_QUEUE_MAX: usize = 1_024;
 
+/// The normal start-up path, shared by the daemon and the simulator: seeds the config's
+/// heartbeats into the store (see [`Store::seed_config`]), then [`start`]s the engine.
+///
+/// # Errors
+/// When the store cannot be seeded or read.
+pub async fn boot(
+    ports: Ports,
+    config_heartbeats: &[HeartbeatDef],
+    options: EngineOptions,
+) -> Result<(EngineHandle, SeedReport), StoreError> {
+    let report = ports.store.seed_config(config_heartbeats, ports.clock.wall()).await?;
+    let engine = start(ports, options).await?;
+    Ok((engine, report))
+}
+
 /// Starts an engine: marks runs a previous process left `running` as interrupted, loads
 /// every heartbeat from the store, arms the enabled ones and spawns the driver.
 ///
@@ -114,7 +129,7 @@ impl EngineHandle {
     /// When the store write fails (nothing changed) or the engine has stopped.
     pub async fn upsert(&self, def: HeartbeatDef) -> Result<(), EngineError> {
         self.ports.store.put_heartbeat(&def, self.ports.clock.wall()).await?;
-        self.send(Command::Upsert(def)).await
+        self.send(Change::Upsert(def)).await
     }
 
     /// Deletes a heartbeat; it never fires again. Returns whether it existed.
@@ -123,7 +138,7 @@ impl EngineHandle {
     /// When the store write fails (nothing changed) or the engine has stopped.
     pub async fn delete(&self, key: &HeartbeatKey) -> Result<bool, EngineError> {
         let existed = self.ports.store.delete_heartbeat(key).await?;
-        self.send(Command::Delete(key.clone())).await?;
+        self.send(Change::Delete(key.clone())).await?;
         Ok(existed)
     }
 
@@ -134,7 +149,7 @@ impl EngineHandle {
     pub async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool) -> Result<bool, EngineError> {
         let reason = (!enabled).then_some("user");
         let existed = self.ports.store.set_enabled(key, enabled, reason).await?;
-        self.send(Command::SetEnabled(key.clone(), enabled)).await?;
+        self.send(Change::SetEnabled(key.clone(), enabled)).await?;
         Ok(existed)
     }
 
@@ -150,7 +165,10 @@ impl EngineHandle {
         abandoned
     }
 
-    async fn send(&self, command: Command) -> Result<(), EngineError> {
-        self.commands.send(command).await.map_err(|_| EngineError::Stopped)
+    /// Sends a change and waits until the driver has applied it.
+    async fn send(&self, change: Change) -> Result<(), EngineError> {
+        let (applied, done) = oneshot::channel();
+        self.commands.send(Command::Change { change, applied }).await.map_err(|_| EngineError::Stopped)?;
+        done.await.map_err(|_| EngineError::Stopped)
     }
 }

@@ -40,9 +40,19 @@ struct Outcome {
     preview: Option<String>,
 }
 
+/// A finished run and whether its record reached the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishedRun {
+    pub record: RunRecord,
+    /// False when `finish_runs` failed: the store still says `running` (start-up will mark
+    /// it interrupted) and its breaker step was not persisted, so the driver must not
+    /// apply it in memory either.
+    pub recorded: bool,
+}
+
 /// Runs a claimed slot to the end and records it. Never panics on what the LLM or the
 /// messenger return; every failure becomes a recorded status.
-pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp, failures_before: u32) -> RunRecord {
+pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp, failures_before: u32) -> FinishedRun {
     let started = context.clock.monotonic();
     let deadline = started + def.timeout;
     let outcome = tokio::select! {
@@ -69,17 +79,20 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         output_preview: outcome.preview,
         breaker: breaker::after_run(failures_before, succeeded, context.breaker_failures_max),
     };
-    if let Err(error) = context.store.finish_runs(std::slice::from_ref(&record)).await {
-        context.events.emit(
-            context.clock.wall(),
-            &EngineEvent::StoreFailed {
+    let recorded = match context.store.finish_runs(std::slice::from_ref(&record)).await {
+        Ok(()) => true,
+        Err(error) => {
+            let event = EngineEvent::StoreFailed {
                 operation: "finish_runs",
                 error: error.to_string(),
-                consequence: "the run stays 'running' in the log until the next start-up marks it interrupted",
-            },
-        );
-    }
-    record
+                consequence:
+                    "the run stays 'running' until the next start-up marks it interrupted; the breaker ignores it",
+            };
+            context.events.emit(context.clock.wall(), &event);
+            false
+        }
+    };
+    FinishedRun { record, recorded }
 }
 
 async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> Outcome {
