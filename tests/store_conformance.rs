@@ -24,7 +24,7 @@ fn claim(k: &HeartbeatKey, slot_secs: i64) -> SlotClaim {
     SlotClaim { key: k.clone(), slot: at(slot_secs), claimed_at: at(slot_secs), next_slot: at(slot_secs + 60) }
 }
 
-fn finished(k: &HeartbeatKey, slot_secs: i64, succeeded: bool, failures: u32, tripped: bool) -> RunRecord {
+fn finished(k: &HeartbeatKey, slot_secs: i64, succeeded: bool) -> RunRecord {
     RunRecord {
         key: k.clone(),
         slot: at(slot_secs),
@@ -34,8 +34,20 @@ fn finished(k: &HeartbeatKey, slot_secs: i64, succeeded: bool, failures: u32, tr
         duration: Duration::from_millis(1_500),
         error: (!succeeded).then(|| "boom".to_owned()),
         output_preview: None,
-        breaker: BreakerStep { consecutive_failures: failures, tripped },
     }
+}
+
+const BREAKER_MAX: u32 = 3;
+
+/// Claims and fails `count` slots in a row, one batch each, like a driver would.
+async fn fail_times(store: &dyn Store, k: &HeartbeatKey, first_slot_secs: i64, count: i64) -> Vec<BreakerStep> {
+    let mut steps = Vec::new();
+    for index in 0..count {
+        let slot = first_slot_secs + 60 * index;
+        store.claim_slots(&[claim(k, slot)]).await.expect("claim");
+        steps.extend(store.finish_runs(&[finished(k, slot, false)], BREAKER_MAX).await.expect("finish"));
+    }
+    steps
 }
 
 async fn with_each_store<F, Fut>(check: F)
@@ -94,8 +106,16 @@ async fn finishing_runs_records_outcomes_and_trips_the_breaker() {
     with_each_store(|store| async move {
         let (a, b) = (key("main", "a"), key("main", "b"));
         store.seed_config(&[def("main", "a", 60), def("main", "b", 60)], at(0)).await.expect("seed");
-        store.claim_slots(&[claim(&a, 60), claim(&b, 60)]).await.expect("claim");
-        store.finish_runs(&[finished(&a, 60, false, 3, true), finished(&b, 60, true, 0, false)]).await.expect("finish");
+        let steps = fail_times(store.as_ref(), &a, 60, 2).await;
+        assert_eq!(
+            steps.iter().map(|s| (s.consecutive_failures, s.tripped)).collect::<Vec<_>>(),
+            vec![(1, false), (2, false)]
+        );
+        store.claim_slots(&[claim(&a, 180), claim(&b, 180)]).await.expect("claim");
+        let steps =
+            store.finish_runs(&[finished(&a, 180, false), finished(&b, 180, true)], BREAKER_MAX).await.expect("finish");
+        let tripped = BreakerStep { consecutive_failures: 3, tripped: true };
+        assert_eq!(steps, vec![tripped, BreakerStep { consecutive_failures: 0, tripped: false }]);
         let heartbeats = store.load_heartbeats().await.expect("load");
         assert_eq!((heartbeats[0].state.enabled, heartbeats[0].state.consecutive_failures), (false, 3));
         assert_eq!(heartbeats[0].state.disabled_reason.as_deref(), Some(DISABLED_BY_BREAKER));
@@ -104,7 +124,7 @@ async fn finishing_runs_records_outcomes_and_trips_the_breaker() {
         assert_eq!(run.status, ExecutionStatus::Failed);
         assert_eq!(run.duration, Some(Duration::from_millis(1_500)));
         assert_eq!(run.error.as_deref(), Some("boom"));
-        assert_eq!(run.finished_at, Some(at(61)));
+        assert_eq!(run.finished_at, Some(at(181)));
     })
     .await;
 }
@@ -115,8 +135,7 @@ async fn seeding_never_overwrites_runtime_state_unless_the_config_changed() {
         let a = key("main", "a");
         let report = store.seed_config(&[def("main", "a", 60), def("main", "gone", 60)], at(0)).await.expect("seed");
         assert_eq!(report.inserted.len(), 2);
-        store.claim_slots(&[claim(&a, 60)]).await.expect("claim");
-        store.finish_runs(&[finished(&a, 60, false, 3, true)]).await.expect("finish");
+        fail_times(store.as_ref(), &a, 60, 3).await;
 
         // Same definition: the breaker's disable stays; the dropped heartbeat is removed.
         let report = store.seed_config(&[def("main", "a", 60)], at(100)).await.expect("seed");
@@ -133,7 +152,7 @@ async fn seeding_never_overwrites_runtime_state_unless_the_config_changed() {
         let stored = store.load_heartbeats().await.expect("load");
         assert_eq!((stored[0].state.enabled, stored[0].state.consecutive_failures), (true, 0));
         assert_eq!(stored[0].def.interval, Duration::from_secs(120));
-        assert_eq!(store.executions(&a, 10).await.expect("read").len(), 1, "the audit log stays");
+        assert_eq!(store.executions(&a, 10).await.expect("read").len(), 3, "the audit log stays");
     })
     .await;
 }
@@ -159,7 +178,7 @@ async fn recovery_marks_unfinished_claims_interrupted() {
         let a = key("main", "a");
         store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
         store.claim_slots(&[claim(&a, 60), claim(&a, 120)]).await.expect("claim");
-        store.finish_runs(&[finished(&a, 60, true, 0, false)]).await.expect("finish");
+        store.finish_runs(&[finished(&a, 60, true)], BREAKER_MAX).await.expect("finish");
         assert_eq!(store.recover_interrupted(at(500)).await.expect("recover"), 1);
         assert_eq!(store.recover_interrupted(at(600)).await.expect("recover"), 0);
         let runs = store.executions(&a, 10).await.expect("read");
@@ -175,8 +194,7 @@ async fn enabling_clears_the_breaker_and_disabling_keeps_the_reason() {
     with_each_store(|store| async move {
         let a = key("main", "a");
         store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
-        store.claim_slots(&[claim(&a, 60)]).await.expect("claim");
-        store.finish_runs(&[finished(&a, 60, false, 3, true)]).await.expect("finish");
+        fail_times(store.as_ref(), &a, 60, 3).await;
         assert!(store.set_enabled(&a, true, None).await.expect("enable"));
         let state = store.load_heartbeats().await.expect("load")[0].state.clone();
         assert_eq!((state.enabled, state.consecutive_failures, state.disabled_reason), (true, 0, None));
@@ -196,12 +214,46 @@ async fn batches_larger_than_one_statement_are_split() {
         let outcomes = store.claim_slots(&claims).await.expect("claim");
         assert!(outcomes.iter().all(|o| *o == ClaimOutcome::Claimed));
         let runs: Vec<_> =
-            claims.iter().map(|c| finished(&c.key, c.slot.duration_since(start()).as_secs(), true, 0, false)).collect();
-        store.finish_runs(&runs).await.expect("finish");
+            claims.iter().map(|c| finished(&c.key, c.slot.duration_since(start()).as_secs(), true)).collect();
+        store.finish_runs(&runs, BREAKER_MAX).await.expect("finish");
         let latest = store.executions(&defs[0].key, 1_000).await.expect("read");
         assert_eq!(latest.len(), 500);
         assert!(latest.iter().all(|e| e.status == ExecutionStatus::Succeeded));
         assert_eq!(store.executions(&defs[0].key, 3).await.expect("read").len(), 3, "limit applies");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_re_enable_during_a_run_is_not_undone_by_that_run() {
+    with_each_store(|store| async move {
+        let a = key("main", "a");
+        store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
+        fail_times(store.as_ref(), &a, 60, 2).await;
+        // A run is claimed with two failures behind it; the user clears the breaker meanwhile.
+        store.claim_slots(&[claim(&a, 180)]).await.expect("claim");
+        assert!(store.set_enabled(&a, true, None).await.expect("enable"));
+        let steps = store.finish_runs(&[finished(&a, 180, false)], BREAKER_MAX).await.expect("finish");
+        assert_eq!(steps, vec![BreakerStep { consecutive_failures: 1, tripped: false }]);
+        assert!(store.load_heartbeats().await.expect("load")[0].state.enabled);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn breaker_steps_chain_within_one_batch() {
+    with_each_store(|store| async move {
+        let a = key("main", "a");
+        store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
+        store.claim_slots(&[claim(&a, 60), claim(&a, 120), claim(&a, 180)]).await.expect("claim");
+        let runs = [finished(&a, 60, false), finished(&a, 120, false), finished(&a, 180, false)];
+        let steps = store.finish_runs(&runs, BREAKER_MAX).await.expect("finish");
+        assert_eq!(
+            steps.iter().map(|s| (s.consecutive_failures, s.tripped)).collect::<Vec<_>>(),
+            vec![(1, false), (2, false), (3, true)]
+        );
+        let state = store.load_heartbeats().await.expect("load")[0].state.clone();
+        assert_eq!((state.enabled, state.consecutive_failures), (false, 3));
     })
     .await;
 }

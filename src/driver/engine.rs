@@ -37,7 +37,6 @@ pub(crate) enum Change {
 struct Entry {
     def: HeartbeatDef,
     enabled: bool,
-    consecutive_failures: u32,
     in_flight: bool,
 }
 
@@ -85,12 +84,7 @@ impl Driver {
                 };
                 self.arm(key.clone(), timer);
             }
-            let entry = Entry {
-                def: heartbeat.def,
-                enabled: heartbeat.state.enabled,
-                consecutive_failures: heartbeat.state.consecutive_failures,
-                in_flight: false,
-            };
+            let entry = Entry { def: heartbeat.def, enabled: heartbeat.state.enabled, in_flight: false };
             self.entries.insert(key, entry);
         }
         if let Err(error) = self.context.store.set_next_slots(&first_slots).await {
@@ -188,7 +182,6 @@ impl Driver {
         let Some(entry) = self.entries.get_mut(&claim.key) else { return };
         entry.in_flight = true;
         let def = entry.def.clone();
-        let failures_before = entry.consecutive_failures;
         let context = self.context.clone();
         let permits = Arc::clone(&self.permits);
         let completions = self.completions_tx.clone();
@@ -197,14 +190,14 @@ impl Driver {
         let task = tokio::spawn(async move {
             // The semaphore is never closed, so acquiring only fails if it were; then run anyway.
             let _permit = permits.acquire_owned().await.ok();
-            let finished = run_claimed(context, def, slot, failures_before).await;
+            let finished = run_claimed(context, def, slot).await;
             let _ = completions.send(finished);
         });
         self.runs.insert(claim.key, task);
     }
 
     fn complete(&mut self, finished: FinishedRun) {
-        let FinishedRun { record, recorded } = finished;
+        let FinishedRun { record, breaker } = finished;
         self.runs.remove(&record.key);
         let at = self.context.clock.wall();
         self.context.events.emit(
@@ -216,22 +209,16 @@ impl Driver {
                 delivery: record.delivery,
                 duration: record.duration,
                 error: record.error.clone(),
-                recorded,
+                recorded: breaker.is_some(),
             },
         );
         let Some(entry) = self.entries.get_mut(&record.key) else { return };
         entry.in_flight = false;
-        if !recorded {
-            return;
-        }
-        entry.consecutive_failures = record.breaker.consecutive_failures;
-        if record.breaker.tripped {
+        if let Some(step) = breaker.filter(|step| step.tripped) {
             entry.enabled = false;
             self.disarm(&record.key);
-            let event = EngineEvent::BreakerTripped {
-                key: record.key,
-                consecutive_failures: record.breaker.consecutive_failures,
-            };
+            let event =
+                EngineEvent::BreakerTripped { key: record.key, consecutive_failures: step.consecutive_failures };
             self.context.events.emit(at, &event);
         }
     }
@@ -243,7 +230,7 @@ impl Driver {
                 let key = def.key.clone();
                 let in_flight = self.entries.get(&key).is_some_and(|entry| entry.in_flight);
                 self.arm(key.clone(), SlotTimer::first(now, def.interval));
-                self.entries.insert(key, Entry { def, enabled: true, consecutive_failures: 0, in_flight });
+                self.entries.insert(key, Entry { def, enabled: true, in_flight });
             }
             Change::Delete(key) => {
                 self.entries.remove(&key);
@@ -253,7 +240,6 @@ impl Driver {
                 let Some(entry) = self.entries.get_mut(&key) else { return };
                 entry.enabled = enabled;
                 if enabled {
-                    entry.consecutive_failures = 0;
                     let interval = entry.def.interval;
                     self.arm(key, SlotTimer::first(now, interval));
                 } else {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use crate::agent::run_turn;
-use crate::core::breaker;
+use crate::core::breaker::BreakerStep;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::driver::events::{EngineEvent, EventSink};
 use crate::limits::{ERROR_TEXT_CHARS_MAX, OUTPUT_PREVIEW_CHARS_MAX};
@@ -40,19 +40,19 @@ struct Outcome {
     preview: Option<String>,
 }
 
-/// A finished run and whether its record reached the store.
+/// A finished run and what the store made of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FinishedRun {
     pub record: RunRecord,
-    /// False when `finish_runs` failed: the store still says `running` (start-up will mark
-    /// it interrupted) and its breaker step was not persisted, so the driver must not
-    /// apply it in memory either.
-    pub recorded: bool,
+    /// The breaker step the store applied; `None` when `finish_runs` failed: the store
+    /// still says `running` (start-up will mark it interrupted) and the breaker did not
+    /// move, so the driver must not act on it either.
+    pub breaker: Option<BreakerStep>,
 }
 
 /// Runs a claimed slot to the end and records it. Never panics on what the LLM or the
 /// messenger return; every failure becomes a recorded status.
-pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp, failures_before: u32) -> FinishedRun {
+pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp) -> FinishedRun {
     let started = context.clock.monotonic();
     let deadline = started + def.timeout;
     let outcome = tokio::select! {
@@ -67,7 +67,6 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
             preview: None,
         },
     };
-    let succeeded = outcome.status == ExecutionStatus::Succeeded;
     let record = RunRecord {
         key: def.key.clone(),
         slot,
@@ -77,10 +76,9 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         duration: context.clock.monotonic().saturating_since(started),
         error: outcome.error.map(|text| truncate_chars(&text, ERROR_TEXT_CHARS_MAX)),
         output_preview: outcome.preview,
-        breaker: breaker::after_run(failures_before, succeeded, context.breaker_failures_max),
     };
-    let recorded = match context.store.finish_runs(std::slice::from_ref(&record)).await {
-        Ok(()) => true,
+    let breaker = match context.store.finish_runs(std::slice::from_ref(&record), context.breaker_failures_max).await {
+        Ok(steps) => steps.first().copied(),
         Err(error) => {
             let event = EngineEvent::StoreFailed {
                 operation: "finish_runs",
@@ -89,10 +87,10 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
                     "the run stays 'running' until the next start-up marks it interrupted; the breaker ignores it",
             };
             context.events.emit(context.clock.wall(), &event);
-            false
+            None
         }
     };
-    FinishedRun { record, recorded }
+    FinishedRun { record, breaker }
 }
 
 async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> Outcome {

@@ -107,7 +107,7 @@ impl DeliveryStatus {
     }
 }
 
-/// The end of a claimed run, and the breaker state it leaves behind.
+/// The end of a claimed run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunRecord {
     pub key: HeartbeatKey,
@@ -118,7 +118,13 @@ pub struct RunRecord {
     pub duration: Duration,
     pub error: Option<String>,
     pub output_preview: Option<String>,
-    pub breaker: BreakerStep,
+}
+
+impl RunRecord {
+    /// Whether this run counts as a failure for the circuit breaker.
+    pub fn failed(&self) -> bool {
+        self.status != ExecutionStatus::Succeeded
+    }
 }
 
 /// One row of the execution log.
@@ -185,8 +191,11 @@ pub trait Store: Send + Sync + 'static {
     /// Records skipped slots (a slot already recorded is left as it was).
     async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError>;
 
-    /// Records finished runs and the breaker state each leaves, in one transaction.
-    async fn finish_runs(&self, runs: &[RunRecord]) -> Result<(), StoreError>;
+    /// Records finished runs, in one transaction, and advances each heartbeat's breaker in
+    /// the same write: the store owns the failure count, so a re-enable that clears it
+    /// while a run is in flight is never undone by that run. A step that trips disables
+    /// the heartbeat (`circuit-breaker`). Returns the breaker step of each run, in order.
+    async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError>;
 
     /// Marks every run still `running` as `interrupted` (call at start-up, before the
     /// driver starts). Returns how many there were.

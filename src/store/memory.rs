@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use jiff::Timestamp;
 
-use crate::core::breaker::DISABLED_BY_BREAKER;
+use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, Origin};
 use crate::core::ids::HeartbeatKey;
 use crate::ports::store::{
@@ -175,8 +175,9 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn finish_runs(&self, runs: &[RunRecord]) -> Result<(), StoreError> {
+    async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
         let mut state = self.lock();
+        let mut steps = Vec::with_capacity(runs.len());
         for run in runs {
             if let Some(execution) = state.executions.get_mut(&(run.key.clone(), run.slot)) {
                 execution.finished_at = Some(run.finished_at);
@@ -186,15 +187,21 @@ impl Store for MemoryStore {
                 execution.error = run.error.clone();
                 execution.output_preview = run.output_preview.clone();
             }
-            if let Some(row) = state.heartbeats.get_mut(&run.key) {
-                row.heartbeat.state.consecutive_failures = run.breaker.consecutive_failures;
-                if run.breaker.tripped {
-                    row.heartbeat.state.enabled = false;
-                    row.heartbeat.state.disabled_reason = Some(DISABLED_BY_BREAKER.to_owned());
-                }
+            let Some(row) = state.heartbeats.get_mut(&run.key) else {
+                // Deleted while it ran: nothing left to count against.
+                steps.push(BreakerStep { consecutive_failures: 0, tripped: false });
+                continue;
+            };
+            let heartbeat_state = &mut row.heartbeat.state;
+            let step = breaker::after_run(heartbeat_state.consecutive_failures, !run.failed(), breaker_failures_max);
+            heartbeat_state.consecutive_failures = step.consecutive_failures;
+            if step.tripped {
+                heartbeat_state.enabled = false;
+                heartbeat_state.disabled_reason = Some(DISABLED_BY_BREAKER.to_owned());
             }
+            steps.push(step);
         }
-        Ok(())
+        Ok(steps)
     }
 
     async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {

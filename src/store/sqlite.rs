@@ -12,7 +12,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
 
 use crate::core::active_hours::ActiveHours;
-use crate::core::breaker::DISABLED_BY_BREAKER;
+use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
 use crate::core::delivery_target::DeliveryTarget;
 use crate::core::guard::SkipReason;
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, Origin};
@@ -222,7 +222,7 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn finish_runs(&self, runs: &[RunRecord]) -> Result<(), StoreError> {
+    async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
         let mut tx = self.pool.begin().await?;
         for chunk in runs.chunks(STORE_BATCH_ROWS_MAX) {
             let mut update = QueryBuilder::<Sqlite>::new(
@@ -246,29 +246,24 @@ impl Store for SqliteStore {
             );
             update.build().execute(&mut *tx).await?;
         }
-        // One breaker update per heartbeat: the last run of each in this batch decides.
-        let mut last_per_heartbeat: BTreeMap<&HeartbeatKey, &RunRecord> = BTreeMap::new();
-        for run in runs {
-            last_per_heartbeat.insert(&run.key, run);
-        }
-        let latest: Vec<&RunRecord> = last_per_heartbeat.into_values().collect();
+        let (steps, latest) = breaker_steps(&mut tx, runs, breaker_failures_max).await?;
         for chunk in latest.chunks(STORE_BATCH_ROWS_MAX) {
             let mut update = QueryBuilder::<Sqlite>::new("UPDATE heartbeats SET consecutive_failures = v.column3, ");
             update.push("enabled = CASE WHEN v.column4 = 1 THEN 0 ELSE enabled END, ");
             update.push("disabled_reason = CASE WHEN v.column4 = 1 THEN ");
             update.push_bind(DISABLED_BY_BREAKER);
             update.push(" ELSE disabled_reason END FROM (");
-            update.push_values(chunk, |mut row, run| {
-                row.push_bind(run.key.agent.as_str())
-                    .push_bind(run.key.heartbeat.as_str())
-                    .push_bind(i64::from(run.breaker.consecutive_failures))
-                    .push_bind(i64::from(run.breaker.tripped));
+            update.push_values(chunk, |mut row, (key, step)| {
+                row.push_bind(key.agent.as_str())
+                    .push_bind(key.heartbeat.as_str())
+                    .push_bind(i64::from(step.consecutive_failures))
+                    .push_bind(i64::from(step.tripped));
             });
             update.push(") AS v WHERE heartbeats.agent_id = v.column1 AND heartbeats.heartbeat_id = v.column2");
             update.build().execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        Ok(())
+        Ok(steps)
     }
 
     async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {
@@ -298,6 +293,45 @@ impl Store for SqliteStore {
         .await?;
         rows.iter().map(execution_from_row).collect()
     }
+}
+
+/// Reads the failure counts of the batch's heartbeats and steps the breaker through the
+/// batch's runs in order. Returns each run's step, and per heartbeat its final count and
+/// whether any of its runs tripped (what the heartbeats update writes).
+async fn breaker_steps(
+    tx: &mut Transaction<'_, Sqlite>,
+    runs: &[RunRecord],
+    breaker_failures_max: u32,
+) -> Result<(Vec<BreakerStep>, Vec<(HeartbeatKey, BreakerStep)>), StoreError> {
+    let mut counts: BTreeMap<HeartbeatKey, BreakerStep> = BTreeMap::new();
+    for run in runs {
+        if counts.contains_key(&run.key) {
+            continue;
+        }
+        let count: Option<i64> =
+            sqlx::query_scalar("SELECT consecutive_failures FROM heartbeats WHERE agent_id = ? AND heartbeat_id = ?")
+                .bind(run.key.agent.as_str())
+                .bind(run.key.heartbeat.as_str())
+                .fetch_optional(&mut **tx)
+                .await?;
+        if let Some(count) = count {
+            let consecutive_failures = u32::try_from(count).unwrap_or(u32::MAX);
+            counts.insert(run.key.clone(), BreakerStep { consecutive_failures, tripped: false });
+        }
+    }
+    let mut steps = Vec::with_capacity(runs.len());
+    for run in runs {
+        let Some(current) = counts.get_mut(&run.key) else {
+            // Deleted while it ran: nothing left to count against.
+            steps.push(BreakerStep { consecutive_failures: 0, tripped: false });
+            continue;
+        };
+        let step = breaker::after_run(current.consecutive_failures, !run.failed(), breaker_failures_max);
+        *current =
+            BreakerStep { consecutive_failures: step.consecutive_failures, tripped: current.tripped || step.tripped };
+        steps.push(step);
+    }
+    Ok((steps, counts.into_iter().collect()))
 }
 
 /// Inserts or replaces a definition. A replaced heartbeat is re-enabled with a clean

@@ -1,0 +1,177 @@
+//! The faults the simulator injects, how likely each is in a run (swarm testing: the seed
+//! switches some off and makes others frequent), and how often each really fired.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// Every fault the simulator can inject. Each one is counted when it fires, and
+/// `run --stats` shows the counts, so a fault that never fires is visible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultKind {
+    /// The wall clock starts off by a fixed offset.
+    ClockSkew,
+    ClockJumpForward,
+    ClockJumpBackward,
+    /// A store write fails and nothing is written.
+    StoreError,
+    /// The process dies just before a store write.
+    CrashBeforeWrite,
+    /// The process dies after a store write, before the engine sees it succeed.
+    CrashAfterWrite,
+    LlmError,
+    LlmRateLimit,
+    /// The LLM never answers; the run's budget must cut it off.
+    LlmHang,
+    LlmMalformed,
+    LlmSlow,
+    DeliveryFailure,
+    DeliverySlow,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 13] = [
+        FaultKind::ClockSkew,
+        FaultKind::ClockJumpForward,
+        FaultKind::ClockJumpBackward,
+        FaultKind::StoreError,
+        FaultKind::CrashBeforeWrite,
+        FaultKind::CrashAfterWrite,
+        FaultKind::LlmError,
+        FaultKind::LlmRateLimit,
+        FaultKind::LlmHang,
+        FaultKind::LlmMalformed,
+        FaultKind::LlmSlow,
+        FaultKind::DeliveryFailure,
+        FaultKind::DeliverySlow,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::ClockSkew => "clock-skew",
+            FaultKind::ClockJumpForward => "clock-jump-forward",
+            FaultKind::ClockJumpBackward => "clock-jump-backward",
+            FaultKind::StoreError => "store-error",
+            FaultKind::CrashBeforeWrite => "crash-before-write",
+            FaultKind::CrashAfterWrite => "crash-after-write",
+            FaultKind::LlmError => "llm-error",
+            FaultKind::LlmRateLimit => "llm-rate-limit",
+            FaultKind::LlmHang => "llm-hang",
+            FaultKind::LlmMalformed => "llm-malformed",
+            FaultKind::LlmSlow => "llm-slow",
+            FaultKind::DeliveryFailure => "delivery-failure",
+            FaultKind::DeliverySlow => "delivery-slow",
+        }
+    }
+
+    /// Faults rolled on each call of a port (the clock faults are scheduled instead).
+    pub fn is_per_call(self) -> bool {
+        !matches!(self, FaultKind::ClockSkew | FaultKind::ClockJumpForward | FaultKind::ClockJumpBackward)
+    }
+}
+
+/// Per-call probability of each fault, derived from the seed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultRates {
+    pub per_call: BTreeMap<FaultKind, f64>,
+}
+
+const FAULT_ENABLED_PROBABILITY: f64 = 0.5;
+const FAULT_RATE_MIN: f64 = 0.002;
+const FAULT_RATE_MAX: f64 = 0.15;
+/// Crashes are rarer than other faults: each one costs a restart.
+const CRASH_RATE_MAX: f64 = 0.02;
+
+impl FaultRates {
+    /// Swarm: each fault is on with probability 1/2, and then fires at a rate drawn
+    /// log-uniformly between the bounds, so some runs see it rarely and some constantly.
+    pub fn swarm(rng: &mut ChaCha8Rng) -> Self {
+        let mut per_call = BTreeMap::new();
+        for kind in FaultKind::ALL.into_iter().filter(|k| k.is_per_call()) {
+            let max = match kind {
+                FaultKind::CrashBeforeWrite | FaultKind::CrashAfterWrite => CRASH_RATE_MAX,
+                _ => FAULT_RATE_MAX,
+            };
+            let rate = if rng.random_bool(FAULT_ENABLED_PROBABILITY) {
+                let exponent = rng.random_range(FAULT_RATE_MIN.ln()..max.ln());
+                exponent.exp()
+            } else {
+                0.0
+            };
+            per_call.insert(kind, rate);
+        }
+        Self { per_call }
+    }
+}
+
+/// Decides, call by call, whether a fault fires, and counts what fired.
+#[derive(Debug)]
+pub struct Injector {
+    state: Mutex<InjectorState>,
+}
+
+#[derive(Debug)]
+struct InjectorState {
+    rng: ChaCha8Rng,
+    rates: FaultRates,
+    /// False in the liveness phase: the system has healed.
+    active: bool,
+    crashes_left: u32,
+    fired: BTreeMap<FaultKind, u64>,
+}
+
+impl Injector {
+    pub fn new(rng: ChaCha8Rng, rates: FaultRates, crashes_max: u32) -> Arc<Self> {
+        let state = InjectorState { rng, rates, active: true, crashes_left: crashes_max, fired: BTreeMap::new() };
+        Arc::new(Self { state: Mutex::new(state) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, InjectorState> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether `kind` fires on this call. Crashes stop firing once the budget is spent.
+    pub fn roll(&self, kind: FaultKind) -> bool {
+        let mut state = self.lock();
+        if !state.active {
+            return false;
+        }
+        let rate = state.rates.per_call.get(&kind).copied().unwrap_or(0.0);
+        if rate <= 0.0 {
+            return false;
+        }
+        let is_crash = matches!(kind, FaultKind::CrashBeforeWrite | FaultKind::CrashAfterWrite);
+        if is_crash && state.crashes_left == 0 {
+            return false;
+        }
+        if !state.rng.random_bool(rate) {
+            return false;
+        }
+        if is_crash {
+            state.crashes_left -= 1;
+        }
+        *state.fired.entry(kind).or_default() += 1;
+        true
+    }
+
+    /// Counts a fault the harness injected itself (clock faults).
+    pub fn count(&self, kind: FaultKind) {
+        *self.lock().fired.entry(kind).or_default() += 1;
+    }
+
+    /// A draw from the injector's stream, for fault parameters (how slow, how far).
+    pub fn draw(&self, range: std::ops::Range<u64>) -> u64 {
+        self.lock().rng.random_range(range)
+    }
+
+    /// Heals the system: no fault fires after this.
+    pub fn heal(&self) {
+        self.lock().active = false;
+    }
+
+    pub fn fired(&self) -> BTreeMap<FaultKind, u64> {
+        self.lock().fired.clone()
+    }
+}

@@ -1,0 +1,184 @@
+//! Runs one seed: the real engine in a madsim node, restarted through the normal start-up
+//! path after every crash; a safety phase with faults, then a healed liveness phase.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use systole::adapters::virtual_clock::VirtualClock;
+use systole::driver::{self, EngineHandle, EngineOptions, Ports};
+use systole::ports::clock::Clock;
+use systole::ports::store::{ExecutionStatus, Store};
+use systole::store::memory::MemoryStore;
+
+use crate::faults::{FaultKind, Injector};
+use crate::options::{rng, SimOptions, Stream};
+use crate::ports::llm::SimLlm;
+use crate::ports::messenger::SimMessenger;
+use crate::ports::store::SimStore;
+use crate::ports::TraceSink;
+use crate::trace::{Entry, Event};
+use crate::workload::Op;
+use crate::world::{Life, World};
+
+/// What a seed produced.
+pub struct Outcome {
+    pub options: SimOptions,
+    pub entries: Vec<Entry>,
+    pub faults_fired: std::collections::BTreeMap<FaultKind, u64>,
+}
+
+/// Runs `seed` to the end on a fresh madsim runtime.
+pub fn run_seed(seed: u64) -> Outcome {
+    let options = SimOptions::from_seed(seed);
+    let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
+    let (entries, faults_fired) = runtime.block_on(simulate(options.clone()));
+    Outcome { options, entries, faults_fired }
+}
+
+/// Ops waiting for a live engine to apply them.
+#[derive(Default)]
+struct OpQueue {
+    ops: Mutex<VecDeque<Op>>,
+    ready: Notify,
+}
+
+async fn simulate(options: SimOptions) -> (Vec<Entry>, std::collections::BTreeMap<FaultKind, u64>) {
+    let clock = Arc::new(VirtualClock::new(options.start));
+    let injector = Injector::new(rng(options.seed, Stream::Faults), options.fault_rates.clone(), options.crashes_max);
+    let world = Arc::new(World {
+        clock: Arc::clone(&clock),
+        injector,
+        durable: Arc::new(MemoryStore::new()),
+        recorder: Default::default(),
+        crashed: Notify::new(),
+        lives: Default::default(),
+        llm_rng: Mutex::new(rng(options.seed, Stream::Llm)),
+        options,
+    });
+    if !world.options.clock_skew.is_zero() {
+        clock.jump_wall(world.options.clock_skew);
+        world.injector.count(FaultKind::ClockSkew);
+        world.fault(FaultKind::ClockSkew, world.options.clock_skew.to_string());
+    }
+    let queue = Arc::new(OpQueue::default());
+    let handle = madsim::runtime::Handle::current();
+    let node = handle
+        .create_node()
+        .name("engine")
+        .init({
+            let (world, queue) = (Arc::clone(&world), Arc::clone(&queue));
+            move || incarnation(Arc::clone(&world), Arc::clone(&queue))
+        })
+        .build();
+    tokio::spawn(jump_clock(Arc::clone(&world)));
+    tokio::spawn(issue_ops(Arc::clone(&world), Arc::clone(&queue)));
+
+    let safety_end = clock.monotonic() + world.options.safety;
+    supervise(&world, &handle, node.id(), safety_end).await;
+    world.injector.heal();
+    world.record(Event::Healed);
+    let end = clock.monotonic() + world.options.liveness;
+    supervise(&world, &handle, node.id(), end).await;
+
+    handle.kill(node.id());
+    let heartbeats = world.durable.load_heartbeats().await.unwrap_or_default();
+    world.record(Event::End { heartbeats: heartbeats.into_iter().map(|h| (h.def.key, h.state.enabled)).collect() });
+    (world.recorder.take(), world.injector.fired())
+}
+
+/// Until `until`: whenever the engine dies, kill its node, wait a downtime, restart it.
+async fn supervise(world: &World, handle: &madsim::runtime::Handle, node: madsim::task::NodeId, until: systole::ports::clock::Mono) {
+    loop {
+        tokio::select! {
+            biased;
+            () = world.crashed.notified() => {
+                handle.kill(node);
+                let downtime = Duration::from_secs(world.injector.draw(1..world.options.downtime_max.as_secs().max(2)));
+                let restart_at = (world.clock.monotonic() + downtime).min(until);
+                world.clock.sleep_until(restart_at).await;
+                world.record(Event::Restart { life: world.lives.load(Ordering::SeqCst) + 1 });
+                handle.restart(node);
+            }
+            () = world.clock.sleep_until(until) => return,
+        }
+    }
+}
+
+async fn jump_clock(world: Arc<World>) {
+    let origin = world.clock.monotonic();
+    for jump in world.options.clock_jumps.clone() {
+        world.clock.sleep_until(origin + jump.after).await;
+        let kind = if jump.by.is_negative() { FaultKind::ClockJumpBackward } else { FaultKind::ClockJumpForward };
+        world.clock.jump_wall(jump.by);
+        world.injector.count(kind);
+        world.fault(kind, jump.by.to_string());
+    }
+}
+
+async fn issue_ops(world: Arc<World>, queue: Arc<OpQueue>) {
+    let origin = world.clock.monotonic();
+    for scheduled in world.options.ops.clone() {
+        world.clock.sleep_until(origin + scheduled.after).await;
+        queue.ops.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_back(scheduled.op);
+        queue.ready.notify_one();
+    }
+}
+
+/// One life of the engine process, from start-up until it is killed.
+async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
+    let life = Life::new(world.lives.fetch_add(1, Ordering::SeqCst) + 1);
+    let ports = Ports {
+        clock: world.clock.clone(),
+        llm: Arc::new(SimLlm::new(Arc::clone(&world), Arc::clone(&life))),
+        messenger: Arc::new(SimMessenger { world: Arc::clone(&world), life: Arc::clone(&life) }),
+        store: Arc::new(SimStore { world: Arc::clone(&world), life: Arc::clone(&life) }),
+        events: Arc::new(TraceSink { world: Arc::clone(&world), life: Arc::clone(&life) }),
+    };
+    let options = EngineOptions { breaker_failures_max: world.options.breaker_failures_max, ..EngineOptions::default() };
+    let engine = match driver::boot(ports, &world.options.heartbeats, options).await {
+        Ok((engine, _)) => engine,
+        Err(error) => {
+            // A daemon whose start-up fails exits; its supervisor starts it again.
+            world.record(Event::StartFailed { life: life.number, error: error.to_string() });
+            life.crash(&world).await;
+        }
+    };
+    record_started(&world, &life).await;
+    apply_ops(&world, &life, &queue, &engine).await;
+}
+
+async fn record_started(world: &World, life: &Life) {
+    let heartbeats = world.durable.load_heartbeats().await.unwrap_or_default();
+    let mut running_rows = 0;
+    for def in world.options.all_defs() {
+        let executions = world.durable.executions(&def.key, usize::MAX).await.unwrap_or_default();
+        running_rows += executions.iter().filter(|e| e.status == ExecutionStatus::Running).count();
+    }
+    let heartbeats = heartbeats.into_iter().map(|h| (h.def.key, h.state.enabled)).collect();
+    world.record(Event::Started { life: life.number, running_rows, heartbeats });
+}
+
+async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineHandle) -> ! {
+    loop {
+        let next = queue.ops.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop_front();
+        let Some(op) = next else {
+            queue.ready.notified().await;
+            continue;
+        };
+        let result = match &op {
+            Op::Create(def) => engine.upsert(def.clone()).await.map(|()| true),
+            Op::Delete(key) => engine.delete(key).await,
+            Op::Disable(key) => engine.set_enabled(key, false).await,
+            Op::Enable(key) => engine.set_enabled(key, true).await,
+        };
+        life.ensure_alive().await;
+        match result {
+            Ok(_) => world.record(Event::OpAcked { life: life.number, op }),
+            Err(error) => world.record(Event::OpFailed { life: life.number, op, error: error.to_string() }),
+        }
+    }
+}

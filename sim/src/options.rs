@@ -1,0 +1,168 @@
+//! Everything about one simulated run, derived from its seed alone: the workload, the
+//! faults and their rates, the durations. Printed first in a replay and in every failure
+//! report, so a seed's behaviour can be read before it is run.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use systole::core::heartbeat::HeartbeatDef;
+use systole::core::ids::HeartbeatKey;
+
+use crate::faults::FaultRates;
+use crate::workload::{self, ScheduledOp};
+
+/// Independent random streams cut from one seed, so adding a draw to one concern does not
+/// shift every other.
+pub enum Stream {
+    Options = 0,
+    Faults = 1,
+    Llm = 2,
+}
+
+pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(stream as u64);
+    rng
+}
+
+/// A step of the wall clock during the safety phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockJump {
+    /// Elapsed time since the start of the run.
+    pub after: Duration,
+    pub by: SignedDuration,
+}
+
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    pub seed: u64,
+    /// The wall clock's reading at the start (before skew).
+    pub start: Timestamp,
+    pub clock_skew: SignedDuration,
+    pub clock_jumps: Vec<ClockJump>,
+    /// Faults on.
+    pub safety: Duration,
+    /// Faults off: everything healthy must converge.
+    pub liveness: Duration,
+    pub heartbeats: Vec<HeartbeatDef>,
+    pub ops: Vec<ScheduledOp>,
+    /// How often a healthy LLM reply has something to say.
+    pub alert_probability: f64,
+    pub fault_rates: FaultRates,
+    pub crashes_max: u32,
+    pub downtime_max: Duration,
+    pub breaker_failures_max: u32,
+}
+
+const SAFETY_SECS_MIN: u64 = 2 * 3_600;
+const SAFETY_SECS_MAX: u64 = 18 * 3_600;
+const CLOCK_JUMPS_MAX: u32 = 4;
+const CLOCK_JUMP_SECS_MAX: i64 = 6 * 3_600;
+const CLOCK_SKEW_SECS_MAX: i64 = 2 * 3_600;
+const CRASHES_MAX: u32 = 6;
+const DOWNTIME_SECS_MAX: u64 = 45 * 60;
+/// The first instant a run may start at: 2025-01-01T00:00:00Z.
+const START_SECS_MIN: i64 = 1_735_689_600;
+/// Three years later.
+const START_SPAN_SECS: i64 = 3 * 365 * 86_400;
+/// How often a run starts just before a daylight-saving transition of one of its zones.
+const START_NEAR_TRANSITION_PROBABILITY: f64 = 0.5;
+
+impl SimOptions {
+    pub fn from_seed(seed: u64) -> Self {
+        let mut rng = rng(seed, Stream::Options);
+        let heartbeats = workload::config_heartbeats(&mut rng);
+        let start = start_instant(&mut rng, &heartbeats);
+        let safety = Duration::from_secs(rng.random_range(SAFETY_SECS_MIN..=SAFETY_SECS_MAX));
+        let clock_skew = if rng.random_bool(0.5) {
+            SignedDuration::from_secs(rng.random_range(-CLOCK_SKEW_SECS_MAX..=CLOCK_SKEW_SECS_MAX))
+        } else {
+            SignedDuration::ZERO
+        };
+        let jumps_count = if rng.random_bool(0.5) { rng.random_range(1..=CLOCK_JUMPS_MAX) } else { 0 };
+        let mut clock_jumps: Vec<ClockJump> = (0..jumps_count)
+            .map(|_| ClockJump {
+                after: Duration::from_secs(rng.random_range(60..safety.as_secs())),
+                by: SignedDuration::from_secs(rng.random_range(-CLOCK_JUMP_SECS_MAX..=CLOCK_JUMP_SECS_MAX)),
+            })
+            .filter(|jump| !jump.by.is_zero())
+            .collect();
+        clock_jumps.sort_by_key(|jump| jump.after);
+        let ops = workload::runtime_ops(&mut rng, &heartbeats, safety);
+        let interval_max = heartbeats.iter().map(|h| h.interval).max().unwrap_or(Duration::from_secs(3_600));
+        let ops_interval_max = ops.iter().filter_map(|op| op.op.created_interval()).max().unwrap_or(Duration::ZERO);
+        let liveness = interval_max.max(ops_interval_max) * 3 + Duration::from_secs(600);
+        let fault_rates = FaultRates::swarm(&mut rng);
+        Self {
+            seed,
+            start,
+            clock_skew,
+            clock_jumps,
+            safety,
+            liveness,
+            heartbeats,
+            ops,
+            alert_probability: rng.random_range(0.05..0.6),
+            fault_rates,
+            crashes_max: rng.random_range(0..=CRASHES_MAX),
+            downtime_max: Duration::from_secs(rng.random_range(1..=DOWNTIME_SECS_MAX)),
+            breaker_failures_max: systole::limits::BREAKER_FAILURES_MAX_DEFAULT,
+        }
+    }
+
+    /// Every heartbeat the run may ever have: config ones and those created by ops.
+    pub fn all_defs(&self) -> Vec<HeartbeatDef> {
+        let mut defs = self.heartbeats.clone();
+        defs.extend(self.ops.iter().filter_map(|op| op.op.def().cloned()));
+        defs
+    }
+
+    pub fn def(&self, key: &HeartbeatKey) -> Option<HeartbeatDef> {
+        // The latest definition for a key wins (an update replaces a create).
+        self.all_defs().into_iter().rev().find(|def| &def.key == key)
+    }
+
+    /// A readable account of the options, one fact a line.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "seed: {}", self.seed);
+        let _ = writeln!(out, "start: {} (skew {})", self.start, self.clock_skew);
+        let _ = writeln!(out, "safety phase: {}s, liveness phase: {}s", self.safety.as_secs(), self.liveness.as_secs());
+        for jump in &self.clock_jumps {
+            let _ = writeln!(out, "clock jump: after {}s by {}", jump.after.as_secs(), jump.by);
+        }
+        let _ = writeln!(out, "crashes max: {}, downtime max: {}s", self.crashes_max, self.downtime_max.as_secs());
+        let _ = writeln!(out, "alert probability: {:.3}", self.alert_probability);
+        for (kind, rate) in &self.fault_rates.per_call {
+            let _ = writeln!(out, "fault {}: {:.4}", kind.name(), rate);
+        }
+        for def in &self.heartbeats {
+            let _ = writeln!(out, "heartbeat: {}", workload::describe_def(def));
+        }
+        for op in &self.ops {
+            let _ = writeln!(out, "op: after {}s {}", op.after.as_secs(), op.op.describe());
+        }
+        out
+    }
+}
+
+fn start_instant(rng: &mut ChaCha8Rng, heartbeats: &[HeartbeatDef]) -> Timestamp {
+    let base = Timestamp::from_second(START_SECS_MIN + rng.random_range(0..START_SPAN_SECS)).unwrap_or(Timestamp::UNIX_EPOCH);
+    let zones: Vec<_> = heartbeats.iter().filter_map(|h| h.active_hours.as_ref()).map(|w| w.zone_name().to_owned()).collect();
+    if zones.is_empty() || !rng.random_bool(START_NEAR_TRANSITION_PROBABILITY) {
+        return base;
+    }
+    let zone = &zones[rng.random_range(0..zones.len())];
+    let Ok(tz) = jiff::tz::TimeZone::get(zone) else { return base };
+    match tz.following(base).next() {
+        Some(transition) => {
+            let before = SignedDuration::from_secs(rng.random_range(0..6 * 3_600));
+            transition.timestamp().checked_sub(before).unwrap_or(base)
+        }
+        None => base,
+    }
+}

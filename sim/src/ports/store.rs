@@ -1,0 +1,123 @@
+//! The simulated store: the real memory store's semantics over the run's durable state,
+//! with faults on every write (an error, a crash before it, a crash after it).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+
+use systole::core::heartbeat::{Heartbeat, HeartbeatDef};
+use systole::core::ids::HeartbeatKey;
+use systole::ports::store::{
+    ClaimOutcome, Execution, ExecutionStatus, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
+};
+
+use crate::faults::FaultKind;
+use crate::trace::{DurableWrite, Event};
+use crate::world::{Life, World};
+
+pub struct SimStore {
+    pub world: Arc<World>,
+    pub life: Arc<Life>,
+}
+
+impl SimStore {
+    async fn write<T>(
+        &self,
+        operation: &str,
+        apply: impl Future<Output = Result<T, StoreError>>,
+        durable: impl FnOnce(&T) -> Vec<DurableWrite>,
+    ) -> Result<T, StoreError> {
+        self.life.ensure_alive().await;
+        let injector = &self.world.injector;
+        if injector.roll(FaultKind::StoreError) {
+            self.world.fault(FaultKind::StoreError, operation);
+            return Err(StoreError::Backend(format!("injected store error in {operation}")));
+        }
+        if injector.roll(FaultKind::CrashBeforeWrite) {
+            self.world.fault(FaultKind::CrashBeforeWrite, operation);
+            self.life.crash(&self.world).await;
+        }
+        let result = apply.await;
+        if let Ok(value) = &result {
+            for write in durable(value) {
+                self.world.record(Event::Durable { life: self.life.number, write });
+            }
+        }
+        if injector.roll(FaultKind::CrashAfterWrite) {
+            self.world.fault(FaultKind::CrashAfterWrite, operation);
+            self.life.crash(&self.world).await;
+        }
+        result
+    }
+
+    async fn read<T>(&self, apply: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
+        self.life.ensure_alive().await;
+        apply.await
+    }
+}
+
+fn none<T>(_: &T) -> Vec<DurableWrite> {
+    Vec::new()
+}
+
+#[async_trait]
+impl Store for SimStore {
+    async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
+        self.read(self.world.durable.load_heartbeats()).await
+    }
+
+    async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
+        self.write("seed_config", self.world.durable.seed_config(defs, at), none).await
+    }
+
+    async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
+        let key = def.key.clone();
+        self.write("put_heartbeat", self.world.durable.put_heartbeat(def, at), |_| vec![DurableWrite::Put { key }]).await
+    }
+
+    async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
+        let write = DurableWrite::Delete { key: key.clone() };
+        self.write("delete_heartbeat", self.world.durable.delete_heartbeat(key), |_| vec![write]).await
+    }
+
+    async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError> {
+        let write = DurableWrite::SetEnabled { key: key.clone(), enabled };
+        self.write("set_enabled", self.world.durable.set_enabled(key, enabled, reason), |_| vec![write]).await
+    }
+
+    async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
+        self.write("set_next_slots", self.world.durable.set_next_slots(slots), none).await
+    }
+
+    async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+        self.write("claim_slots", self.world.durable.claim_slots(claims), none).await
+    }
+
+    async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
+        self.write("record_skips", self.world.durable.record_skips(skips), none).await
+    }
+
+    async fn finish_runs(&self, runs: &[RunRecord]) -> Result<(), StoreError> {
+        let writes: Vec<DurableWrite> = runs
+            .iter()
+            .map(|run| DurableWrite::Finish {
+                key: run.key.clone(),
+                slot: run.slot,
+                failed: run.status != ExecutionStatus::Succeeded,
+                consecutive_failures: run.breaker.consecutive_failures,
+                tripped: run.breaker.tripped,
+            })
+            .collect();
+        self.write("finish_runs", self.world.durable.finish_runs(runs), |_| writes).await
+    }
+
+    async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {
+        self.write("recover_interrupted", self.world.durable.recover_interrupted(at), none).await
+    }
+
+    async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {
+        self.read(self.world.durable.executions(key, limit)).await
+    }
+}

@@ -1,0 +1,272 @@
+//! The trace: every event of a run, in order, with its simulated time. Its hash is taken
+//! over a canonical byte encoding of each event (tags and length-prefixed fields), never
+//! over `Debug` output or a std hasher, so it is stable across builds and processes.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use sha2::{Digest, Sha256};
+
+use systole::core::ids::HeartbeatKey;
+use systole::driver::events::EngineEvent;
+
+use crate::faults::FaultKind;
+use crate::workload::Op;
+
+/// One thing that happened, as the checker and the replay see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// What the engine itself reported, from incarnation `life` (1 for the first start).
+    Engine { life: u32, event: EngineEvent },
+    Fault { kind: FaultKind, detail: String },
+    Crash { life: u32 },
+    Restart { life: u32 },
+    /// An incarnation finished start-up; what the durable store held right after.
+    Started { life: u32, running_rows: usize, heartbeats: Vec<(HeartbeatKey, bool)> },
+    /// An incarnation's start-up failed (a store fault); the supervisor restarts it.
+    StartFailed { life: u32, error: String },
+    LlmCall { life: u32, prompt: String, answer: String },
+    Delivered { life: u32, heartbeat: HeartbeatKey, idempotency_key: String, text: String },
+    OpAcked { life: u32, op: Op },
+    OpFailed { life: u32, op: Op, error: String },
+    /// A store write that really reached durable state.
+    Durable { life: u32, write: DurableWrite },
+    Healed,
+    End { heartbeats: Vec<(HeartbeatKey, bool)> },
+}
+
+/// The durable writes the checker's model follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DurableWrite {
+    /// A run's result and the breaker step it stored.
+    Finish { key: HeartbeatKey, slot: Timestamp, failed: bool, consecutive_failures: u32, tripped: bool },
+    SetEnabled { key: HeartbeatKey, enabled: bool },
+    Put { key: HeartbeatKey },
+    Delete { key: HeartbeatKey },
+}
+
+/// An event with when it happened: elapsed simulated time, and the wall clock's reading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub elapsed: Duration,
+    pub wall: Timestamp,
+    pub event: Event,
+}
+
+/// Collects entries from every task of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder {
+    entries: Arc<Mutex<Vec<Entry>>>,
+}
+
+impl Recorder {
+    pub fn push(&self, elapsed: Duration, wall: Timestamp, event: Event) {
+        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Entry { elapsed, wall, event });
+    }
+
+    pub fn take(&self) -> Vec<Entry> {
+        std::mem::take(&mut *self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
+/// The first 8 bytes of SHA-256 over the canonical encoding of every entry, as 16 hex digits.
+pub fn hash(entries: &[Entry]) -> String {
+    let mut hasher = Sha256::new();
+    let mut bytes = Vec::new();
+    for entry in entries {
+        bytes.clear();
+        encode_entry(entry, &mut bytes);
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+    }
+    hasher.finalize()[..8].iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+struct Writer<'a>(&'a mut Vec<u8>);
+
+impl Writer<'_> {
+    fn tag(&mut self, tag: u8) -> &mut Self {
+        self.0.push(tag);
+        self
+    }
+    fn u64(&mut self, value: u64) -> &mut Self {
+        self.0.extend_from_slice(&value.to_le_bytes());
+        self
+    }
+    fn i64(&mut self, value: i64) -> &mut Self {
+        self.0.extend_from_slice(&value.to_le_bytes());
+        self
+    }
+    fn bool(&mut self, value: bool) -> &mut Self {
+        self.0.push(u8::from(value));
+        self
+    }
+    fn str(&mut self, value: &str) -> &mut Self {
+        self.u64(value.len() as u64);
+        self.0.extend_from_slice(value.as_bytes());
+        self
+    }
+    fn key(&mut self, key: &HeartbeatKey) -> &mut Self {
+        self.str(key.agent.as_str()).str(key.heartbeat.as_str())
+    }
+    fn time(&mut self, at: Timestamp) -> &mut Self {
+        self.i64(at.as_second()).i64(i64::from(at.subsec_nanosecond()))
+    }
+    fn duration(&mut self, duration: Duration) -> &mut Self {
+        self.u64(duration.as_secs()).u64(u64::from(duration.subsec_nanos()))
+    }
+    fn heartbeats(&mut self, heartbeats: &[(HeartbeatKey, bool)]) -> &mut Self {
+        self.u64(heartbeats.len() as u64);
+        for (key, enabled) in heartbeats {
+            self.key(key).bool(*enabled);
+        }
+        self
+    }
+}
+
+fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
+    let mut w = Writer(out);
+    w.duration(entry.elapsed).time(entry.wall);
+    match &entry.event {
+        Event::Engine { life, event } => {
+            w.tag(1).u64(u64::from(*life));
+            encode_engine_event(event, &mut w);
+        }
+        Event::Fault { kind, detail } => {
+            w.tag(2).str(kind.name()).str(detail);
+        }
+        Event::Crash { life } => {
+            w.tag(3).u64(u64::from(*life));
+        }
+        Event::Restart { life } => {
+            w.tag(4).u64(u64::from(*life));
+        }
+        Event::Started { life, running_rows, heartbeats } => {
+            w.tag(5).u64(u64::from(*life)).u64(*running_rows as u64).heartbeats(heartbeats);
+        }
+        Event::StartFailed { life, error } => {
+            w.tag(6).u64(u64::from(*life)).str(error);
+        }
+        Event::LlmCall { life, prompt, answer } => {
+            w.tag(7).u64(u64::from(*life)).str(prompt).str(answer);
+        }
+        Event::Delivered { life, heartbeat, idempotency_key, text } => {
+            w.tag(8).u64(u64::from(*life)).key(heartbeat).str(idempotency_key).str(text);
+        }
+        Event::OpAcked { life, op } => {
+            w.tag(9).u64(u64::from(*life)).str(&op.describe());
+        }
+        Event::OpFailed { life, op, error } => {
+            w.tag(10).u64(u64::from(*life)).str(&op.describe()).str(error);
+        }
+        Event::Durable { life, write } => {
+            w.tag(13).u64(u64::from(*life));
+            match write {
+                DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped } => {
+                    w.tag(1).key(key).time(*slot).bool(*failed).u64(u64::from(*consecutive_failures)).bool(*tripped);
+                }
+                DurableWrite::SetEnabled { key, enabled } => {
+                    w.tag(2).key(key).bool(*enabled);
+                }
+                DurableWrite::Put { key } => {
+                    w.tag(3).key(key);
+                }
+                DurableWrite::Delete { key } => {
+                    w.tag(4).key(key);
+                }
+            }
+        }
+        Event::Healed => {
+            w.tag(11);
+        }
+        Event::End { heartbeats } => {
+            w.tag(12).heartbeats(heartbeats);
+        }
+    }
+}
+
+fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
+    match event {
+        EngineEvent::Recovered { interrupted } => {
+            w.tag(1).u64(*interrupted);
+        }
+        EngineEvent::Armed { key, next_slot } => {
+            w.tag(2).key(key).time(*next_slot);
+        }
+        EngineEvent::Disarmed { key } => {
+            w.tag(3).key(key);
+        }
+        EngineEvent::SlotsMissed { key, slot, missed } => {
+            w.tag(4).key(key).time(*slot).u64(*missed);
+        }
+        EngineEvent::Skipped { key, slot, reason } => {
+            w.tag(5).key(key).time(*slot).str(reason.as_str());
+        }
+        EngineEvent::ClaimLost { key, slot } => {
+            w.tag(6).key(key).time(*slot);
+        }
+        EngineEvent::RunStarted { key, slot } => {
+            w.tag(7).key(key).time(*slot);
+        }
+        EngineEvent::RunFinished { key, slot, status, delivery, duration, error, recorded } => {
+            w.tag(8).key(key).time(*slot).str(status.as_str()).str(delivery.as_str()).duration(*duration);
+            w.str(error.as_deref().unwrap_or("")).bool(*recorded);
+        }
+        EngineEvent::BreakerTripped { key, consecutive_failures } => {
+            w.tag(9).key(key).u64(u64::from(*consecutive_failures));
+        }
+        EngineEvent::StoreFailed { operation, error, consequence } => {
+            w.tag(10).str(operation).str(error).str(consequence);
+        }
+    }
+}
+
+/// One line of a readable timeline.
+pub fn describe(entry: &Entry) -> String {
+    let when = format!("+{:>8.3}s {}", entry.elapsed.as_secs_f64(), entry.wall);
+    let what = match &entry.event {
+        Event::Engine { life, event } => format!("[life {life}] {}", describe_engine_event(event)),
+        Event::Fault { kind, detail } => format!("FAULT {} {detail}", kind.name()),
+        Event::Crash { life } => format!("CRASH of life {life}"),
+        Event::Restart { life } => format!("RESTART as life {life}"),
+        Event::Started { life, running_rows, heartbeats } => {
+            format!("[life {life}] started: {running_rows} running rows, {} heartbeats", heartbeats.len())
+        }
+        Event::StartFailed { life, error } => format!("[life {life}] start-up failed: {error}"),
+        Event::LlmCall { life, prompt, answer } => format!("[life {life}] llm <- {prompt:?} -> {answer}"),
+        Event::Delivered { life, heartbeat, idempotency_key, text } => {
+            format!("[life {life}] delivered {heartbeat} key={idempotency_key} {text:?}")
+        }
+        Event::OpAcked { life, op } => format!("[life {life}] op acknowledged: {}", op.describe()),
+        Event::OpFailed { life, op, error } => format!("[life {life}] op failed: {} ({error})", op.describe()),
+        Event::Durable { life, write } => format!("[life {life}] durable: {write:?}"),
+        Event::Healed => "HEALED: faults off, liveness phase begins".to_owned(),
+        Event::End { heartbeats } => format!("END with {} heartbeats", heartbeats.len()),
+    };
+    format!("{when}  {what}")
+}
+
+fn describe_engine_event(event: &EngineEvent) -> String {
+    match event {
+        EngineEvent::Recovered { interrupted } => format!("recovered {interrupted} interrupted runs"),
+        EngineEvent::Armed { key, next_slot } => format!("armed {key} for {next_slot}"),
+        EngineEvent::Disarmed { key } => format!("disarmed {key}"),
+        EngineEvent::SlotsMissed { key, slot, missed } => format!("{key} missed {missed} slots before {slot}"),
+        EngineEvent::Skipped { key, slot, reason } => format!("skipped {key} slot {slot}: {}", reason.as_str()),
+        EngineEvent::ClaimLost { key, slot } => format!("claim lost {key} slot {slot}"),
+        EngineEvent::RunStarted { key, slot } => format!("run started {key} slot {slot}"),
+        EngineEvent::RunFinished { key, slot, status, delivery, duration, error, recorded } => format!(
+            "run finished {key} slot {slot}: {} delivery {} in {:.3}s{}{}",
+            status.as_str(),
+            delivery.as_str(),
+            duration.as_secs_f64(),
+            error.as_ref().map(|e| format!(" error {e:?}")).unwrap_or_default(),
+            if *recorded { "" } else { " (not recorded)" }
+        ),
+        EngineEvent::BreakerTripped { key, consecutive_failures } => {
+            format!("breaker tripped {key} after {consecutive_failures} failures")
+        }
+        EngineEvent::StoreFailed { operation, error, .. } => format!("store write {operation} failed: {error}"),
+    }
+}

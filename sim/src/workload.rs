@@ -1,0 +1,171 @@
+//! The heartbeats a seed runs and the run-time changes it makes to them.
+
+use std::time::Duration;
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use systole::core::active_hours::ActiveHours;
+use systole::core::delivery_target::DeliveryTarget;
+use systole::core::heartbeat::{HeartbeatDef, Origin};
+use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+
+/// Zones with and without daylight saving, both hemispheres, whole- and part-hour offsets
+/// (Lord Howe shifts by 30 minutes; Chatham sits at +12:45).
+pub const ZONES: [&str; 9] = [
+    "UTC",
+    "America/New_York",
+    "Europe/Berlin",
+    "Australia/Sydney",
+    "Asia/Kolkata",
+    "Asia/Shanghai",
+    "America/Sao_Paulo",
+    "Pacific/Chatham",
+    "Australia/Lord_Howe",
+];
+
+const INTERVALS_SECS: [u64; 8] = [60, 120, 300, 600, 900, 1_800, 3_600, 7_200];
+const AGENTS_MAX: usize = 3;
+const HEARTBEATS_PER_AGENT_MAX: usize = 4;
+const OPS_MAX: usize = 6;
+const TIMEOUT_SECS_MIN: u64 = 20;
+const TIMEOUT_SECS_MAX: u64 = 120;
+
+/// The prompt of a simulated heartbeat names it, so the simulated LLM and the checker can
+/// tell which heartbeat a call belongs to.
+pub fn prompt_for(key: &HeartbeatKey) -> String {
+    format!("heartbeat {key}")
+}
+
+fn random_def(rng: &mut ChaCha8Rng, key: HeartbeatKey, origin: Origin) -> HeartbeatDef {
+    let interval = Duration::from_secs(INTERVALS_SECS[rng.random_range(0..INTERVALS_SECS.len())]);
+    let active_hours = if rng.random_bool(0.5) {
+        let zone = ZONES[rng.random_range(0..ZONES.len())];
+        let start_quarter: u32 = rng.random_range(0..96);
+        let mut end_quarter: u32 = rng.random_range(1..=96);
+        if end_quarter == start_quarter {
+            end_quarter = (start_quarter + 8) % 96;
+        }
+        let text = |quarter: u32| format!("{:02}:{:02}", quarter / 4, (quarter % 4) * 15);
+        let end = if end_quarter == 0 { "24:00".to_owned() } else { text(end_quarter) };
+        ActiveHours::new(&text(start_quarter), &end, zone).ok()
+    } else {
+        None
+    };
+    HeartbeatDef {
+        prompt: prompt_for(&key),
+        key,
+        interval,
+        target: DeliveryTarget { adapter: "sim".to_owned(), target: "inbox".to_owned() },
+        active_hours,
+        timeout: Duration::from_secs(rng.random_range(TIMEOUT_SECS_MIN..=TIMEOUT_SECS_MAX)),
+        origin,
+    }
+}
+
+fn key(agent: usize, heartbeat: &str) -> HeartbeatKey {
+    HeartbeatKey {
+        agent: AgentId::new(format!("agent-{agent}")).expect("generated ids use the id alphabet"),
+        heartbeat: HeartbeatId::new(heartbeat).expect("generated ids use the id alphabet"),
+    }
+}
+
+/// The heartbeats in the simulated config file.
+pub fn config_heartbeats(rng: &mut ChaCha8Rng) -> Vec<HeartbeatDef> {
+    let agents = rng.random_range(1..=AGENTS_MAX);
+    let mut defs = Vec::new();
+    for agent in 0..agents {
+        for index in 0..rng.random_range(1..=HEARTBEATS_PER_AGENT_MAX) {
+            defs.push(random_def(rng, key(agent, &format!("hb-{index}")), Origin::Config));
+        }
+    }
+    defs
+}
+
+/// A run-time change, as an embedding application or the model's tools would make it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Create(HeartbeatDef),
+    Delete(HeartbeatKey),
+    Disable(HeartbeatKey),
+    Enable(HeartbeatKey),
+}
+
+impl Op {
+    pub fn key(&self) -> &HeartbeatKey {
+        match self {
+            Op::Create(def) => &def.key,
+            Op::Delete(key) | Op::Disable(key) | Op::Enable(key) => key,
+        }
+    }
+
+    pub fn def(&self) -> Option<&HeartbeatDef> {
+        match self {
+            Op::Create(def) => Some(def),
+            _ => None,
+        }
+    }
+
+    pub fn created_interval(&self) -> Option<Duration> {
+        self.def().map(|def| def.interval)
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Op::Create(def) => format!("create {}", describe_def(def)),
+            Op::Delete(key) => format!("delete {key}"),
+            Op::Disable(key) => format!("disable {key}"),
+            Op::Enable(key) => format!("enable {key}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduledOp {
+    /// Elapsed time since the start of the run.
+    pub after: Duration,
+    pub op: Op,
+}
+
+/// Run-time changes during the safety phase. Config heartbeats are disabled or enabled,
+/// never deleted (the config would seed them back at the next start, by design); deletes
+/// target heartbeats created at run time.
+pub fn runtime_ops(rng: &mut ChaCha8Rng, config: &[HeartbeatDef], safety: Duration) -> Vec<ScheduledOp> {
+    let mut ops = Vec::new();
+    let mut created: Vec<HeartbeatKey> = Vec::new();
+    for index in 0..rng.random_range(0..=OPS_MAX) {
+        let after = Duration::from_secs(rng.random_range(1..safety.as_secs()));
+        let op = match rng.random_range(0..4) {
+            0 => {
+                let def = random_def(rng, key(rng.random_range(0..AGENTS_MAX), &format!("made-{index}")), Origin::Runtime);
+                created.push(def.key.clone());
+                Op::Create(def)
+            }
+            1 if !created.is_empty() => Op::Delete(created[rng.random_range(0..created.len())].clone()),
+            2 => Op::Disable(config[rng.random_range(0..config.len())].key.clone()),
+            _ => Op::Enable(config[rng.random_range(0..config.len())].key.clone()),
+        };
+        ops.push(ScheduledOp { after, op });
+    }
+    ops.sort_by_key(|op| op.after);
+    // A delete drawn before its create in time would be a no-op; keep the order honest.
+    ops.retain({
+        let mut seen = std::collections::BTreeSet::new();
+        move |scheduled| match &scheduled.op {
+            Op::Create(def) => {
+                seen.insert(def.key.clone());
+                true
+            }
+            Op::Delete(key) => seen.contains(key),
+            _ => true,
+        }
+    });
+    ops
+}
+
+pub fn describe_def(def: &HeartbeatDef) -> String {
+    let window = def.active_hours.as_ref().map_or("always".to_owned(), |w| {
+        format!("{}-{} {}", w.start_text(), w.end_text(), w.zone_name())
+    });
+    format!("{} every {}s, window {window}, timeout {}s", def.key, def.interval.as_secs(), def.timeout.as_secs())
+}

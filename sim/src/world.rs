@@ -1,0 +1,74 @@
+//! What every part of one simulated run shares: the clock, the fault injector, the
+//! durable store state, the trace, and the crash signal the supervisor waits on.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rand_chacha::ChaCha8Rng;
+use tokio::sync::Notify;
+
+use systole::adapters::virtual_clock::VirtualClock;
+use systole::ports::clock::Clock;
+use systole::store::memory::MemoryStore;
+
+use crate::faults::{FaultKind, Injector};
+use crate::options::SimOptions;
+use crate::trace::{Event, Recorder};
+
+pub struct World {
+    pub options: SimOptions,
+    pub clock: Arc<VirtualClock>,
+    pub injector: Arc<Injector>,
+    /// The store's durable state: every applied write is durable at once (SQLite in WAL
+    /// with `synchronous = FULL`); a crash loses only what was not yet applied.
+    pub durable: Arc<MemoryStore>,
+    pub recorder: Recorder,
+    /// Raised by a dying incarnation; the supervisor kills and later restarts the node.
+    pub crashed: Notify,
+    pub lives: AtomicU32,
+    pub llm_rng: Mutex<ChaCha8Rng>,
+}
+
+impl World {
+    pub fn record(&self, event: Event) {
+        self.recorder.push(self.clock.monotonic().since_origin(), self.clock.wall(), event);
+    }
+
+    pub fn fault(&self, kind: FaultKind, detail: impl Into<String>) {
+        self.record(Event::Fault { kind, detail: detail.into() });
+    }
+}
+
+/// One incarnation of the engine process. Once it dies, every port call it makes waits
+/// forever (the node is killed right after, so nothing it does reaches the world).
+pub struct Life {
+    pub number: u32,
+    alive: AtomicBool,
+}
+
+impl Life {
+    pub fn new(number: u32) -> Arc<Self> {
+        Arc::new(Self { number, alive: AtomicBool::new(true) })
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    /// Returns at once while alive; never returns once dead.
+    pub async fn ensure_alive(&self) {
+        if !self.alive.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Dies: tells the supervisor and never returns.
+    pub async fn crash(&self, world: &World) -> ! {
+        if self.alive.swap(false, Ordering::SeqCst) {
+            world.record(Event::Crash { life: self.number });
+            world.crashed.notify_one();
+        }
+        let never: std::convert::Infallible = std::future::pending().await;
+        match never {}
+    }
+}
