@@ -12,3 +12,6 @@ cargo clippy --locked --all-targets -- -D warnings
 
 echo "== tests"
 cargo test --locked
+
+echo "== simulator: 500 seeds plus the regression list"
+(cd sim && cargo build --release --locked && ./target/release/systole-sim run --seeds 500 --stats)

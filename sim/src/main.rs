@@ -1,4 +1,148 @@
-fn main() {
-    let rt = madsim::runtime::Runtime::with_seed_and_config(1, madsim::Config::default());
-    rt.block_on(async { println!("hello from madsim"); });
+//! The systole simulator: runs the real engine on madsim with simulated ports, one seed
+//! at a time, and checks its invariants. See `sim/README.md`.
+
+mod checker;
+mod faults;
+mod harness;
+mod options;
+mod ports;
+mod report;
+mod trace;
+mod workload;
+mod world;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use clap::{Parser, Subcommand};
+
+use crate::faults::FaultKind;
+use crate::report::{run_and_check, SeedResult};
+
+#[derive(Parser)]
+#[command(name = "systole-sim", about = "Deterministic simulation of the systole engine")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run seeds FROM..FROM+SEEDS, plus the regression list; exit 0 only if all pass.
+    Run {
+        #[arg(long)]
+        seeds: u64,
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Seeds run at once (each on its own thread and runtime).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Print how often each fault fired and each invariant was checked.
+        #[arg(long)]
+        stats: bool,
+        /// Seeds that once failed, one a line ('#' starts a comment).
+        #[arg(long, default_value = "regressions.txt")]
+        regressions: PathBuf,
+    },
+    /// Print a readable timeline of one seed, one event a line.
+    Replay {
+        #[arg(long)]
+        seed: u64,
+    },
+    /// Print the hash of one seed's trace (16 hex digits) as the last line.
+    Hash {
+        #[arg(long)]
+        seed: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Run { seeds, from, jobs, stats, regressions } => run(seeds, from, jobs, stats, &regressions),
+        Command::Replay { seed } => {
+            let (timeline, passed) = report::timeline(seed);
+            print!("{timeline}");
+            if passed { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
+        Command::Hash { seed } => {
+            println!("{}", trace::hash(&report::entries(seed)));
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn regression_seeds(path: &PathBuf) -> Vec<u64> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Vec::new() };
+    text.lines()
+        .map(|line| line.split('#').next().unwrap_or("").trim())
+        .filter(|line| !line.is_empty())
+        .filter_map(|line| line.parse().ok())
+        .collect()
+}
+
+fn run(count: u64, from: u64, jobs: Option<usize>, stats: bool, regressions: &PathBuf) -> ExitCode {
+    let mut seeds: BTreeSet<u64> = (from..from.saturating_add(count)).collect();
+    let regression = regression_seeds(regressions);
+    seeds.extend(regression.iter().copied());
+    let seeds: Vec<u64> = seeds.into_iter().collect();
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let progress = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new(seeds.len() as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<SeedResult>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::SeqCst);
+                let Some(&seed) = seeds.get(index) else { break };
+                let result = run_and_check(seed);
+                if let Some(report) = &result.failure {
+                    progress.suspend(|| eprint!("{report}"));
+                }
+                progress.inc(1);
+                results.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(result);
+            });
+        }
+    });
+    progress.finish_and_clear();
+    let results = results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if stats {
+        print_stats(&results);
+    }
+    let failed = results.iter().filter(|r| r.failure.is_some()).count();
+    if !regression.is_empty() {
+        println!("(including {} regression seeds)", regression.len());
+    }
+    println!("{} passed, {failed} failed", results.len() - failed);
+    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+fn print_stats(results: &[SeedResult]) {
+    let mut fired: BTreeMap<FaultKind, u64> = FaultKind::ALL.into_iter().map(|kind| (kind, 0)).collect();
+    let mut seeds_with: BTreeMap<FaultKind, u64> = BTreeMap::new();
+    let mut checks: BTreeMap<&str, u64> = checker::INVARIANTS.iter().map(|name| (*name, 0)).collect();
+    for result in results {
+        for (kind, count) in &result.faults_fired {
+            *fired.entry(*kind).or_default() += count;
+            *seeds_with.entry(*kind).or_default() += u64::from(*count > 0);
+        }
+        for (name, count) in &result.verdict.checks {
+            *checks.entry(name).or_default() += count;
+        }
+    }
+    println!("faults fired (total, in how many seeds):");
+    for (kind, count) in &fired {
+        println!("  {:<22} {:>9} {:>6}", kind.name(), count, seeds_with.get(kind).copied().unwrap_or(0));
+    }
+    println!("invariants checked:");
+    for (name, count) in &checks {
+        println!("  {name:<26} {count:>9}");
+    }
 }

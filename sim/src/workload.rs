@@ -137,7 +137,8 @@ pub fn runtime_ops(rng: &mut ChaCha8Rng, config: &[HeartbeatDef], safety: Durati
         let after = Duration::from_secs(rng.random_range(1..safety.as_secs()));
         let op = match rng.random_range(0..4) {
             0 => {
-                let def = random_def(rng, key(rng.random_range(0..AGENTS_MAX), &format!("made-{index}")), Origin::Runtime);
+                let agent = rng.random_range(0..AGENTS_MAX);
+                let def = random_def(rng, key(agent, &format!("made-{index}")), Origin::Runtime);
                 created.push(def.key.clone());
                 Op::Create(def)
             }

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use jiff::Timestamp;
 
+use systole::core::breaker::BreakerStep;
 use systole::core::heartbeat::{Heartbeat, HeartbeatDef};
 use systole::core::ids::HeartbeatKey;
 use systole::ports::store::{
-    ClaimOutcome, Execution, ExecutionStatus, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
+    ClaimOutcome, Execution, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
 };
 
 use crate::faults::FaultKind;
@@ -99,18 +100,20 @@ impl Store for SimStore {
         self.write("record_skips", self.world.durable.record_skips(skips), none).await
     }
 
-    async fn finish_runs(&self, runs: &[RunRecord]) -> Result<(), StoreError> {
-        let writes: Vec<DurableWrite> = runs
-            .iter()
-            .map(|run| DurableWrite::Finish {
-                key: run.key.clone(),
-                slot: run.slot,
-                failed: run.status != ExecutionStatus::Succeeded,
-                consecutive_failures: run.breaker.consecutive_failures,
-                tripped: run.breaker.tripped,
-            })
-            .collect();
-        self.write("finish_runs", self.world.durable.finish_runs(runs), |_| writes).await
+    async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
+        let durable = |steps: &Vec<BreakerStep>| {
+            runs.iter()
+                .zip(steps)
+                .map(|(run, step)| DurableWrite::Finish {
+                    key: run.key.clone(),
+                    slot: run.slot,
+                    failed: run.failed(),
+                    consecutive_failures: step.consecutive_failures,
+                    tripped: step.tripped,
+                })
+                .collect()
+        };
+        self.write("finish_runs", self.world.durable.finish_runs(runs, breaker_failures_max), durable).await
     }
 
     async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {

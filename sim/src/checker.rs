@@ -1,0 +1,373 @@
+//! The invariants, checked over a run's whole trace. Each is named and counted every time
+//! it is checked, so `run --stats` shows that none is vacuous.
+//!
+//! The breaker and presence model follows `Durable` events (what reached the store), not
+//! what the engine saw: after a crash between a write and its acknowledgement, the two
+//! differ, and only the durable state survives a restart.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+
+use systole::core::active_hours::ActiveHours;
+use systole::core::guard::SkipReason;
+use systole::core::ids::HeartbeatKey;
+use systole::driver::events::EngineEvent;
+use systole::limits::DRIVER_SLEEP_SECS_MAX;
+
+use crate::options::SimOptions;
+use crate::trace::{DurableWrite, Entry, Event};
+use crate::workload::Op;
+
+pub const ACTIVE_HOURS: &str = "active-hours";
+pub const SLOT_ONCE: &str = "slot-once";
+pub const DELIVERY_ONCE: &str = "delivery-once";
+pub const NO_OVERLAP: &str = "no-overlap";
+pub const BREAKER_EXACT: &str = "breaker-exact";
+pub const STOPPED_NEVER_RUNS: &str = "stopped-never-runs";
+pub const ACKNOWLEDGED_DURABLE: &str = "acknowledged-durable";
+pub const NO_RUNNING_AFTER_RECOVERY: &str = "no-running-after-recovery";
+pub const RUN_BUDGET: &str = "run-budget";
+pub const LIVENESS: &str = "liveness";
+
+pub const INVARIANTS: [&str; 10] = [
+    ACTIVE_HOURS,
+    SLOT_ONCE,
+    DELIVERY_ONCE,
+    NO_OVERLAP,
+    BREAKER_EXACT,
+    STOPPED_NEVER_RUNS,
+    ACKNOWLEDGED_DURABLE,
+    NO_RUNNING_AFTER_RECOVERY,
+    RUN_BUDGET,
+    LIVENESS,
+];
+
+/// How far past its budget a run may be measured: the runtime advances virtual time by a
+/// few nanoseconds per poll between the deadline firing and the duration being read.
+pub const RUN_BUDGET_SLACK: Duration = Duration::from_millis(1);
+
+/// After healing, how long in-flight work from the safety phase may take to drain: the
+/// longest run budget (120 s) plus one driver sleep, with room to spare.
+pub const SETTLE_SECS: u64 = 300;
+/// How late a healthy heartbeat's next decision may be beyond its interval: one driver
+/// sleep (the wall clock is re-read at least that often) plus scheduling noise.
+pub const LIVENESS_SLACK_SECS: u64 = DRIVER_SLEEP_SECS_MAX + 5;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub invariant: &'static str,
+    /// Index of the trace entry at which it was found.
+    pub index: usize,
+    pub elapsed: Duration,
+    pub wall: Timestamp,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Verdict {
+    pub checks: BTreeMap<&'static str, u64>,
+    pub violation: Option<Violation>,
+}
+
+/// Why a heartbeat must not start runs any more.
+#[derive(Debug, Clone, Copy)]
+struct Stop {
+    /// The life in which it became durable.
+    life: u32,
+    /// Whether the engine acknowledged it (then even the same life must obey it).
+    acknowledged: bool,
+    why: &'static str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    Run,
+    Skip(SkipReason),
+}
+
+struct Model<'a> {
+    options: &'a SimOptions,
+    checks: BTreeMap<&'static str, u64>,
+    started_slots: BTreeSet<(HeartbeatKey, Timestamp)>,
+    delivered: BTreeSet<String>,
+    open_runs: BTreeMap<(u32, HeartbeatKey), Timestamp>,
+    failures: BTreeMap<HeartbeatKey, u32>,
+    /// Heartbeats in the durable store, and whether each is enabled.
+    present: BTreeMap<HeartbeatKey, bool>,
+    stopped: BTreeMap<HeartbeatKey, Stop>,
+    healed_at: Option<Duration>,
+    decisions: BTreeMap<HeartbeatKey, Vec<(Duration, Timestamp, Decision)>>,
+}
+
+/// Checks every invariant over `entries`; stops at the first violation.
+pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
+    let mut model = Model {
+        options,
+        checks: INVARIANTS.iter().map(|name| (*name, 0)).collect(),
+        started_slots: BTreeSet::new(),
+        delivered: BTreeSet::new(),
+        open_runs: BTreeMap::new(),
+        failures: BTreeMap::new(),
+        present: options.heartbeats.iter().map(|def| (def.key.clone(), true)).collect(),
+        stopped: BTreeMap::new(),
+        healed_at: None,
+        decisions: BTreeMap::new(),
+    };
+    for (index, entry) in entries.iter().enumerate() {
+        if let Err((invariant, message)) = model.step(entry) {
+            let violation =
+                Violation { invariant, index, elapsed: entry.elapsed, wall: entry.wall, message };
+            return Verdict { checks: model.checks, violation: Some(violation) };
+        }
+    }
+    Verdict { checks: model.checks, violation: None }
+}
+
+type Step = Result<(), (&'static str, String)>;
+
+fn fail(invariant: &'static str, message: String) -> Step {
+    Err((invariant, message))
+}
+
+impl Model<'_> {
+    fn count(&mut self, invariant: &'static str) {
+        *self.checks.entry(invariant).or_default() += 1;
+    }
+
+    fn step(&mut self, entry: &Entry) -> Step {
+        match &entry.event {
+            Event::Engine { life, event } => self.engine_event(entry, *life, event),
+            Event::Crash { life } => {
+                self.open_runs.retain(|(run_life, _), _| run_life != life);
+                Ok(())
+            }
+            Event::Started { life, running_rows, heartbeats } => self.started(*life, *running_rows, heartbeats),
+            Event::Delivered { idempotency_key, .. } => {
+                self.count(DELIVERY_ONCE);
+                if !self.delivered.insert(idempotency_key.clone()) {
+                    return fail(DELIVERY_ONCE, format!("idempotency key {idempotency_key} delivered twice"));
+                }
+                Ok(())
+            }
+            Event::Durable { life, write } => self.durable(*life, write),
+            Event::OpAcked { op, .. } => self.acknowledged(op),
+            Event::Healed => {
+                self.healed_at = Some(entry.elapsed);
+                Ok(())
+            }
+            Event::End { heartbeats } => self.liveness(entry.elapsed, heartbeats),
+            Event::Fault { .. }
+            | Event::Restart { .. }
+            | Event::StartFailed { .. }
+            | Event::LlmCall { .. }
+            | Event::OpFailed { .. } => Ok(()),
+        }
+    }
+
+    fn engine_event(&mut self, entry: &Entry, life: u32, event: &EngineEvent) -> Step {
+        match event {
+            EngineEvent::RunStarted { key, slot } => {
+                self.note_decision(key, entry, Decision::Run);
+                self.run_started(entry, life, key, *slot)
+            }
+            EngineEvent::Skipped { key, reason, .. } => {
+                self.note_decision(key, entry, Decision::Skip(*reason));
+                Ok(())
+            }
+            EngineEvent::RunFinished { key, duration, .. } => {
+                self.open_runs.remove(&(life, key.clone()));
+                self.count(RUN_BUDGET);
+                let timeout = self.options.def(key).map_or(Duration::MAX, |def| def.timeout);
+                if *duration > timeout.saturating_add(RUN_BUDGET_SLACK) {
+                    return fail(RUN_BUDGET, format!("{key} ran {duration:?}, past its {timeout:?} budget"));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn note_decision(&mut self, key: &HeartbeatKey, entry: &Entry, decision: Decision) {
+        if self.healed_at.is_some() {
+            self.decisions.entry(key.clone()).or_default().push((entry.elapsed, entry.wall, decision));
+        }
+    }
+
+    fn run_started(&mut self, entry: &Entry, life: u32, key: &HeartbeatKey, slot: Timestamp) -> Step {
+        self.count(SLOT_ONCE);
+        if !self.started_slots.insert((key.clone(), slot)) {
+            return fail(SLOT_ONCE, format!("slot {slot} of {key} started twice"));
+        }
+        self.count(NO_OVERLAP);
+        if let Some(open) = self.open_runs.insert((life, key.clone()), slot) {
+            return fail(NO_OVERLAP, format!("{key} started slot {slot} while slot {open} was still running"));
+        }
+        self.count(STOPPED_NEVER_RUNS);
+        if let Some(stop) = self.stopped.get(key) {
+            if stop.acknowledged || life > stop.life {
+                return fail(STOPPED_NEVER_RUNS, format!("{key} started slot {slot} after it was {}", stop.why));
+            }
+        }
+        if let Some(window) = self.options.def(key).and_then(|def| def.active_hours) {
+            self.count(ACTIVE_HOURS);
+            if !window_contains(&window, entry.wall) {
+                let local = entry.wall.to_zoned(zone(&window));
+                let message = format!(
+                    "{key} started at {local} (wall {}), outside {}-{} {}",
+                    entry.wall,
+                    window.start_text(),
+                    window.end_text(),
+                    window.zone_name()
+                );
+                return fail(ACTIVE_HOURS, message);
+            }
+        }
+        Ok(())
+    }
+
+    fn durable(&mut self, life: u32, write: &DurableWrite) -> Step {
+        match write {
+            DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped } => {
+                if !self.present.contains_key(key) {
+                    return Ok(()); // deleted while it ran: nothing to count against
+                }
+                self.count(BREAKER_EXACT);
+                let before = self.failures.get(key).copied().unwrap_or(0);
+                let expected = if *failed { before + 1 } else { 0 };
+                let expected_trip = *failed && expected >= self.options.breaker_failures_max;
+                if (*consecutive_failures, *tripped) != (expected, expected_trip) {
+                    let message = format!(
+                        "{key} slot {slot}: the store recorded {consecutive_failures} failures (tripped {tripped}) \
+                         where {before} before and this run give {expected} (tripped {expected_trip})"
+                    );
+                    return fail(BREAKER_EXACT, message);
+                }
+                self.failures.insert(key.clone(), expected);
+                if expected_trip {
+                    self.present.insert(key.clone(), false);
+                    // The run is still in flight until the driver hears of the trip, so no
+                    // slot of it can start in between: the same life must obey it too.
+                    self.stopped.insert(key.clone(), Stop { life, acknowledged: true, why: "tripped" });
+                }
+            }
+            DurableWrite::SetEnabled { key, enabled } => {
+                if let Some(present) = self.present.get_mut(key) {
+                    *present = *enabled;
+                    if *enabled {
+                        self.failures.insert(key.clone(), 0);
+                        self.stopped.remove(key);
+                    } else {
+                        self.stopped.insert(key.clone(), Stop { life, acknowledged: false, why: "disabled" });
+                    }
+                }
+            }
+            DurableWrite::Put { key } => {
+                self.present.insert(key.clone(), true);
+                self.failures.insert(key.clone(), 0);
+                self.stopped.remove(key);
+            }
+            DurableWrite::Delete { key } => {
+                self.present.remove(key);
+                self.stopped.insert(key.clone(), Stop { life, acknowledged: false, why: "deleted" });
+            }
+        }
+        Ok(())
+    }
+
+    fn acknowledged(&mut self, op: &Op) -> Step {
+        self.count(ACKNOWLEDGED_DURABLE);
+        let key = op.key();
+        let state = self.present.get(key).copied();
+        let durable = match op {
+            Op::Create(_) => state == Some(true),
+            Op::Delete(_) => state.is_none(),
+            Op::Disable(_) => state == Some(false),
+            // A run in flight may trip the breaker between the write and the ack.
+            Op::Enable(_) => state.is_some(),
+        };
+        if !durable {
+            return fail(ACKNOWLEDGED_DURABLE, format!("acknowledged `{}` but the store has {state:?}", op.describe()));
+        }
+        if matches!(op, Op::Delete(_) | Op::Disable(_)) {
+            if let Some(stop) = self.stopped.get_mut(key) {
+                stop.acknowledged = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn started(&mut self, life: u32, running_rows: usize, heartbeats: &[(HeartbeatKey, bool)]) -> Step {
+        self.count(NO_RUNNING_AFTER_RECOVERY);
+        if running_rows != 0 {
+            return fail(NO_RUNNING_AFTER_RECOVERY, format!("life {life} started with {running_rows} runs still 'running'"));
+        }
+        self.count(ACKNOWLEDGED_DURABLE);
+        let stored: BTreeMap<HeartbeatKey, bool> = heartbeats.iter().cloned().collect();
+        if stored != self.present {
+            let message = format!("after restart the store holds {stored:?}, but durable writes say {:?}", self.present);
+            return fail(ACKNOWLEDGED_DURABLE, message);
+        }
+        Ok(())
+    }
+
+    /// Every enabled heartbeat, after the system healed and settled, decides a slot at
+    /// least once per interval (plus slack), and runs every slot its window allows.
+    fn liveness(&mut self, end: Duration, heartbeats: &[(HeartbeatKey, bool)]) -> Step {
+        let Some(healed_at) = self.healed_at else { return Ok(()) };
+        let from = healed_at + Duration::from_secs(SETTLE_SECS);
+        for (key, _) in heartbeats.iter().filter(|(_, enabled)| *enabled) {
+            let Some(def) = self.options.def(key) else { continue };
+            self.count(LIVENESS);
+            let bound = def.interval + Duration::from_secs(LIVENESS_SLACK_SECS);
+            let decisions: Vec<_> =
+                self.decisions.get(key).map(|d| d.iter().filter(|(at, _, _)| *at >= from).cloned().collect()).unwrap_or_default();
+            let mut previous = from;
+            for (at, wall, decision) in &decisions {
+                if *at > previous + bound {
+                    let gap = *at - previous;
+                    return fail(LIVENESS, format!("{key}: {gap:?} without a decision, more than {bound:?}"));
+                }
+                previous = *at;
+                let open = def.active_hours.as_ref().is_none_or(|window| window_contains(window, *wall));
+                match decision {
+                    Decision::Skip(SkipReason::QuietHours) if open => {
+                        return fail(LIVENESS, format!("{key} skipped for quiet hours at {wall}, inside its window"));
+                    }
+                    Decision::Skip(reason) if *reason != SkipReason::QuietHours => {
+                        return fail(LIVENESS, format!("{key} skipped ({}) at {wall} after healing", reason.as_str()));
+                    }
+                    _ => {}
+                }
+            }
+            if end > previous + bound {
+                return fail(LIVENESS, format!("{key}: no decision in the last {:?} (bound {bound:?})", end - previous));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn zone(window: &ActiveHours) -> TimeZone {
+    TimeZone::get(window.zone_name()).unwrap_or(TimeZone::UTC)
+}
+
+fn minutes(text: &str) -> u32 {
+    let (hours, minutes) = text.split_once(':').unwrap_or(("0", "0"));
+    hours.parse::<u32>().unwrap_or(0) * 60 + minutes.parse::<u32>().unwrap_or(0)
+}
+
+/// The checker's own reading of a window, written independently of the engine's, so a
+/// bug there (a forgotten midnight wrap, say) is caught rather than copied.
+pub fn window_contains(window: &ActiveHours, at: Timestamp) -> bool {
+    let local = at.to_zoned(zone(window));
+    let minute = u32::try_from(local.hour()).unwrap_or(0) * 60 + u32::try_from(local.minute()).unwrap_or(0);
+    let (start, end) = (minutes(&window.start_text()), minutes(&window.end_text()));
+    if start < end {
+        (start..end).contains(&minute)
+    } else {
+        minute >= start || minute < end
+    }
+}

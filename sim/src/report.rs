@@ -1,0 +1,107 @@
+//! What a seed's run says: its verdict, and on failure everything needed to reproduce it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::checker::{self, Verdict};
+use crate::faults::FaultKind;
+use crate::harness::{run_seed, Outcome};
+use crate::trace::{self, Entry};
+
+/// Events shown before a violation in a failure report.
+const FAILURE_CONTEXT_EVENTS: usize = 50;
+
+pub struct SeedResult {
+    pub hash: String,
+    pub verdict: Verdict,
+    pub faults_fired: BTreeMap<FaultKind, u64>,
+    /// Filled only for failures: the report to print.
+    pub failure: Option<String>,
+}
+
+/// Runs and checks one seed, turning a panic into a failure with its message.
+pub fn run_and_check(seed: u64) -> SeedResult {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(seed)));
+    match outcome {
+        Ok(outcome) => judge(seed, &outcome),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "a panic without a message".to_owned());
+            let report = format!("seed {seed} PANICKED: {message}\n{}", reproduce(seed));
+            SeedResult {
+                hash: String::new(),
+                verdict: Verdict::default(),
+                faults_fired: BTreeMap::new(),
+                failure: Some(report),
+            }
+        }
+    }
+}
+
+fn judge(seed: u64, outcome: &Outcome) -> SeedResult {
+    let verdict = checker::check(&outcome.options, &outcome.entries);
+    let hash = trace::hash(&outcome.entries);
+    let failure = verdict.violation.as_ref().map(|violation| {
+        let mut out = String::new();
+        let _ = writeln!(out, "seed {seed} FAILED: invariant `{}` violated", violation.invariant);
+        let _ = writeln!(out, "  {}", violation.message);
+        let _ = writeln!(out, "  at simulated +{:.3}s (wall {})", violation.elapsed.as_secs_f64(), violation.wall);
+        let _ = writeln!(out, "commit: {}", commit());
+        let _ = writeln!(out, "trace hash: {hash}");
+        let _ = writeln!(out, "options:");
+        for line in outcome.options.describe().lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+        let first = violation.index.saturating_sub(FAILURE_CONTEXT_EVENTS - 1);
+        let _ = writeln!(out, "last {} events:", violation.index + 1 - first);
+        for entry in &outcome.entries[first..=violation.index] {
+            let _ = writeln!(out, "  {}", trace::describe(entry));
+        }
+        out.push_str(&reproduce(seed));
+        out
+    });
+    SeedResult { hash, verdict, faults_fired: outcome.faults_fired.clone(), failure }
+}
+
+fn reproduce(seed: u64) -> String {
+    format!("reproduce with: (cd sim && cargo run --release -- replay --seed {seed})\n")
+}
+
+/// The commit the simulator was built from, as git reports it now.
+pub fn commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .and_then(|output| String::from_utf8(output.stdout).ok())
+        .map(|text| text.trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// A readable timeline of a whole run.
+pub fn timeline(seed: u64) -> (String, bool) {
+    let outcome = run_seed(seed);
+    let result = judge(seed, &outcome);
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", outcome.options.describe());
+    for entry in &outcome.entries {
+        let _ = writeln!(out, "{}", trace::describe(entry));
+    }
+    let passed = result.failure.is_none();
+    match &result.failure {
+        Some(report) => out.push_str(report),
+        None => {
+            let _ = writeln!(out, "seed {seed} passed; trace hash {}", result.hash);
+        }
+    }
+    (out, passed)
+}
+
+/// Entries alone, for tests of determinism.
+pub fn entries(seed: u64) -> Vec<Entry> {
+    run_seed(seed).entries
+}
