@@ -13,5 +13,11 @@ cargo clippy --locked --all-targets -- -D warnings
 echo "== tests"
 cargo test --locked
 
+echo "== simulator: format, clippy, tests"
+(cd sim && cargo fmt --check && cargo clippy --locked --release --all-targets -- -D warnings && cargo test --locked --release)
+
 echo "== simulator: 500 seeds plus the regression list"
-(cd sim && cargo build --release --locked && ./target/release/systole-sim run --seeds 500 --stats)
+(cd sim && ./target/release/systole-sim run --seeds 500 --stats)
+
+echo "== simulator catches every deliberate engine bug in sim/mutants/"
+bash sim/check-mutants.sh 300

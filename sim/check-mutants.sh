@@ -1,33 +1,31 @@
 #!/usr/bin/env bash
-# Applies each deliberate bug in sim/mutants/ to the engine, runs the simulator, and
-# requires it to fail: a simulator that passes a broken engine checks nothing.
-# Usage: sim/check-mutants.sh [SEEDS]   (the tree must have no uncommitted engine changes)
+# Applies each deliberate bug in sim/mutants/ to a copy of the engine, runs the simulator
+# on it, and requires it to fail: a simulator that passes a broken engine checks nothing.
+# The working tree is never touched. Usage: sim/check-mutants.sh [SEEDS]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+repo="$(cd "$(dirname "$0")/.." && pwd)"
 seeds="${1:-300}"
-if ! git diff --quiet -- src; then
-    echo "check-mutants: src/ has uncommitted changes; commit or stash them first" >&2
-    exit 2
-fi
-current=""
-restore() { if [ -n "$current" ]; then git apply -R "$current" || true; fi; }
-trap restore EXIT
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+# Builds share one target directory beside the simulator's, so only systole rebuilds.
+export CARGO_TARGET_DIR="$repo/sim/target/mutants"
 survived=0
-for patch in sim/mutants/*.patch; do
+for patch in "$repo"/sim/mutants/*.patch; do
     name="$(basename "$patch" .patch)"
-    git apply "$patch"
-    current="$patch"
-    (cd sim && cargo build --release --quiet)
-    if output="$(cd sim && ./target/release/systole-sim run --seeds "$seeds" --regressions /dev/null 2>&1)"; then
+    rm -rf "$work/tree"
+    mkdir -p "$work/tree"
+    (cd "$repo" && tar --exclude=./target --exclude=./sim/target --exclude=./fuzz --exclude=./.git -cf - .) | tar -xf - -C "$work/tree"
+    if ! (cd "$work/tree" && patch -p1 --quiet --forward < "$patch"); then
+        echo "STALE     $name: the patch no longer applies; update it to the current engine" >&2
+        exit 2
+    fi
+    (cd "$work/tree/sim" && cargo build --release --quiet)
+    if output="$("$CARGO_TARGET_DIR/release/systole-sim" run --seeds "$seeds" --regressions /dev/null 2>&1)"; then
         echo "SURVIVED  $name: $seeds seeds passed with this bug in the engine"
         survived=$((survived + 1))
     else
         first="$(printf '%s\n' "$output" | grep -m1 'FAILED\|PANICKED' || true)"
-        summary="$(printf '%s\n' "$output" | tail -n1)"
-        echo "caught    $name: $summary; first: $first"
+        echo "caught    $name: $(printf '%s\n' "$output" | tail -n1); first: $first"
     fi
-    git apply -R "$patch"
-    current=""
 done
-(cd sim && cargo build --release --quiet)
 [ "$survived" -eq 0 ]

@@ -91,7 +91,12 @@ async fn simulate(options: SimOptions) -> (Vec<Entry>, std::collections::BTreeMa
 }
 
 /// Until `until`: whenever the engine dies, kill its node, wait a downtime, restart it.
-async fn supervise(world: &World, handle: &madsim::runtime::Handle, node: madsim::task::NodeId, until: systole::ports::clock::Mono) {
+async fn supervise(
+    world: &World,
+    handle: &madsim::runtime::Handle,
+    node: madsim::task::NodeId,
+    until: systole::ports::clock::Mono,
+) {
     loop {
         tokio::select! {
             biased;
@@ -138,7 +143,8 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         store: Arc::new(SimStore { world: Arc::clone(&world), life: Arc::clone(&life) }),
         events: Arc::new(TraceSink { world: Arc::clone(&world), life: Arc::clone(&life) }),
     };
-    let options = EngineOptions { breaker_failures_max: world.options.breaker_failures_max, ..EngineOptions::default() };
+    let options =
+        EngineOptions { breaker_failures_max: world.options.breaker_failures_max, ..EngineOptions::default() };
     let engine = match driver::boot(ports, &world.options.heartbeats, options).await {
         Ok((engine, _)) => engine,
         Err(error) => {

@@ -66,7 +66,11 @@ fn main() -> ExitCode {
         Command::Replay { seed } => {
             let (timeline, passed) = report::timeline(seed);
             print!("{timeline}");
-            if passed { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+            if passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
         }
         Command::Hash { seed } => {
             println!("{}", trace::hash(&report::entries(seed)));
@@ -121,7 +125,11 @@ fn run(count: u64, from: u64, jobs: Option<usize>, stats: bool, regressions: &Pa
         println!("(including {} regression seeds)", regression.len());
     }
     println!("{} passed, {failed} failed", results.len() - failed);
-    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn print_stats(results: &[SeedResult]) {

@@ -151,8 +151,10 @@ impl SimOptions {
 }
 
 fn start_instant(rng: &mut ChaCha8Rng, heartbeats: &[HeartbeatDef]) -> Timestamp {
-    let base = Timestamp::from_second(START_SECS_MIN + rng.random_range(0..START_SPAN_SECS)).unwrap_or(Timestamp::UNIX_EPOCH);
-    let zones: Vec<_> = heartbeats.iter().filter_map(|h| h.active_hours.as_ref()).map(|w| w.zone_name().to_owned()).collect();
+    let base =
+        Timestamp::from_second(START_SECS_MIN + rng.random_range(0..START_SPAN_SECS)).unwrap_or(Timestamp::UNIX_EPOCH);
+    let zones: Vec<_> =
+        heartbeats.iter().filter_map(|h| h.active_hours.as_ref()).map(|w| w.zone_name().to_owned()).collect();
     if zones.is_empty() || !rng.random_bool(START_NEAR_TRANSITION_PROBABILITY) {
         return base;
     }

@@ -18,32 +18,83 @@ use crate::workload::Op;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// What the engine itself reported, from incarnation `life` (1 for the first start).
-    Engine { life: u32, event: EngineEvent },
-    Fault { kind: FaultKind, detail: String },
-    Crash { life: u32 },
-    Restart { life: u32 },
+    Engine {
+        life: u32,
+        event: EngineEvent,
+    },
+    Fault {
+        kind: FaultKind,
+        detail: String,
+    },
+    Crash {
+        life: u32,
+    },
+    Restart {
+        life: u32,
+    },
     /// An incarnation finished start-up; what the durable store held right after.
-    Started { life: u32, running_rows: usize, heartbeats: Vec<(HeartbeatKey, bool)> },
+    Started {
+        life: u32,
+        running_rows: usize,
+        heartbeats: Vec<(HeartbeatKey, bool)>,
+    },
     /// An incarnation's start-up failed (a store fault); the supervisor restarts it.
-    StartFailed { life: u32, error: String },
-    LlmCall { life: u32, prompt: String, answer: String },
-    Delivered { life: u32, heartbeat: HeartbeatKey, idempotency_key: String, text: String },
-    OpAcked { life: u32, op: Op },
-    OpFailed { life: u32, op: Op, error: String },
+    StartFailed {
+        life: u32,
+        error: String,
+    },
+    LlmCall {
+        life: u32,
+        prompt: String,
+        answer: String,
+    },
+    Delivered {
+        life: u32,
+        heartbeat: HeartbeatKey,
+        idempotency_key: String,
+        text: String,
+    },
+    OpAcked {
+        life: u32,
+        op: Op,
+    },
+    OpFailed {
+        life: u32,
+        op: Op,
+        error: String,
+    },
     /// A store write that really reached durable state.
-    Durable { life: u32, write: DurableWrite },
+    Durable {
+        life: u32,
+        write: DurableWrite,
+    },
     Healed,
-    End { heartbeats: Vec<(HeartbeatKey, bool)> },
+    End {
+        heartbeats: Vec<(HeartbeatKey, bool)>,
+    },
 }
 
 /// The durable writes the checker's model follows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DurableWrite {
     /// A run's result and the breaker step it stored.
-    Finish { key: HeartbeatKey, slot: Timestamp, failed: bool, consecutive_failures: u32, tripped: bool },
-    SetEnabled { key: HeartbeatKey, enabled: bool },
-    Put { key: HeartbeatKey },
-    Delete { key: HeartbeatKey },
+    Finish {
+        key: HeartbeatKey,
+        slot: Timestamp,
+        failed: bool,
+        consecutive_failures: u32,
+        tripped: bool,
+    },
+    SetEnabled {
+        key: HeartbeatKey,
+        enabled: bool,
+    },
+    Put {
+        key: HeartbeatKey,
+    },
+    Delete {
+        key: HeartbeatKey,
+    },
 }
 
 /// An event with when it happened: elapsed simulated time, and the wall clock's reading.

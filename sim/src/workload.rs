@@ -165,8 +165,9 @@ pub fn runtime_ops(rng: &mut ChaCha8Rng, config: &[HeartbeatDef], safety: Durati
 }
 
 pub fn describe_def(def: &HeartbeatDef) -> String {
-    let window = def.active_hours.as_ref().map_or("always".to_owned(), |w| {
-        format!("{}-{} {}", w.start_text(), w.end_text(), w.zone_name())
-    });
+    let window = def
+        .active_hours
+        .as_ref()
+        .map_or("always".to_owned(), |w| format!("{}-{} {}", w.start_text(), w.end_text(), w.zone_name()));
     format!("{} every {}s, window {window}, timeout {}s", def.key, def.interval.as_secs(), def.timeout.as_secs())
 }

@@ -10,9 +10,7 @@ use jiff::Timestamp;
 use systole::core::breaker::BreakerStep;
 use systole::core::heartbeat::{Heartbeat, HeartbeatDef};
 use systole::core::ids::HeartbeatKey;
-use systole::ports::store::{
-    ClaimOutcome, Execution, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
-};
+use systole::ports::store::{ClaimOutcome, Execution, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError};
 
 use crate::faults::FaultKind;
 use crate::trace::{DurableWrite, Event};
@@ -75,7 +73,8 @@ impl Store for SimStore {
 
     async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
         let key = def.key.clone();
-        self.write("put_heartbeat", self.world.durable.put_heartbeat(def, at), |_| vec![DurableWrite::Put { key }]).await
+        self.write("put_heartbeat", self.world.durable.put_heartbeat(def, at), |_| vec![DurableWrite::Put { key }])
+            .await
     }
 
     async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
