@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test systole has: formatting, lints (with the clock/sleep/rng bans), unit,
-# property, store-conformance, engine and end-to-end daemon tests.
+# property, store-conformance, engine and end-to-end daemon tests; then the simulator's
+# own tests, its mutant check, and 500 seeds plus the regression list.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,8 +17,8 @@ cargo test --locked
 echo "== simulator: format, clippy, tests"
 (cd sim && cargo fmt --check && cargo clippy --locked --release --all-targets -- -D warnings && cargo test --locked --release)
 
-echo "== simulator: 500 seeds plus the regression list"
-(cd sim && ./target/release/systole-sim run --seeds 500 --stats)
-
 echo "== simulator catches every deliberate engine bug in sim/mutants/"
 bash sim/check-mutants.sh 300
+
+echo "== simulator: 500 seeds plus the regression list"
+(cd sim && ./target/release/systole-sim run --seeds 500 --stats)
