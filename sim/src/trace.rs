@@ -291,11 +291,24 @@ pub fn describe(entry: &Entry) -> String {
         }
         Event::OpAcked { life, op } => format!("[life {life}] op acknowledged: {}", op.describe()),
         Event::OpFailed { life, op, error } => format!("[life {life}] op failed: {} ({error})", op.describe()),
-        Event::Durable { life, write } => format!("[life {life}] durable: {write:?}"),
+        Event::Durable { life, write } => format!("[life {life}] durable: {}", describe_write(write)),
         Event::Healed => "HEALED: faults off, liveness phase begins".to_owned(),
         Event::End { heartbeats } => format!("END with {} heartbeats", heartbeats.len()),
     };
     format!("{when}  {what}")
+}
+
+fn describe_write(write: &DurableWrite) -> String {
+    match write {
+        DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped } => format!(
+            "finished {key} slot {slot} ({}), breaker at {consecutive_failures}{}",
+            if *failed { "failure" } else { "success" },
+            if *tripped { ", tripped" } else { "" }
+        ),
+        DurableWrite::SetEnabled { key, enabled } => format!("{key} {}", if *enabled { "enabled" } else { "disabled" }),
+        DurableWrite::Put { key } => format!("{key} created or replaced"),
+        DurableWrite::Delete { key } => format!("{key} deleted"),
+    }
 }
 
 fn describe_engine_event(event: &EngineEvent) -> String {
