@@ -1,0 +1,136 @@
+//! The real HTTP adapters against local servers on 127.0.0.1: the OpenAI-compatible
+//! client's error mapping, and webhook delivery's bounded retries.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use axum::Router;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use common::{key, start};
+use systole::adapters::openai::OpenAiClient;
+use systole::adapters::system_clock::SystemClock;
+use systole::adapters::webhook::{WebhookEndpoint, WebhookSender};
+use systole::core::delivery_target::DeliveryTarget;
+use systole::ports::llm::{ChatRequest, Llm, LlmError, Message};
+use systole::ports::messenger::{Delivery, DeliveryError};
+
+/// A server that answers the n-th request with `answers[n]` (the last one repeats).
+#[derive(Clone)]
+struct Scripted {
+    answers: Arc<Vec<(u16, Vec<(&'static str, &'static str)>, &'static str)>>,
+    requests: Arc<AtomicUsize>,
+    keys: Arc<Mutex<Vec<String>>>,
+}
+
+async fn answer(State(server): State<Scripted>, headers: HeaderMap) -> axum::response::Response {
+    let index = server.requests.fetch_add(1, Ordering::SeqCst).min(server.answers.len() - 1);
+    if let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) {
+        server.keys.lock().expect("lock").push(key.to_owned());
+    }
+    let (status, extra, body) = server.answers[index].clone();
+    let mut response = (StatusCode::from_u16(status).expect("status"), body).into_response();
+    for (name, value) in extra {
+        response.headers_mut().insert(name, value.parse().expect("header"));
+    }
+    response
+}
+
+async fn serve(answers: Vec<(u16, Vec<(&'static str, &'static str)>, &'static str)>) -> (Scripted, String) {
+    let server = Scripted { answers: Arc::new(answers), requests: Arc::default(), keys: Arc::default() };
+    let app = Router::new()
+        .route("/v1/chat/completions", post(answer))
+        .route("/hook", post(answer))
+        .with_state(server.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
+    (server, format!("http://{address}"))
+}
+
+fn request() -> ChatRequest {
+    ChatRequest { model: None, messages: vec![Message::user("hi")], tools: Vec::new() }
+}
+
+async fn complete(answer: (u16, Vec<(&'static str, &'static str)>, &'static str)) -> Result<Option<String>, LlmError> {
+    let (_, base) = serve(vec![answer]).await;
+    let client = OpenAiClient::new(&format!("{base}/v1"), "m", None, Duration::from_secs(5)).expect("client");
+    client.complete(request()).await.map(|response| response.text)
+}
+
+#[tokio::test]
+async fn the_llm_client_maps_each_answer_to_a_clear_result() {
+    let ok = r#"{"choices":[{"message":{"role":"assistant","content":"hello"}}]}"#;
+    assert_eq!(complete((200, vec![], ok)).await, Ok(Some("hello".to_owned())));
+    let empty = r#"{"choices":[{"message":{"role":"assistant","content":null}}]}"#;
+    assert_eq!(complete((200, vec![], empty)).await, Ok(None));
+    assert_eq!(
+        complete((500, vec![], "model exploded")).await,
+        Err(LlmError::Status { status: 500, body: "model exploded".into() })
+    );
+    assert_eq!(
+        complete((429, vec![("retry-after", "17")], "slow down")).await,
+        Err(LlmError::RateLimited { retry_after_secs: Some(17) })
+    );
+    assert!(matches!(complete((200, vec![], "not json")).await, Err(LlmError::Malformed(_))));
+    assert!(matches!(complete((200, vec![], r#"{"choices":[]}"#)).await, Err(LlmError::Malformed(_))));
+}
+
+#[tokio::test]
+async fn an_unreachable_llm_is_reported_as_such() {
+    // Bind then drop a listener: nothing listens on that port any more.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port();
+    let client =
+        OpenAiClient::new(&format!("http://127.0.0.1:{port}/v1"), "m", None, Duration::from_secs(5)).expect("client");
+    assert!(matches!(client.complete(request()).await, Err(LlmError::Unreachable(_))));
+}
+
+fn delivery() -> Delivery {
+    Delivery {
+        target: DeliveryTarget::parse("webhook:ops").expect("valid"),
+        text: "hello".to_owned(),
+        heartbeat: key("main", "inbox"),
+        scheduled_for: start(),
+        idempotency_key: "main/inbox/1".to_owned(),
+    }
+}
+
+fn sender() -> WebhookSender {
+    WebhookSender::new(Arc::new(SystemClock::new()), ChaCha8Rng::seed_from_u64(7))
+}
+
+fn endpoint(base: &str, attempts_max: u32) -> WebhookEndpoint {
+    WebhookEndpoint { url: format!("{base}/hook"), timeout: Duration::from_secs(5), attempts_max }
+}
+
+#[tokio::test]
+async fn webhook_retries_transient_failures_with_the_same_key() {
+    let (server, base) = serve(vec![(503, vec![], ""), (500, vec![], ""), (204, vec![], "")]).await;
+    assert_eq!(sender().send("ops", &endpoint(&base, 3), &delivery()).await, Ok(()));
+    assert_eq!(server.requests.load(Ordering::SeqCst), 3);
+    assert_eq!(*server.keys.lock().expect("lock"), vec!["main/inbox/1"; 3], "one key for every attempt");
+}
+
+#[tokio::test]
+async fn webhook_gives_up_after_its_attempts() {
+    let (server, base) = serve(vec![(500, vec![], "")]).await;
+    let result = sender().send("ops", &endpoint(&base, 2), &delivery()).await;
+    assert!(matches!(result, Err(DeliveryError::Failed { attempts: 2, .. })), "{result:?}");
+    assert_eq!(server.requests.load(Ordering::SeqCst), 2, "bounded: never more than the limit");
+}
+
+#[tokio::test]
+async fn webhook_does_not_retry_a_refusal() {
+    let (server, base) = serve(vec![(400, vec![], "bad payload")]).await;
+    let result = sender().send("ops", &endpoint(&base, 3), &delivery()).await;
+    assert!(matches!(result, Err(DeliveryError::Failed { attempts: 1, .. })), "{result:?}");
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+}
