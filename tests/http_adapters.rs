@@ -23,10 +23,13 @@ use systole::core::delivery_target::DeliveryTarget;
 use systole::ports::llm::{ChatRequest, Llm, LlmError, Message};
 use systole::ports::messenger::{Delivery, DeliveryError};
 
+/// One canned answer: status, extra headers, body.
+type Answer = (u16, Vec<(&'static str, &'static str)>, &'static str);
+
 /// A server that answers the n-th request with `answers[n]` (the last one repeats).
 #[derive(Clone)]
 struct Scripted {
-    answers: Arc<Vec<(u16, Vec<(&'static str, &'static str)>, &'static str)>>,
+    answers: Arc<Vec<Answer>>,
     requests: Arc<AtomicUsize>,
     keys: Arc<Mutex<Vec<String>>>,
 }
@@ -44,7 +47,7 @@ async fn answer(State(server): State<Scripted>, headers: HeaderMap) -> axum::res
     response
 }
 
-async fn serve(answers: Vec<(u16, Vec<(&'static str, &'static str)>, &'static str)>) -> (Scripted, String) {
+async fn serve(answers: Vec<Answer>) -> (Scripted, String) {
     let server = Scripted { answers: Arc::new(answers), requests: Arc::default(), keys: Arc::default() };
     let app = Router::new()
         .route("/v1/chat/completions", post(answer))
@@ -60,7 +63,7 @@ fn request() -> ChatRequest {
     ChatRequest { model: None, messages: vec![Message::user("hi")], tools: Vec::new() }
 }
 
-async fn complete(answer: (u16, Vec<(&'static str, &'static str)>, &'static str)) -> Result<Option<String>, LlmError> {
+async fn complete(answer: Answer) -> Result<Option<String>, LlmError> {
     let (_, base) = serve(vec![answer]).await;
     let client = OpenAiClient::new(&format!("{base}/v1"), "m", None, Duration::from_secs(5)).expect("client");
     client.complete(request()).await.map(|response| response.text)
