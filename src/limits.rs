@@ -56,3 +56,33 @@ pub const SQLITE_BUSY_TIMEOUT_MS: u64 = 5_000;
 
 /// Due heartbeats the driver handles in one wake-up; the rest follow at once in the next.
 pub const DUE_PER_WAKE_MAX: usize = 1_024;
+
+/// `pause_heartbeats` without `minutes` pauses this long (Letta's default).
+pub const PAUSE_MINUTES_DEFAULT: u32 = 2;
+/// The shortest pause.
+pub const PAUSE_MINUTES_MIN: u32 = 1;
+/// The longest pause unless the config allows more.
+pub const PAUSE_MINUTES_MAX_DEFAULT: u32 = 60;
+/// The longest pause a config may allow (Letta's own ceiling).
+pub const PAUSE_MINUTES_MAX_LIMIT: u32 = 360;
+
+/// LLM calls in one run's agent loop unless the agent's config says otherwise.
+pub const AGENT_LOOP_ITERATIONS_MAX_DEFAULT: u32 = 5;
+/// The most a config may allow.
+pub const AGENT_LOOP_ITERATIONS_MAX_LIMIT: u32 = 50;
+
+/// The shortest interval a model may give a heartbeat it creates.
+pub const MODEL_INTERVAL_SECS_MIN_DEFAULT: u64 = 60;
+/// Heartbeats one agent may have before the `heartbeat` tool refuses to create more.
+pub const HEARTBEATS_PER_AGENT_MAX_DEFAULT: usize = 20;
+/// Characters of a tool's arguments kept when quoting them back in an error.
+pub const TOOL_ARGUMENTS_QUOTE_CHARS_MAX: usize = 200;
+
+/// Attempts one LLM request gets when the endpoint answers 429 or 5xx.
+pub const LLM_ATTEMPTS_MAX_DEFAULT: u32 = 3;
+/// The most attempts a config may give one LLM request.
+pub const LLM_ATTEMPTS_MAX_LIMIT: u32 = 10;
+/// The longest `Retry-After` the LLM client honours; longer answers fail at once.
+pub const LLM_RETRY_AFTER_SECS_MAX: u64 = 30;
+/// Delay before the second LLM attempt when the endpoint names none; doubles after.
+pub const LLM_RETRY_DELAY_MS_BASE: u64 = 1_000;

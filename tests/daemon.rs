@@ -86,6 +86,7 @@ path = "state.db"
 base_url = "http://{address}/v1"
 model = "test-model"
 timeout = "5s"
+attempts = 1
 
 [adapters.webhook.ops]
 url = "http://{address}/hook"

@@ -65,8 +65,13 @@ fn request() -> ChatRequest {
 
 async fn complete(answer: Answer) -> Result<Option<String>, LlmError> {
     let (_, base) = serve(vec![answer]).await;
-    let client = OpenAiClient::new(&format!("{base}/v1"), "m", None, Duration::from_secs(5)).expect("client");
-    client.complete(request()).await.map(|response| response.text)
+    client(&base, 1).complete(request()).await.map(|response| response.text)
+}
+
+fn client(base: &str, attempts_max: u32) -> OpenAiClient {
+    OpenAiClient::new(&format!("{base}/v1"), "m", None, Duration::from_secs(5), Arc::new(SystemClock::new()))
+        .expect("client")
+        .with_attempts_max(attempts_max)
 }
 
 #[tokio::test]
@@ -91,8 +96,7 @@ async fn the_llm_client_maps_each_answer_to_a_clear_result() {
 async fn an_unreachable_llm_is_reported_as_such() {
     // Bind then drop a listener: nothing listens on that port any more.
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port();
-    let client =
-        OpenAiClient::new(&format!("http://127.0.0.1:{port}/v1"), "m", None, Duration::from_secs(5)).expect("client");
+    let client = client(&format!("http://127.0.0.1:{port}"), 1);
     assert!(matches!(client.complete(request()).await, Err(LlmError::Unreachable(_))));
 }
 
@@ -136,4 +140,32 @@ async fn webhook_does_not_retry_a_refusal() {
     let result = sender().send("ops", &endpoint(&base, 3), &delivery()).await;
     assert!(matches!(result, Err(DeliveryError::Failed { attempts: 1, .. })), "{result:?}");
     assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+}
+
+const OK: &str = r#"{"choices":[{"message":{"role":"assistant","content":"hello"}}]}"#;
+
+#[tokio::test]
+async fn the_llm_client_retries_5xx_and_429_within_its_attempts() {
+    let (server, base) = serve(vec![(503, vec![], ""), (429, vec![("retry-after", "1")], ""), (200, vec![], OK)]).await;
+    let text = client(&base, 3).complete(request()).await.map(|r| r.text);
+    assert_eq!(text, Ok(Some("hello".to_owned())));
+    assert_eq!(server.requests.load(Ordering::SeqCst), 3);
+
+    let (server, base) = serve(vec![(500, vec![], "down")]).await;
+    let result = client(&base, 2).complete(request()).await;
+    assert!(matches!(result, Err(LlmError::Status { status: 500, .. })), "{result:?}");
+    assert_eq!(server.requests.load(Ordering::SeqCst), 2, "bounded by its attempts");
+}
+
+#[tokio::test]
+async fn the_llm_client_does_not_wait_out_a_long_retry_after_or_retry_a_4xx() {
+    let (server, base) = serve(vec![(429, vec![("retry-after", "3600")], ""), (200, vec![], OK)]).await;
+    let result = client(&base, 3).complete(request()).await;
+    assert_eq!(result.map(|r| r.text), Err(LlmError::RateLimited { retry_after_secs: Some(3_600) }));
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+
+    let (server, base) = serve(vec![(401, vec![], "bad key"), (200, vec![], OK)]).await;
+    let result = client(&base, 3).complete(request()).await;
+    assert!(matches!(result, Err(LlmError::Status { status: 401, .. })), "{result:?}");
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1, "an auth error is not retried");
 }

@@ -12,7 +12,9 @@ use systole::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
 use systole::core::guard::SkipReason;
 use systole::core::heartbeat::Origin;
 use systole::core::ids::HeartbeatKey;
-use systole::ports::store::{ClaimOutcome, DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, Store};
+use systole::ports::store::{
+    ClaimOutcome, DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, StopReason, Store,
+};
 use systole::store::memory::MemoryStore;
 use systole::store::sqlite::SqliteStore;
 
@@ -34,6 +36,7 @@ fn finished(k: &HeartbeatKey, slot_secs: i64, succeeded: bool) -> RunRecord {
         duration: Duration::from_millis(1_500),
         error: (!succeeded).then(|| "boom".to_owned()),
         output_preview: None,
+        stop_reason: Some(StopReason::Completed),
     }
 }
 
@@ -125,6 +128,7 @@ async fn finishing_runs_records_outcomes_and_trips_the_breaker() {
         assert_eq!(run.duration, Some(Duration::from_millis(1_500)));
         assert_eq!(run.error.as_deref(), Some("boom"));
         assert_eq!(run.finished_at, Some(at(181)));
+        assert_eq!(run.stop_reason, Some(StopReason::Completed));
     })
     .await;
 }

@@ -9,6 +9,8 @@ use crate::core::active_hours::ActiveHours;
 pub enum SkipReason {
     /// The heartbeat is disabled (by the breaker or by a user).
     Disabled,
+    /// The agent called `pause_heartbeats` and the pause still holds.
+    Paused,
     /// The slot fell outside the heartbeat's active hours.
     QuietHours,
     /// The heartbeat's previous run is still going: a heartbeat never overlaps itself.
@@ -16,11 +18,13 @@ pub enum SkipReason {
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 3] = [SkipReason::Disabled, SkipReason::QuietHours, SkipReason::Overlap];
+    pub const ALL: [SkipReason; 4] =
+        [SkipReason::Disabled, SkipReason::Paused, SkipReason::QuietHours, SkipReason::Overlap];
 
     pub fn as_str(self) -> &'static str {
         match self {
             SkipReason::Disabled => "disabled",
+            SkipReason::Paused => "paused",
             SkipReason::QuietHours => "quiet-hours",
             SkipReason::Overlap => "overlap",
         }
@@ -35,6 +39,8 @@ impl SkipReason {
 #[derive(Debug, Clone, Copy)]
 pub struct GuardInput<'a> {
     pub enabled: bool,
+    /// The heartbeat's agent is paused.
+    pub paused: bool,
     pub active_hours: Option<&'a ActiveHours>,
     pub run_in_flight: bool,
     /// The wall time at which the run would start.
@@ -48,6 +54,9 @@ pub struct GuardInput<'a> {
 pub fn check(input: GuardInput<'_>) -> Result<(), SkipReason> {
     if !input.enabled {
         return Err(SkipReason::Disabled);
+    }
+    if input.paused {
+        return Err(SkipReason::Paused);
     }
     if let Some(window) = input.active_hours {
         if !window.contains(input.wall_now) {
@@ -67,6 +76,7 @@ mod tests {
     fn input(window: Option<&ActiveHours>) -> GuardInput<'_> {
         GuardInput {
             enabled: true,
+            paused: false,
             active_hours: window,
             run_in_flight: false,
             wall_now: "2026-01-05T12:00:00Z".parse().expect("test timestamp"),
@@ -78,6 +88,7 @@ mod tests {
         let night = ActiveHours::new("22:00", "06:00", "UTC").expect("valid");
         assert_eq!(check(input(None)), Ok(()));
         assert_eq!(check(GuardInput { enabled: false, ..input(None) }), Err(SkipReason::Disabled));
+        assert_eq!(check(GuardInput { paused: true, ..input(None) }), Err(SkipReason::Paused));
         assert_eq!(check(input(Some(&night))), Err(SkipReason::QuietHours));
         assert_eq!(check(GuardInput { run_in_flight: true, ..input(None) }), Err(SkipReason::Overlap));
     }

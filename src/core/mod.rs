@@ -8,5 +8,6 @@ pub mod duration;
 pub mod guard;
 pub mod heartbeat;
 pub mod ids;
+pub mod pause;
 pub mod schedule;
 pub mod slots;

@@ -8,15 +8,18 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::adapters::webhook::WebhookEndpoint;
+use crate::agent::settings::AgentSettings;
 use crate::core::active_hours::{zone_by_name, ActiveHours};
 use crate::core::delivery_target::DeliveryTarget;
 use crate::core::duration::parse_duration;
 use crate::core::heartbeat::{HeartbeatDef, Origin};
 use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::limits::{
-    BREAKER_FAILURES_MAX_DEFAULT, INTERVAL_SECS_MAX, INTERVAL_SECS_MIN, LLM_TIMEOUT_SECS_DEFAULT, PROMPT_CHARS_MAX,
-    RUNS_IN_FLIGHT_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT,
-    WEBHOOK_ATTEMPTS_MAX_DEFAULT, WEBHOOK_ATTEMPTS_MAX_LIMIT, WEBHOOK_TIMEOUT_SECS_DEFAULT,
+    AGENT_LOOP_ITERATIONS_MAX_LIMIT, BREAKER_FAILURES_MAX_DEFAULT, INTERVAL_SECS_MAX, INTERVAL_SECS_MIN,
+    LLM_ATTEMPTS_MAX_DEFAULT, LLM_ATTEMPTS_MAX_LIMIT, LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT,
+    PROMPT_CHARS_MAX, RUNS_IN_FLIGHT_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX,
+    SHUTDOWN_GRACE_SECS_DEFAULT, WEBHOOK_ATTEMPTS_MAX_DEFAULT, WEBHOOK_ATTEMPTS_MAX_LIMIT,
+    WEBHOOK_TIMEOUT_SECS_DEFAULT,
 };
 
 /// The SQLite file when the config names none, relative to the config file.
@@ -42,11 +45,11 @@ pub enum LlmConfig {
         model: String,
         api_key_env: Option<String>,
         timeout: Duration,
+        /// Attempts per request on 429 and 5xx.
+        attempts_max: u32,
     },
     /// The offline provider: fixed replies in turn, for demos and tests.
-    Scripted {
-        replies: Vec<String>,
-    },
+    Scripted { replies: Vec<String> },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +70,10 @@ pub struct Config {
     pub webhooks: BTreeMap<String, WebhookEndpoint>,
     pub engine: EngineSettings,
     pub heartbeats: Vec<HeartbeatDef>,
+    /// Run and tool settings of each configured agent.
+    pub agents: BTreeMap<AgentId, AgentSettings>,
+    /// For agents the config does not name (a heartbeat created for another agent, say).
+    pub agent_default: AgentSettings,
 }
 
 #[derive(Deserialize, Default)]
@@ -97,6 +104,8 @@ struct RawLlm {
     model: Option<String>,
     api_key_env: Option<String>,
     timeout: Option<String>,
+    /// Attempts per request when the endpoint answers 429 or 5xx.
+    attempts: Option<u32>,
     replies: Option<Vec<String>>,
     system_prompt: Option<String>,
 }
@@ -134,6 +143,11 @@ struct RawAgent {
     /// Spacebot's marker of the default agent; accepted so its configs load unchanged.
     #[serde(rename = "default")]
     _default: Option<bool>,
+    loop_iterations_max: Option<u32>,
+    pause_minutes_max: Option<u32>,
+    /// The shortest interval the `heartbeat` tool accepts from the model.
+    model_interval_min: Option<String>,
+    heartbeats_max: Option<usize>,
     #[serde(default)]
     heartbeats: Vec<RawHeartbeat>,
 }
@@ -228,6 +242,11 @@ impl Validator<'_> {
         let llm = self.llm(llm)?;
         let webhooks = self.webhooks(raw.adapters)?;
         let (engine, timezone, run_timeout) = self.engine(raw.engine)?;
+        let mut allowed_targets: BTreeSet<String> = webhooks.keys().map(|name| format!("webhook:{name}")).collect();
+        allowed_targets.insert(DeliveryTarget::STDOUT.to_owned());
+        let agent_default =
+            AgentSettings { timezone: timezone.clone(), run_timeout, allowed_targets, ..AgentSettings::default() };
+        let mut agents = BTreeMap::new();
         let mut heartbeats = Vec::new();
         let mut agent_ids = BTreeSet::new();
         for (index, agent) in raw.agents.into_iter().enumerate() {
@@ -244,6 +263,8 @@ impl Validator<'_> {
                 }
                 None => timezone.clone(),
             };
+            let settings = self.agent_settings(&field, &agent, &agent_default, &timezone)?;
+            agents.insert(id.clone(), settings);
             let defaults = HeartbeatDefaults { agent: &id, timezone: &timezone, run_timeout, webhooks: &webhooks };
             let mut heartbeat_ids = BTreeSet::new();
             for (position, heartbeat) in agent.heartbeats.into_iter().enumerate() {
@@ -257,7 +278,64 @@ impl Validator<'_> {
                 heartbeats.push(def);
             }
         }
-        Ok(Config { file: self.path.to_owned(), store_path, llm, system_prompt, webhooks, engine, heartbeats })
+        Ok(Config {
+            file: self.path.to_owned(),
+            store_path,
+            llm,
+            system_prompt,
+            webhooks,
+            engine,
+            heartbeats,
+            agents,
+            agent_default,
+        })
+    }
+
+    fn agent_settings(
+        &self,
+        field: &str,
+        agent: &RawAgent,
+        defaults: &AgentSettings,
+        timezone: &str,
+    ) -> Result<AgentSettings, ConfigError> {
+        let bounded = |name: &str, value: Option<u64>, default: u64, max: u64| match value {
+            None => Ok(default),
+            Some(value) if (1..=max).contains(&value) => Ok(value),
+            Some(value) => {
+                Err(self.error(format!("{field}.{name}"), format!("{value} is out of range; allowed from 1 to {max}")))
+            }
+        };
+        let loop_iterations_max = bounded(
+            "loop_iterations_max",
+            agent.loop_iterations_max.map(u64::from),
+            u64::from(defaults.loop_iterations_max),
+            u64::from(AGENT_LOOP_ITERATIONS_MAX_LIMIT),
+        )?;
+        let pause_minutes_max = bounded(
+            "pause_minutes_max",
+            agent.pause_minutes_max.map(u64::from),
+            u64::from(defaults.pause_minutes_max),
+            u64::from(PAUSE_MINUTES_MAX_LIMIT),
+        )?;
+        let heartbeats_max =
+            bounded("heartbeats_max", agent.heartbeats_max.map(|n| n as u64), defaults.heartbeats_max as u64, 10_000)?;
+        let model_interval_min = match &agent.model_interval_min {
+            Some(text) => self.duration(
+                &format!("{field}.model_interval_min"),
+                text,
+                Duration::from_secs(INTERVAL_SECS_MIN),
+                Duration::from_secs(INTERVAL_SECS_MAX),
+            )?,
+            None => defaults.model_interval_min,
+        };
+        Ok(AgentSettings {
+            loop_iterations_max: u32::try_from(loop_iterations_max).unwrap_or(u32::MAX),
+            pause_minutes_max: u32::try_from(pause_minutes_max).unwrap_or(u32::MAX),
+            model_interval_min,
+            heartbeats_max: usize::try_from(heartbeats_max).unwrap_or(usize::MAX),
+            timezone: timezone.to_owned(),
+            ..defaults.clone()
+        })
     }
 
     fn store_path(&self, raw: RawStore) -> Result<PathBuf, ConfigError> {
@@ -293,7 +371,12 @@ impl Validator<'_> {
                 if raw.replies.is_some() {
                     return Err(self.error("llm.replies", "only applies to provider = \"scripted\""));
                 }
-                Ok(LlmConfig::OpenAi { base_url, model, api_key_env: raw.api_key_env, timeout })
+                let attempts_max = raw.attempts.unwrap_or(LLM_ATTEMPTS_MAX_DEFAULT);
+                if attempts_max == 0 || attempts_max > LLM_ATTEMPTS_MAX_LIMIT {
+                    let problem = format!("{attempts_max} is out of range; allowed from 1 to {LLM_ATTEMPTS_MAX_LIMIT}");
+                    return Err(self.error("llm.attempts", problem));
+                }
+                Ok(LlmConfig::OpenAi { base_url, model, api_key_env: raw.api_key_env, timeout, attempts_max })
             }
             other => {
                 Err(self.error("llm.provider", format!("{other:?} is not a provider; use \"openai\" or \"scripted\"")))

@@ -22,10 +22,10 @@ use crate::store::sqlite::SqliteStore;
 ///
 /// # Errors
 /// When the API key variable is named but unset, or the HTTP client cannot be built.
-pub fn build_llm(config: &LlmConfig) -> Result<Arc<dyn Llm>, DaemonError> {
+pub fn build_llm(config: &LlmConfig, clock: Arc<dyn Clock>) -> Result<Arc<dyn Llm>, DaemonError> {
     match config {
         LlmConfig::Scripted { replies } => Ok(Arc::new(ScriptedLlm::new(replies.clone()))),
-        LlmConfig::OpenAi { base_url, model, api_key_env, timeout } => {
+        LlmConfig::OpenAi { base_url, model, api_key_env, timeout, attempts_max } => {
             let api_key = match api_key_env {
                 Some(name) => Some(std::env::var(name).map_err(|_| {
                     DaemonError::Startup(format!(
@@ -34,8 +34,9 @@ pub fn build_llm(config: &LlmConfig) -> Result<Arc<dyn Llm>, DaemonError> {
                 })?),
                 None => None,
             };
-            let client = OpenAiClient::new(base_url, model, api_key, *timeout)
-                .map_err(|e| DaemonError::Startup(e.to_string()))?;
+            let client = OpenAiClient::new(base_url, model, api_key, *timeout, clock)
+                .map_err(|e| DaemonError::Startup(e.to_string()))?
+                .with_attempts_max(*attempts_max);
             Ok(Arc::new(client))
         }
     }
@@ -48,7 +49,7 @@ pub fn build_llm(config: &LlmConfig) -> Result<Arc<dyn Llm>, DaemonError> {
 pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let store = Arc::new(SqliteStore::open(&config.store_path).await?);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-    let llm = build_llm(&config.llm)?;
+    let llm = build_llm(&config.llm, Arc::clone(&clock))?;
     // Retry jitter needs randomness; the real daemon seeds it from the OS once, here.
     let rng = ChaCha8Rng::from_os_rng();
     let messenger = Arc::new(AdapterRouter::new(WebhookSender::new(Arc::clone(&clock), rng), config.webhooks.clone()));
@@ -57,7 +58,9 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         breaker_failures_max: config.engine.breaker_failures_max,
         runs_in_flight_max: config.engine.runs_in_flight_max,
         system_prompt: config.system_prompt.clone().unwrap_or(EngineOptions::default().system_prompt),
-        model: None,
+        agents: config.agents.clone(),
+        agent_default: config.agent_default.clone(),
+        ..EngineOptions::default()
     };
     let (engine, report) = driver::boot(ports, &config.heartbeats, options).await?;
     tracing::info!(

@@ -10,13 +10,14 @@ use tokio::task::JoinHandle;
 
 use crate::core::guard::{self, GuardInput};
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
-use crate::core::ids::HeartbeatKey;
+use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::pause::{Pause, PauseRecord};
 use crate::core::schedule::Schedule;
 use crate::core::slots::SlotTimer;
 use crate::driver::events::EngineEvent;
 use crate::driver::run::{run_claimed, FinishedRun, RunContext};
 use crate::limits::DUE_PER_WAKE_MAX;
-use crate::ports::clock::Now;
+use crate::ports::clock::{Mono, Now};
 use crate::ports::store::{ClaimOutcome, SkipRecord, SlotClaim};
 
 /// What the handle asks of the driver. Store writes happen before a command is sent, so
@@ -31,6 +32,7 @@ pub(crate) enum Change {
     Upsert(HeartbeatDef),
     Delete(HeartbeatKey),
     SetEnabled(HeartbeatKey, bool),
+    Pause(AgentId, Pause),
 }
 
 /// The driver's view of one heartbeat.
@@ -44,6 +46,8 @@ pub(crate) struct Driver {
     context: RunContext,
     schedule: Schedule,
     entries: BTreeMap<HeartbeatKey, Entry>,
+    /// Agents whose timed heartbeats are paused, until each pause ends.
+    pauses: BTreeMap<AgentId, Pause>,
     runs: BTreeMap<HeartbeatKey, JoinHandle<()>>,
     permits: Arc<Semaphore>,
     commands: mpsc::Receiver<Command>,
@@ -58,6 +62,7 @@ impl Driver {
             context,
             schedule: Schedule::new(),
             entries: BTreeMap::new(),
+            pauses: BTreeMap::new(),
             runs: BTreeMap::new(),
             permits: Arc::new(Semaphore::new(runs_in_flight_max.max(1))),
             commands,
@@ -68,8 +73,14 @@ impl Driver {
 
     /// Arms every enabled heartbeat loaded from the store. Those that never had a slot
     /// wait one full interval; the others resume at their stored slot.
-    pub(crate) async fn load(&mut self, heartbeats: Vec<Heartbeat>) {
+    pub(crate) async fn load(&mut self, heartbeats: Vec<Heartbeat>, pauses: Vec<(AgentId, PauseRecord)>) {
         let now = self.context.clock.now();
+        for (agent, record) in pauses {
+            let pause = Pause::resume(now, record, self.context.settings(&agent).pause_minutes_max);
+            if pause.holds(now) {
+                self.pauses.insert(agent, pause);
+            }
+        }
         let mut first_slots = Vec::new();
         for heartbeat in heartbeats {
             let key = heartbeat.def.key.clone();
@@ -96,8 +107,9 @@ impl Driver {
     /// runs finished or the grace period ran out.
     pub(crate) async fn run(mut self) {
         loop {
+            self.end_pauses(self.context.clock.now());
             self.fire_due(self.context.clock.now()).await;
-            let wake = self.schedule.next_wake(self.context.clock.now());
+            let wake = self.next_wake(self.context.clock.now());
             let clock = Arc::clone(&self.context.clock);
             tokio::select! {
                 biased;
@@ -137,8 +149,10 @@ impl Driver {
                     EngineEvent::SlotsMissed { key: key.clone(), slot: fired_slot.slot, missed: fired_slot.missed };
                 self.context.events.emit(now.wall, &event);
             }
+            let paused = self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now));
             let input = GuardInput {
                 enabled: entry.enabled,
+                paused,
                 active_hours: entry.def.active_hours.as_ref(),
                 run_in_flight: entry.in_flight,
                 wall_now: now.wall,
@@ -236,6 +250,15 @@ impl Driver {
                 self.entries.remove(&key);
                 self.disarm(&key);
             }
+            Change::Pause(agent, pause) => {
+                let event = EngineEvent::Paused {
+                    agent: agent.clone(),
+                    minutes: pause.record.minutes,
+                    until: pause.record.until,
+                };
+                self.pauses.insert(agent, pause);
+                self.context.events.emit(now.wall, &event);
+            }
             Change::SetEnabled(key, enabled) => {
                 let Some(entry) = self.entries.get_mut(&key) else { return };
                 entry.enabled = enabled;
@@ -247,6 +270,23 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// Drops pauses that have ended, saying so.
+    fn end_pauses(&mut self, now: Now) {
+        let ended: Vec<AgentId> =
+            self.pauses.iter().filter(|(_, pause)| !pause.holds(now)).map(|(agent, _)| agent.clone()).collect();
+        for agent in ended {
+            self.pauses.remove(&agent);
+            self.context.events.emit(now.wall, &EngineEvent::Resumed { agent });
+        }
+    }
+
+    /// The schedule's next wake-up, or the end of a pause if that comes first.
+    fn next_wake(&self, now: Now) -> Mono {
+        let pause_end = self.pauses.values().map(|pause| now.mono + pause.ends_within(now)).min();
+        let wake = self.schedule.next_wake(now);
+        pause_end.map_or(wake, |end| wake.min(end))
     }
 
     fn arm(&mut self, key: HeartbeatKey, timer: SlotTimer) {
@@ -271,6 +311,11 @@ impl Driver {
             tokio::select! {
                 biased;
                 Some(record) = self.completions.recv() => self.complete(record),
+                // A run's tool may be waiting on a change; apply it so the run can finish.
+                Some(Command::Change { change, applied }) = self.commands.recv() => {
+                    self.apply(change);
+                    let _ = applied.send(());
+                }
                 () = clock.sleep_until(deadline) => break,
             }
         }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::core::guard::SkipReason;
-use crate::core::ids::HeartbeatKey;
+use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::ports::store::{DeliveryStatus, ExecutionStatus};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,12 +50,22 @@ pub enum EngineEvent {
         delivery: DeliveryStatus,
         duration: Duration,
         error: Option<String>,
-        /// Whether the result reached the store (see `FinishedRun::recorded`).
+        /// Whether the result reached the store (see `FinishedRun::breaker`).
         recorded: bool,
     },
     BreakerTripped {
         key: HeartbeatKey,
         consecutive_failures: u32,
+    },
+    /// An agent paused its timed heartbeats (`pause_heartbeats`).
+    Paused {
+        agent: AgentId,
+        minutes: u32,
+        until: Timestamp,
+    },
+    /// An agent's pause ended.
+    Resumed {
+        agent: AgentId,
     },
     /// A store write failed; what the engine did instead is in `consequence`.
     StoreFailed {
@@ -100,6 +110,10 @@ impl EventSink for TracingSink {
                 %at, heartbeat = %key, consecutive_failures,
                 "circuit breaker tripped: heartbeat disabled until re-enabled"
             ),
+            EngineEvent::Paused { agent, minutes, until } => {
+                tracing::info!(%at, %agent, minutes, %until, "heartbeats paused");
+            }
+            EngineEvent::Resumed { agent } => tracing::info!(%at, %agent, "heartbeats resumed"),
             EngineEvent::StoreFailed { operation, error, consequence } => {
                 tracing::error!(%at, operation, error, consequence, "store write failed");
             }

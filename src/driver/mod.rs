@@ -1,20 +1,26 @@
 //! The async side: the engine that feeds the pure core with `now`, executes its decisions
 //! through the ports, and awaits every store write.
 
+pub mod control;
 pub mod engine;
 pub mod events;
 pub mod run;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::agent::settings::AgentSettings;
+use crate::agent::tools::ToolBox;
 use crate::agent::HEARTBEAT_SYSTEM_PROMPT_DEFAULT;
 use crate::core::heartbeat::HeartbeatDef;
-use crate::core::ids::HeartbeatKey;
-use crate::driver::engine::{Change, Command, Driver};
+use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::pause::Pause;
+use crate::driver::control::Control;
+use crate::driver::engine::{Command, Driver};
 use crate::driver::events::{EngineEvent, EventSink, TracingSink};
 use crate::driver::run::RunContext;
 use crate::limits::{BREAKER_FAILURES_MAX_DEFAULT, RUNS_IN_FLIGHT_MAX_DEFAULT};
@@ -41,13 +47,18 @@ impl Ports {
 }
 
 /// Engine settings that are not per heartbeat.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EngineOptions {
     pub breaker_failures_max: u32,
     pub runs_in_flight_max: usize,
     pub system_prompt: String,
     /// Overrides the LLM provider's default model.
     pub model: Option<String>,
+    /// Per-agent settings; agents not named here get `agent_default`.
+    pub agents: BTreeMap<AgentId, AgentSettings>,
+    pub agent_default: AgentSettings,
+    /// The tools every run offers the model.
+    pub toolbox: ToolBox,
 }
 
 impl Default for EngineOptions {
@@ -57,6 +68,9 @@ impl Default for EngineOptions {
             runs_in_flight_max: RUNS_IN_FLIGHT_MAX_DEFAULT,
             system_prompt: HEARTBEAT_SYSTEM_PROMPT_DEFAULT.to_owned(),
             model: None,
+            agents: BTreeMap::new(),
+            agent_default: AgentSettings::default(),
+            toolbox: ToolBox::standard(),
         }
     }
 }
@@ -72,7 +86,7 @@ pub enum EngineError {
 /// Controls a running engine. Every change is written to the store first, then applied
 /// to the running schedule: when a call returns `Ok`, the change is durable and live.
 pub struct EngineHandle {
-    ports: Ports,
+    control: Control,
     commands: mpsc::Sender<Command>,
     driver: JoinHandle<()>,
 }
@@ -95,7 +109,8 @@ pub async fn boot(
 }
 
 /// Starts an engine: marks runs a previous process left `running` as interrupted, loads
-/// every heartbeat from the store, arms the enabled ones and spawns the driver.
+/// every heartbeat and pause from the store, arms the enabled heartbeats and spawns the
+/// driver.
 ///
 /// # Errors
 /// When the store cannot be read at start-up.
@@ -105,6 +120,9 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
         ports.events.emit(ports.clock.wall(), &EngineEvent::Recovered { interrupted });
     }
     let heartbeats = ports.store.load_heartbeats().await?;
+    let pauses = ports.store.load_pauses().await?;
+    let (commands, receiver) = mpsc::channel(COMMAND_QUEUE_MAX);
+    let control = Control::new(Arc::clone(&ports.store), Arc::clone(&ports.clock), commands.clone());
     let context = RunContext {
         clock: Arc::clone(&ports.clock),
         llm: Arc::clone(&ports.llm),
@@ -114,12 +132,15 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
         system_prompt: options.system_prompt.into(),
         model: options.model.map(Into::into),
         breaker_failures_max: options.breaker_failures_max,
+        toolbox: Arc::new(options.toolbox),
+        control: control.clone(),
+        agents: Arc::new(options.agents.into_iter().map(|(agent, settings)| (agent, Arc::new(settings))).collect()),
+        agent_default: Arc::new(options.agent_default),
     };
-    let (commands, receiver) = mpsc::channel(COMMAND_QUEUE_MAX);
     let mut driver = Driver::new(context, options.runs_in_flight_max, receiver);
-    driver.load(heartbeats).await;
+    driver.load(heartbeats, pauses).await;
     let driver = tokio::spawn(driver.run());
-    Ok(EngineHandle { ports, commands, driver })
+    Ok(EngineHandle { control, commands, driver })
 }
 
 impl EngineHandle {
@@ -128,8 +149,7 @@ impl EngineHandle {
     /// # Errors
     /// When the store write fails (nothing changed) or the engine has stopped.
     pub async fn upsert(&self, def: HeartbeatDef) -> Result<(), EngineError> {
-        self.ports.store.put_heartbeat(&def, self.ports.clock.wall()).await?;
-        self.send(Change::Upsert(def)).await
+        self.control.upsert(def).await
     }
 
     /// Deletes a heartbeat; it never fires again. Returns whether it existed.
@@ -137,9 +157,7 @@ impl EngineHandle {
     /// # Errors
     /// When the store write fails (nothing changed) or the engine has stopped.
     pub async fn delete(&self, key: &HeartbeatKey) -> Result<bool, EngineError> {
-        let existed = self.ports.store.delete_heartbeat(key).await?;
-        self.send(Change::Delete(key.clone())).await?;
-        Ok(existed)
+        self.control.delete(key).await
     }
 
     /// Enables (clearing the breaker) or disables a heartbeat. Returns whether it existed.
@@ -147,10 +165,15 @@ impl EngineHandle {
     /// # Errors
     /// When the store write fails (nothing changed) or the engine has stopped.
     pub async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool) -> Result<bool, EngineError> {
-        let reason = (!enabled).then_some("user");
-        let existed = self.ports.store.set_enabled(key, enabled, reason).await?;
-        self.send(Change::SetEnabled(key.clone(), enabled)).await?;
-        Ok(existed)
+        self.control.set_enabled(key, enabled).await
+    }
+
+    /// Pauses an agent's timed heartbeats for `minutes` (what `pause_heartbeats` does).
+    ///
+    /// # Errors
+    /// When the store write fails (no pause) or the engine has stopped.
+    pub async fn pause(&self, agent: &AgentId, minutes: u32) -> Result<Pause, EngineError> {
+        self.control.pause(agent, minutes).await
     }
 
     /// Stops scheduling, lets in-flight runs finish within `grace`, and waits for the
@@ -163,12 +186,5 @@ impl EngineHandle {
         let abandoned = abandoned.await.unwrap_or(0);
         let _ = self.driver.await;
         abandoned
-    }
-
-    /// Sends a change and waits until the driver has applied it.
-    async fn send(&self, change: Change) -> Result<(), EngineError> {
-        let (applied, done) = oneshot::channel();
-        self.commands.send(Command::Change { change, applied }).await.map_err(|_| EngineError::Stopped)?;
-        done.await.map_err(|_| EngineError::Stopped)
     }
 }

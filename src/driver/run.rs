@@ -1,19 +1,24 @@
-//! One claimed run: the agent turn and the delivery, inside one time budget, then the
-//! result and the breaker state written in one awaited store call.
+//! One claimed run: the agent loop and the delivery, inside one time budget, then the
+//! result and the breaker step written in one awaited store call.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use crate::agent::run_turn;
+use crate::agent::agent_loop::run_loop;
+use crate::agent::settings::AgentSettings;
+use crate::agent::tools::{ToolBox, ToolContext};
 use crate::core::breaker::BreakerStep;
 use crate::core::heartbeat::HeartbeatDef;
+use crate::core::ids::AgentId;
+use crate::driver::control::Control;
 use crate::driver::events::{EngineEvent, EventSink};
 use crate::limits::{ERROR_TEXT_CHARS_MAX, OUTPUT_PREVIEW_CHARS_MAX};
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
 use crate::ports::messenger::{Delivery, Messenger};
-use crate::ports::store::{DeliveryStatus, ExecutionStatus, RunRecord, Store};
+use crate::ports::store::{DeliveryStatus, ExecutionStatus, RunRecord, StopReason, Store};
 
 /// Everything a run needs, shared by all runs.
 #[derive(Clone)]
@@ -26,6 +31,17 @@ pub struct RunContext {
     pub system_prompt: Arc<str>,
     pub model: Option<Arc<str>>,
     pub breaker_failures_max: u32,
+    pub toolbox: Arc<ToolBox>,
+    pub control: Control,
+    pub agents: Arc<BTreeMap<AgentId, Arc<AgentSettings>>>,
+    pub agent_default: Arc<AgentSettings>,
+}
+
+impl RunContext {
+    /// The settings of `agent`, or the defaults for an agent the config does not name.
+    pub fn settings(&self, agent: &AgentId) -> Arc<AgentSettings> {
+        self.agents.get(agent).cloned().unwrap_or_else(|| Arc::clone(&self.agent_default))
+    }
 }
 
 /// The key a receiver can drop duplicates by: the same for every attempt at one slot.
@@ -38,6 +54,19 @@ struct Outcome {
     delivery: DeliveryStatus,
     error: Option<String>,
     preview: Option<String>,
+    stop_reason: Option<StopReason>,
+}
+
+impl Outcome {
+    fn failed(error: String, stop_reason: Option<StopReason>) -> Self {
+        Self {
+            status: ExecutionStatus::Failed,
+            delivery: DeliveryStatus::NotNeeded,
+            error: Some(error),
+            preview: None,
+            stop_reason,
+        }
+    }
 }
 
 /// A finished run and what the store made of it.
@@ -50,8 +79,8 @@ pub struct FinishedRun {
     pub breaker: Option<BreakerStep>,
 }
 
-/// Runs a claimed slot to the end and records it. Never panics on what the LLM or the
-/// messenger return; every failure becomes a recorded status.
+/// Runs a claimed slot to the end and records it. Never panics on what the LLM, the tools
+/// or the messenger return; every failure becomes a recorded status.
 pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp) -> FinishedRun {
     let started = context.clock.monotonic();
     let deadline = started + def.timeout;
@@ -61,10 +90,11 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         () = context.clock.sleep_until(deadline) => Outcome {
             status: ExecutionStatus::TimedOut,
             // A delivery cut off mid-way may or may not have arrived; the idempotency key
-            // lets a receiver drop it if a later slot's text is the same attempt.
+            // lets a receiver drop a repeat.
             delivery: DeliveryStatus::NotNeeded,
             error: Some(format!("run exceeded its {} s budget", def.timeout.as_secs())),
             preview: None,
+            stop_reason: None,
         },
     };
     let record = RunRecord {
@@ -76,6 +106,7 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         duration: context.clock.monotonic().saturating_since(started),
         error: outcome.error.map(|text| truncate_chars(&text, ERROR_TEXT_CHARS_MAX)),
         output_preview: outcome.preview,
+        stop_reason: outcome.stop_reason,
     };
     let breaker = match context.store.finish_runs(std::slice::from_ref(&record), context.breaker_failures_max).await {
         Ok(steps) => steps.first().copied(),
@@ -94,25 +125,32 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
 }
 
 async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> Outcome {
-    let reply = run_turn(context.llm.as_ref(), &context.system_prompt, &def.prompt, context.model.as_deref()).await;
-    let text = match reply {
-        Ok(Some(text)) => text,
-        Ok(None) => {
-            return Outcome {
-                status: ExecutionStatus::Succeeded,
-                delivery: DeliveryStatus::NotNeeded,
-                error: None,
-                preview: None,
-            }
-        }
-        Err(error) => {
-            return Outcome {
-                status: ExecutionStatus::Failed,
-                delivery: DeliveryStatus::NotNeeded,
-                error: Some(error.to_string()),
-                preview: None,
-            }
-        }
+    let settings = context.settings(&def.key.agent);
+    let tools =
+        ToolContext { agent: def.key.agent.clone(), settings: Arc::clone(&settings), control: context.control.clone() };
+    let model = context.model.as_deref();
+    let looped = match run_loop(
+        context.llm.as_ref(),
+        &context.toolbox,
+        &tools,
+        &context.system_prompt,
+        &def.prompt,
+        model,
+    )
+    .await
+    {
+        Ok(looped) => looped,
+        Err(error) => return Outcome::failed(error.to_string(), None),
+    };
+    let stop_reason = Some(looped.stop);
+    if looped.stop == StopReason::IterationCap {
+        // A model that only ever asks for tools spends money and says nothing: a failure.
+        let error = format!("the agent loop reached its cap of {} LLM calls", settings.loop_iterations_max);
+        return Outcome::failed(error, stop_reason);
+    }
+    let Some(text) = looped.text else {
+        let delivery = DeliveryStatus::NotNeeded;
+        return Outcome { status: ExecutionStatus::Succeeded, delivery, error: None, preview: None, stop_reason };
     };
     let preview = Some(truncate_chars(&text, OUTPUT_PREVIEW_CHARS_MAX));
     let delivery = Delivery {
@@ -123,14 +161,19 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> O
         text,
     };
     match context.messenger.deliver(&delivery).await {
-        Ok(()) => {
-            Outcome { status: ExecutionStatus::Succeeded, delivery: DeliveryStatus::Delivered, error: None, preview }
-        }
+        Ok(()) => Outcome {
+            status: ExecutionStatus::Succeeded,
+            delivery: DeliveryStatus::Delivered,
+            error: None,
+            preview,
+            stop_reason,
+        },
         Err(error) => Outcome {
             status: ExecutionStatus::Failed,
             delivery: DeliveryStatus::Failed,
             error: Some(error.to_string()),
             preview,
+            stop_reason,
         },
     }
 }

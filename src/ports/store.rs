@@ -12,7 +12,8 @@ use jiff::Timestamp;
 use crate::core::breaker::BreakerStep;
 use crate::core::guard::SkipReason;
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
-use crate::core::ids::HeartbeatKey;
+use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::pause::PauseRecord;
 
 /// The error text of a run found `running` at start-up.
 pub const INTERRUPTED_ERROR_TEXT: &str = "the process stopped before this run finished";
@@ -107,6 +108,33 @@ impl DeliveryStatus {
     }
 }
 
+/// Why a run's agent loop stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StopReason {
+    /// The model answered without asking for more tools.
+    Completed,
+    /// The model called `pause_heartbeats`; the loop stopped at once.
+    PauseHeartbeats,
+    /// The model kept asking for tools until the agent's iteration cap.
+    IterationCap,
+}
+
+impl StopReason {
+    pub const ALL: [StopReason; 3] = [StopReason::Completed, StopReason::PauseHeartbeats, StopReason::IterationCap];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Completed => "completed",
+            StopReason::PauseHeartbeats => "pause_heartbeats",
+            StopReason::IterationCap => "iteration-cap",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|reason| reason.as_str() == text)
+    }
+}
+
 /// The end of a claimed run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunRecord {
@@ -118,6 +146,8 @@ pub struct RunRecord {
     pub duration: Duration,
     pub error: Option<String>,
     pub output_preview: Option<String>,
+    /// Why the agent loop stopped, when it ran at all.
+    pub stop_reason: Option<StopReason>,
 }
 
 impl RunRecord {
@@ -140,6 +170,7 @@ pub struct Execution {
     pub duration: Option<Duration>,
     pub error: Option<String>,
     pub output_preview: Option<String>,
+    pub stop_reason: Option<StopReason>,
 }
 
 /// What seeding the config did.
@@ -200,6 +231,13 @@ pub trait Store: Send + Sync + 'static {
     /// Marks every run still `running` as `interrupted` (call at start-up, before the
     /// driver starts). Returns how many there were.
     async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError>;
+
+    /// Records an agent's heartbeat pause, replacing any earlier one. A tool reports the
+    /// pause only after this returned, so it survives a crash.
+    async fn set_pause(&self, agent: &AgentId, pause: &PauseRecord) -> Result<(), StoreError>;
+
+    /// Every stored pause (expired ones too; the engine drops what has ended).
+    async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError>;
 
     /// The newest `limit` executions of a heartbeat, newest first.
     async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError>;

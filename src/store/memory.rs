@@ -9,7 +9,8 @@ use jiff::Timestamp;
 
 use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, Origin};
-use crate::core::ids::HeartbeatKey;
+use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::pause::PauseRecord;
 use crate::ports::store::{
     ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, RunRecord, SeedReport, SkipRecord, SlotClaim, Store,
     StoreError, INTERRUPTED_ERROR_TEXT,
@@ -26,6 +27,7 @@ struct Row {
 pub struct MemoryState {
     heartbeats: BTreeMap<HeartbeatKey, Row>,
     executions: BTreeMap<(HeartbeatKey, Timestamp), Execution>,
+    pauses: BTreeMap<AgentId, PauseRecord>,
 }
 
 #[derive(Debug, Default)]
@@ -169,6 +171,7 @@ impl Store for MemoryStore {
                 duration: None,
                 error: None,
                 output_preview: None,
+                stop_reason: None,
             });
             set_next_slot(&mut state, &skip.key, skip.next_slot);
         }
@@ -186,6 +189,7 @@ impl Store for MemoryStore {
                 execution.duration = Some(run.duration);
                 execution.error = run.error.clone();
                 execution.output_preview = run.output_preview.clone();
+                execution.stop_reason = run.stop_reason;
             }
             let Some(row) = state.heartbeats.get_mut(&run.key) else {
                 // Deleted while it ran: nothing left to count against.
@@ -217,6 +221,15 @@ impl Store for MemoryStore {
         Ok(count)
     }
 
+    async fn set_pause(&self, agent: &AgentId, pause: &PauseRecord) -> Result<(), StoreError> {
+        self.lock().pauses.insert(agent.clone(), *pause);
+        Ok(())
+    }
+
+    async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
+        Ok(self.lock().pauses.iter().map(|(agent, pause)| (agent.clone(), *pause)).collect())
+    }
+
     async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {
         let state = self.lock();
         let mine = state.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX));
@@ -236,5 +249,6 @@ fn running(claim: &SlotClaim) -> Execution {
         duration: None,
         error: None,
         output_preview: None,
+        stop_reason: None,
     }
 }

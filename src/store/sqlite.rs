@@ -17,10 +17,11 @@ use crate::core::delivery_target::DeliveryTarget;
 use crate::core::guard::SkipReason;
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, Origin};
 use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use crate::core::pause::PauseRecord;
 use crate::limits::{SQLITE_BUSY_TIMEOUT_MS, STORE_BATCH_ROWS_MAX};
 use crate::ports::store::{
-    ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, RunRecord, SeedReport, SkipRecord, SlotClaim, Store,
-    StoreError, INTERRUPTED_ERROR_TEXT,
+    ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, RunRecord, SeedReport, SkipRecord, SlotClaim, StopReason,
+    Store, StoreError, INTERRUPTED_ERROR_TEXT,
 };
 
 const CONNECTIONS_MAX: u32 = 4;
@@ -227,7 +228,7 @@ impl Store for SqliteStore {
         for chunk in runs.chunks(STORE_BATCH_ROWS_MAX) {
             let mut update = QueryBuilder::<Sqlite>::new(
                 "UPDATE executions SET finished_at_ms = v.column4, status = v.column5, delivery = v.column6, \
-                 duration_ms = v.column7, error = v.column8, output_preview = v.column9 FROM (",
+                 duration_ms = v.column7, error = v.column8, output_preview = v.column9, stop_reason = v.column10 FROM (",
             );
             update.push_values(chunk, |mut row, run| {
                 row.push_bind(run.key.agent.as_str())
@@ -238,7 +239,8 @@ impl Store for SqliteStore {
                     .push_bind(run.delivery.as_str())
                     .push_bind(i64::try_from(run.duration.as_millis()).unwrap_or(i64::MAX))
                     .push_bind(run.error.as_deref())
-                    .push_bind(run.output_preview.as_deref());
+                    .push_bind(run.output_preview.as_deref())
+                    .push_bind(run.stop_reason.map(StopReason::as_str));
             });
             update.push(
                 ") AS v WHERE executions.agent_id = v.column1 AND executions.heartbeat_id = v.column2 \
@@ -280,10 +282,45 @@ impl Store for SqliteStore {
         Ok(result.rows_affected())
     }
 
+    async fn set_pause(&self, agent: &AgentId, pause: &PauseRecord) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO agent_pauses (agent_id, until_ms, minutes, set_at_ms) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (agent_id) DO UPDATE SET until_ms = excluded.until_ms, minutes = excluded.minutes, \
+             set_at_ms = excluded.set_at_ms",
+        )
+        .bind(agent.as_str())
+        .bind(pause.until.as_millisecond())
+        .bind(i64::from(pause.minutes))
+        .bind(pause.set_at.as_millisecond())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
+        let rows = sqlx::query("SELECT agent_id, until_ms, minutes, set_at_ms FROM agent_pauses ORDER BY agent_id")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let agent: String = row.try_get("agent_id")?;
+                let what = format!("pause of agent {agent}");
+                let agent = AgentId::new(agent).map_err(|e| corrupt(&what, e))?;
+                let minutes: i64 = row.try_get("minutes")?;
+                let record = PauseRecord {
+                    until: timestamp(row.try_get("until_ms")?, &what)?,
+                    minutes: u32::try_from(minutes).map_err(|_| corrupt(&what, "minutes out of range"))?,
+                    set_at: timestamp(row.try_get("set_at_ms")?, &what)?,
+                };
+                Ok((agent, record))
+            })
+            .collect()
+    }
+
     async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {
         let rows = sqlx::query(
             "SELECT agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason, delivery, \
-             duration_ms, error, output_preview FROM executions WHERE agent_id = ? AND heartbeat_id = ? \
+             duration_ms, error, output_preview, stop_reason FROM executions WHERE agent_id = ? AND heartbeat_id = ? \
              ORDER BY slot_ms DESC LIMIT ?",
         )
         .bind(key.agent.as_str())
@@ -455,6 +492,7 @@ fn execution_from_row(row: &SqliteRow) -> Result<Execution, StoreError> {
     let delivery: Option<String> = row.try_get("delivery")?;
     let finished_at: Option<i64> = row.try_get("finished_at_ms")?;
     let duration: Option<i64> = row.try_get("duration_ms")?;
+    let stop_reason: Option<String> = row.try_get("stop_reason")?;
     Ok(Execution {
         slot: timestamp(row.try_get("slot_ms")?, &what)?,
         started_at: timestamp(row.try_get("started_at_ms")?, &what)?,
@@ -471,6 +509,9 @@ fn execution_from_row(row: &SqliteRow) -> Result<Execution, StoreError> {
         duration: duration.map(|ms| duration_ms(ms, &what)).transpose()?,
         error: row.try_get("error")?,
         output_preview: row.try_get("output_preview")?,
+        stop_reason: stop_reason
+            .map(|text| StopReason::parse(&text).ok_or_else(|| corrupt(&what, format!("unknown stop reason {text:?}"))))
+            .transpose()?,
         key,
     })
 }

@@ -1,0 +1,42 @@
+//! Per-agent settings of runs and tools, with defaults that protect money and inboxes.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::limits::{
+    AGENT_LOOP_ITERATIONS_MAX_DEFAULT, HEARTBEATS_PER_AGENT_MAX_DEFAULT, MODEL_INTERVAL_SECS_MIN_DEFAULT,
+    PAUSE_MINUTES_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT,
+};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSettings {
+    /// LLM calls one run's agent loop may make.
+    pub loop_iterations_max: u32,
+    /// The longest pause `pause_heartbeats` may ask for.
+    pub pause_minutes_max: u32,
+    /// The shortest interval the `heartbeat` tool accepts.
+    pub model_interval_min: Duration,
+    /// How many heartbeats the agent may have before the `heartbeat` tool refuses to create more.
+    pub heartbeats_max: usize,
+    /// The zone of active hours a model gives without one.
+    pub timezone: String,
+    /// The run budget of heartbeats a model creates.
+    pub run_timeout: Duration,
+    /// Targets (`stdout`, `webhook:ops`) the `heartbeat` tool may deliver to: only what
+    /// the config defines, so a model cannot send to an address it made up.
+    pub allowed_targets: BTreeSet<String>,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            loop_iterations_max: AGENT_LOOP_ITERATIONS_MAX_DEFAULT,
+            pause_minutes_max: PAUSE_MINUTES_MAX_DEFAULT,
+            model_interval_min: Duration::from_secs(MODEL_INTERVAL_SECS_MIN_DEFAULT),
+            heartbeats_max: HEARTBEATS_PER_AGENT_MAX_DEFAULT,
+            timezone: "UTC".to_owned(),
+            run_timeout: Duration::from_secs(RUN_TIMEOUT_SECS_DEFAULT),
+            allowed_targets: BTreeSet::from(["stdout".to_owned()]),
+        }
+    }
+}

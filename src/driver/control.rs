@@ -1,0 +1,84 @@
+//! Changes to a running engine: written to the store first, then applied by the driver,
+//! and only then acknowledged. Shared by [`EngineHandle`](crate::driver::EngineHandle)
+//! and the agent's tools, so a change a model makes takes effect exactly like an API call.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::core::heartbeat::HeartbeatDef;
+use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::pause::Pause;
+use crate::driver::engine::{Change, Command};
+use crate::driver::EngineError;
+use crate::ports::clock::Clock;
+use crate::ports::store::Store;
+
+#[derive(Clone)]
+pub struct Control {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    commands: mpsc::Sender<Command>,
+}
+
+impl Control {
+    pub(crate) fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, commands: mpsc::Sender<Command>) -> Self {
+        Self { store, clock, commands }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Creates or replaces a heartbeat; it waits one full interval.
+    ///
+    /// # Errors
+    /// When the store write fails (nothing changed) or the engine has stopped.
+    pub async fn upsert(&self, def: HeartbeatDef) -> Result<(), EngineError> {
+        self.store.put_heartbeat(&def, self.clock.wall()).await?;
+        self.send(Change::Upsert(def)).await
+    }
+
+    /// Deletes a heartbeat; it never fires again. Returns whether it existed.
+    ///
+    /// # Errors
+    /// When the store write fails (nothing changed) or the engine has stopped.
+    pub async fn delete(&self, key: &HeartbeatKey) -> Result<bool, EngineError> {
+        let existed = self.store.delete_heartbeat(key).await?;
+        self.send(Change::Delete(key.clone())).await?;
+        Ok(existed)
+    }
+
+    /// Enables (clearing the breaker) or disables a heartbeat. Returns whether it existed.
+    ///
+    /// # Errors
+    /// When the store write fails (nothing changed) or the engine has stopped.
+    pub async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool) -> Result<bool, EngineError> {
+        let reason = (!enabled).then_some("user");
+        let existed = self.store.set_enabled(key, enabled, reason).await?;
+        self.send(Change::SetEnabled(key.clone(), enabled)).await?;
+        Ok(existed)
+    }
+
+    /// Pauses the agent's timed heartbeats for `minutes` from now. Durable before it returns.
+    ///
+    /// # Errors
+    /// When the store write fails (no pause) or the engine has stopped.
+    pub async fn pause(&self, agent: &AgentId, minutes: u32) -> Result<Pause, EngineError> {
+        let pause = Pause::start(self.clock.now(), minutes);
+        self.store.set_pause(agent, &pause.record).await?;
+        self.send(Change::Pause(agent.clone(), pause)).await?;
+        Ok(pause)
+    }
+
+    /// Sends a change and waits until the driver has applied it.
+    async fn send(&self, change: Change) -> Result<(), EngineError> {
+        let (applied, done) = oneshot::channel();
+        self.commands.send(Command::Change { change, applied }).await.map_err(|_| EngineError::Stopped)?;
+        done.await.map_err(|_| EngineError::Stopped)
+    }
+}
