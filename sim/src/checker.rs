@@ -272,6 +272,7 @@ impl Model<'_> {
                 self.present.remove(key);
                 self.stopped.insert(key.clone(), Stop { life, acknowledged: false, why: "deleted" });
             }
+            DurableWrite::Pause { .. } => {}
         }
         Ok(())
     }

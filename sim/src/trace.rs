@@ -8,7 +8,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
-use systole::core::ids::HeartbeatKey;
+use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::driver::events::EngineEvent;
 
 use crate::faults::FaultKind;
@@ -94,6 +94,12 @@ pub enum DurableWrite {
     },
     Delete {
         key: HeartbeatKey,
+    },
+    /// An agent's pause, as `pause_heartbeats` stored it.
+    Pause {
+        agent: AgentId,
+        until: Timestamp,
+        minutes: u32,
     },
 }
 
@@ -226,6 +232,9 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                 DurableWrite::Delete { key } => {
                     w.tag(4).key(key);
                 }
+                DurableWrite::Pause { agent, until, minutes } => {
+                    w.tag(5).str(agent.as_str()).time(*until).u64(u64::from(*minutes));
+                }
             }
         }
         Event::Healed => {
@@ -266,6 +275,12 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         }
         EngineEvent::BreakerTripped { key, consecutive_failures } => {
             w.tag(9).key(key).u64(u64::from(*consecutive_failures));
+        }
+        EngineEvent::Paused { agent, minutes, until } => {
+            w.tag(11).str(agent.as_str()).u64(u64::from(*minutes)).time(*until);
+        }
+        EngineEvent::Resumed { agent } => {
+            w.tag(12).str(agent.as_str());
         }
         EngineEvent::StoreFailed { operation, error, consequence } => {
             w.tag(10).str(operation).str(error).str(consequence);
@@ -308,6 +323,7 @@ fn describe_write(write: &DurableWrite) -> String {
         DurableWrite::SetEnabled { key, enabled } => format!("{key} {}", if *enabled { "enabled" } else { "disabled" }),
         DurableWrite::Put { key } => format!("{key} created or replaced"),
         DurableWrite::Delete { key } => format!("{key} deleted"),
+        DurableWrite::Pause { agent, until, minutes } => format!("agent {agent} paused {minutes} min until {until}"),
     }
 }
 
@@ -331,6 +347,8 @@ fn describe_engine_event(event: &EngineEvent) -> String {
         EngineEvent::BreakerTripped { key, consecutive_failures } => {
             format!("breaker tripped {key} after {consecutive_failures} failures")
         }
+        EngineEvent::Paused { agent, minutes, until } => format!("agent {agent} paused {minutes} min until {until}"),
+        EngineEvent::Resumed { agent } => format!("agent {agent} resumed"),
         EngineEvent::StoreFailed { operation, error, .. } => format!("store write {operation} failed: {error}"),
     }
 }

@@ -9,7 +9,8 @@ use jiff::Timestamp;
 
 use systole::core::breaker::BreakerStep;
 use systole::core::heartbeat::{Heartbeat, HeartbeatDef};
-use systole::core::ids::HeartbeatKey;
+use systole::core::ids::{AgentId, HeartbeatKey};
+use systole::core::pause::PauseRecord;
 use systole::ports::store::{ClaimOutcome, Execution, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError};
 
 use crate::faults::FaultKind;
@@ -117,6 +118,15 @@ impl Store for SimStore {
 
     async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {
         self.write("recover_interrupted", self.world.durable.recover_interrupted(at), none).await
+    }
+
+    async fn set_pause(&self, agent: &AgentId, pause: &PauseRecord) -> Result<(), StoreError> {
+        let write = DurableWrite::Pause { agent: agent.clone(), until: pause.until, minutes: pause.minutes };
+        self.write("set_pause", self.world.durable.set_pause(agent, pause), |_| vec![write]).await
+    }
+
+    async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
+        self.read(self.world.durable.load_pauses()).await
     }
 
     async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {
