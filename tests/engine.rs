@@ -3,65 +3,16 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::SignedDuration;
 
-use common::{def, key, start, Behaviour, RecordingMessenger, RecordingSink, ScriptedByPrompt};
-use systole::adapters::virtual_clock::VirtualClock;
+use common::{def, key, start, Behaviour, Rig};
 use systole::core::active_hours::ActiveHours;
 use systole::core::guard::SkipReason;
-use systole::core::heartbeat::HeartbeatDef;
 use systole::driver::events::EngineEvent;
-use systole::driver::{self, EngineHandle, EngineOptions, Ports};
 use systole::limits::DRIVER_SLEEP_SECS_MAX;
-use systole::ports::clock::Clock;
 use systole::ports::store::{DeliveryStatus, ExecutionStatus, Store};
-use systole::store::memory::MemoryStore;
-
-struct Rig {
-    clock: Arc<VirtualClock>,
-    llm: Arc<ScriptedByPrompt>,
-    messenger: Arc<RecordingMessenger>,
-    store: Arc<MemoryStore>,
-    events: Arc<RecordingSink>,
-}
-
-impl Rig {
-    fn new() -> Self {
-        let clock = Arc::new(VirtualClock::new(start()));
-        Self {
-            llm: ScriptedByPrompt::new(Arc::clone(&clock)),
-            clock,
-            messenger: Arc::new(RecordingMessenger::default()),
-            store: Arc::new(MemoryStore::new()),
-            events: Arc::new(RecordingSink::default()),
-        }
-    }
-
-    async fn start(&self, defs: &[HeartbeatDef]) -> EngineHandle {
-        self.store.seed_config(defs, self.clock.wall()).await.expect("seed");
-        let ports = Ports {
-            clock: self.clock.clone(),
-            llm: self.llm.clone(),
-            messenger: self.messenger.clone(),
-            store: self.store.clone(),
-            events: self.events.clone(),
-        };
-        driver::start(ports, EngineOptions::default()).await.expect("start")
-    }
-
-    async fn advance(&self, secs: u64) {
-        self.clock.sleep(Duration::from_secs(secs)).await;
-    }
-
-    async fn statuses(&self, agent: &str, heartbeat: &str) -> Vec<ExecutionStatus> {
-        let mut runs = self.store.executions(&key(agent, heartbeat), 1_000).await.expect("read");
-        runs.reverse();
-        runs.into_iter().map(|e| e.status).collect()
-    }
-}
 
 #[tokio::test(start_paused = true)]
 async fn waits_one_interval_then_runs_on_cadence_and_delivers() {

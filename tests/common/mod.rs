@@ -13,9 +13,12 @@ use systole::core::delivery_target::DeliveryTarget;
 use systole::core::heartbeat::{HeartbeatDef, Origin};
 use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use systole::driver::events::{EngineEvent, EventSink};
+use systole::driver::{self, EngineHandle, EngineOptions, Ports};
 use systole::ports::clock::Clock;
-use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError};
+use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError, Role, ToolCall};
 use systole::ports::messenger::{Delivery, DeliveryError, Messenger};
+use systole::ports::store::{ExecutionStatus, Store};
+use systole::store::memory::MemoryStore;
 
 pub const START: &str = "2026-01-05T12:00:00Z";
 
@@ -48,21 +51,46 @@ pub enum Behaviour {
     Fail,
     /// Answers after this much virtual time.
     Slow(Duration, String),
+    /// Calls this tool with these arguments once; after the tool's result, stays silent.
+    CallOnce(String, String),
+    /// Calls this tool on every turn, never answering.
+    CallForever(String, String),
 }
 
 pub struct ScriptedByPrompt {
     pub clock: Arc<VirtualClock>,
     pub behaviours: Mutex<BTreeMap<String, Behaviour>>,
     pub calls: Mutex<Vec<(Timestamp, String)>>,
+    /// Every request, to read the tool results the model was shown.
+    pub requests: Mutex<Vec<ChatRequest>>,
 }
 
 impl ScriptedByPrompt {
     pub fn new(clock: Arc<VirtualClock>) -> Arc<Self> {
-        Arc::new(Self { clock, behaviours: Mutex::new(BTreeMap::new()), calls: Mutex::new(Vec::new()) })
+        Arc::new(Self {
+            clock,
+            behaviours: Mutex::new(BTreeMap::new()),
+            calls: Mutex::new(Vec::new()),
+            requests: Mutex::new(Vec::new()),
+        })
     }
 
     pub fn set(&self, prompt: &str, behaviour: Behaviour) {
         self.behaviours.lock().expect("lock").insert(prompt.to_owned(), behaviour);
+    }
+
+    /// The tool results shown to the model, in order.
+    pub fn tool_results(&self) -> Vec<String> {
+        let requests = self.requests.lock().expect("lock");
+        let mut seen = Vec::new();
+        for request in requests.iter() {
+            for message in request.messages.iter().filter(|m| m.role == Role::Tool) {
+                if !seen.contains(&message.content) {
+                    seen.push(message.content.clone());
+                }
+            }
+        }
+        seen
     }
 
     pub fn calls_for(&self, prompt: &str) -> usize {
@@ -73,8 +101,15 @@ impl ScriptedByPrompt {
 #[async_trait]
 impl Llm for ScriptedByPrompt {
     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
-        let prompt = request.messages.last().map(|m| m.content.clone()).unwrap_or_default();
+        let prompt =
+            request.messages.iter().find(|m| m.role == Role::User).map(|m| m.content.clone()).unwrap_or_default();
+        let has_tool_result = request.messages.iter().any(|m| m.role == Role::Tool);
         self.calls.lock().expect("lock").push((self.clock.wall(), prompt.clone()));
+        self.requests.lock().expect("lock").push(request.clone());
+        let call = |name: String, arguments: String| {
+            let tool_calls = vec![ToolCall { id: format!("call-{}", request.messages.len()), name, arguments }];
+            Ok(ChatResponse { text: None, tool_calls })
+        };
         let behaviour = self.behaviours.lock().expect("lock").get(&prompt).cloned().unwrap_or(Behaviour::Silent);
         match behaviour {
             Behaviour::Reply(text) => Ok(ChatResponse { text: Some(text), tool_calls: Vec::new() }),
@@ -84,6 +119,8 @@ impl Llm for ScriptedByPrompt {
                 self.clock.sleep(delay).await;
                 Ok(ChatResponse { text: Some(text), tool_calls: Vec::new() })
             }
+            Behaviour::CallOnce(_, _) if has_tool_result => Ok(ChatResponse::default()),
+            Behaviour::CallOnce(name, arguments) | Behaviour::CallForever(name, arguments) => call(name, arguments),
         }
     }
 }
@@ -121,5 +158,59 @@ impl RecordingSink {
 impl EventSink for RecordingSink {
     fn emit(&self, at: Timestamp, event: &EngineEvent) {
         self.events.lock().expect("lock").push((at, event.clone()));
+    }
+}
+
+/// Engine options for tests: the heartbeat tool may deliver to the test target.
+pub fn options() -> EngineOptions {
+    let mut options = EngineOptions::default();
+    options.agent_default.allowed_targets.insert("test:inbox".to_owned());
+    options
+}
+
+pub struct Rig {
+    pub clock: Arc<VirtualClock>,
+    pub llm: Arc<ScriptedByPrompt>,
+    pub messenger: Arc<RecordingMessenger>,
+    pub store: Arc<MemoryStore>,
+    pub events: Arc<RecordingSink>,
+}
+
+impl Rig {
+    pub fn new() -> Self {
+        let clock = Arc::new(VirtualClock::new(start()));
+        Self {
+            llm: ScriptedByPrompt::new(Arc::clone(&clock)),
+            clock,
+            messenger: Arc::new(RecordingMessenger::default()),
+            store: Arc::new(MemoryStore::new()),
+            events: Arc::new(RecordingSink::default()),
+        }
+    }
+
+    pub async fn start(&self, defs: &[HeartbeatDef]) -> EngineHandle {
+        self.start_with(defs, options()).await
+    }
+
+    pub async fn start_with(&self, defs: &[HeartbeatDef], options: EngineOptions) -> EngineHandle {
+        self.store.seed_config(defs, self.clock.wall()).await.expect("seed");
+        let ports = Ports {
+            clock: self.clock.clone(),
+            llm: self.llm.clone(),
+            messenger: self.messenger.clone(),
+            store: self.store.clone(),
+            events: self.events.clone(),
+        };
+        driver::start(ports, options).await.expect("start")
+    }
+
+    pub async fn advance(&self, secs: u64) {
+        self.clock.sleep(Duration::from_secs(secs)).await;
+    }
+
+    pub async fn statuses(&self, agent: &str, heartbeat: &str) -> Vec<ExecutionStatus> {
+        let mut runs = self.store.executions(&key(agent, heartbeat), 1_000).await.expect("read");
+        runs.reverse();
+        runs.into_iter().map(|e| e.status).collect()
     }
 }
