@@ -173,7 +173,7 @@ async fn the_heartbeat_tool_keeps_to_its_guardrails() {
         (r#"["not", "an", "object"]"#, "JSON object"),
         ("{not json", "JSON object"),
     ];
-    for (index, (arguments, expected)) in attempts.iter().enumerate() {
+    for (index, (arguments, _)) in attempts.iter().enumerate() {
         let prompt = format!("attempt-{index}");
         rig.llm.set(&prompt, call_once("heartbeat", arguments));
         engine.upsert(def("a", &prompt, 60)).await.expect("upsert");
