@@ -21,6 +21,9 @@ const WAIT_SECS_MAX: u64 = 30;
 #[derive(Default)]
 struct Servers {
     llm_calls: Mutex<BTreeMap<String, usize>>,
+    /// The tool results each prompt's conversation showed the model.
+    tool_results: Mutex<BTreeMap<String, Vec<String>>>,
+    tools_offered: Mutex<std::collections::BTreeSet<String>>,
     deliveries: Mutex<Vec<(Option<String>, Value)>>,
 }
 
@@ -40,19 +43,62 @@ impl Servers {
     }
 }
 
-/// An OpenAI-compatible endpoint whose reply depends on the heartbeat prompt.
-async fn chat(State(servers): State<Arc<Servers>>, Json(body): Json<Value>) -> axum::response::Response {
-    let prompt =
-        body["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str()).unwrap_or("").to_owned();
-    *servers.llm_calls.lock().expect("lock").entry(prompt.clone()).or_default() += 1;
-    let content = match prompt.as_str() {
-        "say-hello" => json!("hello from the model"),
-        "say-nothing" => json!(""),
-        "always-fail" => return (StatusCode::INTERNAL_SERVER_ERROR, "model exploded").into_response(),
-        _ => json!(null),
-    };
+fn text_reply(content: Value) -> axum::response::Response {
     Json(json!({ "choices": [{ "index": 0, "message": { "role": "assistant", "content": content }, "finish_reason": "stop" }] }))
         .into_response()
+}
+
+/// A reply in the OpenAI tool-calling protocol: one call of `name` with `arguments`.
+fn tool_reply(name: &str, arguments: Value) -> axum::response::Response {
+    let call =
+        json!({ "id": "call-1", "type": "function", "function": { "name": name, "arguments": arguments.to_string() } });
+    let message = json!({ "role": "assistant", "content": null, "tool_calls": [call] });
+    Json(json!({ "choices": [{ "index": 0, "message": message, "finish_reason": "tool_calls" }] })).into_response()
+}
+
+/// An OpenAI-compatible endpoint whose reply depends on the heartbeat prompt (the first
+/// user message) and on whether a tool result came back already.
+async fn chat(State(servers): State<Arc<Servers>>, Json(body): Json<Value>) -> axum::response::Response {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let prompt =
+        messages.iter().find(|m| m["role"] == "user").and_then(|m| m["content"].as_str()).unwrap_or("").to_owned();
+    let results: Vec<String> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect();
+    let calls = {
+        let mut calls = servers.llm_calls.lock().expect("lock");
+        let count = calls.entry(prompt.clone()).or_default();
+        *count += 1;
+        *count
+    };
+    if !results.is_empty() {
+        servers.tool_results.lock().expect("lock").entry(prompt.clone()).or_default().extend(results.iter().cloned());
+    }
+    let offered: Vec<String> = body["tools"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["function"]["name"].as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    servers.tools_offered.lock().expect("lock").extend(offered);
+    match (prompt.as_str(), results.is_empty()) {
+        ("say-hello", _) => text_reply(json!("hello from the model")),
+        ("say-nothing", _) => text_reply(json!("")),
+        ("always-fail", _) => (StatusCode::INTERNAL_SERVER_ERROR, "model exploded").into_response(),
+        ("please-pause", true) => tool_reply("pause_heartbeats", json!({ "minutes": 1 })),
+        ("loop-forever", _) => tool_reply("heartbeat", json!({ "action": "list" })),
+        ("make-too-fast", true) => tool_reply(
+            "heartbeat",
+            json!({ "action": "create", "id": "spam", "prompt": "spam", "interval_secs": 5, "delivery_target": "webhook:ops" }),
+        ),
+        ("make-valid", true) if calls == 1 => tool_reply(
+            "heartbeat",
+            json!({ "action": "create", "id": "created", "prompt": "created-run", "every": "2s", "delivery_target": "webhook:ops" }),
+        ),
+        ("created-run", true) if calls == 1 => text_reply(json!("hello from a heartbeat the model made")),
+        ("created-run", true) => tool_reply("heartbeat", json!({ "action": "delete", "id": "created" })),
+        _ => text_reply(json!(null)),
+    }
 }
 
 async fn hook(State(servers): State<Arc<Servers>>, headers: HeaderMap, Json(body): Json<Value>) -> StatusCode {
@@ -253,4 +299,89 @@ fn a_bad_config_is_refused_with_the_file_field_and_problem() {
     assert!(stderr.contains("agents[0].heartbeats[0].every"), "names the field: {stderr}");
     assert!(stderr.contains("\"5 minutes\""), "names the value: {stderr}");
     assert!(!dir.path().join("systole.db").exists(), "a refused config touches no store");
+}
+
+fn write_agent_config(dir: &Path, address: SocketAddr) -> PathBuf {
+    let heartbeat = |agent_block: &str, id: &str, prompt: &str| {
+        format!("{agent_block}\n[[agents.heartbeats]]\nid = \"{id}\"\nprompt = \"{prompt}\"\nevery = \"1s\"\ntarget = \"webhook:ops\"\n")
+    };
+    let mut config = format!(
+        "[store]\npath = \"state.db\"\n[llm]\nbase_url = \"http://{address}/v1\"\nmodel = \"m\"\nattempts = 1\n\
+         [adapters.webhook.ops]\nurl = \"http://{address}/hook\"\n[engine]\nshutdown_grace = \"5s\"\n"
+    );
+    config += &heartbeat("[[agents]]\nid = \"sleepy\"", "nap", "please-pause");
+    config +=
+        "[[agents.heartbeats]]\nid = \"nap-2\"\nprompt = \"say-nothing\"\nevery = \"1s\"\ntarget = \"webhook:ops\"\n";
+    config += &heartbeat("[[agents]]\nid = \"busy\"", "talker", "say-hello");
+    config += &heartbeat("[[agents]]\nid = \"loopy\"", "loop", "loop-forever");
+    config += &heartbeat("[[agents]]\nid = \"maker\"", "maker", "make-too-fast");
+    config += &heartbeat("[[agents]]\nid = \"maker2\"\nmodel_interval_min = \"1s\"", "maker2", "make-valid");
+    let path = dir.join("agents.toml");
+    std::fs::write(&path, config).expect("write config");
+    path
+}
+
+fn runs_json(config: &Path, agent: &str, id: &str) -> Vec<Value> {
+    let config = config.to_str().expect("utf-8");
+    let output =
+        systole(&["heartbeat", "runs", id, "--agent", agent, "--json", "--config", config]).output().expect("runs");
+    assert!(output.status.success(), "runs failed: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("runs --json prints JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_agent_loop_pauses_caps_refuses_creates_and_deletes() {
+    let (servers, address) = start_servers().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = write_agent_config(dir.path(), address);
+    let daemon = spawn_daemon(&config, &dir.path().join("agents.log"));
+
+    // The heartbeat the model creates shows in `heartbeat list` (between its creation at
+    // about 1 s and its self-deletion on its second run, about 4 s later).
+    wait_until("the model's heartbeat is listed", || {
+        list_json(&config)
+            .iter()
+            .any(|row| row["id"] == "created" && row["agent"] == "maker2" && row["origin"] == "runtime")
+    })
+    .await;
+    wait_until("the created heartbeat deleted itself and the loop was disabled", || {
+        servers.calls("created-run") >= 2 && servers.calls("loop-forever") >= 15
+    })
+    .await;
+    let talker_before = servers.deliveries_of("talker").len();
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+
+    // pause_heartbeats: one LLM call, then agent sleepy's heartbeats skip as paused, while
+    // agent busy keeps delivering.
+    assert_eq!(servers.calls("please-pause"), 1, "the run ends after the pause call");
+    let nap = runs_json(&config, "sleepy", "nap");
+    assert_eq!(nap.last().map(|r| r["stop_reason"].clone()), Some(json!("pause_heartbeats")));
+    assert!(nap.iter().filter(|r| r["skip_reason"] == "paused").count() >= 2, "{nap:#?}");
+    let nap2 = runs_json(&config, "sleepy", "nap-2");
+    assert!(nap2.first().is_some_and(|r| r["skip_reason"] == "paused"), "the agent's other heartbeat is paused too");
+    assert!(servers.deliveries_of("talker").len() >= talker_before + 2, "another agent's heartbeats go on");
+
+    // A model that calls tools forever: five calls a run, and three such runs trip the breaker.
+    assert_eq!(servers.calls("loop-forever"), 15);
+    let loops = runs_json(&config, "loopy", "loop");
+    let capped = loops.iter().filter(|r| r["stop_reason"] == "iteration-cap" && r["status"] == "failed").count();
+    assert_eq!(capped, 3, "{loops:#?}");
+
+    // A 5-second interval is refused with a clear tool error; nothing is created.
+    let refused = servers.tool_results.lock().expect("lock").get("make-too-fast").cloned().unwrap_or_default();
+    assert!(refused.iter().any(|r| r.starts_with("error:") && r.contains("too short")), "{refused:?}");
+
+    // A valid create appears in `heartbeat list` and fires without a restart; its own
+    // second run deletes it, and it never fires again.
+    let created = servers.deliveries_of("created");
+    assert_eq!(created.len(), 1, "it fired once and delivered");
+    assert_eq!(created[0].1["text"], "hello from a heartbeat the model made");
+    let created_calls = servers.calls("created-run");
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    assert_eq!(servers.calls("created-run"), created_calls, "a delete stops it");
+    let rows = list_json(&config);
+    assert!(!rows.iter().any(|row| row["id"] == "created"), "deleted from the store too");
+    assert!(!rows.iter().any(|row| row["id"] == "spam"));
+    assert!(servers.tools_offered.lock().expect("lock").contains("pause_heartbeats"));
+    stop_daemon(daemon);
 }

@@ -47,6 +47,7 @@ pub fn execution_json(execution: &Execution) -> Value {
         "duration_ms": execution.duration.map(|d| d.as_millis() as u64),
         "error": execution.error,
         "output_preview": execution.output_preview,
+        "stop_reason": execution.stop_reason.map(|r| r.as_str()),
     })
 }
 
