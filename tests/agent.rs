@@ -218,3 +218,24 @@ async fn an_unknown_tool_is_a_readable_error() {
     );
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pause_that_ended_is_not_revived_by_a_restart_after_a_backward_jump() {
+    let rig = Rig::new();
+    rig.llm.set("sleepy", call_once("pause_heartbeats", r#"{"minutes": 5}"#));
+    let engine = rig.start(&[def("a", "sleepy", 60)]).await;
+    rig.advance(61).await;
+    rig.llm.set("sleepy", Behaviour::Silent);
+    // By the wall clock the pause would now run until three hours from now...
+    rig.clock.jump_wall(SignedDuration::from_secs(-3 * 3_600));
+    // ...but it ends after five minutes of elapsed time, and that end is stored.
+    rig.advance(360).await;
+    assert_eq!(rig.events.matching(|e| matches!(e, EngineEvent::Resumed { .. })).len(), 1);
+    engine.shutdown(Duration::from_secs(1)).await;
+    assert!(rig.store.load_pauses().await.expect("read").is_empty(), "an ended pause is cleared");
+    let calls = rig.llm.calls_for("sleepy");
+    let engine = rig.start(&[def("a", "sleepy", 60)]).await;
+    rig.advance(121).await;
+    assert!(rig.llm.calls_for("sleepy") > calls, "the restart does not bring the pause back");
+    engine.shutdown(Duration::from_secs(1)).await;
+}

@@ -12,6 +12,7 @@ use systole::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
 use systole::core::guard::SkipReason;
 use systole::core::heartbeat::Origin;
 use systole::core::ids::HeartbeatKey;
+use systole::core::pause::PauseRecord;
 use systole::ports::store::{
     ClaimOutcome, DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, StopReason, Store,
 };
@@ -258,6 +259,21 @@ async fn breaker_steps_chain_within_one_batch() {
         );
         let state = store.load_heartbeats().await.expect("load")[0].state.clone();
         assert_eq!((state.enabled, state.consecutive_failures), (false, 3));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn pauses_are_stored_replaced_and_cleared_per_agent() {
+    with_each_store(|store| async move {
+        let (a, b) = (key("a", "x").agent, key("b", "x").agent);
+        let pause = |minutes: u32| PauseRecord { until: at(60 * i64::from(minutes)), minutes, set_at: at(0) };
+        store.set_pause(&a, &pause(5)).await.expect("pause");
+        store.set_pause(&b, &pause(7)).await.expect("pause");
+        store.set_pause(&a, &pause(9)).await.expect("pause again");
+        assert_eq!(store.load_pauses().await.expect("load"), vec![(a.clone(), pause(9)), (b.clone(), pause(7))]);
+        store.clear_pause(&a).await.expect("clear");
+        assert_eq!(store.load_pauses().await.expect("load"), vec![(b, pause(7))]);
     })
     .await;
 }

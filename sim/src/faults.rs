@@ -29,10 +29,18 @@ pub enum FaultKind {
     LlmSlow,
     DeliveryFailure,
     DeliverySlow,
+    /// The model calls `pause_heartbeats` with a valid number of minutes (some past the maximum).
+    LlmToolPause,
+    /// The model calls `pause_heartbeats` with arguments that are not a number.
+    LlmToolPauseInvalid,
+    /// The model calls the `heartbeat` tool: create (some too frequent), update or delete.
+    LlmToolHeartbeat,
+    /// The model asks for tools on every turn, never answering.
+    LlmEndlessTools,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 13] = [
+    pub const ALL: [FaultKind; 17] = [
         FaultKind::ClockSkew,
         FaultKind::ClockJumpForward,
         FaultKind::ClockJumpBackward,
@@ -46,6 +54,10 @@ impl FaultKind {
         FaultKind::LlmSlow,
         FaultKind::DeliveryFailure,
         FaultKind::DeliverySlow,
+        FaultKind::LlmToolPause,
+        FaultKind::LlmToolPauseInvalid,
+        FaultKind::LlmToolHeartbeat,
+        FaultKind::LlmEndlessTools,
     ];
 
     pub fn name(self) -> &'static str {
@@ -63,6 +75,10 @@ impl FaultKind {
             FaultKind::LlmSlow => "llm-slow",
             FaultKind::DeliveryFailure => "delivery-failure",
             FaultKind::DeliverySlow => "delivery-slow",
+            FaultKind::LlmToolPause => "llm-tool-pause",
+            FaultKind::LlmToolPauseInvalid => "llm-tool-pause-invalid",
+            FaultKind::LlmToolHeartbeat => "llm-tool-heartbeat",
+            FaultKind::LlmEndlessTools => "llm-endless-tools",
         }
     }
 

@@ -1,7 +1,7 @@
 //! Runs one seed: the real engine in a madsim node, restarted through the normal start-up
 //! path after every crash; a safety phase with faults, then a healed liveness phase.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -143,8 +143,9 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         store: Arc::new(SimStore { world: Arc::clone(&world), life: Arc::clone(&life) }),
         events: Arc::new(TraceSink { world: Arc::clone(&world), life: Arc::clone(&life) }),
     };
-    let options =
+    let mut options =
         EngineOptions { breaker_failures_max: world.options.breaker_failures_max, ..EngineOptions::default() };
+    options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);
     let engine = match driver::boot(ports, &world.options.heartbeats, options).await {
         Ok((engine, _)) => engine,
         Err(error) => {

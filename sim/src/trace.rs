@@ -8,6 +8,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
+use systole::core::heartbeat::HeartbeatDef;
 use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::driver::events::EngineEvent;
 
@@ -89,8 +90,9 @@ pub enum DurableWrite {
         key: HeartbeatKey,
         enabled: bool,
     },
+    /// A heartbeat created or replaced at run time, with its whole definition.
     Put {
-        key: HeartbeatKey,
+        def: HeartbeatDef,
     },
     Delete {
         key: HeartbeatKey,
@@ -226,8 +228,13 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                 DurableWrite::SetEnabled { key, enabled } => {
                     w.tag(2).key(key).bool(*enabled);
                 }
-                DurableWrite::Put { key } => {
-                    w.tag(3).key(key);
+                DurableWrite::Put { def } => {
+                    w.tag(3).key(&def.key).str(&def.prompt).duration(def.interval).duration(def.timeout);
+                    w.str(&def.target.to_string());
+                    match &def.active_hours {
+                        Some(window) => w.str(&window.start_text()).str(&window.end_text()).str(window.zone_name()),
+                        None => w.str("always"),
+                    };
                 }
                 DurableWrite::Delete { key } => {
                     w.tag(4).key(key);
@@ -321,7 +328,7 @@ fn describe_write(write: &DurableWrite) -> String {
             if *tripped { ", tripped" } else { "" }
         ),
         DurableWrite::SetEnabled { key, enabled } => format!("{key} {}", if *enabled { "enabled" } else { "disabled" }),
-        DurableWrite::Put { key } => format!("{key} created or replaced"),
+        DurableWrite::Put { def } => format!("created or replaced {}", crate::workload::describe_def(def)),
         DurableWrite::Delete { key } => format!("{key} deleted"),
         DurableWrite::Pause { agent, until, minutes } => format!("agent {agent} paused {minutes} min until {until}"),
     }

@@ -107,7 +107,7 @@ impl Driver {
     /// runs finished or the grace period ran out.
     pub(crate) async fn run(mut self) {
         loop {
-            self.end_pauses(self.context.clock.now());
+            self.end_pauses(self.context.clock.now()).await;
             self.fire_due(self.context.clock.now()).await;
             let wake = self.next_wake(self.context.clock.now());
             let clock = Arc::clone(&self.context.clock);
@@ -272,12 +272,16 @@ impl Driver {
         }
     }
 
-    /// Drops pauses that have ended, saying so.
-    fn end_pauses(&mut self, now: Now) {
+    /// Drops pauses that have ended, from memory and from the store, saying so.
+    async fn end_pauses(&mut self, now: Now) {
         let ended: Vec<AgentId> =
             self.pauses.iter().filter(|(_, pause)| !pause.holds(now)).map(|(agent, _)| agent.clone()).collect();
         for agent in ended {
             self.pauses.remove(&agent);
+            if let Err(error) = self.context.store.clear_pause(&agent).await {
+                let consequence = "a restart may resume the pause for what is left of it by the wall clock";
+                self.store_failed("clear_pause", error.to_string(), consequence);
+            }
             self.context.events.emit(now.wall, &EngineEvent::Resumed { agent });
         }
     }

@@ -176,6 +176,11 @@ impl EngineHandle {
         self.control.pause(agent, minutes).await
     }
 
+    /// The control the agent's tools use, for embedding applications that run tools themselves.
+    pub fn control(&self) -> &Control {
+        &self.control
+    }
+
     /// Stops scheduling, lets in-flight runs finish within `grace`, and waits for the
     /// driver to end. Returns how many runs were abandoned at the end of the grace period.
     pub async fn shutdown(self, grace: Duration) -> usize {

@@ -236,6 +236,10 @@ pub trait Store: Send + Sync + 'static {
     /// pause only after this returned, so it survives a crash.
     async fn set_pause(&self, agent: &AgentId, pause: &PauseRecord) -> Result<(), StoreError>;
 
+    /// Removes an agent's pause once it has ended, so a restart after a backward wall jump
+    /// cannot revive it.
+    async fn clear_pause(&self, agent: &AgentId) -> Result<(), StoreError>;
+
     /// Every stored pause (expired ones too; the engine drops what has ended).
     async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError>;
 

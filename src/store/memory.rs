@@ -226,6 +226,11 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn clear_pause(&self, agent: &AgentId) -> Result<(), StoreError> {
+        self.lock().pauses.remove(agent);
+        Ok(())
+    }
+
     async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
         Ok(self.lock().pauses.iter().map(|(agent, pause)| (agent.clone(), *pause)).collect())
     }

@@ -297,6 +297,11 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn clear_pause(&self, agent: &AgentId) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM agent_pauses WHERE agent_id = ?").bind(agent.as_str()).execute(&self.pool).await?;
+        Ok(())
+    }
+
     async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
         let rows = sqlx::query("SELECT agent_id, until_ms, minutes, set_at_ms FROM agent_pauses ORDER BY agent_id")
             .fetch_all(&self.pool)

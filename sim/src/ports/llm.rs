@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use rand::Rng;
 
 use systole::ports::clock::Clock;
-use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError};
+use serde_json::json;
+use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError, Role, ToolCall};
 
 use crate::faults::FaultKind;
 use crate::trace::Event;
@@ -34,11 +35,73 @@ impl SimLlm {
     }
 }
 
+/// Tool calls whose id starts with this keep the model calling tools for the whole run.
+const ENDLESS_ID: &str = "endless";
+/// Model-made heartbeats are `model-0` to `model-3`, so creates, updates and deletes meet.
+const MODEL_HEARTBEATS: u64 = 4;
+
+impl SimLlm {
+    fn call(&self, id: &str, name: &str, arguments: serde_json::Value) -> Result<ChatResponse, LlmError> {
+        let call = ToolCall { id: id.to_owned(), name: name.to_owned(), arguments: arguments.to_string() };
+        Ok(ChatResponse { text: None, tool_calls: vec![call] })
+    }
+
+    /// The model's first move in a run, when a tool behaviour fires.
+    fn first_tool_call(&self, prompt: &str) -> Option<Result<ChatResponse, LlmError>> {
+        let injector = &self.world.injector;
+        if injector.roll(FaultKind::LlmEndlessTools) {
+            self.world.fault(FaultKind::LlmEndlessTools, prompt);
+            self.answer(prompt, "tool heartbeat list (endless)");
+            return Some(self.call(ENDLESS_ID, "heartbeat", json!({ "action": "list" })));
+        }
+        if injector.roll(FaultKind::LlmToolPause) {
+            let minutes = injector.draw(1..90);
+            self.world.fault(FaultKind::LlmToolPause, format!("{prompt} for {minutes} min"));
+            self.answer(prompt, &format!("tool pause_heartbeats {minutes}"));
+            return Some(self.call("pause", "pause_heartbeats", json!({ "minutes": minutes })));
+        }
+        if injector.roll(FaultKind::LlmToolPauseInvalid) {
+            self.world.fault(FaultKind::LlmToolPauseInvalid, prompt);
+            self.answer(prompt, "tool pause_heartbeats \"soon\"");
+            return Some(self.call("pause", "pause_heartbeats", json!({ "minutes": "soon" })));
+        }
+        if injector.roll(FaultKind::LlmToolHeartbeat) {
+            let arguments = self.heartbeat_arguments(prompt);
+            self.world.fault(FaultKind::LlmToolHeartbeat, arguments.to_string());
+            self.answer(prompt, &format!("tool heartbeat {arguments}"));
+            return Some(self.call("heartbeat", "heartbeat", arguments));
+        }
+        None
+    }
+
+    fn heartbeat_arguments(&self, prompt: &str) -> serde_json::Value {
+        let injector = &self.world.injector;
+        let agent = prompt.strip_prefix("heartbeat ").and_then(|rest| rest.split('/').next()).unwrap_or("agent-0");
+        let id = format!("model-{}", injector.draw(0..MODEL_HEARTBEATS));
+        let intervals: Vec<u64> = self.world.options.heartbeats.iter().map(|h| h.interval.as_secs()).collect();
+        let interval = intervals.get(injector.draw(0..intervals.len().max(1) as u64) as usize).copied().unwrap_or(3_600);
+        match injector.draw(0..4) {
+            0 => json!({ "action": "delete", "id": id }),
+            1 => json!({ "action": "update", "id": id, "interval_secs": interval }),
+            2 => json!({ "action": "create", "id": id, "prompt": format!("heartbeat {agent}/{id}"), "interval_secs": 5,
+                         "delivery_target": "sim:inbox" }),
+            _ => json!({ "action": "create", "id": id, "prompt": format!("heartbeat {agent}/{id}"),
+                         "interval_secs": interval, "delivery_target": "sim:inbox" }),
+        }
+    }
+}
+
 #[async_trait]
 impl Llm for SimLlm {
     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
         self.life.ensure_alive().await;
-        let prompt = request.messages.last().map(|m| m.content.clone()).unwrap_or_default();
+        let prompt = request.messages.iter().find(|m| m.role == Role::User).map(|m| m.content.clone()).unwrap_or_default();
+        let endless = request.messages.iter().any(|m| m.tool_calls.iter().any(|c| c.id.starts_with(ENDLESS_ID)));
+        if endless {
+            self.answer(&prompt, "tool heartbeat list (endless)");
+            return self.call(ENDLESS_ID, "heartbeat", json!({ "action": "list" }));
+        }
+        let first_turn = !request.messages.iter().any(|m| m.role == Role::Tool);
         let injector = &self.world.injector;
         if injector.roll(FaultKind::LlmHang) {
             self.world.fault(FaultKind::LlmHang, &prompt);
@@ -59,6 +122,11 @@ impl Llm for SimLlm {
             self.world.fault(FaultKind::LlmMalformed, &prompt);
             self.answer(&prompt, "malformed");
             return Err(LlmError::Malformed("injected: not a chat completion".to_owned()));
+        }
+        if first_turn {
+            if let Some(response) = self.first_tool_call(&prompt) {
+                return response;
+            }
         }
         if injector.roll(FaultKind::LlmSlow) {
             let secs = injector.draw(1..SLOW_SECS_MAX);

@@ -73,9 +73,8 @@ impl Store for SimStore {
     }
 
     async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
-        let key = def.key.clone();
-        self.write("put_heartbeat", self.world.durable.put_heartbeat(def, at), |_| vec![DurableWrite::Put { key }])
-            .await
+        let write = DurableWrite::Put { def: def.clone() };
+        self.write("put_heartbeat", self.world.durable.put_heartbeat(def, at), |_| vec![write]).await
     }
 
     async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
