@@ -9,13 +9,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::tz::TimeZone;
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
 use systole::core::active_hours::ActiveHours;
 use systole::core::guard::SkipReason;
-use systole::core::ids::HeartbeatKey;
+use systole::core::heartbeat::HeartbeatDef;
+use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::driver::events::EngineEvent;
-use systole::limits::DRIVER_SLEEP_SECS_MAX;
+use systole::limits::{AGENT_LOOP_ITERATIONS_MAX_DEFAULT, DRIVER_SLEEP_SECS_MAX, PAUSE_MINUTES_MAX_DEFAULT};
 
 use crate::options::SimOptions;
 use crate::trace::{DurableWrite, Entry, Event};
@@ -31,8 +32,11 @@ pub const ACKNOWLEDGED_DURABLE: &str = "acknowledged-durable";
 pub const NO_RUNNING_AFTER_RECOVERY: &str = "no-running-after-recovery";
 pub const RUN_BUDGET: &str = "run-budget";
 pub const LIVENESS: &str = "liveness";
+pub const PAUSE_HOLDS: &str = "pause-holds";
+pub const PAUSE_ENDS: &str = "pause-ends";
+pub const LOOP_CAP: &str = "loop-cap";
 
-pub const INVARIANTS: [&str; 10] = [
+pub const INVARIANTS: [&str; 13] = [
     ACTIVE_HOURS,
     SLOT_ONCE,
     DELIVERY_ONCE,
@@ -43,7 +47,14 @@ pub const INVARIANTS: [&str; 10] = [
     NO_RUNNING_AFTER_RECOVERY,
     RUN_BUDGET,
     LIVENESS,
+    PAUSE_HOLDS,
+    PAUSE_ENDS,
+    LOOP_CAP,
 ];
+
+/// How close to a pause's end a decision may fall and go unjudged: the engine reads the
+/// clock a few nanoseconds before the trace records the event.
+pub const PAUSE_BOUNDARY_SLACK: Duration = Duration::from_millis(1);
 
 /// How far past its budget a run may be measured: the runtime advances virtual time by a
 /// few nanoseconds per poll between the deadline firing and the duration being read.
@@ -82,6 +93,27 @@ struct Stop {
     why: &'static str,
 }
 
+/// The checker's view of an agent's pause: it holds while both clocks are short of its end.
+#[derive(Debug, Clone, Copy)]
+struct PauseModel {
+    until: Timestamp,
+    /// Elapsed simulated time at which its monotonic deadline falls.
+    end: Duration,
+}
+
+impl PauseModel {
+    /// Clearly holding, clearly over, or too close to the end to judge.
+    fn state(&self, entry: &Entry) -> Option<bool> {
+        let slack = SignedDuration::try_from(PAUSE_BOUNDARY_SLACK).unwrap_or(SignedDuration::ZERO);
+        let near_wall = entry.wall.duration_since(self.until).abs() <= slack;
+        let near_mono = entry.elapsed.abs_diff(self.end) <= PAUSE_BOUNDARY_SLACK;
+        if near_wall || near_mono {
+            return None;
+        }
+        Some(entry.wall < self.until && entry.elapsed < self.end)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Decision {
     Run,
@@ -93,7 +125,11 @@ struct Model<'a> {
     checks: BTreeMap<&'static str, u64>,
     started_slots: BTreeSet<(HeartbeatKey, Timestamp)>,
     delivered: BTreeSet<String>,
-    open_runs: BTreeMap<(u32, HeartbeatKey), Timestamp>,
+    /// Runs going, with how many LLM calls each made.
+    open_runs: BTreeMap<(u32, HeartbeatKey), (Timestamp, u32)>,
+    /// Every definition the run has seen: config ones, and those put at run time.
+    defs: BTreeMap<HeartbeatKey, HeartbeatDef>,
+    pauses: BTreeMap<AgentId, PauseModel>,
     failures: BTreeMap<HeartbeatKey, u32>,
     /// Heartbeats in the durable store, and whether each is enabled.
     present: BTreeMap<HeartbeatKey, bool>,
@@ -110,6 +146,8 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         started_slots: BTreeSet::new(),
         delivered: BTreeSet::new(),
         open_runs: BTreeMap::new(),
+        defs: options.heartbeats.iter().map(|def| (def.key.clone(), def.clone())).collect(),
+        pauses: BTreeMap::new(),
         failures: BTreeMap::new(),
         present: options.heartbeats.iter().map(|def| (def.key.clone(), true)).collect(),
         stopped: BTreeMap::new(),
@@ -143,7 +181,11 @@ impl Model<'_> {
                 self.open_runs.retain(|(run_life, _), _| run_life != life);
                 Ok(())
             }
-            Event::Started { life, running_rows, heartbeats } => self.started(*life, *running_rows, heartbeats),
+            Event::Started { life, running_rows, heartbeats } => {
+                self.restart_pauses(entry);
+                self.started(*life, *running_rows, heartbeats)
+            }
+            Event::LlmCall { life, prompt, .. } => self.llm_call(*life, prompt),
             Event::Delivered { idempotency_key, .. } => {
                 self.count(DELIVERY_ONCE);
                 if !self.delivered.insert(idempotency_key.clone()) {
@@ -151,7 +193,7 @@ impl Model<'_> {
                 }
                 Ok(())
             }
-            Event::Durable { life, write } => self.durable(*life, write),
+            Event::Durable { life, write } => self.durable(entry, *life, write),
             Event::OpAcked { op, .. } => self.acknowledged(op),
             Event::Healed => {
                 self.healed_at = Some(entry.elapsed);
@@ -161,7 +203,6 @@ impl Model<'_> {
             Event::Fault { .. }
             | Event::Restart { .. }
             | Event::StartFailed { .. }
-            | Event::LlmCall { .. }
             | Event::OpFailed { .. } => Ok(()),
         }
     }
@@ -174,12 +215,25 @@ impl Model<'_> {
             }
             EngineEvent::Skipped { key, reason, .. } => {
                 self.note_decision(key, entry, Decision::Skip(*reason));
+                if *reason == SkipReason::Paused {
+                    self.count(PAUSE_ENDS);
+                    let pause = self.pauses.get(&key.agent).and_then(|pause| pause.state(entry));
+                    if pause == Some(false) || !self.pauses.contains_key(&key.agent) {
+                        return fail(PAUSE_ENDS, format!("{key} skipped as paused at {}, after its agent's pause ended", entry.wall));
+                    }
+                }
                 Ok(())
             }
             EngineEvent::RunFinished { key, duration, .. } => {
-                self.open_runs.remove(&(life, key.clone()));
+                if let Some((slot, calls)) = self.open_runs.remove(&(life, key.clone())) {
+                    self.count(LOOP_CAP);
+                    let cap = AGENT_LOOP_ITERATIONS_MAX_DEFAULT;
+                    if calls > cap {
+                        return fail(LOOP_CAP, format!("{key} slot {slot} made {calls} LLM calls; the cap is {cap}"));
+                    }
+                }
                 self.count(RUN_BUDGET);
-                let timeout = self.options.def(key).map_or(Duration::MAX, |def| def.timeout);
+                let timeout = self.defs.get(key).map_or(Duration::MAX, |def| def.timeout);
                 if *duration > timeout.saturating_add(RUN_BUDGET_SLACK) {
                     return fail(RUN_BUDGET, format!("{key} ran {duration:?}, past its {timeout:?} budget"));
                 }
@@ -201,7 +255,7 @@ impl Model<'_> {
             return fail(SLOT_ONCE, format!("slot {slot} of {key} started twice"));
         }
         self.count(NO_OVERLAP);
-        if let Some(open) = self.open_runs.insert((life, key.clone()), slot) {
+        if let Some((open, _)) = self.open_runs.insert((life, key.clone()), (slot, 0)) {
             return fail(NO_OVERLAP, format!("{key} started slot {slot} while slot {open} was still running"));
         }
         self.count(STOPPED_NEVER_RUNS);
@@ -210,7 +264,14 @@ impl Model<'_> {
                 return fail(STOPPED_NEVER_RUNS, format!("{key} started slot {slot} after it was {}", stop.why));
             }
         }
-        if let Some(window) = self.options.def(key).and_then(|def| def.active_hours) {
+        self.count(PAUSE_HOLDS);
+        if let Some(pause) = self.pauses.get(&key.agent) {
+            if pause.state(entry) == Some(true) {
+                let message = format!("{key} started slot {slot} while its agent was paused until {}", pause.until);
+                return fail(PAUSE_HOLDS, message);
+            }
+        }
+        if let Some(window) = self.defs.get(key).and_then(|def| def.active_hours.clone()) {
             self.count(ACTIVE_HOURS);
             if !window_contains(&window, entry.wall) {
                 let local = entry.wall.to_zoned(zone(&window));
@@ -227,7 +288,28 @@ impl Model<'_> {
         Ok(())
     }
 
-    fn durable(&mut self, life: u32, write: &DurableWrite) -> Step {
+    fn llm_call(&mut self, life: u32, prompt: &str) -> Step {
+        let Some(key) = self.defs.values().find(|def| def.prompt == prompt).map(|def| def.key.clone()) else {
+            return Ok(());
+        };
+        if let Some((_, calls)) = self.open_runs.get_mut(&(life, key)) {
+            *calls += 1;
+        }
+        Ok(())
+    }
+
+    /// A restart loses the monotonic deadline: a stored pause holds for what is left of it
+    /// by the wall clock, at most the maximum (docs/adr/0005).
+    fn restart_pauses(&mut self, entry: &Entry) {
+        let max = Duration::from_secs(u64::from(PAUSE_MINUTES_MAX_DEFAULT) * 60);
+        for pause in self.pauses.values_mut() {
+            let left = pause.until.duration_since(entry.wall);
+            let left = if left.is_negative() { Duration::ZERO } else { left.unsigned_abs() };
+            pause.end = entry.elapsed + left.min(max);
+        }
+    }
+
+    fn durable(&mut self, entry: &Entry, life: u32, write: &DurableWrite) -> Step {
         match write {
             DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped } => {
                 if !self.present.contains_key(key) {
@@ -263,7 +345,9 @@ impl Model<'_> {
                     }
                 }
             }
-            DurableWrite::Put { key } => {
+            DurableWrite::Put { def } => {
+                let key = &def.key;
+                self.defs.insert(key.clone(), def.clone());
                 self.present.insert(key.clone(), true);
                 self.failures.insert(key.clone(), 0);
                 self.stopped.remove(key);
@@ -272,7 +356,13 @@ impl Model<'_> {
                 self.present.remove(key);
                 self.stopped.insert(key.clone(), Stop { life, acknowledged: false, why: "deleted" });
             }
-            DurableWrite::Pause { .. } => {}
+            DurableWrite::Pause { agent, until, minutes } => {
+                let end = entry.elapsed + Duration::from_secs(u64::from(*minutes) * 60);
+                self.pauses.insert(agent.clone(), PauseModel { until: *until, end });
+            }
+            DurableWrite::ClearPause { agent } => {
+                self.pauses.remove(agent);
+            }
         }
         Ok(())
     }
@@ -323,7 +413,7 @@ impl Model<'_> {
         let Some(healed_at) = self.healed_at else { return Ok(()) };
         let from = healed_at + Duration::from_secs(SETTLE_SECS);
         for (key, _) in heartbeats.iter().filter(|(_, enabled)| *enabled) {
-            let Some(def) = self.options.def(key) else { continue };
+            let Some(def) = self.defs.get(key).cloned() else { continue };
             self.count(LIVENESS);
             let bound = def.interval + Duration::from_secs(LIVENESS_SLACK_SECS);
             let decisions: Vec<_> = self
@@ -343,6 +433,9 @@ impl Model<'_> {
                     Decision::Skip(SkipReason::QuietHours) if open => {
                         return fail(LIVENESS, format!("{key} skipped for quiet hours at {wall}, inside its window"));
                     }
+                    // A pause set before healing may run into the liveness phase; pause-ends
+                    // checks that it ends on time.
+                    Decision::Skip(SkipReason::Paused) => {}
                     Decision::Skip(reason) if *reason != SkipReason::QuietHours => {
                         return fail(LIVENESS, format!("{key} skipped ({}) at {wall} after healing", reason.as_str()));
                     }

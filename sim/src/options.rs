@@ -10,7 +10,6 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use systole::core::heartbeat::HeartbeatDef;
-use systole::core::ids::HeartbeatKey;
 
 use crate::faults::FaultRates;
 use crate::workload::{self, ScheduledOp};
@@ -120,12 +119,6 @@ impl SimOptions {
         defs.extend(self.ops.iter().filter_map(|op| op.op.def().cloned()));
         defs
     }
-
-    pub fn def(&self, key: &HeartbeatKey) -> Option<HeartbeatDef> {
-        // The latest definition for a key wins (an update replaces a create).
-        self.all_defs().into_iter().rev().find(|def| &def.key == key)
-    }
-
     /// A readable account of the options, one fact a line.
     pub fn describe(&self) -> String {
         let mut out = String::new();

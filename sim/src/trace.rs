@@ -97,6 +97,8 @@ pub enum DurableWrite {
     Delete {
         key: HeartbeatKey,
     },
+    /// An agent's pause removed once it ended.
+    ClearPause { agent: AgentId },
     /// An agent's pause, as `pause_heartbeats` stored it.
     Pause {
         agent: AgentId,
@@ -239,6 +241,9 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                 DurableWrite::Delete { key } => {
                     w.tag(4).key(key);
                 }
+                DurableWrite::ClearPause { agent } => {
+                    w.tag(6).str(agent.as_str());
+                }
                 DurableWrite::Pause { agent, until, minutes } => {
                     w.tag(5).str(agent.as_str()).time(*until).u64(u64::from(*minutes));
                 }
@@ -330,6 +335,7 @@ fn describe_write(write: &DurableWrite) -> String {
         DurableWrite::SetEnabled { key, enabled } => format!("{key} {}", if *enabled { "enabled" } else { "disabled" }),
         DurableWrite::Put { def } => format!("created or replaced {}", crate::workload::describe_def(def)),
         DurableWrite::Delete { key } => format!("{key} deleted"),
+        DurableWrite::ClearPause { agent } => format!("agent {agent} pause cleared"),
         DurableWrite::Pause { agent, until, minutes } => format!("agent {agent} paused {minutes} min until {until}"),
     }
 }

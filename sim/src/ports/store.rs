@@ -124,6 +124,11 @@ impl Store for SimStore {
         self.write("set_pause", self.world.durable.set_pause(agent, pause), |_| vec![write]).await
     }
 
+    async fn clear_pause(&self, agent: &AgentId) -> Result<(), StoreError> {
+        let write = DurableWrite::ClearPause { agent: agent.clone() };
+        self.write("clear_pause", self.world.durable.clear_pause(agent), |_| vec![write]).await
+    }
+
     async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
         self.read(self.world.durable.load_pauses()).await
     }
