@@ -239,3 +239,25 @@ async fn a_pause_that_ended_is_not_revived_by_a_restart_after_a_backward_jump() 
     assert!(rig.llm.calls_for("sleepy") > calls, "the restart does not bring the pause back");
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pause_found_over_at_start_up_is_cleared_for_good() {
+    // Found by the simulator (seed 16): a restart after a forward jump found the pause over
+    // and ignored it, but left it stored; a backward jump and another restart revived it.
+    let rig = Rig::new();
+    rig.llm.set("sleepy", call_once("pause_heartbeats", r#"{"minutes": 60}"#));
+    let engine = rig.start(&[def("a", "sleepy", 60)]).await;
+    rig.advance(61).await;
+    engine.shutdown(Duration::from_secs(1)).await;
+    rig.llm.set("sleepy", Behaviour::Silent);
+    rig.clock.jump_wall(SignedDuration::from_secs(3 * 3_600));
+    let engine = rig.start(&[def("a", "sleepy", 60)]).await;
+    engine.shutdown(Duration::from_secs(1)).await;
+    assert!(rig.store.load_pauses().await.expect("read").is_empty(), "found over at start-up: cleared");
+    rig.clock.jump_wall(SignedDuration::from_secs(-3 * 3_600));
+    let calls = rig.llm.calls_for("sleepy");
+    let engine = rig.start(&[def("a", "sleepy", 60)]).await;
+    rig.advance(121).await;
+    assert!(rig.llm.calls_for("sleepy") > calls, "not revived");
+    engine.shutdown(Duration::from_secs(1)).await;
+}

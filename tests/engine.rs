@@ -219,3 +219,42 @@ async fn shutdown_lets_in_flight_runs_finish_within_grace() {
     assert_eq!(rig.statuses("main", "slow").await.last(), Some(&ExecutionStatus::Interrupted));
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn re_enabling_after_a_backward_jump_does_not_walk_into_claimed_slots() {
+    // Found by the simulator (seed 1789): after a backward jump, slot labels run ahead of
+    // the wall clock; re-arming from the wall clock collided with every claimed slot.
+    let rig = Rig::new();
+    let engine = rig.start(&[def("main", "tick", 60)]).await;
+    // The first run's slot is start+60 s; then the wall clock steps back ten minutes.
+    rig.advance(90).await;
+    rig.clock.jump_wall(SignedDuration::from_secs(-600));
+    // Runs go on each minute, labelled start+120 s ... start+1200 s, ten minutes ahead of the wall.
+    rig.advance(1_170).await;
+    let before = rig.llm.calls_for("tick");
+    // Re-armed from the wall clock (start+660 s) its slots would be start+720 s, +780 s, ...: all claimed.
+    engine.set_enabled(&key("main", "tick"), false).await.expect("disable");
+    engine.set_enabled(&key("main", "tick"), true).await.expect("enable");
+    rig.advance(301).await;
+    assert_eq!(rig.llm.calls_for("tick"), before + 5, "runs every minute again after one interval");
+    assert!(rig.events.matching(|e| matches!(e, EngineEvent::ClaimLost { .. })).is_empty());
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_claim_lifts_the_timer_past_the_stored_slots() {
+    let rig = Rig::new();
+    let engine = rig.start(&[def("main", "tick", 60)]).await;
+    rig.advance(90).await;
+    rig.clock.jump_wall(SignedDuration::from_secs(-600));
+    rig.advance(1_170).await;
+    // Deleted and created again under the same id: its old claims are still in the log.
+    engine.delete(&key("main", "tick")).await.expect("delete");
+    engine.upsert(def("main", "tick", 60)).await.expect("create");
+    let before = rig.llm.calls_for("tick");
+    rig.advance(601).await;
+    let lost = rig.events.matching(|e| matches!(e, EngineEvent::ClaimLost { .. })).len();
+    assert!(lost <= 1, "at most one lost claim before the timer lifts past the old slots: {lost}");
+    assert!(rig.llm.calls_for("tick") >= before + 8, "and it runs again");
+    engine.shutdown(Duration::from_secs(1)).await;
+}

@@ -99,7 +99,19 @@ struct PauseModel {
     until: Timestamp,
     /// Elapsed simulated time at which its monotonic deadline falls.
     end: Duration,
+    /// When either clock first said it was over, and whether a started engine was
+    /// running then to see it (and clear it).
+    ended_at: Option<(Duration, bool)>,
+    /// A `clear_pause` write failed after it ended: a restart may revive it (ADR 0005).
+    clear_failed: bool,
+    /// The life that wrote it, and whether the engine has applied it (its `Paused` event,
+    /// or a later life's start-up): only then must no run start.
+    life: u32,
+    applied: bool,
 }
+
+/// A live engine clears an ended pause at its next wake-up, well within this.
+const PAUSE_CLEAR_BOUND: Duration = Duration::from_secs(DRIVER_SLEEP_SECS_MAX);
 
 impl PauseModel {
     /// Clearly holding, clearly over, or too close to the end to judge.
@@ -130,6 +142,9 @@ struct Model<'a> {
     /// Every definition the run has seen: config ones, and those put at run time.
     defs: BTreeMap<HeartbeatKey, HeartbeatDef>,
     pauses: BTreeMap<AgentId, PauseModel>,
+    last_crash_at: Option<Duration>,
+    /// Whether an engine has finished start-up and not died since.
+    engine_running: bool,
     failures: BTreeMap<HeartbeatKey, u32>,
     /// Heartbeats in the durable store, and whether each is enabled.
     present: BTreeMap<HeartbeatKey, bool>,
@@ -148,6 +163,8 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         open_runs: BTreeMap::new(),
         defs: options.heartbeats.iter().map(|def| (def.key.clone(), def.clone())).collect(),
         pauses: BTreeMap::new(),
+        last_crash_at: None,
+        engine_running: false,
         failures: BTreeMap::new(),
         present: options.heartbeats.iter().map(|def| (def.key.clone(), true)).collect(),
         stopped: BTreeMap::new(),
@@ -175,14 +192,23 @@ impl Model<'_> {
     }
 
     fn step(&mut self, entry: &Entry) -> Step {
+        let running = self.engine_running;
+        for pause in self.pauses.values_mut().filter(|pause| pause.ended_at.is_none()) {
+            if entry.elapsed >= pause.end || entry.wall >= pause.until {
+                pause.ended_at = Some((entry.elapsed, running));
+            }
+        }
         match &entry.event {
             Event::Engine { life, event } => self.engine_event(entry, *life, event),
             Event::Crash { life } => {
+                self.last_crash_at = Some(entry.elapsed);
+                self.engine_running = false;
                 self.open_runs.retain(|(run_life, _), _| run_life != life);
                 Ok(())
             }
             Event::Started { life, running_rows, heartbeats } => {
                 self.restart_pauses(entry);
+                self.engine_running = true;
                 self.started(*life, *running_rows, heartbeats)
             }
             Event::LlmCall { life, prompt, .. } => self.llm_call(*life, prompt),
@@ -200,15 +226,24 @@ impl Model<'_> {
                 Ok(())
             }
             Event::End { heartbeats } => self.liveness(entry.elapsed, heartbeats),
-            Event::Fault { .. }
-            | Event::Restart { .. }
-            | Event::StartFailed { .. }
-            | Event::OpFailed { .. } => Ok(()),
+            Event::Fault { .. } | Event::Restart { .. } | Event::StartFailed { .. } | Event::OpFailed { .. } => Ok(()),
         }
     }
 
     fn engine_event(&mut self, entry: &Entry, life: u32, event: &EngineEvent) -> Step {
         match event {
+            EngineEvent::Paused { agent, .. } => {
+                if let Some(pause) = self.pauses.get_mut(agent) {
+                    pause.applied = true;
+                }
+                Ok(())
+            }
+            EngineEvent::StoreFailed { operation: "clear_pause", .. } => {
+                for pause in self.pauses.values_mut().filter(|pause| pause.ended_at.is_some()) {
+                    pause.clear_failed = true;
+                }
+                Ok(())
+            }
             EngineEvent::RunStarted { key, slot } => {
                 self.note_decision(key, entry, Decision::Run);
                 self.run_started(entry, life, key, *slot)
@@ -219,7 +254,10 @@ impl Model<'_> {
                     self.count(PAUSE_ENDS);
                     let pause = self.pauses.get(&key.agent).and_then(|pause| pause.state(entry));
                     if pause == Some(false) || !self.pauses.contains_key(&key.agent) {
-                        return fail(PAUSE_ENDS, format!("{key} skipped as paused at {}, after its agent's pause ended", entry.wall));
+                        return fail(
+                            PAUSE_ENDS,
+                            format!("{key} skipped as paused at {}, after its agent's pause ended", entry.wall),
+                        );
                     }
                 }
                 Ok(())
@@ -266,7 +304,8 @@ impl Model<'_> {
         }
         self.count(PAUSE_HOLDS);
         if let Some(pause) = self.pauses.get(&key.agent) {
-            if pause.state(entry) == Some(true) {
+            let binding = pause.applied || life > pause.life;
+            if binding && pause.state(entry) == Some(true) {
                 let message = format!("{key} started slot {slot} while its agent was paused until {}", pause.until);
                 return fail(PAUSE_HOLDS, message);
             }
@@ -299,13 +338,23 @@ impl Model<'_> {
     }
 
     /// A restart loses the monotonic deadline: a stored pause holds for what is left of it
-    /// by the wall clock, at most the maximum (docs/adr/0005).
+    /// by the wall clock, at most the maximum (docs/adr/0005). But a pause that ran its
+    /// full length while a process was alive to see it must have been cleared: it may not
+    /// come back, unless clearing it failed.
     fn restart_pauses(&mut self, entry: &Entry) {
         let max = Duration::from_secs(u64::from(PAUSE_MINUTES_MAX_DEFAULT) * 60);
+        let crashed_at = self.last_crash_at;
+        self.pauses.retain(|_, pause| {
+            let seen_ending =
+                matches!((pause.ended_at, crashed_at), (Some((ended, true)), Some(crash)) if ended + PAUSE_CLEAR_BOUND < crash);
+            !(seen_ending && !pause.clear_failed)
+        });
         for pause in self.pauses.values_mut() {
             let left = pause.until.duration_since(entry.wall);
             let left = if left.is_negative() { Duration::ZERO } else { left.unsigned_abs() };
             pause.end = entry.elapsed + left.min(max);
+            pause.ended_at = None;
+            pause.applied = true;
         }
     }
 
@@ -358,7 +407,9 @@ impl Model<'_> {
             }
             DurableWrite::Pause { agent, until, minutes } => {
                 let end = entry.elapsed + Duration::from_secs(u64::from(*minutes) * 60);
-                self.pauses.insert(agent.clone(), PauseModel { until: *until, end });
+                let pause =
+                    PauseModel { until: *until, end, ended_at: None, clear_failed: false, life, applied: false };
+                self.pauses.insert(agent.clone(), pause);
             }
             DurableWrite::ClearPause { agent } => {
                 self.pauses.remove(agent);

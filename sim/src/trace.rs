@@ -98,7 +98,9 @@ pub enum DurableWrite {
         key: HeartbeatKey,
     },
     /// An agent's pause removed once it ended.
-    ClearPause { agent: AgentId },
+    ClearPause {
+        agent: AgentId,
+    },
     /// An agent's pause, as `pause_heartbeats` stored it.
     Pause {
         agent: AgentId,

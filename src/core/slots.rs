@@ -45,6 +45,25 @@ impl SlotTimer {
         Self { interval, next_slot, next_mono: now.mono + interval }
     }
 
+    /// A heartbeat armed again (enabled, updated) waits one full interval, but its slots
+    /// never go below `floor`, the next slot it had: after a backward wall jump, slot
+    /// labels run ahead of the wall clock, and starting again from the wall clock would
+    /// walk back into slots that were already claimed.
+    pub fn rearm(now: Now, interval: Duration, floor: Option<Timestamp>) -> Self {
+        let mut timer = Self::first(now, interval);
+        if let Some(floor) = floor.map(truncate_to_millis) {
+            timer.next_slot = timer.next_slot.max(floor);
+        }
+        timer
+    }
+
+    /// The same timer, its next slot moved to one interval after `claimed` if it was not
+    /// already later. For a slot found claimed already: the next try will not collide.
+    pub fn lifted_above(self, claimed: Timestamp) -> Self {
+        let next_slot = self.next_slot.max(add(truncate_to_millis(claimed), self.interval));
+        Self { next_slot, ..self }
+    }
+
     /// A heartbeat that already had a slot armed (before a restart, say) keeps it, so a
     /// restart neither runs it again early nor pushes it back.
     pub fn resume(now: Now, interval: Duration, next_slot: Timestamp) -> Self {
@@ -164,6 +183,25 @@ mod tests {
         let fired = timer.fire(at_interval);
         assert_eq!(fired.slot, ts("2026-01-01T00:30:00Z"), "the slot label keeps moving forward");
         assert_eq!(timer.next_mono, Mono::from_duration(Duration::from_secs(3_600)));
+    }
+
+    #[test]
+    fn rearming_never_goes_below_the_previous_next_slot() {
+        // Labels ran two hours ahead of the wall clock after a backward jump.
+        let floor = ts("2026-01-01T02:00:00Z");
+        let timer = SlotTimer::rearm(now("2026-01-01T00:00:00Z", 500), 30 * MINUTE, Some(floor));
+        assert_eq!(timer.next_slot, floor);
+        assert_eq!(timer.next_mono, Mono::from_duration(Duration::from_secs(500 + 1_800)), "still one interval away");
+        let fresh = SlotTimer::rearm(now("2026-01-01T00:00:00Z", 500), 30 * MINUTE, Some(ts("2025-12-31T00:00:00Z")));
+        assert_eq!(fresh.next_slot, ts("2026-01-01T00:30:00Z"), "an old floor changes nothing");
+    }
+
+    #[test]
+    fn lifting_moves_only_forward() {
+        let timer = SlotTimer::first(now("2026-01-01T00:00:00Z", 0), 30 * MINUTE);
+        assert_eq!(timer.lifted_above(ts("2026-01-01T05:00:00Z")).next_slot, ts("2026-01-01T05:30:00Z"));
+        assert_eq!(timer.lifted_above(ts("2025-01-01T00:00:00Z")).next_slot, timer.next_slot);
+        assert_eq!(timer.lifted_above(ts("2026-01-01T05:00:00Z")).next_mono, timer.next_mono);
     }
 
     #[test]

@@ -9,6 +9,8 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::core::guard::{self, GuardInput};
+use jiff::Timestamp;
+
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::{Pause, PauseRecord};
@@ -40,6 +42,8 @@ struct Entry {
     def: HeartbeatDef,
     enabled: bool,
     in_flight: bool,
+    /// The next slot it had when it lost its timer (disabled): the floor of its next timer.
+    next_slot_floor: Option<Timestamp>,
 }
 
 pub(crate) struct Driver {
@@ -79,6 +83,10 @@ impl Driver {
             let pause = Pause::resume(now, record, self.context.settings(&agent).pause_minutes_max);
             if pause.holds(now) {
                 self.pauses.insert(agent, pause);
+            } else if let Err(error) = self.context.store.clear_pause(&agent).await {
+                // Over now; left in the store, a later backward jump and restart could revive it.
+                let consequence = "a later restart may resume the pause for what is left of it by the wall clock";
+                self.store_failed("clear_pause", error.to_string(), consequence);
             }
         }
         let mut first_slots = Vec::new();
@@ -95,7 +103,12 @@ impl Driver {
                 };
                 self.arm(key.clone(), timer);
             }
-            let entry = Entry { def: heartbeat.def, enabled: heartbeat.state.enabled, in_flight: false };
+            let entry = Entry {
+                def: heartbeat.def,
+                enabled: heartbeat.state.enabled,
+                in_flight: false,
+                next_slot_floor: heartbeat.state.next_slot,
+            };
             self.entries.insert(key, entry);
         }
         if let Err(error) = self.context.store.set_next_slots(&first_slots).await {
@@ -121,7 +134,7 @@ impl Driver {
                         return;
                     }
                     Some(Command::Change { change, applied }) => {
-                        self.apply(change);
+                        self.apply(change).await;
                         let _ = applied.send(());
                     }
                     None => {
@@ -186,7 +199,10 @@ impl Driver {
             match outcome {
                 ClaimOutcome::Claimed => self.start_run(claim, now),
                 ClaimOutcome::AlreadyClaimed => {
-                    self.context.events.emit(now.wall, &EngineEvent::ClaimLost { key: claim.key, slot: claim.slot });
+                    self.context
+                        .events
+                        .emit(now.wall, &EngineEvent::ClaimLost { key: claim.key.clone(), slot: claim.slot });
+                    self.lift_past_claims(&claim.key).await;
                 }
             }
         }
@@ -237,14 +253,16 @@ impl Driver {
         }
     }
 
-    fn apply(&mut self, change: Change) {
+    async fn apply(&mut self, change: Change) {
         let now = self.context.clock.now();
         match change {
             Change::Upsert(def) => {
                 let key = def.key.clone();
                 let in_flight = self.entries.get(&key).is_some_and(|entry| entry.in_flight);
-                self.arm(key.clone(), SlotTimer::first(now, def.interval));
-                self.entries.insert(key, Entry { def, enabled: true, in_flight });
+                let timer = SlotTimer::rearm(now, def.interval, self.slot_floor(&key));
+                self.arm(key.clone(), timer);
+                self.entries.insert(key.clone(), Entry { def, enabled: true, in_flight, next_slot_floor: None });
+                self.store_next_slot(key, timer.next_slot).await;
             }
             Change::Delete(key) => {
                 self.entries.remove(&key);
@@ -264,7 +282,9 @@ impl Driver {
                 entry.enabled = enabled;
                 if enabled {
                     let interval = entry.def.interval;
-                    self.arm(key, SlotTimer::first(now, interval));
+                    let timer = SlotTimer::rearm(now, interval, self.slot_floor(&key));
+                    self.arm(key.clone(), timer);
+                    self.store_next_slot(key, timer.next_slot).await;
                 } else {
                     self.disarm(&key);
                 }
@@ -299,8 +319,45 @@ impl Driver {
         self.context.events.emit(self.context.clock.wall(), &event);
     }
 
+    /// After a lost claim, moves the heartbeat's timer past the latest slot the store has
+    /// for it, so it does not walk through slots that were decided before (a heartbeat
+    /// deleted and created again under the same id, say).
+    async fn lift_past_claims(&mut self, key: &HeartbeatKey) {
+        let latest = match self.context.store.executions(key, 1).await {
+            Ok(latest) => latest,
+            Err(error) => {
+                self.store_failed("executions", error.to_string(), "the next slot may be found claimed too");
+                return;
+            }
+        };
+        if let (Some(execution), Some(timer)) = (latest.first(), self.schedule.timer(key).copied()) {
+            let lifted = timer.lifted_above(execution.slot);
+            if lifted != timer {
+                self.arm(key.clone(), lifted);
+                self.store_next_slot(key.clone(), lifted.next_slot).await;
+            }
+        }
+    }
+
+    /// The slot a heartbeat's next timer must not go below: its current timer's next slot,
+    /// or the one it had when it was disarmed.
+    fn slot_floor(&self, key: &HeartbeatKey) -> Option<Timestamp> {
+        let armed = self.schedule.timer(key).map(|timer| timer.next_slot);
+        armed.or_else(|| self.entries.get(key).and_then(|entry| entry.next_slot_floor))
+    }
+
+    /// Stores a re-armed heartbeat's next slot, so a restart resumes there.
+    async fn store_next_slot(&mut self, key: HeartbeatKey, next_slot: Timestamp) {
+        if let Err(error) = self.context.store.set_next_slots(&[(key, next_slot)]).await {
+            self.store_failed("set_next_slots", error.to_string(), "a restart arms it from its previous slot");
+        }
+    }
+
     fn disarm(&mut self, key: &HeartbeatKey) {
-        if self.schedule.disarm(key).is_some() {
+        if let Some(timer) = self.schedule.disarm(key) {
+            if let Some(entry) = self.entries.get_mut(key) {
+                entry.next_slot_floor = Some(timer.next_slot);
+            }
             self.context.events.emit(self.context.clock.wall(), &EngineEvent::Disarmed { key: key.clone() });
         }
     }
@@ -317,7 +374,7 @@ impl Driver {
                 Some(record) = self.completions.recv() => self.complete(record),
                 // A run's tool may be waiting on a change; apply it so the run can finish.
                 Some(Command::Change { change, applied }) = self.commands.recv() => {
-                    self.apply(change);
+                    self.apply(change).await;
                     let _ = applied.send(());
                 }
                 () = clock.sleep_until(deadline) => break,

@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rand::Rng;
 
-use systole::ports::clock::Clock;
 use serde_json::json;
+use systole::ports::clock::Clock;
 use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError, Role, ToolCall};
 
 use crate::faults::FaultKind;
@@ -79,7 +79,8 @@ impl SimLlm {
         let agent = prompt.strip_prefix("heartbeat ").and_then(|rest| rest.split('/').next()).unwrap_or("agent-0");
         let id = format!("model-{}", injector.draw(0..MODEL_HEARTBEATS));
         let intervals: Vec<u64> = self.world.options.heartbeats.iter().map(|h| h.interval.as_secs()).collect();
-        let interval = intervals.get(injector.draw(0..intervals.len().max(1) as u64) as usize).copied().unwrap_or(3_600);
+        let interval =
+            intervals.get(injector.draw(0..intervals.len().max(1) as u64) as usize).copied().unwrap_or(3_600);
         match injector.draw(0..4) {
             0 => json!({ "action": "delete", "id": id }),
             1 => json!({ "action": "update", "id": id, "interval_secs": interval }),
@@ -95,7 +96,8 @@ impl SimLlm {
 impl Llm for SimLlm {
     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
         self.life.ensure_alive().await;
-        let prompt = request.messages.iter().find(|m| m.role == Role::User).map(|m| m.content.clone()).unwrap_or_default();
+        let prompt =
+            request.messages.iter().find(|m| m.role == Role::User).map(|m| m.content.clone()).unwrap_or_default();
         let endless = request.messages.iter().any(|m| m.tool_calls.iter().any(|c| c.id.starts_with(ENDLESS_ID)));
         if endless {
             self.answer(&prompt, "tool heartbeat list (endless)");
