@@ -347,7 +347,7 @@ impl Model<'_> {
         self.pauses.retain(|_, pause| {
             let seen_ending =
                 matches!((pause.ended_at, crashed_at), (Some((ended, true)), Some(crash)) if ended + PAUSE_CLEAR_BOUND < crash);
-            !(seen_ending && !pause.clear_failed)
+            !seen_ending || pause.clear_failed
         });
         for pause in self.pauses.values_mut() {
             let left = pause.until.duration_since(entry.wall);
