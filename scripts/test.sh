@@ -18,7 +18,7 @@ echo "== simulator: format, clippy, tests"
 (cd sim && cargo fmt --check && cargo clippy --locked --release --all-targets -- -D warnings && cargo test --locked --release)
 
 echo "== simulator catches every deliberate engine bug in sim/mutants/"
-bash sim/check-mutants.sh 300
+bash sim/check-mutants.sh 600
 
 echo "== simulator: 500 seeds plus the regression list"
 (cd sim && ./target/release/systole-sim run --seeds 500 --stats)

@@ -4,7 +4,7 @@
 # The working tree is never touched. Usage: sim/check-mutants.sh [SEEDS]
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-seeds="${1:-300}"
+seeds="${1:-600}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 # Builds share one target directory beside the simulator's, so only systole rebuilds.
