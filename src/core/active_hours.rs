@@ -189,3 +189,31 @@ mod tests {
         assert!(ActiveHours::from_hours(9, 25, "UTC").is_err());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const ZONES: [&str; 5] = ["UTC", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata", "Pacific/Chatham"];
+
+    proptest! {
+        /// A window and its complement split every instant between them: wrapping
+        /// windows included, in zones with odd offsets and daylight saving.
+        #[test]
+        fn a_window_and_its_complement_partition_time(
+            start in 0u16..1_440,
+            end in 0u16..1_440,
+            zone in 0usize..ZONES.len(),
+            at in 1_600_000_000i64..1_900_000_000,
+        ) {
+            prop_assume!(start != end);
+            let text = |minute: u16| format!("{:02}:{:02}", minute / 60, minute % 60);
+            let window = ActiveHours::new(&text(start), &text(end), ZONES[zone]).expect("valid");
+            let complement = ActiveHours::new(&text(end), &text(start), ZONES[zone]).expect("valid");
+            let at = Timestamp::from_second(at).expect("in range");
+            prop_assert_ne!(window.contains(at), complement.contains(at));
+        }
+    }
+}

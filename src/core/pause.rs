@@ -191,3 +191,47 @@ mod tests {
         assert_eq!(pause.ends_within(now("2026-01-01T10:04:00Z", 60)), Duration::from_secs(60), "wall is nearer");
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Whatever the wall clock does, a pause never holds past its requested elapsed
+        /// time, and never holds once the wall clock reaches `until`.
+        #[test]
+        fn never_outlasts_either_clock(
+            minutes in 1u32..360,
+            wall_offsets in proptest::collection::vec((-20_000i64..20_000, 0u64..30_000), 1..20),
+        ) {
+            let start = Now { wall: Timestamp::from_second(1_800_000_000).expect("in range"), mono: Mono::ZERO };
+            let pause = Pause::start(start, minutes);
+            let length = Duration::from_secs(u64::from(minutes) * 60);
+            for (wall_step, mono_secs) in wall_offsets {
+                let mono = Mono::from_duration(Duration::from_secs(mono_secs));
+                let wall = start.wall.checked_add(jiff::SignedDuration::from_secs(mono_secs as i64 + wall_step)).expect("in range");
+                let now = Now { wall, mono };
+                if pause.holds(now) {
+                    prop_assert!(mono.since_origin() < length);
+                    prop_assert!(wall < pause.record.until);
+                }
+            }
+        }
+
+        /// After a restart a pause never holds longer than the maximum, however far back
+        /// the wall clock went.
+        #[test]
+        fn a_resumed_pause_is_bounded_by_the_maximum(back_secs in 0i64..1_000_000, max in 1u32..360) {
+            let record = PauseRecord {
+                until: Timestamp::from_second(1_800_000_000).expect("in range"),
+                minutes: max,
+                set_at: Timestamp::from_second(1_800_000_000 - 60).expect("in range"),
+            };
+            let wall = record.until.checked_sub(jiff::SignedDuration::from_secs(back_secs)).expect("in range");
+            let resumed = Pause::resume(Now { wall, mono: Mono::ZERO }, record, max);
+            prop_assert!(resumed.mono_deadline.since_origin() <= Duration::from_secs(u64::from(max) * 60));
+        }
+    }
+}
