@@ -3,6 +3,7 @@
 
 pub mod active_hours;
 pub mod breaker;
+pub mod cron;
 pub mod delivery_target;
 pub mod duration;
 pub mod guard;
