@@ -4,10 +4,13 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::adapters::system_clock::SystemClock;
 use crate::daemon::config;
 use crate::daemon::list;
+use crate::daemon::preview::{preview, PreviewSpec};
 use crate::daemon::serve::serve;
 use crate::daemon::DaemonError;
+use crate::ports::clock::Clock;
 use crate::store::sqlite::SqliteStore;
 
 const RUNS_LIMIT_DEFAULT: usize = 20;
@@ -30,6 +33,35 @@ pub enum Command {
     Heartbeat {
         #[command(subcommand)]
         command: HeartbeatCommand,
+    },
+    /// Work with schedules.
+    Schedule {
+        #[command(subcommand)]
+        command: ScheduleCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// List the next runs of a schedule, like `systemd-analyze calendar`.
+    Preview {
+        /// A cron expression: 5 fields, or 6 with seconds first.
+        #[arg(long, group = "kind", required = true)]
+        cron: Option<String>,
+        /// An interval of elapsed time, like 30m or 1h30m.
+        #[arg(long, group = "kind")]
+        every: Option<String>,
+        /// One time: RFC 3339, or a local time read in --tz.
+        #[arg(long, group = "kind")]
+        at: Option<String>,
+        /// IANA time zone of the schedule (default UTC).
+        #[arg(long)]
+        tz: Option<String>,
+        /// Start from this RFC 3339 time instead of now.
+        #[arg(long)]
+        from: Option<String>,
+        #[arg(long, default_value_t = 10)]
+        count: usize,
     },
 }
 
@@ -69,6 +101,26 @@ pub async fn run(cli: Cli) -> Result<(), DaemonError> {
             let config = config::load(&config)?;
             let store = SqliteStore::open(&config.store_path).await?;
             print!("{}", list::list(&store, json).await?);
+            Ok(())
+        }
+        Command::Schedule { command: ScheduleCommand::Preview { cron, every, at, tz, from, count } } => {
+            let spec = match (cron, every, at) {
+                (Some(expression), _, _) => PreviewSpec::Cron { expression },
+                (_, Some(duration), _) => PreviewSpec::Every { duration },
+                (_, _, Some(time)) => PreviewSpec::At { time },
+                _ => return Err(DaemonError::Usage("give one of --cron, --every or --at".to_owned())),
+            };
+            let from = match from {
+                Some(text) => {
+                    text.parse().map_err(|_| DaemonError::Usage(format!("--from: {text:?} is not an RFC 3339 time")))?
+                }
+                None => SystemClock::new().wall(),
+            };
+            let preview = preview(&spec, tz.as_deref(), from, count).map_err(|e| DaemonError::Usage(e.to_string()))?;
+            eprintln!("{}", preview.description);
+            for line in preview.lines {
+                println!("{line}");
+            }
             Ok(())
         }
         Command::Heartbeat { command: HeartbeatCommand::Runs { config, id, agent, limit, json } } => {

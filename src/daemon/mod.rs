@@ -3,6 +3,7 @@
 pub mod cli;
 pub mod config;
 pub mod list;
+pub mod preview;
 pub mod serve;
 
 use crate::daemon::config::ConfigError;
