@@ -70,13 +70,7 @@ impl OpenAiClient {
         if let Some(key) = &self.api_key {
             http_request = http_request.bearer_auth(key);
         }
-        let response = http_request.send().await.map_err(|error| {
-            if error.is_timeout() {
-                LlmError::Timeout
-            } else {
-                LlmError::Unreachable(error.to_string())
-            }
-        })?;
+        let response = http_request.send().await.map_err(transport_error)?;
         read_response(response).await
     }
 }
@@ -162,6 +156,14 @@ impl Llm for OpenAiClient {
     }
 }
 
+fn transport_error(error: reqwest::Error) -> LlmError {
+    if error.is_timeout() {
+        LlmError::Timeout
+    } else {
+        LlmError::Unreachable(error.to_string())
+    }
+}
+
 async fn read_response(response: reqwest::Response) -> Result<ChatResponse, LlmError> {
     let status = response.status();
     if status.as_u16() == 429 {
@@ -172,13 +174,7 @@ async fn read_response(response: reqwest::Response) -> Result<ChatResponse, LlmE
             .and_then(|text| text.trim().parse().ok());
         return Err(LlmError::RateLimited { retry_after_secs });
     }
-    let body = response.text().await.map_err(|error| {
-        if error.is_timeout() {
-            LlmError::Timeout
-        } else {
-            LlmError::Unreachable(error.to_string())
-        }
-    })?;
+    let body = response.text().await.map_err(transport_error)?;
     if !status.is_success() {
         let body: String = body.chars().take(ERROR_BODY_CHARS_MAX).collect();
         return Err(LlmError::Status { status: status.as_u16(), body });

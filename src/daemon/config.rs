@@ -27,6 +27,7 @@ pub const STORE_PATH_DEFAULT: &str = "systole.db";
 const TIMEZONE_DEFAULT: &str = "UTC";
 const BREAKER_FAILURES_LIMIT: u32 = 100;
 const RUNS_IN_FLIGHT_LIMIT: usize = 10_000;
+const HEARTBEATS_PER_AGENT_MAX_LIMIT: u64 = 10_000;
 
 /// A config that could not be used: which file, which field, what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -233,6 +234,23 @@ impl Validator<'_> {
         Ok(duration)
     }
 
+    /// A whole number from 1 to `max`, or `default` when absent.
+    fn count(&self, field: &str, value: Option<u64>, default: u64, max: u64) -> Result<u64, ConfigError> {
+        match value {
+            None => Ok(default),
+            Some(value) if (1..=max).contains(&value) => Ok(value),
+            Some(value) => Err(self.error(field, format!("{value} is out of range; allowed from 1 to {max}"))),
+        }
+    }
+
+    /// A timeout from 1 s to `RUN_TIMEOUT_SECS_MAX`, or `default` when absent.
+    fn timeout(&self, field: &str, text: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
+        match text {
+            Some(text) => self.duration(field, text, Duration::from_secs(1), Duration::from_secs(RUN_TIMEOUT_SECS_MAX)),
+            None => Ok(default),
+        }
+    }
+
     fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
         let store_path = self.store_path(raw.store)?;
         let llm = raw.llm.ok_or_else(|| {
@@ -298,27 +316,24 @@ impl Validator<'_> {
         defaults: &AgentSettings,
         timezone: &str,
     ) -> Result<AgentSettings, ConfigError> {
-        let bounded = |name: &str, value: Option<u64>, default: u64, max: u64| match value {
-            None => Ok(default),
-            Some(value) if (1..=max).contains(&value) => Ok(value),
-            Some(value) => {
-                Err(self.error(format!("{field}.{name}"), format!("{value} is out of range; allowed from 1 to {max}")))
-            }
-        };
-        let loop_iterations_max = bounded(
-            "loop_iterations_max",
+        let loop_iterations_max = self.count(
+            &format!("{field}.loop_iterations_max"),
             agent.loop_iterations_max.map(u64::from),
             u64::from(defaults.loop_iterations_max),
             u64::from(AGENT_LOOP_ITERATIONS_MAX_LIMIT),
         )?;
-        let pause_minutes_max = bounded(
-            "pause_minutes_max",
+        let pause_minutes_max = self.count(
+            &format!("{field}.pause_minutes_max"),
             agent.pause_minutes_max.map(u64::from),
             u64::from(defaults.pause_minutes_max),
             u64::from(PAUSE_MINUTES_MAX_LIMIT),
         )?;
-        let heartbeats_max =
-            bounded("heartbeats_max", agent.heartbeats_max.map(|n| n as u64), defaults.heartbeats_max as u64, 10_000)?;
+        let heartbeats_max = self.count(
+            &format!("{field}.heartbeats_max"),
+            agent.heartbeats_max.map(|n| n as u64),
+            defaults.heartbeats_max as u64,
+            HEARTBEATS_PER_AGENT_MAX_LIMIT,
+        )?;
         let model_interval_min = match &agent.model_interval_min {
             Some(text) => self.duration(
                 &format!("{field}.model_interval_min"),
@@ -359,23 +374,18 @@ impl Validator<'_> {
                 }
                 let model =
                     raw.model.filter(|m| !m.trim().is_empty()).ok_or_else(|| self.error("llm.model", "is missing"))?;
-                let timeout = match raw.timeout {
-                    Some(text) => self.duration(
-                        "llm.timeout",
-                        &text,
-                        Duration::from_secs(1),
-                        Duration::from_secs(RUN_TIMEOUT_SECS_MAX),
-                    )?,
-                    None => Duration::from_secs(LLM_TIMEOUT_SECS_DEFAULT),
-                };
+                let timeout =
+                    self.timeout("llm.timeout", raw.timeout.as_deref(), Duration::from_secs(LLM_TIMEOUT_SECS_DEFAULT))?;
                 if raw.replies.is_some() {
                     return Err(self.error("llm.replies", "only applies to provider = \"scripted\""));
                 }
-                let attempts_max = raw.attempts.unwrap_or(LLM_ATTEMPTS_MAX_DEFAULT);
-                if attempts_max == 0 || attempts_max > LLM_ATTEMPTS_MAX_LIMIT {
-                    let problem = format!("{attempts_max} is out of range; allowed from 1 to {LLM_ATTEMPTS_MAX_LIMIT}");
-                    return Err(self.error("llm.attempts", problem));
-                }
+                let attempts_max = self.count(
+                    "llm.attempts",
+                    raw.attempts.map(u64::from),
+                    u64::from(LLM_ATTEMPTS_MAX_DEFAULT),
+                    u64::from(LLM_ATTEMPTS_MAX_LIMIT),
+                )?;
+                let attempts_max = u32::try_from(attempts_max).unwrap_or(LLM_ATTEMPTS_MAX_LIMIT);
                 Ok(LlmConfig::OpenAi { base_url, model, api_key_env: raw.api_key_env, timeout, attempts_max })
             }
             other => {
@@ -396,20 +406,18 @@ impl Validator<'_> {
                     self.error(format!("{field}.url"), format!("{:?} is not an http:// or https:// URL", webhook.url))
                 );
             }
-            let timeout = match webhook.timeout {
-                Some(text) => self.duration(
-                    &format!("{field}.timeout"),
-                    &text,
-                    Duration::from_secs(1),
-                    Duration::from_secs(RUN_TIMEOUT_SECS_MAX),
-                )?,
-                None => Duration::from_secs(WEBHOOK_TIMEOUT_SECS_DEFAULT),
-            };
-            let attempts_max = webhook.attempts.unwrap_or(WEBHOOK_ATTEMPTS_MAX_DEFAULT);
-            if attempts_max == 0 || attempts_max > WEBHOOK_ATTEMPTS_MAX_LIMIT {
-                let problem = format!("{attempts_max} is out of range; allowed from 1 to {WEBHOOK_ATTEMPTS_MAX_LIMIT}");
-                return Err(self.error(format!("{field}.attempts"), problem));
-            }
+            let timeout = self.timeout(
+                &format!("{field}.timeout"),
+                webhook.timeout.as_deref(),
+                Duration::from_secs(WEBHOOK_TIMEOUT_SECS_DEFAULT),
+            )?;
+            let attempts_max = self.count(
+                &format!("{field}.attempts"),
+                webhook.attempts.map(u64::from),
+                u64::from(WEBHOOK_ATTEMPTS_MAX_DEFAULT),
+                u64::from(WEBHOOK_ATTEMPTS_MAX_LIMIT),
+            )?;
+            let attempts_max = u32::try_from(attempts_max).unwrap_or(WEBHOOK_ATTEMPTS_MAX_LIMIT);
             endpoints.insert(name, WebhookEndpoint { url: webhook.url, timeout, attempts_max });
         }
         Ok(endpoints)
@@ -418,25 +426,25 @@ impl Validator<'_> {
     fn engine(&self, raw: RawEngine) -> Result<(EngineSettings, String, Duration), ConfigError> {
         let timezone = raw.timezone.unwrap_or_else(|| TIMEZONE_DEFAULT.to_owned());
         zone_by_name(&timezone).map_err(|e| self.error("engine.timezone", e))?;
-        let run_timeout = match raw.run_timeout {
-            Some(text) => self.duration(
-                "engine.run_timeout",
-                &text,
-                Duration::from_secs(1),
-                Duration::from_secs(RUN_TIMEOUT_SECS_MAX),
-            )?,
-            None => Duration::from_secs(RUN_TIMEOUT_SECS_DEFAULT),
-        };
-        let breaker_failures_max = raw.breaker_failures.unwrap_or(BREAKER_FAILURES_MAX_DEFAULT);
-        if breaker_failures_max == 0 || breaker_failures_max > BREAKER_FAILURES_LIMIT {
-            let problem = format!("{breaker_failures_max} is out of range; allowed from 1 to {BREAKER_FAILURES_LIMIT}");
-            return Err(self.error("engine.breaker_failures", problem));
-        }
-        let runs_in_flight_max = raw.runs_in_flight_max.unwrap_or(RUNS_IN_FLIGHT_MAX_DEFAULT);
-        if runs_in_flight_max == 0 || runs_in_flight_max > RUNS_IN_FLIGHT_LIMIT {
-            let problem = format!("{runs_in_flight_max} is out of range; allowed from 1 to {RUNS_IN_FLIGHT_LIMIT}");
-            return Err(self.error("engine.runs_in_flight_max", problem));
-        }
+        let run_timeout = self.timeout(
+            "engine.run_timeout",
+            raw.run_timeout.as_deref(),
+            Duration::from_secs(RUN_TIMEOUT_SECS_DEFAULT),
+        )?;
+        let breaker_failures_max = self.count(
+            "engine.breaker_failures",
+            raw.breaker_failures.map(u64::from),
+            u64::from(BREAKER_FAILURES_MAX_DEFAULT),
+            u64::from(BREAKER_FAILURES_LIMIT),
+        )?;
+        let breaker_failures_max = u32::try_from(breaker_failures_max).unwrap_or(BREAKER_FAILURES_LIMIT);
+        let runs_in_flight_max = self.count(
+            "engine.runs_in_flight_max",
+            raw.runs_in_flight_max.map(|n| n as u64),
+            RUNS_IN_FLIGHT_MAX_DEFAULT as u64,
+            RUNS_IN_FLIGHT_LIMIT as u64,
+        )?;
+        let runs_in_flight_max = usize::try_from(runs_in_flight_max).unwrap_or(RUNS_IN_FLIGHT_LIMIT);
         let shutdown_grace = match raw.shutdown_grace {
             Some(text) => self.duration(
                 "engine.shutdown_grace",
@@ -467,15 +475,7 @@ impl Validator<'_> {
         let target = self.target(field, raw.target, raw.delivery_target, defaults.webhooks)?;
         let active_hours =
             self.active_hours(field, raw.active_hours, raw.active_start_hour, raw.active_end_hour, defaults.timezone)?;
-        let timeout = match raw.timeout {
-            Some(text) => self.duration(
-                &format!("{field}.timeout"),
-                &text,
-                Duration::from_secs(1),
-                Duration::from_secs(RUN_TIMEOUT_SECS_MAX),
-            )?,
-            None => defaults.run_timeout,
-        };
+        let timeout = self.timeout(&format!("{field}.timeout"), raw.timeout.as_deref(), defaults.run_timeout)?;
         Ok(HeartbeatDef {
             key: HeartbeatKey { agent: defaults.agent.clone(), heartbeat },
             prompt: raw.prompt,
