@@ -9,10 +9,21 @@ use jiff::SignedDuration;
 use common::{def, key, options, Behaviour, Rig};
 use systole::core::guard::SkipReason;
 use systole::driver::events::EngineEvent;
+use systole::driver::EngineHandle;
 use systole::ports::store::{ExecutionStatus, StopReason, Store};
 
 fn call_once(tool: &str, arguments: &str) -> Behaviour {
     Behaviour::CallOnce(tool.to_owned(), arguments.to_owned())
+}
+
+/// Agent `a` with one heartbeat, `sleepy`, every minute, whose first run (at 60 s) calls
+/// `pause_heartbeats(minutes)`; returns once that run is over.
+async fn paused_agent_a(rig: &Rig, minutes: u32) -> EngineHandle {
+    let arguments = format!(r#"{{"minutes": {minutes}}}"#);
+    rig.llm.set("sleepy", call_once("pause_heartbeats", &arguments));
+    let engine = rig.start(&[def("a", "sleepy", 60)]).await;
+    rig.advance(61).await;
+    engine
 }
 
 #[tokio::test(start_paused = true)]
@@ -46,9 +57,7 @@ async fn pause_ends_the_run_at_once_and_holds_only_that_agent() {
 #[tokio::test(start_paused = true)]
 async fn a_pause_survives_a_restart() {
     let rig = Rig::new();
-    rig.llm.set("sleepy", call_once("pause_heartbeats", r#"{"minutes": 10}"#));
-    let engine = rig.start(&[def("a", "sleepy", 60)]).await;
-    rig.advance(61).await;
+    let engine = paused_agent_a(&rig, 10).await;
     engine.shutdown(Duration::from_secs(1)).await;
     rig.llm.set("sleepy", Behaviour::Silent);
     let engine = rig.start(&[def("a", "sleepy", 60)]).await;
@@ -62,9 +71,7 @@ async fn a_pause_survives_a_restart() {
 #[tokio::test(start_paused = true)]
 async fn a_backward_clock_jump_does_not_stretch_a_pause() {
     let rig = Rig::new();
-    rig.llm.set("sleepy", call_once("pause_heartbeats", r#"{"minutes": 5}"#));
-    let engine = rig.start(&[def("a", "sleepy", 60)]).await;
-    rig.advance(61).await;
+    let engine = paused_agent_a(&rig, 5).await;
     rig.llm.set("sleepy", Behaviour::Silent);
     rig.clock.jump_wall(SignedDuration::from_secs(-3 * 3_600));
     rig.advance(360).await;
@@ -222,9 +229,7 @@ async fn an_unknown_tool_is_a_readable_error() {
 #[tokio::test(start_paused = true)]
 async fn a_pause_that_ended_is_not_revived_by_a_restart_after_a_backward_jump() {
     let rig = Rig::new();
-    rig.llm.set("sleepy", call_once("pause_heartbeats", r#"{"minutes": 5}"#));
-    let engine = rig.start(&[def("a", "sleepy", 60)]).await;
-    rig.advance(61).await;
+    let engine = paused_agent_a(&rig, 5).await;
     rig.llm.set("sleepy", Behaviour::Silent);
     // By the wall clock the pause would now run until three hours from now...
     rig.clock.jump_wall(SignedDuration::from_secs(-3 * 3_600));
@@ -245,9 +250,7 @@ async fn a_pause_found_over_at_start_up_is_cleared_for_good() {
     // Found by the simulator (seed 16): a restart after a forward jump found the pause over
     // and ignored it, but left it stored; a backward jump and another restart revived it.
     let rig = Rig::new();
-    rig.llm.set("sleepy", call_once("pause_heartbeats", r#"{"minutes": 60}"#));
-    let engine = rig.start(&[def("a", "sleepy", 60)]).await;
-    rig.advance(61).await;
+    let engine = paused_agent_a(&rig, 60).await;
     engine.shutdown(Duration::from_secs(1)).await;
     rig.llm.set("sleepy", Behaviour::Silent);
     rig.clock.jump_wall(SignedDuration::from_secs(3 * 3_600));
