@@ -16,6 +16,28 @@ pub const INTERVAL_SECS_MIN: u64 = 1;
 /// The longest interval a heartbeat may have (a year), so slot arithmetic never overflows.
 pub const INTERVAL_SECS_MAX: u64 = 366 * 24 * 3_600;
 
+/// A slot whose run starts at most this long after it was due is on time, not missed, so
+/// the `skip` catch-up policy still runs it.
+pub const CATCHUP_GRACE_SECS: u64 = 60;
+/// The most missed slots the `all` catch-up policy runs after one gap (each one costs an LLM run).
+pub const CATCHUP_RUNS_MAX: usize = 24;
+/// How old a missed slot may be for the `all` catch-up policy to run it, unless configured.
+pub const CATCHUP_WINDOW_SECS_DEFAULT: u64 = 24 * 3_600;
+/// The longest catch-up window a config may ask for.
+pub const CATCHUP_WINDOW_SECS_MAX: u64 = 7 * 24 * 3_600;
+/// Slots of a cron the catch-up search walks one by one before it looks back from the end instead.
+pub const CATCHUP_SCAN_SLOTS_MAX: u64 = 10_000;
+/// Waits after the 1st, 2nd, ... consecutive failure before a heartbeat runs again (the last
+/// repeats); the breaker may disable it first.
+pub const ERROR_BACKOFF_SECS_DEFAULT: [u64; 5] = [30, 60, 300, 900, 3_600];
+/// The largest stable jitter a config may give a job.
+pub const JITTER_SECS_MAX: u64 = 3_600;
+/// How far ahead a cron is searched for an occurrence inside its active hours before it is
+/// refused as one that would never run.
+pub const CRON_ACTIVE_SEARCH_DAYS: i64 = 366;
+/// Occurrences that search looks at before it accepts the cron as dense enough to run.
+pub const CRON_ACTIVE_SEARCH_SLOTS_MAX: u32 = 20_000;
+
 /// How many runs may be in flight at once across all heartbeats.
 pub const RUNS_IN_FLIGHT_MAX_DEFAULT: usize = 64;
 
@@ -75,6 +97,8 @@ pub const AGENT_LOOP_ITERATIONS_MAX_LIMIT: u32 = 50;
 pub const MODEL_INTERVAL_SECS_MIN_DEFAULT: u64 = 60;
 /// Heartbeats one agent may have before the `heartbeat` tool refuses to create more.
 pub const HEARTBEATS_PER_AGENT_MAX_DEFAULT: usize = 20;
+/// Runs the `heartbeat` and `cron` tools' `runs` action lists, newest first.
+pub const TOOL_RUNS_LISTED_MAX: usize = 20;
 /// Characters of a tool's arguments kept when quoting them back in an error.
 pub const TOOL_ARGUMENTS_QUOTE_CHARS_MAX: usize = 200;
 

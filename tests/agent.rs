@@ -264,3 +264,38 @@ async fn a_pause_found_over_at_start_up_is_cleared_for_good() {
     assert!(rig.llm.calls_for("sleepy") > calls, "not revived");
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_cron_tool_adds_a_job_that_fires_at_calendar_times_and_lists_its_runs() {
+    let rig = Rig::new();
+    let add = r#"{"action": "add", "id": "standup", "prompt": "standup", "cron": "*/15 * * * *", "timezone": "UTC",
+                  "delivery": "announce", "target": "test:inbox"}"#;
+    rig.llm.set("maker", call_once("cron", add));
+    rig.llm.set("standup", Behaviour::Reply("standup notes".into()));
+    let engine = rig.start(&[def("a", "maker", 3_600)]).await;
+    rig.advance(3_601).await; // the maker runs at 13:00 and adds the job
+    assert!(rig.llm.tool_results()[0].starts_with("created standup cron"), "{:?}", rig.llm.tool_results());
+    let stored = rig.store.load_heartbeats().await.expect("load");
+    let job = stored.iter().find(|h| h.def.key == key("a", "standup")).expect("stored");
+    assert_eq!(job.def.kind, systole::core::heartbeat::JobKind::Cron);
+    rig.advance(15 * 60).await;
+    let slots: Vec<_> = rig.starts("a", "standup").into_iter().map(|(_, slot)| slot.to_string()).collect();
+    assert_eq!(slots, vec!["2026-01-05T13:15:00Z"], "on the quarter hour, not 15 minutes after creation");
+    assert_eq!(rig.messenger.texts(), vec!["standup notes".to_owned()]);
+
+    // Too dense for a model, and the heartbeat list does not show cron jobs.
+    let refused = r#"{"action": "add", "id": "spam", "prompt": "p", "cron": "* * * * * *"}"#;
+    rig.llm.set("maker", call_once("cron", refused));
+    rig.advance(3_600).await;
+    let results = rig.llm.tool_results();
+    assert!(results.iter().any(|r| r.starts_with("error:") && r.contains("too short")), "{results:?}");
+    rig.llm.set("maker", call_once("cron", r#"{"action": "runs", "id": "standup"}"#));
+    rig.advance(3_600).await;
+    let runs = rig.llm.tool_results().last().cloned().unwrap_or_default();
+    assert!(runs.contains("2026-01-05T13:15:00Z") && runs.contains("succeeded"), "{runs}");
+    rig.llm.set("maker", call_once("heartbeat", r#"{"action": "list"}"#));
+    rig.advance(3_600).await;
+    let listed = rig.llm.tool_results().last().cloned().unwrap_or_default();
+    assert!(listed.contains("maker") && !listed.contains("standup"), "{listed}");
+    engine.shutdown(Duration::from_secs(1)).await;
+}

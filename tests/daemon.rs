@@ -139,6 +139,8 @@ url = "http://{address}/hook"
 
 [engine]
 shutdown_grace = "5s"
+# One-second heartbeats that fail on purpose: no backoff, so the breaker trips in 3 s.
+error_backoff = ["0s"]
 
 [[agents]]
 id = "main"
@@ -167,6 +169,13 @@ prompt = "night-only"
 every = "1s"
 target = "webhook:ops"
 active_hours = {{ start = "{start:02}:00", end = "{end:02}:00", timezone = "UTC" }}
+
+# A cron job in the spec's shape: every second by calendar time, its replies kept silent.
+[[agents.cron]]
+id = "ticker"
+payload = {{ text = "say-hello" }}
+schedule = {{ cron = "* * * * * *", timezone = "Europe/Berlin" }}
+delivery = "silent"
 "#
     );
     let path = dir.join("systole.toml");
@@ -273,6 +282,27 @@ async fn daemon_delivers_stays_silent_trips_the_breaker_and_keeps_it_across_rest
     assert_eq!(find(&rows, "broken")["consecutive_failures"], 3);
     stop_daemon(daemon);
 
+    // The cron job ran on whole seconds, delivered nothing, and has its own list and log.
+    assert!(servers.deliveries_of("ticker").is_empty(), "delivery = silent");
+    assert!(list_json(&config).iter().all(|row| row["id"] != "ticker"), "heartbeat list shows heartbeats only");
+    let cron_list =
+        systole(&["cron", "list", "--json", "--config", config.to_str().expect("utf-8")]).output().expect("list");
+    let cron_list: Vec<Value> = serde_json::from_slice(&cron_list.stdout).expect("cron list --json prints JSON");
+    assert_eq!(cron_list.len(), 1);
+    assert_eq!((cron_list[0]["id"].as_str(), cron_list[0]["kind"].as_str()), (Some("ticker"), Some("cron")));
+    let ticks = systole(&["cron", "runs", "ticker", "--json", "--config", config.to_str().expect("utf-8")])
+        .output()
+        .expect("cron runs");
+    assert!(ticks.status.success(), "{}", String::from_utf8_lossy(&ticks.stderr));
+    let ticks: Vec<Value> = serde_json::from_slice(&ticks.stdout).expect("cron runs --json prints JSON");
+    assert!(ticks.len() >= 2, "{ticks:?}");
+    for tick in &ticks {
+        let slot: jiff::Timestamp = tick["scheduled_for"].as_str().expect("string").parse().expect("RFC 3339");
+        assert_eq!(slot.subsec_nanosecond(), 0, "cron slots fall on whole seconds: {slot}");
+        assert_eq!(tick["status"], "succeeded");
+        assert_eq!(tick["delivery"], "not-needed");
+    }
+
     let runs = systole(&["heartbeat", "runs", "broken", "--json", "--config", config.to_str().expect("utf-8")])
         .output()
         .expect("runs");
@@ -307,7 +337,7 @@ fn write_agent_config(dir: &Path, address: SocketAddr) -> PathBuf {
     };
     let mut config = format!(
         "[store]\npath = \"state.db\"\n[llm]\nbase_url = \"http://{address}/v1\"\nmodel = \"m\"\nattempts = 1\n\
-         [adapters.webhook.ops]\nurl = \"http://{address}/hook\"\n[engine]\nshutdown_grace = \"5s\"\n"
+         [adapters.webhook.ops]\nurl = \"http://{address}/hook\"\n[engine]\nshutdown_grace = \"5s\"\nerror_backoff = [\"0s\"]\n"
     );
     config += &heartbeat("[[agents]]\nid = \"sleepy\"", "nap", "please-pause");
     config +=

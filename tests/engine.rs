@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::SignedDuration;
 
-use common::{def, key, start, Behaviour, Rig};
+use common::{def, key, options_without_backoff, start, Behaviour, Rig};
 use systole::core::active_hours::ActiveHours;
 use systole::core::guard::SkipReason;
 use systole::driver::events::EngineEvent;
@@ -53,7 +53,7 @@ async fn empty_reply_delivers_nothing_and_counts_as_success() {
 async fn breaker_disables_after_exactly_three_failures_and_survives_restart() {
     let rig = Rig::new();
     rig.llm.set("flaky", Behaviour::Fail);
-    let engine = rig.start(&[def("main", "flaky", 10)]).await;
+    let engine = rig.start_with(&[def("main", "flaky", 10)], options_without_backoff()).await;
     rig.advance(100).await;
     assert_eq!(rig.llm.calls_for("flaky"), 3, "the third failure trips the breaker; no fourth call");
     let tripped = rig.events.matching(|e| matches!(e, EngineEvent::BreakerTripped { .. }));
@@ -61,7 +61,7 @@ async fn breaker_disables_after_exactly_three_failures_and_survives_restart() {
     engine.shutdown(Duration::from_secs(1)).await;
 
     // A restart with the same config keeps it disabled.
-    let engine = rig.start(&[def("main", "flaky", 10)]).await;
+    let engine = rig.start_with(&[def("main", "flaky", 10)], options_without_backoff()).await;
     rig.advance(100).await;
     assert_eq!(rig.llm.calls_for("flaky"), 3);
     let stored = rig.store.load_heartbeats().await.expect("read");
@@ -80,11 +80,11 @@ async fn breaker_disables_after_exactly_three_failures_and_survives_restart() {
 async fn failure_count_survives_a_restart_in_the_middle() {
     let rig = Rig::new();
     rig.llm.set("flaky", Behaviour::Fail);
-    let engine = rig.start(&[def("main", "flaky", 10)]).await;
+    let engine = rig.start_with(&[def("main", "flaky", 10)], options_without_backoff()).await;
     rig.advance(25).await;
     assert_eq!(rig.llm.calls_for("flaky"), 2);
     engine.shutdown(Duration::from_secs(1)).await;
-    let engine = rig.start(&[def("main", "flaky", 10)]).await;
+    let engine = rig.start_with(&[def("main", "flaky", 10)], options_without_backoff()).await;
     rig.advance(100).await;
     assert_eq!(rig.llm.calls_for("flaky"), 3, "two before the restart plus one after trips it");
     engine.shutdown(Duration::from_secs(1)).await;

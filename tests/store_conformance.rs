@@ -7,12 +7,15 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
-use common::{def, key, start};
+use common::{cron_def, def, key, start};
 use systole::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
+use systole::core::delivery_target::DeliveryTarget;
 use systole::core::guard::SkipReason;
-use systole::core::heartbeat::Origin;
+use systole::core::heartbeat::{HeartbeatDef, Origin};
 use systole::core::ids::HeartbeatKey;
 use systole::core::pause::PauseRecord;
+use systole::core::policy::{CatchUp, Overlap, RunPolicy};
+use systole::core::schedule::Schedule;
 use systole::ports::store::{
     ClaimOutcome, DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, StopReason, Store,
 };
@@ -156,8 +159,41 @@ async fn seeding_never_overwrites_runtime_state_unless_the_config_changed() {
         assert_eq!(report.updated, vec![a.clone()]);
         let stored = store.load_heartbeats().await.expect("load");
         assert_eq!((stored[0].state.enabled, stored[0].state.consecutive_failures), (true, 0));
-        assert_eq!(stored[0].def.interval, Duration::from_secs(120));
+        assert_eq!(stored[0].def.schedule, Schedule::Every(Duration::from_secs(120)));
         assert_eq!(store.executions(&a, 10).await.expect("read").len(), 3, "the audit log stays");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn every_schedule_kind_and_policy_round_trips() {
+    with_each_store(|store| async move {
+        let policy = RunPolicy {
+            catch_up: CatchUp::All,
+            catch_up_window: Duration::from_secs(7_200),
+            overlap: Overlap::BufferOne,
+            jitter_max: Duration::from_secs(90),
+        };
+        let cron = HeartbeatDef { policy, ..cron_def("main", "standup", "0 9 * * MON-FRI", "Asia/Shanghai") };
+        let at_schedule = Schedule::At("2026-12-01T06:00:00Z".parse().expect("valid"));
+        let once = HeartbeatDef {
+            schedule: at_schedule,
+            delete_after_run: true,
+            target: DeliveryTarget::silent(),
+            ..cron_def("main", "reminder", "* * * * *", "UTC")
+        };
+        let every = def("other", "inbox", 1_800);
+        let defs = vec![cron.clone(), once.clone(), every.clone()];
+        store.seed_config(&defs, at(0)).await.expect("seed");
+        let mut stored: Vec<HeartbeatDef> =
+            store.load_heartbeats().await.expect("load").into_iter().map(|h| h.def).collect();
+        stored.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut expected = defs;
+        expected.sort_by(|a, b| a.key.cmp(&b.key));
+        assert_eq!(stored, expected);
+        // Seeding the same definitions again changes nothing: their fingerprints are stable.
+        let report = store.seed_config(&expected, at(10)).await.expect("seed");
+        assert_eq!(report.unchanged.len(), 3);
     })
     .await;
 }

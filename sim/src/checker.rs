@@ -15,8 +15,12 @@ use systole::core::active_hours::ActiveHours;
 use systole::core::guard::SkipReason;
 use systole::core::heartbeat::HeartbeatDef;
 use systole::core::ids::{AgentId, HeartbeatKey};
+use systole::core::policy::{backoff_delay, jitter_offset, CatchUp, Overlap};
+use systole::core::schedule::Schedule;
 use systole::driver::events::EngineEvent;
-use systole::limits::{AGENT_LOOP_ITERATIONS_MAX_DEFAULT, DRIVER_SLEEP_SECS_MAX, PAUSE_MINUTES_MAX_DEFAULT};
+use systole::limits::{
+    AGENT_LOOP_ITERATIONS_MAX_DEFAULT, CATCHUP_GRACE_SECS, DRIVER_SLEEP_SECS_MAX, PAUSE_MINUTES_MAX_DEFAULT,
+};
 
 use crate::options::SimOptions;
 use crate::trace::{DurableWrite, Entry, Event};
@@ -35,8 +39,13 @@ pub const LIVENESS: &str = "liveness";
 pub const PAUSE_HOLDS: &str = "pause-holds";
 pub const PAUSE_ENDS: &str = "pause-ends";
 pub const LOOP_CAP: &str = "loop-cap";
+pub const SLOT_ORDER: &str = "slot-order";
+pub const CATCH_UP: &str = "catch-up";
+pub const BACKOFF: &str = "backoff";
+pub const SLOTS_EXPECTED: &str = "slots-expected";
+pub const CALENDAR_TIME: &str = "calendar-time";
 
-pub const INVARIANTS: [&str; 13] = [
+pub const INVARIANTS: [&str; 18] = [
     ACTIVE_HOURS,
     SLOT_ONCE,
     DELIVERY_ONCE,
@@ -50,7 +59,16 @@ pub const INVARIANTS: [&str; 13] = [
     PAUSE_HOLDS,
     PAUSE_ENDS,
     LOOP_CAP,
+    SLOT_ORDER,
+    CATCH_UP,
+    BACKOFF,
+    SLOTS_EXPECTED,
+    CALENDAR_TIME,
 ];
+
+/// How close to the engine's own reading of a deadline the checker stops judging: the
+/// engine and the trace read the clock a few nanoseconds apart.
+pub const DEADLINE_SLACK: Duration = Duration::from_millis(1);
 
 /// How close to a pause's end a decision may fall and go unjudged: the engine reads the
 /// clock a few nanoseconds before the trace records the event.
@@ -126,9 +144,19 @@ impl PauseModel {
     }
 }
 
+/// A run going: how many LLM calls it made, and whether another run of the same
+/// heartbeat overlapped it (`allow_all`), so its calls cannot be counted alone.
+#[derive(Debug, Clone, Copy)]
+struct OpenRun {
+    calls: u32,
+    shared: bool,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Decision {
     Run,
+    /// The store had the slot decided already (an earlier heartbeat of the same id).
+    AlreadyDecided,
     Skip(SkipReason),
 }
 
@@ -138,7 +166,7 @@ struct Model<'a> {
     started_slots: BTreeSet<(HeartbeatKey, Timestamp)>,
     delivered: BTreeSet<String>,
     /// Runs going, with how many LLM calls each made.
-    open_runs: BTreeMap<(u32, HeartbeatKey), (Timestamp, u32)>,
+    open_runs: BTreeMap<(u32, HeartbeatKey, Timestamp), OpenRun>,
     /// Every definition the run has seen: config ones, and those put at run time.
     defs: BTreeMap<HeartbeatKey, HeartbeatDef>,
     pauses: BTreeMap<AgentId, PauseModel>,
@@ -150,7 +178,23 @@ struct Model<'a> {
     present: BTreeMap<HeartbeatKey, bool>,
     stopped: BTreeMap<HeartbeatKey, Stop>,
     healed_at: Option<Duration>,
+    /// The wall clock minus elapsed time after healing (no clock jumps any more).
+    healed_wall_offset: Option<SignedDuration>,
     decisions: BTreeMap<HeartbeatKey, Vec<(Duration, Timestamp, Decision)>>,
+    /// Every slot decided (run or skipped), with when: the reference for expected slots.
+    decided: BTreeMap<HeartbeatKey, BTreeMap<Timestamp, Duration>>,
+    /// The latest slot each heartbeat was armed for, with when: slots only move forward, so
+    /// a slot below it (after a backward wall jump) is never expected.
+    armed: BTreeMap<HeartbeatKey, Vec<(Duration, Timestamp)>>,
+    /// The latest slot started per heartbeat: slots only move forward.
+    last_started: BTreeMap<HeartbeatKey, Timestamp>,
+    /// Heartbeats the engine retired (schedule out of slots) since they were last put.
+    retired: BTreeSet<HeartbeatKey>,
+    /// A failure's backoff: (when the failure became durable, when the backoff ends).
+    backoffs: BTreeMap<HeartbeatKey, (Duration, Duration)>,
+    /// Backoffs an enable or a new definition lifted in the store: the driver may skip a
+    /// slot for one until it applies the change.
+    lifted_backoffs: BTreeMap<HeartbeatKey, (Duration, Duration)>,
 }
 
 /// Checks every invariant over `entries`; stops at the first violation.
@@ -169,7 +213,14 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         present: options.heartbeats.iter().map(|def| (def.key.clone(), true)).collect(),
         stopped: BTreeMap::new(),
         healed_at: None,
+        healed_wall_offset: None,
         decisions: BTreeMap::new(),
+        decided: BTreeMap::new(),
+        last_started: BTreeMap::new(),
+        armed: BTreeMap::new(),
+        backoffs: BTreeMap::new(),
+        lifted_backoffs: BTreeMap::new(),
+        retired: BTreeSet::new(),
     };
     for (index, entry) in entries.iter().enumerate() {
         if let Err((invariant, message)) = model.step(entry) {
@@ -203,11 +254,12 @@ impl Model<'_> {
             Event::Crash { life } => {
                 self.last_crash_at = Some(entry.elapsed);
                 self.engine_running = false;
-                self.open_runs.retain(|(run_life, _), _| run_life != life);
+                self.open_runs.retain(|(run_life, _, _), _| run_life != life);
                 Ok(())
             }
             Event::Started { life, running_rows, heartbeats } => {
                 self.restart_pauses(entry);
+                self.restart_backoffs(entry);
                 self.engine_running = true;
                 self.started(*life, *running_rows, heartbeats)
             }
@@ -223,9 +275,14 @@ impl Model<'_> {
             Event::OpAcked { op, .. } => self.acknowledged(op),
             Event::Healed => {
                 self.healed_at = Some(entry.elapsed);
+                let elapsed = SignedDuration::try_from(entry.elapsed).unwrap_or(SignedDuration::ZERO);
+                self.healed_wall_offset = Some(entry.wall.duration_since(Timestamp::UNIX_EPOCH) - elapsed);
                 Ok(())
             }
-            Event::End { heartbeats } => self.liveness(entry.elapsed, heartbeats),
+            Event::End { heartbeats } => {
+                self.liveness(entry.elapsed, heartbeats)?;
+                self.slots_expected(entry, heartbeats)
+            }
             Event::Fault { .. } | Event::Restart { .. } | Event::StartFailed { .. } | Event::OpFailed { .. } => Ok(()),
         }
     }
@@ -238,6 +295,18 @@ impl Model<'_> {
                 }
                 Ok(())
             }
+            EngineEvent::ClaimLost { key, slot } => {
+                self.note_decision(key, entry, *slot, Decision::AlreadyDecided);
+                Ok(())
+            }
+            EngineEvent::Armed { key, next_slot } => {
+                self.armed.entry(key.clone()).or_default().push((entry.elapsed, *next_slot));
+                Ok(())
+            }
+            EngineEvent::Retired { key, .. } => {
+                self.retired.insert(key.clone());
+                Ok(())
+            }
             EngineEvent::StoreFailed { operation: "clear_pause", .. } => {
                 for pause in self.pauses.values_mut().filter(|pause| pause.ended_at.is_some()) {
                     pause.clear_failed = true;
@@ -245,11 +314,22 @@ impl Model<'_> {
                 Ok(())
             }
             EngineEvent::RunStarted { key, slot } => {
-                self.note_decision(key, entry, Decision::Run);
-                self.run_started(entry, life, key, *slot)
+                self.note_decision(key, entry, *slot, Decision::Run);
+                self.run_started(entry, life, key, *slot)?;
+                self.schedule_rules(entry, key, *slot)
             }
-            EngineEvent::Skipped { key, reason, .. } => {
-                self.note_decision(key, entry, Decision::Skip(*reason));
+            EngineEvent::Skipped { key, reason, slot } => {
+                self.note_decision(key, entry, *slot, Decision::Skip(*reason));
+                if *reason == SkipReason::Backoff {
+                    self.count(BACKOFF);
+                    let holds = [self.backoffs.get(key), self.lifted_backoffs.get(key)]
+                        .into_iter()
+                        .flatten()
+                        .any(|(_, until)| entry.elapsed <= *until + Duration::from_secs(1));
+                    if !holds {
+                        return fail(BACKOFF, format!("{key} slot {slot} skipped for backoff, but no backoff holds"));
+                    }
+                }
                 if *reason == SkipReason::Paused {
                     self.count(PAUSE_ENDS);
                     let pause = self.pauses.get(&key.agent).and_then(|pause| pause.state(entry));
@@ -262,8 +342,8 @@ impl Model<'_> {
                 }
                 Ok(())
             }
-            EngineEvent::RunFinished { key, duration, .. } => {
-                if let Some((slot, calls)) = self.open_runs.remove(&(life, key.clone())) {
+            EngineEvent::RunFinished { key, slot, duration, .. } => {
+                if let Some(OpenRun { calls, shared: false }) = self.open_runs.remove(&(life, key.clone(), *slot)) {
                     self.count(LOOP_CAP);
                     let cap = AGENT_LOOP_ITERATIONS_MAX_DEFAULT;
                     if calls > cap {
@@ -281,7 +361,8 @@ impl Model<'_> {
         }
     }
 
-    fn note_decision(&mut self, key: &HeartbeatKey, entry: &Entry, decision: Decision) {
+    fn note_decision(&mut self, key: &HeartbeatKey, entry: &Entry, slot: Timestamp, decision: Decision) {
+        self.decided.entry(key.clone()).or_default().insert(slot, entry.elapsed);
         if self.healed_at.is_some() {
             self.decisions.entry(key.clone()).or_default().push((entry.elapsed, entry.wall, decision));
         }
@@ -293,9 +374,19 @@ impl Model<'_> {
             return fail(SLOT_ONCE, format!("slot {slot} of {key} started twice"));
         }
         self.count(NO_OVERLAP);
-        if let Some((open, _)) = self.open_runs.insert((life, key.clone()), (slot, 0)) {
-            return fail(NO_OVERLAP, format!("{key} started slot {slot} while slot {open} was still running"));
+        let allow_all = self.defs.get(key).is_some_and(|def| def.policy.overlap == Overlap::AllowAll);
+        let mut shared = false;
+        for ((_, _, open), run) in
+            self.open_runs.range_mut((life, key.clone(), Timestamp::MIN)..=(life, key.clone(), Timestamp::MAX))
+        {
+            if !allow_all {
+                return fail(NO_OVERLAP, format!("{key} started slot {slot} while slot {open} was still running"));
+            }
+            // Overlapping runs of one heartbeat: the LLM calls can no longer be told apart.
+            run.shared = true;
+            shared = true;
         }
+        self.open_runs.insert((life, key.clone(), slot), OpenRun { calls: 0, shared });
         self.count(STOPPED_NEVER_RUNS);
         if let Some(stop) = self.stopped.get(key) {
             if stop.acknowledged || life > stop.life {
@@ -327,12 +418,126 @@ impl Model<'_> {
         Ok(())
     }
 
+    /// Slot order, the catch-up policy, and the error backoff, at each run's start.
+    fn schedule_rules(&mut self, entry: &Entry, key: &HeartbeatKey, slot: Timestamp) -> Step {
+        self.count(SLOT_ORDER);
+        if let Some(last) = self.last_started.insert(key.clone(), slot) {
+            if slot <= last {
+                return fail(SLOT_ORDER, format!("{key} started slot {slot} after slot {last}"));
+            }
+        }
+        self.count(BACKOFF);
+        if let Some((failed_at, until)) = self.backoffs.get(key).copied() {
+            // A slot due at the very instant the failure finished may be decided before the
+            // driver hears of it.
+            if entry.elapsed > failed_at + DEADLINE_SLACK && entry.elapsed + DEADLINE_SLACK < until {
+                let message = format!(
+                    "{key} started slot {slot} {:?} after a failure, inside its {:?} backoff",
+                    entry.elapsed - failed_at,
+                    until - failed_at
+                );
+                return fail(BACKOFF, message);
+            }
+        }
+        let Some(def) = self.defs.get(key).cloned() else { return Ok(()) };
+        let jitter = jitter_offset(key, def.policy.jitter_max);
+        let due = |at: Timestamp| at.checked_add(signed(jitter)).unwrap_or(at);
+        // Held (`buffer_one`) and backlog (`all`) slots start when their turn comes: later,
+        // and after a backward wall jump maybe at an earlier wall time than they were due.
+        let queued = def.policy.overlap == Overlap::BufferOne || def.policy.catch_up == CatchUp::All;
+        if def.schedule.interval().is_none() && !queued {
+            // Cron and `at` slots are calendar times: never started before the wall clock
+            // reaches them, whatever elapsed time says.
+            self.count(CALENDAR_TIME);
+            if entry.wall + signed(DEADLINE_SLACK) < due(slot) {
+                let message =
+                    format!("{key} ({}) started slot {slot} at wall {}, before it was due", def.schedule, entry.wall);
+                return fail(CALENDAR_TIME, message);
+            }
+        }
+        if queued {
+            return Ok(());
+        }
+        self.count(CATCH_UP);
+        if let Some(next) = def.schedule.next_after(slot) {
+            if due(next) + signed(DEADLINE_SLACK) <= entry.wall {
+                let message = format!(
+                    "{key} ({}) ran slot {slot} at {} though its later slot {next} had passed: catch-up runs only the latest",
+                    def.policy.catch_up.as_str(),
+                    entry.wall
+                );
+                return fail(CATCH_UP, message);
+            }
+        }
+        let late = entry.wall.duration_since(due(slot));
+        // An `at` has one slot, which runs however late (a past `at` runs at once).
+        let one_shot = matches!(def.schedule, Schedule::At(_));
+        let too_late = late > SignedDuration::from_secs(CATCHUP_GRACE_SECS as i64 + 1);
+        if def.policy.catch_up == CatchUp::Skip && !one_shot && too_late {
+            return fail(CATCH_UP, format!("{key} (catch-up skip) ran slot {slot} {late} late, a missed slot"));
+        }
+        Ok(())
+    }
+
+    fn lift_backoff(&mut self, key: &HeartbeatKey) {
+        if let Some(backoff) = self.backoffs.remove(key) {
+            self.lifted_backoffs.insert(key.clone(), backoff);
+        }
+    }
+
+    /// A restart loses the monotonic backoff deadline; the engine waits the backoff of the
+    /// stored failure count again, from start-up.
+    fn restart_backoffs(&mut self, entry: &Entry) {
+        self.backoffs.clear();
+        for (key, failures) in &self.failures {
+            if *failures > 0 && self.present.get(key) == Some(&true) {
+                let delay = backoff_delay(&self.options.error_backoff, *failures);
+                self.backoffs.insert(key.clone(), (entry.elapsed, entry.elapsed + delay));
+            }
+        }
+    }
+
+    /// The reference model of cron and `at` slots: after healing, every slot the schedule
+    /// has whose due time falls in the liveness phase (and comes after the last slot decided
+    /// before it) is decided, run or skipped with a reason.
+    fn slots_expected(&mut self, end: &Entry, heartbeats: &[(HeartbeatKey, bool)]) -> Step {
+        let (Some(healed_at), Some(offset)) = (self.healed_at, self.healed_wall_offset) else { return Ok(()) };
+        let from = healed_at + Duration::from_secs(SETTLE_SECS);
+        let wall_from = Timestamp::UNIX_EPOCH + offset + signed(from);
+        for (key, _) in heartbeats.iter().filter(|(_, enabled)| *enabled) {
+            let Some(def) = self.defs.get(key).cloned() else { continue };
+            if matches!(def.schedule, Schedule::Every(_)) {
+                continue;
+            }
+            let jitter = jitter_offset(key, def.policy.jitter_max);
+            let last_day = end.wall - signed(jitter) - SignedDuration::from_secs(LIVENESS_SLACK_SECS as i64);
+            let decided = self.decided.get(key).cloned().unwrap_or_default();
+            let decided_floor = decided.iter().filter(|(_, at)| **at < from).map(|(slot, _)| *slot).max();
+            // The slot it was armed for when the liveness phase began is the first one owed.
+            let armed = self.armed.get(key).and_then(|armed| armed.iter().rev().find(|(at, _)| *at < from));
+            let armed_floor = armed.map(|(_, slot)| *slot - SignedDuration::from_millis(1));
+            let floor = decided_floor.max(armed_floor);
+            let before_window = wall_from - signed(jitter) - SignedDuration::from_millis(1);
+            let mut cursor = floor.map_or(before_window, |floor| floor.max(before_window));
+            while let Some(slot) = def.schedule.next_after(cursor).filter(|slot| *slot <= last_day) {
+                self.count(SLOTS_EXPECTED);
+                if !decided.contains_key(&slot) {
+                    let message =
+                        format!("{key} ({}): slot {slot} was due after healing and never decided", def.schedule);
+                    return fail(SLOTS_EXPECTED, message);
+                }
+                cursor = slot;
+            }
+        }
+        Ok(())
+    }
+
     fn llm_call(&mut self, life: u32, prompt: &str) -> Step {
         let Some(key) = self.defs.values().find(|def| def.prompt == prompt).map(|def| def.key.clone()) else {
             return Ok(());
         };
-        if let Some((_, calls)) = self.open_runs.get_mut(&(life, key)) {
-            *calls += 1;
+        for (_, run) in self.open_runs.range_mut((life, key.clone(), Timestamp::MIN)..=(life, key, Timestamp::MAX)) {
+            run.calls += 1;
         }
         Ok(())
     }
@@ -376,6 +581,12 @@ impl Model<'_> {
                     return fail(BREAKER_EXACT, message);
                 }
                 self.failures.insert(key.clone(), expected);
+                if *failed && !expected_trip {
+                    let delay = backoff_delay(&self.options.error_backoff, expected);
+                    self.backoffs.insert(key.clone(), (entry.elapsed, entry.elapsed + delay));
+                } else {
+                    self.backoffs.remove(key);
+                }
                 if expected_trip {
                     self.present.insert(key.clone(), false);
                     // The run is still in flight until the driver hears of the trip, so no
@@ -388,6 +599,7 @@ impl Model<'_> {
                     *present = *enabled;
                     if *enabled {
                         self.failures.insert(key.clone(), 0);
+                        self.lift_backoff(key);
                         self.stopped.remove(key);
                     } else {
                         self.stopped.insert(key.clone(), Stop { life, acknowledged: false, why: "disabled" });
@@ -396,13 +608,17 @@ impl Model<'_> {
             }
             DurableWrite::Put { def } => {
                 let key = &def.key;
-                self.defs.insert(key.clone(), def.clone());
+                self.defs.insert(key.clone(), (**def).clone());
+                self.retired.remove(key);
                 self.present.insert(key.clone(), true);
                 self.failures.insert(key.clone(), 0);
+                self.lift_backoff(key);
                 self.stopped.remove(key);
             }
             DurableWrite::Delete { key } => {
                 self.present.remove(key);
+                // A later heartbeat of the same id starts a new sequence of slots.
+                self.last_started.remove(key);
                 self.stopped.insert(key.clone(), Stop { life, acknowledged: false, why: "deleted" });
             }
             DurableWrite::Pause { agent, until, minutes } => {
@@ -429,6 +645,9 @@ impl Model<'_> {
             // A run in flight may trip the breaker between the write and the ack.
             Op::Enable(_) => state.is_some(),
         };
+        // A one-shot may run and be retired before its creator hears back; after that, an
+        // enable or disable finds nothing (or a retired one) to change.
+        let durable = durable || self.retired.contains(key);
         if !durable {
             return fail(ACKNOWLEDGED_DURABLE, format!("acknowledged `{}` but the store has {state:?}", op.describe()));
         }
@@ -465,8 +684,12 @@ impl Model<'_> {
         let from = healed_at + Duration::from_secs(SETTLE_SECS);
         for (key, _) in heartbeats.iter().filter(|(_, enabled)| *enabled) {
             let Some(def) = self.defs.get(key).cloned() else { continue };
+            // Cron and `at` slots are checked one by one against the reference model instead.
+            let Some(interval) = def.schedule.interval() else { continue };
             self.count(LIVENESS);
-            let bound = def.interval + Duration::from_secs(LIVENESS_SLACK_SECS);
+            // A constant jitter shifts every slot alike, but the monotonic chain may wait
+            // for it on top of the interval (after a backward wall jump).
+            let bound = interval + def.policy.jitter_max + Duration::from_secs(LIVENESS_SLACK_SECS);
             let decisions: Vec<_> = self
                 .decisions
                 .get(key)
@@ -487,6 +710,9 @@ impl Model<'_> {
                     // A pause set before healing may run into the liveness phase; pause-ends
                     // checks that it ends on time.
                     Decision::Skip(SkipReason::Paused) => {}
+                    // A failure just before healing may still be backing off; `backoff`
+                    // checks each such skip against the model.
+                    Decision::Skip(SkipReason::Backoff) => {}
                     Decision::Skip(reason) if *reason != SkipReason::QuietHours => {
                         return fail(LIVENESS, format!("{key} skipped ({}) at {wall} after healing", reason.as_str()));
                     }
@@ -502,6 +728,10 @@ impl Model<'_> {
         }
         Ok(())
     }
+}
+
+fn signed(duration: Duration) -> SignedDuration {
+    SignedDuration::try_from(duration).unwrap_or(SignedDuration::MAX)
 }
 
 fn zone(window: &ActiveHours) -> TimeZone {

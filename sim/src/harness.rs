@@ -143,8 +143,11 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         store: Arc::new(SimStore { world: Arc::clone(&world), life: Arc::clone(&life) }),
         events: Arc::new(TraceSink { world: Arc::clone(&world), life: Arc::clone(&life) }),
     };
-    let mut options =
-        EngineOptions { breaker_failures_max: world.options.breaker_failures_max, ..EngineOptions::default() };
+    let mut options = EngineOptions {
+        breaker_failures_max: world.options.breaker_failures_max,
+        error_backoff: world.options.error_backoff.clone(),
+        ..EngineOptions::default()
+    };
     options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);
     let engine = match driver::boot(ports, &world.options.heartbeats, options).await {
         Ok((engine, _)) => engine,
@@ -177,7 +180,7 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
             continue;
         };
         let result = match &op {
-            Op::Create(def) => engine.upsert(def.clone()).await.map(|()| true),
+            Op::Create(def) => engine.upsert((**def).clone()).await.map(|()| true),
             Op::Delete(key) => engine.delete(key).await,
             Op::Disable(key) => engine.set_enabled(key, false).await,
             Op::Enable(key) => engine.set_enabled(key, true).await,

@@ -20,6 +20,9 @@ pub enum Stream {
     Options = 0,
     Faults = 1,
     Llm = 2,
+    /// Schedule kinds, policies and backoff: drawn apart so the base workload of a seed
+    /// (intervals, windows, ops, faults) is the one it had before these existed.
+    Schedules = 3,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -55,6 +58,8 @@ pub struct SimOptions {
     pub crashes_max: u32,
     pub downtime_max: Duration,
     pub breaker_failures_max: u32,
+    /// Waits after consecutive failures (the engine's `error_backoff`).
+    pub error_backoff: Vec<Duration>,
 }
 
 const SAFETY_SECS_MIN: u64 = 2 * 3_600;
@@ -74,7 +79,7 @@ const START_NEAR_TRANSITION_PROBABILITY: f64 = 0.5;
 impl SimOptions {
     pub fn from_seed(seed: u64) -> Self {
         let mut rng = rng(seed, Stream::Options);
-        let heartbeats = workload::config_heartbeats(&mut rng);
+        let mut heartbeats = workload::config_heartbeats(&mut rng);
         let start = start_instant(&mut rng, &heartbeats);
         let safety = Duration::from_secs(rng.random_range(SAFETY_SECS_MIN..=SAFETY_SECS_MAX));
         let clock_skew = if rng.random_bool(0.5) {
@@ -91,10 +96,14 @@ impl SimOptions {
             .filter(|jump| !jump.by.is_zero())
             .collect();
         clock_jumps.sort_by_key(|jump| jump.after);
-        let ops = workload::runtime_ops(&mut rng, &heartbeats, safety);
-        let interval_max = heartbeats.iter().map(|h| h.interval).max().unwrap_or(Duration::from_secs(3_600));
+        let mut ops = workload::runtime_ops(&mut rng, &heartbeats, safety);
+        let interval_max = heartbeats.iter().filter_map(|h| h.schedule.interval()).max();
+        let interval_max = interval_max.unwrap_or(Duration::from_secs(3_600));
         let ops_interval_max = ops.iter().filter_map(|op| op.op.created_interval()).max().unwrap_or(Duration::ZERO);
         let liveness = interval_max.max(ops_interval_max) * 3 + Duration::from_secs(600);
+        let mut schedules_rng = self::rng(seed, Stream::Schedules);
+        workload::vary_schedules(&mut schedules_rng, &mut heartbeats, &mut ops, start, safety);
+        let error_backoff = workload::error_backoff(&mut schedules_rng);
         let fault_rates = FaultRates::swarm(&mut rng);
         Self {
             seed,
@@ -110,6 +119,7 @@ impl SimOptions {
             crashes_max: rng.random_range(0..=CRASHES_MAX),
             downtime_max: Duration::from_secs(rng.random_range(1..=DOWNTIME_SECS_MAX)),
             breaker_failures_max: systole::limits::BREAKER_FAILURES_MAX_DEFAULT,
+            error_backoff,
         }
     }
 
@@ -130,6 +140,8 @@ impl SimOptions {
         }
         let _ = writeln!(out, "crashes max: {}, downtime max: {}s", self.crashes_max, self.downtime_max.as_secs());
         let _ = writeln!(out, "alert probability: {:.3}", self.alert_probability);
+        let backoff: Vec<u64> = self.error_backoff.iter().map(Duration::as_secs).collect();
+        let _ = writeln!(out, "error backoff: {backoff:?} s");
         for (kind, rate) in &self.fault_rates.per_call {
             let _ = writeln!(out, "fault {}: {:.4}", kind.name(), rate);
         }

@@ -92,7 +92,7 @@ pub enum DurableWrite {
     },
     /// A heartbeat created or replaced at run time, with its whole definition.
     Put {
-        def: HeartbeatDef,
+        def: Box<HeartbeatDef>,
     },
     Delete {
         key: HeartbeatKey,
@@ -233,12 +233,8 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                     w.tag(2).key(key).bool(*enabled);
                 }
                 DurableWrite::Put { def } => {
-                    w.tag(3).key(&def.key).str(&def.prompt).duration(def.interval).duration(def.timeout);
-                    w.str(&def.target.to_string());
-                    match &def.active_hours {
-                        Some(window) => w.str(&window.start_text()).str(&window.end_text()).str(window.zone_name()),
-                        None => w.str("always"),
-                    };
+                    // The fingerprint covers every field of the definition.
+                    w.tag(3).key(&def.key).str(&def.fingerprint());
                 }
                 DurableWrite::Delete { key } => {
                     w.tag(4).key(key);
@@ -299,6 +295,9 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         EngineEvent::StoreFailed { operation, error, consequence } => {
             w.tag(10).str(operation).str(error).str(consequence);
         }
+        EngineEvent::Retired { key, deleted } => {
+            w.tag(13).key(key).bool(*deleted);
+        }
     }
 }
 
@@ -350,6 +349,9 @@ fn describe_engine_event(event: &EngineEvent) -> String {
         EngineEvent::SlotsMissed { key, slot, missed } => format!("{key} missed {missed} slots before {slot}"),
         EngineEvent::Skipped { key, slot, reason } => format!("skipped {key} slot {slot}: {}", reason.as_str()),
         EngineEvent::ClaimLost { key, slot } => format!("claim lost {key} slot {slot}"),
+        EngineEvent::Retired { key, deleted } => {
+            format!("retired {key}: no more slots ({})", if *deleted { "deleted" } else { "disabled" })
+        }
         EngineEvent::RunStarted { key, slot } => format!("run started {key} slot {slot}"),
         EngineEvent::RunFinished { key, slot, status, delivery, duration, error, recorded } => format!(
             "run finished {key} slot {slot}: {} delivery {} in {:.3}s{}{}",

@@ -2,13 +2,17 @@
 
 use std::time::Duration;
 
+use jiff::{SignedDuration, Timestamp};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use systole::core::active_hours::ActiveHours;
+use systole::core::cron::CronSchedule;
 use systole::core::delivery_target::DeliveryTarget;
-use systole::core::heartbeat::{HeartbeatDef, Origin};
+use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use systole::core::policy::{CatchUp, Overlap, RunPolicy};
+use systole::core::schedule::Schedule;
 
 /// Zones with and without daylight saving, both hemispheres, whole- and part-hour offsets
 /// (Lord Howe shifts by 30 minutes; Chatham sits at +12:45).
@@ -55,7 +59,10 @@ fn random_def(rng: &mut ChaCha8Rng, key: HeartbeatKey, origin: Origin) -> Heartb
     HeartbeatDef {
         prompt: prompt_for(&key),
         key,
-        interval,
+        kind: JobKind::Heartbeat,
+        schedule: Schedule::Every(interval),
+        policy: RunPolicy::default(),
+        delete_after_run: false,
         target: DeliveryTarget { adapter: "sim".to_owned(), target: "inbox".to_owned() },
         active_hours,
         timeout: Duration::from_secs(rng.random_range(TIMEOUT_SECS_MIN..=TIMEOUT_SECS_MAX)),
@@ -85,7 +92,7 @@ pub fn config_heartbeats(rng: &mut ChaCha8Rng) -> Vec<HeartbeatDef> {
 /// A run-time change, as an embedding application or the model's tools would make it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
-    Create(HeartbeatDef),
+    Create(Box<HeartbeatDef>),
     Delete(HeartbeatKey),
     Disable(HeartbeatKey),
     Enable(HeartbeatKey),
@@ -101,13 +108,13 @@ impl Op {
 
     pub fn def(&self) -> Option<&HeartbeatDef> {
         match self {
-            Op::Create(def) => Some(def),
+            Op::Create(def) => Some(def.as_ref()),
             _ => None,
         }
     }
 
     pub fn created_interval(&self) -> Option<Duration> {
-        self.def().map(|def| def.interval)
+        self.def().and_then(|def| def.schedule.interval())
     }
 
     pub fn describe(&self) -> String {
@@ -140,7 +147,7 @@ pub fn runtime_ops(rng: &mut ChaCha8Rng, config: &[HeartbeatDef], safety: Durati
                 let agent = rng.random_range(0..AGENTS_MAX);
                 let def = random_def(rng, key(agent, &format!("made-{index}")), Origin::Runtime);
                 created.push(def.key.clone());
-                Op::Create(def)
+                Op::Create(Box::new(def))
             }
             1 if !created.is_empty() => Op::Delete(created[rng.random_range(0..created.len())].clone()),
             2 => Op::Disable(config[rng.random_range(0..config.len())].key.clone()),
@@ -169,5 +176,84 @@ pub fn describe_def(def: &HeartbeatDef) -> String {
         .active_hours
         .as_ref()
         .map_or("always".to_owned(), |w| format!("{}-{} {}", w.start_text(), w.end_text(), w.zone_name()));
-    format!("{} every {}s, window {window}, timeout {}s", def.key, def.interval.as_secs(), def.timeout.as_secs())
+    let policy = &def.policy;
+    format!(
+        "{} {} ({}), window {window}, timeout {}s, catch-up {} (window {}s), overlap {}, jitter up to {}s{}",
+        def.key,
+        def.schedule,
+        def.kind.as_str(),
+        def.timeout.as_secs(),
+        policy.catch_up.as_str(),
+        policy.catch_up_window.as_secs(),
+        policy.overlap.as_str(),
+        policy.jitter_max.as_secs(),
+        if def.delete_after_run { ", deleted after its run" } else { "" }
+    )
+}
+
+/// Cron expressions of the workload: dense and sparse, irregular gaps (`*/7` resets at
+/// each hour), a daily time that falls in spring-forward gaps (02:30), seconds.
+const CRON_EXPRESSIONS: [&str; 8] = [
+    "*/5 * * * *",
+    "*/7 * * * *",
+    "0 * * * *",
+    "15,45 * * * *",
+    "30 */2 * * *",
+    "30 2 * * *",
+    "0 9-17 * * 1-5",
+    "30 */10 * * * *",
+];
+const JITTER_SECS_MAX: u64 = 300;
+const CATCHUP_WINDOW_SECS: [u64; 4] = [600, 3_600, 6 * 3_600, 24 * 3_600];
+const AT_BEFORE_START_SECS_MAX: i64 = 2 * 3_600;
+
+/// Gives some heartbeats a cron or `at` schedule, and every one random policies. Ops that
+/// create heartbeats get the same treatment.
+pub fn vary_schedules(
+    rng: &mut ChaCha8Rng,
+    heartbeats: &mut [HeartbeatDef],
+    ops: &mut [ScheduledOp],
+    start: Timestamp,
+    safety: Duration,
+) {
+    let created = ops.iter_mut().filter_map(|op| match &mut op.op {
+        Op::Create(def) => Some(def.as_mut()),
+        _ => None,
+    });
+    for def in heartbeats.iter_mut().chain(created) {
+        let roll: f64 = rng.random();
+        if roll < 0.35 {
+            let expression = CRON_EXPRESSIONS[rng.random_range(0..CRON_EXPRESSIONS.len())];
+            let zone = ZONES[rng.random_range(0..ZONES.len())];
+            if let Ok(cron) = CronSchedule::parse(expression, zone) {
+                def.schedule = Schedule::Cron(cron);
+                def.kind = if rng.random_bool(0.5) { JobKind::Cron } else { JobKind::Heartbeat };
+            }
+        } else if roll < 0.45 {
+            let offset = rng.random_range(-AT_BEFORE_START_SECS_MAX..safety.as_secs() as i64);
+            def.schedule = Schedule::At(start.checked_add(SignedDuration::from_secs(offset)).unwrap_or(start));
+            def.kind = JobKind::Cron;
+            def.delete_after_run = rng.random_bool(0.7);
+        }
+        def.policy = RunPolicy {
+            catch_up: [CatchUp::Skip, CatchUp::Once, CatchUp::All][rng.random_range(0..3)],
+            catch_up_window: Duration::from_secs(CATCHUP_WINDOW_SECS[rng.random_range(0..CATCHUP_WINDOW_SECS.len())]),
+            overlap: [Overlap::Skip, Overlap::Skip, Overlap::BufferOne, Overlap::AllowAll][rng.random_range(0..4)],
+            jitter_max: if rng.random_bool(0.3) {
+                Duration::from_secs(rng.random_range(1..=JITTER_SECS_MAX))
+            } else {
+                Duration::ZERO
+            },
+        };
+    }
+}
+
+/// The engine's default backoff, or a short random one that the safety phase exercises
+/// step by step.
+pub fn error_backoff(rng: &mut ChaCha8Rng) -> Vec<Duration> {
+    if rng.random_bool(0.5) {
+        return systole::limits::ERROR_BACKOFF_SECS_DEFAULT.iter().copied().map(Duration::from_secs).collect();
+    }
+    let steps = rng.random_range(1..=5);
+    (0..steps).map(|_| Duration::from_secs(rng.random_range(0..=600))).collect()
 }

@@ -7,6 +7,8 @@
 //! The search is wrapped so that a zone transition croner cannot step over (a whole day
 //! skipped) yields the next valid time instead of an error.
 
+use std::sync::Arc;
+
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp, Zoned};
 
@@ -31,7 +33,8 @@ pub enum CronScheduleError {
 #[derive(Debug, Clone)]
 pub struct CronSchedule {
     expression: String,
-    cron: Cron,
+    /// Shared: a parsed pattern is large and clones of a schedule are common.
+    cron: Arc<Cron>,
     zone_name: String,
     zone: TimeZone,
 }
@@ -55,7 +58,12 @@ impl CronSchedule {
             problem: error.to_string(),
         })?;
         let zone = zone_by_name(zone_name).map_err(|_| CronScheduleError::Zone { name: zone_name.to_owned() })?;
-        Ok(Self { expression: expression.trim().to_owned(), cron, zone_name: zone_name.to_owned(), zone })
+        Ok(Self {
+            expression: expression.trim().to_owned(),
+            cron: Arc::new(cron),
+            zone_name: zone_name.to_owned(),
+            zone,
+        })
     }
 
     pub fn expression(&self) -> &str {

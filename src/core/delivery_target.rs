@@ -1,4 +1,5 @@
-//! Delivery targets: `stdout`, or `adapter:target` such as `webhook:ops`.
+//! Delivery targets: `stdout`, `adapter:target` such as `webhook:ops`, or `silent` (the
+//! reply is kept in the run log only: a cron job with `delivery = "silent"`).
 
 use std::fmt;
 
@@ -19,14 +20,24 @@ pub enum DeliveryTargetError {
 
 impl DeliveryTarget {
     pub const STDOUT: &'static str = "stdout";
+    pub const SILENT: &'static str = "silent";
+
+    pub fn silent() -> Self {
+        Self { adapter: Self::SILENT.to_owned(), target: String::new() }
+    }
+
+    /// Whether replies stay in the run log instead of being delivered.
+    pub fn is_silent(&self) -> bool {
+        self.adapter == Self::SILENT && self.target.is_empty()
+    }
 
     /// Parses `stdout` or `adapter:target`.
     ///
     /// # Errors
     /// When the text has no `:`, or an empty adapter or target.
     pub fn parse(text: &str) -> Result<Self, DeliveryTargetError> {
-        if text == Self::STDOUT {
-            return Ok(Self { adapter: Self::STDOUT.to_owned(), target: String::new() });
+        if text == Self::STDOUT || text == Self::SILENT {
+            return Ok(Self { adapter: text.to_owned(), target: String::new() });
         }
         match text.split_once(':') {
             Some((adapter, target)) if !adapter.is_empty() && !target.is_empty() => {

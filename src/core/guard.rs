@@ -13,19 +13,23 @@ pub enum SkipReason {
     Paused,
     /// The slot fell outside the heartbeat's active hours.
     QuietHours,
-    /// The heartbeat's previous run is still going: a heartbeat never overlaps itself.
+    /// The previous run failed and its error backoff has not passed.
+    Backoff,
+    /// The heartbeat's previous run is still going and its overlap policy does not run or
+    /// hold this slot.
     Overlap,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 4] =
-        [SkipReason::Disabled, SkipReason::Paused, SkipReason::QuietHours, SkipReason::Overlap];
+    pub const ALL: [SkipReason; 5] =
+        [SkipReason::Disabled, SkipReason::Paused, SkipReason::QuietHours, SkipReason::Backoff, SkipReason::Overlap];
 
     pub fn as_str(self) -> &'static str {
         match self {
             SkipReason::Disabled => "disabled",
             SkipReason::Paused => "paused",
             SkipReason::QuietHours => "quiet-hours",
+            SkipReason::Backoff => "backoff",
             SkipReason::Overlap => "overlap",
         }
     }
@@ -42,6 +46,9 @@ pub struct GuardInput<'a> {
     /// The heartbeat's agent is paused.
     pub paused: bool,
     pub active_hours: Option<&'a ActiveHours>,
+    /// A failed run's error backoff still holds.
+    pub in_backoff: bool,
+    /// A run is in flight and the overlap policy neither runs nor holds this slot.
     pub run_in_flight: bool,
     /// The wall time at which the run would start.
     pub wall_now: Timestamp,
@@ -63,6 +70,9 @@ pub fn check(input: GuardInput<'_>) -> Result<(), SkipReason> {
             return Err(SkipReason::QuietHours);
         }
     }
+    if input.in_backoff {
+        return Err(SkipReason::Backoff);
+    }
     if input.run_in_flight {
         return Err(SkipReason::Overlap);
     }
@@ -78,6 +88,7 @@ mod tests {
             enabled: true,
             paused: false,
             active_hours: window,
+            in_backoff: false,
             run_in_flight: false,
             wall_now: "2026-01-05T12:00:00Z".parse().expect("test timestamp"),
         }
@@ -90,6 +101,7 @@ mod tests {
         assert_eq!(check(GuardInput { enabled: false, ..input(None) }), Err(SkipReason::Disabled));
         assert_eq!(check(GuardInput { paused: true, ..input(None) }), Err(SkipReason::Paused));
         assert_eq!(check(input(Some(&night))), Err(SkipReason::QuietHours));
+        assert_eq!(check(GuardInput { in_backoff: true, ..input(None) }), Err(SkipReason::Backoff));
         assert_eq!(check(GuardInput { run_in_flight: true, ..input(None) }), Err(SkipReason::Overlap));
     }
 

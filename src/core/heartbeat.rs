@@ -9,6 +9,8 @@ use sha2::{Digest, Sha256};
 use crate::core::active_hours::ActiveHours;
 use crate::core::delivery_target::DeliveryTarget;
 use crate::core::ids::HeartbeatKey;
+use crate::core::policy::RunPolicy;
+use crate::core::schedule::Schedule;
 
 /// Where a definition came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,12 +38,39 @@ impl Origin {
     }
 }
 
-/// What a heartbeat is: prompt, cadence, target, window.
+/// Which list a definition belongs to. Both run the same way (a fresh agent run); they
+/// share one id space per agent, so a slot claim names exactly one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobKind {
+    /// A named heartbeat (`[[agents.heartbeats]]`, the `heartbeat` tool).
+    Heartbeat,
+    /// A cron job (`[[agents.cron]]`, the `cron` tool), mode `isolated`.
+    Cron,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Heartbeat => "heartbeat",
+            JobKind::Cron => "cron",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [JobKind::Heartbeat, JobKind::Cron].into_iter().find(|kind| kind.as_str() == text)
+    }
+}
+
+/// What a heartbeat or cron job is: prompt, schedule, policies, target, window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeartbeatDef {
     pub key: HeartbeatKey,
+    pub kind: JobKind,
     pub prompt: String,
-    pub interval: Duration,
+    pub schedule: Schedule,
+    pub policy: RunPolicy,
+    /// Deleted (instead of disabled) once its schedule has no more slots and the last ran.
+    pub delete_after_run: bool,
     pub target: DeliveryTarget,
     pub active_hours: Option<ActiveHours>,
     /// Total budget of one run, LLM calls and delivery included.
@@ -61,8 +90,14 @@ impl HeartbeatDef {
         };
         field(self.key.agent.as_str().as_bytes());
         field(self.key.heartbeat.as_str().as_bytes());
+        field(self.kind.as_str().as_bytes());
         field(self.prompt.as_bytes());
-        field(&self.interval.as_millis().to_le_bytes());
+        field(self.schedule.to_string().as_bytes());
+        field(self.policy.catch_up.as_str().as_bytes());
+        field(&self.policy.catch_up_window.as_millis().to_le_bytes());
+        field(self.policy.overlap.as_str().as_bytes());
+        field(&self.policy.jitter_max.as_millis().to_le_bytes());
+        field(&[u8::from(self.delete_after_run)]);
         field(self.target.to_string().as_bytes());
         match &self.active_hours {
             Some(window) => {
@@ -113,8 +148,11 @@ mod tests {
                 agent: AgentId::new("main").expect("valid"),
                 heartbeat: HeartbeatId::new("inbox").expect("valid"),
             },
+            kind: JobKind::Heartbeat,
             prompt: "Check the inbox.".to_owned(),
-            interval: Duration::from_secs(1_800),
+            schedule: Schedule::Every(Duration::from_secs(1_800)),
+            policy: RunPolicy::default(),
+            delete_after_run: false,
             target: DeliveryTarget::parse("stdout").expect("valid"),
             active_hours: None,
             timeout: Duration::from_secs(120),
@@ -125,9 +163,13 @@ mod tests {
     #[test]
     fn fingerprint_changes_with_every_field_that_matters() {
         let base = def();
-        let mut changed = vec![base.clone(); 4];
+        let mut changed = vec![base.clone(); 8];
         changed[0].prompt.push('!');
-        changed[1].interval = Duration::from_secs(1_801);
+        changed[1].schedule = Schedule::Every(Duration::from_secs(1_801));
+        changed[4].policy.catch_up = crate::core::policy::CatchUp::All;
+        changed[5].policy.overlap = crate::core::policy::Overlap::AllowAll;
+        changed[6].kind = JobKind::Cron;
+        changed[7].delete_after_run = true;
         changed[2].target = DeliveryTarget::parse("webhook:ops").expect("valid");
         changed[3].active_hours = Some(ActiveHours::new("09:00", "17:00", "UTC").expect("valid"));
         for other in &changed {

@@ -10,5 +10,8 @@ pub mod guard;
 pub mod heartbeat;
 pub mod ids;
 pub mod pause;
+pub mod policy;
 pub mod schedule;
+pub mod schedule_fields;
 pub mod slots;
+pub mod timer_queue;

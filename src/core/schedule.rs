@@ -1,146 +1,193 @@
-//! The one ordered structure of due times that the driver sleeps on.
+//! What a heartbeat's or cron job's slots are: an elapsed-time interval (`every`), a cron
+//! expression in a time zone (`cron`), or one instant (`at`).
 //!
-//! Every armed heartbeat has exactly one [`SlotTimer`] here, indexed twice: by wall slot
-//! and by monotonic deadline. Re-arming or removing a heartbeat replaces or drops its one
-//! entry, so no update can leave a stray timer behind (field notes, failure 11).
+//! A schedule only answers "which slot comes after this one"; when a slot is due, and
+//! what happens to slots that passed unrun, is decided in [`crate::core::slots`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::VecDeque;
+use std::fmt;
 use std::time::Duration;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
-use crate::core::ids::HeartbeatKey;
-use crate::core::slots::{FiredSlot, SlotTimer};
-use crate::limits::DRIVER_SLEEP_SECS_MAX;
-use crate::ports::clock::{Mono, Now};
+use crate::core::cron::CronSchedule;
+use crate::core::duration::{format_duration, parse_duration};
+use crate::core::slots::{add, truncate_to_millis};
+use crate::limits::{CATCHUP_SCAN_SLOTS_MAX, INTERVAL_SECS_MAX, INTERVAL_SECS_MIN};
 
-#[derive(Debug, Default)]
-pub struct Schedule {
-    timers: BTreeMap<HeartbeatKey, SlotTimer>,
-    by_wall: BTreeSet<(Timestamp, HeartbeatKey)>,
-    by_mono: BTreeSet<(Mono, HeartbeatKey)>,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Schedule {
+    /// Elapsed time: each slot one interval after the previous slot.
+    Every(Duration),
+    /// Calendar time: the occurrences of a cron expression in an IANA zone.
+    Cron(CronSchedule),
+    /// Once, at this instant.
+    At(Timestamp),
 }
 
+/// The slots that passed unrun up to some instant (see [`Schedule::passed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Passed {
+    /// How many slots passed; a lower bound when a dense cron passed more than the scan limit.
+    pub count: u64,
+    /// The most recent passed slots, oldest first, the latest last (never empty).
+    pub recent: VecDeque<Timestamp>,
+    /// The first slot after them, if the schedule has one.
+    pub next: Option<Timestamp>,
+}
+
+impl Passed {
+    pub fn latest(&self) -> Timestamp {
+        // `recent` always holds at least the first slot, which had passed.
+        self.recent.back().copied().unwrap_or(Timestamp::MIN)
+    }
+}
+
+/// Lookbacks tried, shortest first, when a dense cron passed too many slots to walk.
+const LOOKBACKS_SECS: [i64; 5] = [60, 3_600, 86_400, 32 * 86_400, 366 * 86_400];
+
 impl Schedule {
-    pub fn new() -> Self {
-        Self::default()
+    /// `every` from a duration text, checked against the interval limits.
+    ///
+    /// # Errors
+    /// A text that is not a duration, or one out of range; the message says which.
+    pub fn every(text: &str) -> Result<Self, String> {
+        let interval = parse_duration(text).map_err(|error| error.to_string())?;
+        Self::every_duration(interval)
     }
 
-    /// Arms `key` with `timer`, replacing any timer it had.
-    pub fn arm(&mut self, key: HeartbeatKey, timer: SlotTimer) {
-        self.disarm(&key);
-        self.by_wall.insert((timer.next_slot, key.clone()));
-        self.by_mono.insert((timer.next_mono, key.clone()));
-        self.timers.insert(key, timer);
-    }
-
-    /// Drops `key`'s timer, if it has one.
-    pub fn disarm(&mut self, key: &HeartbeatKey) -> Option<SlotTimer> {
-        let timer = self.timers.remove(key)?;
-        self.by_wall.remove(&(timer.next_slot, key.clone()));
-        self.by_mono.remove(&(timer.next_mono, key.clone()));
-        Some(timer)
-    }
-
-    pub fn timer(&self, key: &HeartbeatKey) -> Option<&SlotTimer> {
-        self.timers.get(key)
-    }
-
-    pub fn len(&self) -> usize {
-        self.timers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.timers.is_empty()
-    }
-
-    /// Fires up to `max` due timers, earliest first, re-arming each for its next slot.
-    pub fn pop_due(&mut self, now: Now, max: usize) -> Vec<(HeartbeatKey, FiredSlot)> {
-        let mut fired = Vec::new();
-        while fired.len() < max {
-            let Some(key) = self.earliest_due(now) else { break };
-            let Some(mut timer) = self.disarm(&key) else { break };
-            let slot = timer.fire(now);
-            self.arm(key.clone(), timer);
-            fired.push((key, slot));
+    /// # Errors
+    /// An interval out of range.
+    pub fn every_duration(interval: Duration) -> Result<Self, String> {
+        if interval < Duration::from_secs(INTERVAL_SECS_MIN) || interval > Duration::from_secs(INTERVAL_SECS_MAX) {
+            return Err(format!(
+                "{} is out of range; allowed from {INTERVAL_SECS_MIN}s to {INTERVAL_SECS_MAX}s",
+                format_duration(interval)
+            ));
         }
-        fired
+        Ok(Schedule::Every(interval))
     }
 
-    fn earliest_due(&self, now: Now) -> Option<HeartbeatKey> {
-        let by_mono = self.by_mono.first().filter(|(mono, _)| *mono <= now.mono);
-        let by_wall = self.by_wall.first().filter(|(wall, _)| *wall <= now.wall);
-        by_mono.map(|(_, key)| key).or(by_wall.map(|(_, key)| key)).cloned()
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Schedule::Every(_) => "every",
+            Schedule::Cron(_) => "cron",
+            Schedule::At(_) => "at",
+        }
     }
 
-    /// The monotonic time at which the driver should next wake: the earliest deadline on
-    /// either chain, but never more than [`DRIVER_SLEEP_SECS_MAX`] away.
-    pub fn next_wake(&self, now: Now) -> Mono {
-        let mut wake = now.mono + Duration::from_secs(DRIVER_SLEEP_SECS_MAX);
-        if let Some((mono, _)) = self.by_mono.first() {
-            wake = wake.min(*mono);
+    /// The elapsed-time interval that also makes a slot due (the monotonic chain), for
+    /// `every` only: cron and `at` slots are calendar times and wait for the wall clock.
+    pub fn interval(&self) -> Option<Duration> {
+        match self {
+            Schedule::Every(interval) => Some(*interval),
+            Schedule::Cron(_) | Schedule::At(_) => None,
         }
-        if let Some((wall, _)) = self.by_wall.first() {
-            let ahead = wall.duration_since(now.wall);
-            let ahead = if ahead.is_negative() { Duration::ZERO } else { ahead.unsigned_abs() };
-            wake = wake.min(now.mono + ahead);
+    }
+
+    /// The first slot of a schedule armed at `wall`: one interval away for `every`, the
+    /// next occurrence for `cron`, the instant itself for `at` (even if it has passed: a
+    /// past `at` runs once, at once). `None` when there is none.
+    pub fn first_slot(&self, wall: Timestamp) -> Option<Timestamp> {
+        let wall = truncate_to_millis(wall);
+        match self {
+            Schedule::Every(interval) => Some(add(wall, *interval)),
+            Schedule::Cron(cron) => cron.next_after(wall),
+            Schedule::At(at) => Some(truncate_to_millis(*at)),
         }
-        wake
+    }
+
+    /// The slot after `slot`, or `None` when the schedule has no more.
+    pub fn next_after(&self, slot: Timestamp) -> Option<Timestamp> {
+        match self {
+            Schedule::Every(interval) => Some(add(slot, *interval)),
+            Schedule::Cron(cron) => cron.next_after(slot),
+            Schedule::At(at) => (truncate_to_millis(*at) > slot).then(|| truncate_to_millis(*at)),
+        }
+    }
+
+    /// The first slot at or after `at`; for `every`, `at` itself (its grid starts wherever
+    /// it is armed).
+    pub fn at_or_after(&self, at: Timestamp) -> Option<Timestamp> {
+        match self {
+            Schedule::Every(_) => Some(at),
+            Schedule::Cron(_) | Schedule::At(_) => {
+                let before = at.checked_sub(SignedDuration::from_millis(1)).unwrap_or(at);
+                self.next_after(before)
+            }
+        }
+    }
+
+    /// The slots from `first` (a slot that has passed) up to `until`, keeping the `keep`
+    /// most recent. Bounded work whatever the gap: `every` is arithmetic, a cron walks at
+    /// most [`CATCHUP_SCAN_SLOTS_MAX`] slots, then finds the latest by looking back.
+    pub fn passed(&self, first: Timestamp, until: Timestamp, keep: usize) -> Passed {
+        let keep = keep.max(1);
+        match self {
+            Schedule::Every(interval) => {
+                let interval_ms = i128::try_from(interval.as_millis().max(1)).unwrap_or(i128::MAX);
+                let behind_ms = until.duration_since(first).as_millis().max(0);
+                let extra = u64::try_from(behind_ms / interval_ms).unwrap_or(u64::MAX);
+                let mut recent = VecDeque::new();
+                let kept = extra.min(keep as u64 - 1);
+                for back in (0..=kept).rev() {
+                    recent.push_back(add(first, mul(*interval, extra - back)));
+                }
+                let next = recent.back().map(|latest| add(*latest, *interval));
+                Passed { count: extra.saturating_add(1), recent, next }
+            }
+            Schedule::Cron(_) | Schedule::At(_) => self.walk(first, until, keep),
+        }
+    }
+
+    fn walk(&self, first: Timestamp, until: Timestamp, keep: usize) -> Passed {
+        let mut recent = VecDeque::from([first]);
+        let mut count: u64 = 1;
+        let mut next = self.next_after(first);
+        while let Some(slot) = next.filter(|slot| *slot <= until) {
+            if count >= CATCHUP_SCAN_SLOTS_MAX {
+                return self.jump_to_latest(slot, until, keep, count);
+            }
+            count += 1;
+            recent.push_back(slot);
+            if recent.len() > keep {
+                recent.pop_front();
+            }
+            next = self.next_after(slot);
+        }
+        Passed { count, recent, next }
+    }
+
+    /// Too many slots to walk: find the latest slot at or before `until` from a short
+    /// lookback (a schedule this dense has one within a minute or an hour).
+    fn jump_to_latest(&self, walked_to: Timestamp, until: Timestamp, keep: usize, walked: u64) -> Passed {
+        for lookback in LOOKBACKS_SECS {
+            let Ok(from) = until.checked_sub(SignedDuration::from_secs(lookback)) else { continue };
+            let Some(start) = self.next_after(from.max(walked_to)) else { continue };
+            if start <= until {
+                let tail = self.walk(start, until, keep);
+                return Passed { count: walked.saturating_add(tail.count), ..tail };
+            }
+        }
+        Passed { count: walked, recent: VecDeque::from([walked_to]), next: self.next_after(walked_to) }
+    }
+}
+
+fn mul(interval: Duration, times: u64) -> Duration {
+    let times = u32::try_from(times).unwrap_or(u32::MAX);
+    interval.checked_mul(times).unwrap_or(Duration::MAX)
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Schedule::Every(interval) => write!(f, "every {}", format_duration(*interval)),
+            Schedule::Cron(cron) => write!(f, "cron \"{}\" in {}", cron.expression(), cron.zone_name()),
+            Schedule::At(at) => write!(f, "at {at}"),
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::core::ids::{AgentId, HeartbeatId};
-
-    fn key(name: &str) -> HeartbeatKey {
-        HeartbeatKey { agent: AgentId::new("a").expect("valid"), heartbeat: HeartbeatId::new(name).expect("valid") }
-    }
-
-    fn at(secs: u64) -> Now {
-        let wall = Timestamp::from_second(1_767_225_600 + secs as i64).expect("in range");
-        Now { wall, mono: Mono::from_duration(Duration::from_secs(secs)) }
-    }
-
-    #[test]
-    fn rearming_replaces_instead_of_adding() {
-        let mut schedule = Schedule::new();
-        for _ in 0..3 {
-            schedule.arm(key("x"), SlotTimer::first(at(0), Duration::from_secs(10)));
-        }
-        assert_eq!(schedule.len(), 1);
-        assert_eq!(schedule.pop_due(at(10), 100).len(), 1, "three updates must not give three fires");
-        schedule.disarm(&key("x"));
-        assert!(schedule.pop_due(at(1_000), 100).is_empty(), "a removed heartbeat never fires");
-    }
-
-    #[test]
-    fn pops_in_order_and_sleeps_until_the_earliest() {
-        let mut schedule = Schedule::new();
-        schedule.arm(key("slow"), SlotTimer::first(at(0), Duration::from_secs(20)));
-        schedule.arm(key("fast"), SlotTimer::first(at(0), Duration::from_secs(5)));
-        assert_eq!(schedule.next_wake(at(0)), at(5).mono);
-        let fired: Vec<_> = schedule.pop_due(at(20), 100).into_iter().map(|(k, _)| k).collect();
-        assert_eq!(fired, vec![key("fast"), key("slow")], "fast is due at 5 and fires once for its latest slot");
-        assert_eq!(schedule.next_wake(at(20)), at(25).mono);
-    }
-
-    #[test]
-    fn wakes_at_least_every_cap() {
-        let mut schedule = Schedule::new();
-        assert_eq!(schedule.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono);
-        schedule.arm(key("daily"), SlotTimer::first(at(0), Duration::from_secs(86_400)));
-        assert_eq!(schedule.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono);
-    }
-
-    #[test]
-    fn caps_work_per_wake() {
-        let mut schedule = Schedule::new();
-        for index in 0..10 {
-            schedule.arm(key(&format!("h{index}")), SlotTimer::first(at(0), Duration::from_secs(1)));
-        }
-        assert_eq!(schedule.pop_due(at(1), 4).len(), 4);
-        assert_eq!(schedule.pop_due(at(1), 100).len(), 6);
-    }
-}
+#[path = "schedule_tests.rs"]
+mod tests;

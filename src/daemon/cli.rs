@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::adapters::system_clock::SystemClock;
+use crate::core::heartbeat::JobKind;
 use crate::daemon::config;
 use crate::daemon::list;
 use crate::daemon::preview::{preview, PreviewSpec};
@@ -32,7 +33,12 @@ pub enum Command {
     /// Inspect heartbeats.
     Heartbeat {
         #[command(subcommand)]
-        command: HeartbeatCommand,
+        command: JobCommand,
+    },
+    /// Inspect cron jobs (`[[agents.cron]]` and those the `cron` tool made).
+    Cron {
+        #[command(subcommand)]
+        command: JobCommand,
     },
     /// Work with schedules.
     Schedule {
@@ -66,19 +72,19 @@ pub enum ScheduleCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum HeartbeatCommand {
-    /// List every heartbeat in the store with its state.
+pub enum JobCommand {
+    /// List every one in the store with its state.
     List {
         #[arg(long)]
         config: PathBuf,
         #[arg(long)]
         json: bool,
     },
-    /// Show the newest runs of one heartbeat.
+    /// Show the newest runs of one, each with the slot it stands for.
     Runs {
         #[arg(long)]
         config: PathBuf,
-        /// The heartbeat id.
+        /// The heartbeat or cron job id.
         id: String,
         /// The agent, when several agents have a heartbeat with this id.
         #[arg(long)]
@@ -97,12 +103,8 @@ pub enum HeartbeatCommand {
 pub async fn run(cli: Cli) -> Result<(), DaemonError> {
     match cli.command {
         Command::Serve { config } => serve(config::load(&config)?).await,
-        Command::Heartbeat { command: HeartbeatCommand::List { config, json } } => {
-            let config = config::load(&config)?;
-            let store = SqliteStore::open(&config.store_path).await?;
-            print!("{}", list::list(&store, json).await?);
-            Ok(())
-        }
+        Command::Heartbeat { command } => job_command(JobKind::Heartbeat, command).await,
+        Command::Cron { command } => job_command(JobKind::Cron, command).await,
         Command::Schedule { command: ScheduleCommand::Preview { cron, every, at, tz, from, count } } => {
             let spec = match (cron, every, at) {
                 (Some(expression), _, _) => PreviewSpec::Cron { expression },
@@ -123,12 +125,22 @@ pub async fn run(cli: Cli) -> Result<(), DaemonError> {
             }
             Ok(())
         }
-        Command::Heartbeat { command: HeartbeatCommand::Runs { config, id, agent, limit, json } } => {
+    }
+}
+
+async fn job_command(kind: JobKind, command: JobCommand) -> Result<(), DaemonError> {
+    match command {
+        JobCommand::List { config, json } => {
             let config = config::load(&config)?;
             let store = SqliteStore::open(&config.store_path).await?;
-            let key = list::resolve(&store, agent.as_deref(), &id).await?;
+            print!("{}", list::list(&store, kind, json).await?);
+        }
+        JobCommand::Runs { config, id, agent, limit, json } => {
+            let config = config::load(&config)?;
+            let store = SqliteStore::open(&config.store_path).await?;
+            let key = list::resolve(&store, kind, agent.as_deref(), &id).await?;
             print!("{}", list::runs(&store, &key, limit, json).await?);
-            Ok(())
         }
     }
+    Ok(())
 }

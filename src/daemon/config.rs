@@ -12,14 +12,13 @@ use crate::agent::settings::AgentSettings;
 use crate::core::active_hours::{zone_by_name, ActiveHours};
 use crate::core::delivery_target::DeliveryTarget;
 use crate::core::duration::parse_duration;
-use crate::core::heartbeat::{HeartbeatDef, Origin};
-use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use crate::core::heartbeat::HeartbeatDef;
+use crate::core::ids::AgentId;
 use crate::limits::{
     AGENT_LOOP_ITERATIONS_MAX_LIMIT, BREAKER_FAILURES_MAX_DEFAULT, INTERVAL_SECS_MAX, INTERVAL_SECS_MIN,
     LLM_ATTEMPTS_MAX_DEFAULT, LLM_ATTEMPTS_MAX_LIMIT, LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT,
-    PROMPT_CHARS_MAX, RUNS_IN_FLIGHT_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX,
-    SHUTDOWN_GRACE_SECS_DEFAULT, WEBHOOK_ATTEMPTS_MAX_DEFAULT, WEBHOOK_ATTEMPTS_MAX_LIMIT,
-    WEBHOOK_TIMEOUT_SECS_DEFAULT,
+    RUNS_IN_FLIGHT_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT,
+    WEBHOOK_ATTEMPTS_MAX_DEFAULT, WEBHOOK_ATTEMPTS_MAX_LIMIT, WEBHOOK_TIMEOUT_SECS_DEFAULT,
 };
 
 /// The SQLite file when the config names none, relative to the config file.
@@ -56,6 +55,7 @@ pub enum LlmConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineSettings {
     pub breaker_failures_max: u32,
+    pub error_backoff: Vec<Duration>,
     pub runs_in_flight_max: usize,
     pub shutdown_grace: Duration,
 }
@@ -134,6 +134,8 @@ struct RawEngine {
     breaker_failures: Option<u32>,
     runs_in_flight_max: Option<usize>,
     shutdown_grace: Option<String>,
+    /// Waits after the 1st, 2nd, ... consecutive failure, like ["30s", "1m", "5m"].
+    error_backoff: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -151,6 +153,8 @@ struct RawAgent {
     heartbeats_max: Option<usize>,
     #[serde(default)]
     heartbeats: Vec<RawHeartbeat>,
+    #[serde(default)]
+    cron: Vec<RawCron>,
 }
 
 #[derive(Deserialize)]
@@ -169,6 +173,68 @@ struct RawHeartbeat {
     active_start_hour: Option<u8>,
     active_end_hour: Option<u8>,
     timeout: Option<String>,
+    cron: Option<String>,
+    timezone: Option<String>,
+    at: Option<String>,
+    schedule: Option<RawSchedule>,
+    catch_up: Option<String>,
+    catch_up_window: Option<String>,
+    overlap: Option<String>,
+    jitter: Option<String>,
+    delete_after_run: Option<bool>,
+}
+
+/// `[[agents.cron]]`: a cron job as in the cron spec.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCron {
+    id: String,
+    prompt: Option<String>,
+    /// The spec's `payload = { text = "..." }`, instead of `prompt`.
+    payload: Option<RawPayload>,
+    schedule: Option<RawSchedule>,
+    target: Option<String>,
+    /// `announce` (deliver to `target`) or `silent` (keep replies in the run log).
+    delivery: Option<String>,
+    /// Only `isolated` for now.
+    mode: Option<String>,
+    /// `false` leaves the job unscheduled (and removes it from the store if seeded before).
+    enabled: Option<bool>,
+    active_hours: Option<RawActiveHours>,
+    timeout: Option<String>,
+    catch_up: Option<String>,
+    catch_up_window: Option<String>,
+    overlap: Option<String>,
+    jitter: Option<String>,
+    delete_after_run: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPayload {
+    text: String,
+}
+
+/// `{ cron = "0 9 * * MON-FRI", timezone = "Asia/Shanghai" }`, `{ every = "1h" }` or
+/// `{ at = "2026-12-01T14:00:00+08:00" }`; the spec's `{ kind = "cron", expr = "..." }` too.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSchedule {
+    every: Option<String>,
+    cron: Option<String>,
+    at: Option<String>,
+    timezone: Option<String>,
+    kind: Option<String>,
+    expr: Option<String>,
+}
+
+/// The policy fields of a heartbeat or cron job, gathered.
+struct RawPolicy {
+    catch_up: Option<String>,
+    catch_up_window: Option<String>,
+    overlap: Option<String>,
+    jitter: Option<String>,
+    delete_after_run: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -285,12 +351,23 @@ impl Validator<'_> {
             agents.insert(id.clone(), settings);
             let defaults = HeartbeatDefaults { agent: &id, timezone: &timezone, run_timeout, webhooks: &webhooks };
             let mut heartbeat_ids = BTreeSet::new();
+            let mut defs = Vec::new();
             for (position, heartbeat) in agent.heartbeats.into_iter().enumerate() {
                 let field = format!("{field}.heartbeats[{position}]");
-                let def = self.heartbeat(&field, heartbeat, &defaults)?;
+                defs.push((field.clone(), self.heartbeat(&field, heartbeat, &defaults)?));
+            }
+            for (position, cron) in agent.cron.into_iter().enumerate() {
+                let field = format!("{field}.cron[{position}]");
+                if let Some(def) = self.cron_job(&field, cron, &defaults)? {
+                    defs.push((field, def));
+                }
+            }
+            for (field, def) in defs {
                 if !heartbeat_ids.insert(def.key.heartbeat.clone()) {
-                    let problem =
-                        format!("{:?} is used by an earlier heartbeat of agent {id}", def.key.heartbeat.as_str());
+                    let problem = format!(
+                        "{:?} is used by an earlier heartbeat or cron job of agent {id}",
+                        def.key.heartbeat.as_str()
+                    );
                     return Err(self.error(format!("{field}.id"), problem));
                 }
                 heartbeats.push(def);
@@ -454,56 +531,9 @@ impl Validator<'_> {
             )?,
             None => Duration::from_secs(SHUTDOWN_GRACE_SECS_DEFAULT),
         };
-        Ok((EngineSettings { breaker_failures_max, runs_in_flight_max, shutdown_grace }, timezone, run_timeout))
-    }
-
-    fn heartbeat(
-        &self,
-        field: &str,
-        raw: RawHeartbeat,
-        defaults: &HeartbeatDefaults<'_>,
-    ) -> Result<HeartbeatDef, ConfigError> {
-        let heartbeat = HeartbeatId::new(raw.id.clone())
-            .map_err(|e| self.error(format!("{field}.id"), format!("{:?} {e}", raw.id)))?;
-        if raw.prompt.trim().is_empty() {
-            return Err(self.error(format!("{field}.prompt"), "is empty"));
-        }
-        if raw.prompt.chars().count() > PROMPT_CHARS_MAX {
-            return Err(self.error(format!("{field}.prompt"), format!("is longer than {PROMPT_CHARS_MAX} characters")));
-        }
-        let interval = self.interval(field, raw.every.as_deref(), raw.interval_secs)?;
-        let target = self.target(field, raw.target, raw.delivery_target, defaults.webhooks)?;
-        let active_hours =
-            self.active_hours(field, raw.active_hours, raw.active_start_hour, raw.active_end_hour, defaults.timezone)?;
-        let timeout = self.timeout(&format!("{field}.timeout"), raw.timeout.as_deref(), defaults.run_timeout)?;
-        Ok(HeartbeatDef {
-            key: HeartbeatKey { agent: defaults.agent.clone(), heartbeat },
-            prompt: raw.prompt,
-            interval,
-            target,
-            active_hours,
-            timeout,
-            origin: Origin::Config,
-        })
-    }
-
-    fn interval(&self, field: &str, every: Option<&str>, interval_secs: Option<u64>) -> Result<Duration, ConfigError> {
-        let min = Duration::from_secs(INTERVAL_SECS_MIN);
-        let max = Duration::from_secs(INTERVAL_SECS_MAX);
-        match (every, interval_secs) {
-            (Some(text), None) => self.duration(&format!("{field}.every"), text, min, max),
-            (None, Some(secs)) if (INTERVAL_SECS_MIN..=INTERVAL_SECS_MAX).contains(&secs) => {
-                Ok(Duration::from_secs(secs))
-            }
-            (None, Some(secs)) => Err(self.error(
-                format!("{field}.interval_secs"),
-                format!("{secs} is out of range; allowed from {INTERVAL_SECS_MIN} to {INTERVAL_SECS_MAX}"),
-            )),
-            (Some(_), Some(_)) => {
-                Err(self.error(format!("{field}.every"), "give either `every` or `interval_secs`, not both"))
-            }
-            (None, None) => Err(self.error(format!("{field}.every"), "is missing (like every = \"30m\")")),
-        }
+        let error_backoff = self.error_backoff(raw.error_backoff)?;
+        let settings = EngineSettings { breaker_failures_max, error_backoff, runs_in_flight_max, shutdown_grace };
+        Ok((settings, timezone, run_timeout))
     }
 
     fn target(
@@ -524,7 +554,7 @@ impl Validator<'_> {
         let field = format!("{field}.{name}");
         let target = DeliveryTarget::parse(&text).map_err(|e| self.error(&field, e))?;
         let known = match target.adapter.as_str() {
-            DeliveryTarget::STDOUT => true,
+            DeliveryTarget::STDOUT | DeliveryTarget::SILENT => true,
             "webhook" => webhooks.contains_key(&target.target),
             _ => false,
         };
@@ -573,6 +603,9 @@ struct HeartbeatDefaults<'a> {
     run_timeout: Duration,
     webhooks: &'a BTreeMap<String, WebhookEndpoint>,
 }
+
+#[path = "config_jobs.rs"]
+mod jobs;
 
 #[cfg(test)]
 #[path = "config_tests.rs"]

@@ -2,6 +2,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::*;
+use crate::core::schedule::Schedule;
 
 fn parse_text(text: &str) -> Result<Config, ConfigError> {
     parse(text, Path::new("/etc/systole/test.toml"))
@@ -26,9 +27,9 @@ fn shipped_examples_load() {
     assert_eq!(demo.heartbeats.len(), 2);
     assert_eq!(demo.store_path, Path::new("examples/demo.db"));
     let full = parse(include_str!("../../examples/full.toml"), Path::new("full.toml")).expect("full config");
-    assert_eq!(full.heartbeats.len(), 2);
+    assert_eq!(full.heartbeats.len(), 4, "two heartbeats and two cron jobs");
     let spacebot = &full.heartbeats[1];
-    assert_eq!(spacebot.interval, Duration::from_secs(86_400));
+    assert_eq!(spacebot.schedule, Schedule::Every(Duration::from_secs(86_400)));
     assert_eq!(spacebot.target.to_string(), "webhook:ops");
     let window = spacebot.active_hours.as_ref().expect("window");
     assert_eq!(
@@ -57,7 +58,7 @@ active_start_hour = 9
 active_end_hour = 17
 "#;
     let config = parse_text(text).expect("spacebot config");
-    assert_eq!(config.heartbeats[0].interval, Duration::from_secs(1_800));
+    assert_eq!(config.heartbeats[0].schedule, Schedule::Every(Duration::from_secs(1_800)));
 }
 
 #[test]
@@ -135,4 +136,96 @@ fn window_zone_falls_back_to_agent_then_engine() {
     let zones: Vec<_> =
         config.heartbeats.iter().map(|h| h.active_hours.as_ref().map(|w| w.zone_name().to_owned())).collect();
     assert_eq!(zones, vec![Some("Asia/Shanghai".to_owned()), Some("America/New_York".to_owned())]);
+}
+
+fn with_cron(fields: &str) -> String {
+    format!("{LLM}[[agents]]\nid = \"main\"\ntimezone = \"Asia/Shanghai\"\n[[agents.cron]]\nid = \"job\"\n{fields}\n")
+}
+
+#[test]
+fn cron_jobs_take_the_spec_shape() {
+    let text = with_cron(
+        "payload = { text = \"Daily status\" }\nschedule = { cron = \"0 9 * * MON-FRI\" }\ntarget = \"stdout\"\n\
+         delivery = \"announce\"\nmode = \"isolated\"\ntimeout = \"3m\"\ncatch_up = \"all\"\noverlap = \"buffer_one\"\n\
+         jitter = \"2m\"",
+    );
+    let config = parse_text(&text).expect("cron job");
+    let job = &config.heartbeats[0];
+    assert_eq!(job.kind, crate::core::heartbeat::JobKind::Cron);
+    assert_eq!(job.prompt, "Daily status");
+    assert_eq!(job.schedule.to_string(), "cron \"0 9 * * MON-FRI\" in Asia/Shanghai", "the agent's zone by default");
+    assert_eq!(job.target.to_string(), "stdout");
+    assert_eq!(job.timeout, Duration::from_secs(180));
+    assert_eq!(job.policy.catch_up, crate::core::policy::CatchUp::All);
+    assert_eq!(job.policy.overlap, crate::core::policy::Overlap::BufferOne);
+    assert_eq!(job.policy.jitter_max, Duration::from_secs(120));
+    assert!(!job.delete_after_run);
+    // The spec's kind/expr form, an `at` that deletes itself by default, silence without a target.
+    let text = with_cron("prompt = \"Remind\"\nschedule = { kind = \"at\", expr = \"2026-12-01T14:00:00+08:00\" }");
+    let config = parse_text(&text).expect("at job");
+    let job = &config.heartbeats[0];
+    assert!(job.delete_after_run && job.target.is_silent());
+    assert_eq!(job.schedule, Schedule::At("2026-12-01T06:00:00Z".parse().expect("valid")));
+    // `enabled = false` leaves it out.
+    let text = with_cron("prompt = \"p\"\nschedule = { every = \"1h\" }\nenabled = false");
+    assert!(parse_text(&text).expect("disabled job").heartbeats.is_empty());
+}
+
+#[test]
+fn heartbeats_take_cron_and_at_too() {
+    let config =
+        parse_text(&with_heartbeat("cron = \"*/30 * * * *\"\ntimezone = \"Europe/Berlin\"\ntarget = \"stdout\""))
+            .expect("cron heartbeat");
+    assert_eq!(config.heartbeats[0].schedule.to_string(), "cron \"*/30 * * * *\" in Europe/Berlin");
+    let config = parse_text(&with_heartbeat("schedule = { at = \"2026-12-01T09:00:00\" }\ntarget = \"stdout\""))
+        .expect("at heartbeat");
+    assert_eq!(config.heartbeats[0].schedule, Schedule::At("2026-12-01T09:00:00Z".parse().expect("valid")));
+}
+
+#[test]
+fn schedule_and_policy_refusals_name_the_field() {
+    let cases: Vec<(String, &str, &str)> = vec![
+        (with_cron("prompt = \"p\"\nschedule = { cron = \"61 * * * *\" }"), "agents[0].cron[0].schedule.cron", "not a cron"),
+        (
+            with_cron("prompt = \"p\"\nschedule = { cron = \"0 9 * * *\", timezone = \"+08:00\" }"),
+            "agents[0].cron[0].schedule.timezone",
+            "IANA",
+        ),
+        (with_cron("prompt = \"p\"\nschedule = { every = \"1h\", at = \"2026-12-01T00:00:00Z\" }"), "agents[0].cron[0].schedule", "only one"),
+        (with_cron("prompt = \"p\""), "agents[0].cron[0].schedule", "missing"),
+        (with_cron("schedule = { every = \"1h\" }"), "agents[0].cron[0].prompt", "missing"),
+        (with_cron("prompt = \"p\"\nschedule = { every = \"1h\" }\nmode = \"main\""), "agents[0].cron[0].mode", "not supported yet"),
+        (with_cron("prompt = \"p\"\nschedule = { every = \"1h\" }\ndelivery = \"announce\""), "agents[0].cron[0].target", "needs a target"),
+        (with_cron("prompt = \"p\"\nschedule = { every = \"1h\" }\ndelivery = \"loud\""), "agents[0].cron[0].delivery", "announce"),
+        (with_cron("prompt = \"p\"\nschedule = { every = \"1h\" }\ncatch_up = \"some\""), "agents[0].cron[0].catch_up", "skip"),
+        (with_cron("prompt = \"p\"\nschedule = { every = \"1h\" }\noverlap = \"queue\""), "agents[0].cron[0].overlap", "buffer_one"),
+        (with_cron("prompt = \"p\"\nschedule = { every = \"1h\" }\njitter = \"2h\""), "agents[0].cron[0].jitter", "out of range"),
+        (
+            with_cron(
+                "prompt = \"p\"\nschedule = { cron = \"0 3 * * *\" }\nactive_hours = { start = \"09:00\", end = \"17:00\" }",
+            ),
+            "agents[0].cron[0].schedule",
+            "would never run",
+        ),
+        (
+            with_heartbeat("cron = \"0 3 * * *\"\ntarget = \"stdout\"\nactive_hours = { start = \"09:00\", end = \"17:00\" }"),
+            "agents[0].heartbeats[0].cron",
+            "would never run",
+        ),
+        (with_heartbeat("every = \"1h\"\ntimezone = \"UTC\"\ntarget = \"stdout\""), "agents[0].heartbeats[0].timezone", "elapsed time"),
+        (format!("{LLM}[engine]\nerror_backoff = []\n"), "engine.error_backoff", "from 1 to"),
+        (format!("{LLM}[engine]\nerror_backoff = [\"30s\", \"soon\"]\n"), "engine.error_backoff[1]", "soon"),
+    ];
+    for (text, field, problem) in cases {
+        let error = refused(&text);
+        assert_eq!(error.field, field, "{text}\n{error}");
+        assert!(error.problem.contains(problem), "{field}: {:?} should mention {problem:?}", error.problem);
+    }
+    // A heartbeat and a cron job of one agent may not share an id.
+    let text = format!(
+        "{LLM}[[agents]]\nid = \"main\"\n[[agents.heartbeats]]\nid = \"x\"\nprompt = \"p\"\nevery = \"1h\"\ntarget = \"stdout\"\n\
+         [[agents.cron]]\nid = \"x\"\nprompt = \"p\"\nschedule = {{ every = \"1h\" }}\n"
+    );
+    let error = refused(&text);
+    assert_eq!(error.field, "agents[0].cron[0].id");
 }

@@ -1,10 +1,10 @@
-//! `systole heartbeat list` and `systole heartbeat runs`: read the store, also while the
-//! daemon runs (SQLite in WAL mode lets readers in beside the writer).
+//! `systole heartbeat list|runs` and `systole cron list|runs`: read the store, also while
+//! the daemon runs (SQLite in WAL mode lets readers in beside the writer).
 
 use serde_json::{json, Value};
 
 use crate::core::duration::format_duration;
-use crate::core::heartbeat::Heartbeat;
+use crate::core::heartbeat::{Heartbeat, JobKind};
 use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::daemon::DaemonError;
 use crate::ports::store::{Execution, Store};
@@ -22,7 +22,11 @@ pub fn heartbeat_json(heartbeat: &Heartbeat, last: Option<&Execution>) -> Value 
         "enabled": heartbeat.state.enabled,
         "disabled_reason": heartbeat.state.disabled_reason,
         "consecutive_failures": heartbeat.state.consecutive_failures,
-        "every": format_duration(def.interval),
+        "kind": def.kind.as_str(),
+        "schedule": def.schedule.to_string(),
+        "every": def.schedule.interval().map(format_duration),
+        "catch_up": def.policy.catch_up.as_str(),
+        "overlap": def.policy.overlap.as_str(),
         "target": def.target.to_string(),
         "active_hours": window,
         "origin": def.origin.as_str(),
@@ -51,12 +55,13 @@ pub fn execution_json(execution: &Execution) -> Value {
     })
 }
 
-/// Prints every heartbeat, as a table or as a JSON array.
+/// Prints every heartbeat (or every cron job), as a table or as a JSON array.
 ///
 /// # Errors
 /// When the store cannot be read.
-pub async fn list(store: &dyn Store, as_json: bool) -> Result<String, DaemonError> {
-    let heartbeats = store.load_heartbeats().await?;
+pub async fn list(store: &dyn Store, kind: JobKind, as_json: bool) -> Result<String, DaemonError> {
+    let mut heartbeats = store.load_heartbeats().await?;
+    heartbeats.retain(|heartbeat| heartbeat.def.kind == kind);
     let mut rows = Vec::with_capacity(heartbeats.len());
     for heartbeat in &heartbeats {
         let last = store.executions(&heartbeat.def.key, 1).await?;
@@ -65,8 +70,10 @@ pub async fn list(store: &dyn Store, as_json: bool) -> Result<String, DaemonErro
     if as_json {
         return Ok(serde_json::to_string_pretty(&rows).unwrap_or_else(|_| "[]".to_owned()));
     }
-    let mut out =
-        format!("{:<12} {:<20} {:<8} {:<6} {:<25} {}\n", "AGENT", "ID", "ENABLED", "FAILS", "NEXT RUN", "LAST");
+    let mut out = format!(
+        "{:<12} {:<20} {:<30} {:<8} {:<6} {:<25} {}\n",
+        "AGENT", "ID", "SCHEDULE", "ENABLED", "FAILS", "NEXT RUN", "LAST"
+    );
     for row in &rows {
         let text = |key: &str| row[key].as_str().unwrap_or("-").to_owned();
         let last = match (row["last_status"].as_str(), row["last_skip_reason"].as_str()) {
@@ -80,9 +87,10 @@ pub async fn list(store: &dyn Store, as_json: bool) -> Result<String, DaemonErro
             _ => "no".to_owned(),
         };
         out.push_str(&format!(
-            "{:<12} {:<20} {:<8} {:<6} {:<25} {}\n",
+            "{:<12} {:<20} {:<30} {:<8} {:<6} {:<25} {}\n",
             text("agent"),
             text("id"),
+            text("schedule"),
             enabled,
             row["consecutive_failures"].to_string(),
             text("next_run_at"),
@@ -92,11 +100,18 @@ pub async fn list(store: &dyn Store, as_json: bool) -> Result<String, DaemonErro
     Ok(out)
 }
 
-/// Finds the heartbeat `id`, in `agent` if given, else in whichever single agent has it.
+/// Finds the heartbeat (or cron job) `id`, in `agent` if given, else in whichever single
+/// agent has it.
 ///
 /// # Errors
 /// When no heartbeat, or more than one, matches.
-pub async fn resolve(store: &dyn Store, agent: Option<&str>, id: &str) -> Result<HeartbeatKey, DaemonError> {
+pub async fn resolve(
+    store: &dyn Store,
+    kind: JobKind,
+    agent: Option<&str>,
+    id: &str,
+) -> Result<HeartbeatKey, DaemonError> {
+    let noun = kind.as_str();
     let heartbeat = HeartbeatId::new(id).map_err(|e| DaemonError::Usage(format!("heartbeat id {id:?} {e}")))?;
     if let Some(agent) = agent {
         let agent = AgentId::new(agent).map_err(|e| DaemonError::Usage(format!("agent id {agent:?} {e}")))?;
@@ -106,13 +121,13 @@ pub async fn resolve(store: &dyn Store, agent: Option<&str>, id: &str) -> Result
         .load_heartbeats()
         .await?
         .into_iter()
+        .filter(|h| h.def.kind == kind && h.def.key.heartbeat == heartbeat)
         .map(|h| h.def.key)
-        .filter(|key| key.heartbeat == heartbeat)
         .collect();
     match matches.as_slice() {
         [key] => Ok(key.clone()),
-        [] => Err(DaemonError::Usage(format!("no heartbeat {id:?} in the store"))),
-        _ => Err(DaemonError::Usage(format!("several agents have a heartbeat {id:?}; pass --agent"))),
+        [] => Err(DaemonError::Usage(format!("no {noun} {id:?} in the store"))),
+        _ => Err(DaemonError::Usage(format!("several agents have a {noun} {id:?}; pass --agent"))),
     }
 }
 

@@ -4,11 +4,12 @@
 use std::fmt::Write;
 
 use jiff::tz::TimeZone;
-use jiff::{Timestamp, Zoned};
+use jiff::Timestamp;
 
 use crate::core::active_hours::zone_by_name;
 use crate::core::cron::CronSchedule;
 use crate::core::duration::{format_duration, parse_duration};
+use crate::core::schedule_fields::parse_at;
 use crate::core::slots::add;
 
 /// The most runs one preview lists.
@@ -80,21 +81,6 @@ pub fn preview(spec: &PreviewSpec, tz: Option<&str>, from: Timestamp, count: usi
         }
     };
     Ok(Preview { description, lines: lines(&runs, &zone) })
-}
-
-/// An `at` time: RFC 3339 with an offset, a zoned time with its zone in brackets, or a
-/// local time read in `zone`.
-pub fn parse_at(text: &str, zone: &TimeZone) -> Result<Timestamp, String> {
-    if let Ok(at) = text.parse::<Timestamp>() {
-        return Ok(at);
-    }
-    if let Ok(zoned) = text.parse::<Zoned>() {
-        return Ok(zoned.timestamp());
-    }
-    let local: jiff::civil::DateTime = text
-        .parse()
-        .map_err(|_| format!("{text:?} is not a time; write RFC 3339 like \"2026-12-01T14:00:00+08:00\""))?;
-    local.to_zoned(zone.clone()).map(|zoned| zoned.timestamp()).map_err(|e| e.to_string())
 }
 
 fn lines(runs: &[Timestamp], zone: &TimeZone) -> Vec<String> {

@@ -40,7 +40,7 @@ impl Control {
     /// When the store write fails (nothing changed) or the engine has stopped.
     pub async fn upsert(&self, def: HeartbeatDef) -> Result<(), EngineError> {
         self.store.put_heartbeat(&def, self.clock.wall()).await?;
-        self.send(Change::Upsert(def)).await
+        self.send(Change::Upsert(Box::new(def))).await
     }
 
     /// Deletes a heartbeat; it never fires again. Returns whether it existed.

@@ -1,26 +1,31 @@
 //! The driver loop: one task that owns the schedule, sleeps until the earliest due slot,
 //! decides what each due slot does, and dispatches runs concurrently (bounded).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::core::guard::{self, GuardInput};
 use jiff::Timestamp;
 
-use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
+use crate::core::guard::{self, GuardInput};
+use crate::core::heartbeat::{Heartbeat, HeartbeatDef, Origin};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::{Pause, PauseRecord};
-use crate::core::schedule::Schedule;
+use crate::core::policy::{backoff_delay, jitter_offset, on_overlap, CatchUp, OverlapDecision};
 use crate::core::slots::SlotTimer;
+use crate::core::timer_queue::TimerQueue;
 use crate::driver::events::EngineEvent;
 use crate::driver::run::{run_claimed, FinishedRun, RunContext};
 use crate::limits::DUE_PER_WAKE_MAX;
 use crate::ports::clock::{Mono, Now};
-use crate::ports::store::{ClaimOutcome, SkipRecord, SlotClaim};
+use crate::ports::store::{ClaimOutcome, ExecutionStatus, SkipRecord, SlotClaim};
+
+/// Why a heartbeat whose schedule ran out (a past `at`, a cron with no future occurrence)
+/// was disabled instead of deleted.
+pub const NO_MORE_SLOTS: &str = "no-more-slots";
 
 /// What the handle asks of the driver. Store writes happen before a command is sent, so
 /// the driver only re-arms its in-memory schedule, then answers on `applied`: once the
@@ -31,7 +36,7 @@ pub(crate) enum Command {
 }
 
 pub(crate) enum Change {
-    Upsert(HeartbeatDef),
+    Upsert(Box<HeartbeatDef>),
     Delete(HeartbeatKey),
     SetEnabled(HeartbeatKey, bool),
     Pause(AgentId, Pause),
@@ -41,18 +46,46 @@ pub(crate) enum Change {
 struct Entry {
     def: HeartbeatDef,
     enabled: bool,
-    in_flight: bool,
+    runs_in_flight: usize,
+    /// Slots waiting to run one after another: missed slots under catch-up `all`, or the
+    /// one slot `buffer_one` holds while a run is going.
+    waiting: VecDeque<Timestamp>,
+    /// No run starts before this (error backoff after a failure).
+    backoff_until: Option<Mono>,
+    /// Whether the last run of this heartbeat succeeded.
+    last_succeeded: bool,
+    /// Its schedule has no more slots: once nothing runs or waits, it is retired.
+    exhausted: bool,
     /// The next slot it had when it lost its timer (disabled): the floor of its next timer.
     next_slot_floor: Option<Timestamp>,
 }
 
+impl Entry {
+    fn new(def: HeartbeatDef, enabled: bool, next_slot_floor: Option<Timestamp>) -> Self {
+        Self {
+            def,
+            enabled,
+            runs_in_flight: 0,
+            waiting: VecDeque::new(),
+            backoff_until: None,
+            last_succeeded: false,
+            exhausted: false,
+            next_slot_floor,
+        }
+    }
+
+    fn jitter(&self) -> Duration {
+        jitter_offset(&self.def.key, self.def.policy.jitter_max)
+    }
+}
+
 pub(crate) struct Driver {
     context: RunContext,
-    schedule: Schedule,
+    timers: TimerQueue,
     entries: BTreeMap<HeartbeatKey, Entry>,
     /// Agents whose timed heartbeats are paused, until each pause ends.
     pauses: BTreeMap<AgentId, Pause>,
-    runs: BTreeMap<HeartbeatKey, JoinHandle<()>>,
+    runs: BTreeMap<(HeartbeatKey, Timestamp), JoinHandle<()>>,
     permits: Arc<Semaphore>,
     commands: mpsc::Receiver<Command>,
     completions_tx: mpsc::UnboundedSender<FinishedRun>,
@@ -64,7 +97,7 @@ impl Driver {
         let (completions_tx, completions) = mpsc::unbounded_channel();
         Self {
             context,
-            schedule: Schedule::new(),
+            timers: TimerQueue::new(),
             entries: BTreeMap::new(),
             pauses: BTreeMap::new(),
             runs: BTreeMap::new(),
@@ -75,8 +108,9 @@ impl Driver {
         }
     }
 
-    /// Arms every enabled heartbeat loaded from the store. Those that never had a slot
-    /// wait one full interval; the others resume at their stored slot.
+    /// Arms every enabled heartbeat loaded from the store. Those that never had a slot get
+    /// their schedule's first one; the others resume at their stored slot. A heartbeat that
+    /// was failing waits out its backoff again, counted from now.
     pub(crate) async fn load(&mut self, heartbeats: Vec<Heartbeat>, pauses: Vec<(AgentId, PauseRecord)>) {
         let now = self.context.clock.now();
         for (agent, record) in pauses {
@@ -92,23 +126,28 @@ impl Driver {
         let mut first_slots = Vec::new();
         for heartbeat in heartbeats {
             let key = heartbeat.def.key.clone();
-            if heartbeat.state.enabled {
+            let mut entry = Entry::new(heartbeat.def, heartbeat.state.enabled, heartbeat.state.next_slot);
+            if heartbeat.state.consecutive_failures > 0 {
+                let delay = backoff_delay(&self.context.error_backoff, heartbeat.state.consecutive_failures);
+                entry.backoff_until = Some(now.mono + delay);
+            }
+            if entry.enabled {
+                let (schedule, jitter) = (&entry.def.schedule, entry.jitter());
                 let timer = match heartbeat.state.next_slot {
-                    Some(next_slot) => SlotTimer::resume(now, heartbeat.def.interval, next_slot),
+                    Some(next_slot) => Some(SlotTimer::resume(now, schedule, jitter, next_slot)),
                     None => {
-                        let timer = SlotTimer::first(now, heartbeat.def.interval);
-                        first_slots.push((key.clone(), timer.next_slot));
+                        let timer = SlotTimer::first(now, schedule, jitter);
+                        if let Some(timer) = timer {
+                            first_slots.push((key.clone(), timer.next_slot));
+                        }
                         timer
                     }
                 };
-                self.arm(key.clone(), timer);
+                match timer {
+                    Some(timer) => self.arm(key.clone(), timer),
+                    None => entry.exhausted = true,
+                }
             }
-            let entry = Entry {
-                def: heartbeat.def,
-                enabled: heartbeat.state.enabled,
-                in_flight: false,
-                next_slot_floor: heartbeat.state.next_slot,
-            };
             self.entries.insert(key, entry);
         }
         if let Err(error) = self.context.store.set_next_slots(&first_slots).await {
@@ -122,6 +161,7 @@ impl Driver {
         loop {
             self.end_pauses(self.context.clock.now()).await;
             self.fire_due(self.context.clock.now()).await;
+            self.retire_exhausted().await;
             let wake = self.next_wake(self.context.clock.now());
             let clock = Arc::clone(&self.context.clock);
             tokio::select! {
@@ -147,36 +187,70 @@ impl Driver {
         }
     }
 
+    /// Fires due timers, then decides every slot that is due to start: the fired ones and
+    /// those waiting their turn behind a finished run.
     async fn fire_due(&mut self, now: Now) {
-        let fired = self.schedule.pop_due(now, DUE_PER_WAKE_MAX);
-        if fired.is_empty() {
+        let mut due: Vec<(HeartbeatKey, Timestamp)> = Vec::new();
+        // First the slots waiting behind a finished run: they are older than any that fires now.
+        for (key, entry) in &mut self.entries {
+            if entry.runs_in_flight == 0 {
+                if let Some(slot) = entry.waiting.pop_front() {
+                    due.push((key.clone(), slot));
+                }
+            }
+        }
+        for (key, timer) in self.timers.take_due(now, DUE_PER_WAKE_MAX) {
+            let Some(entry) = self.entries.get_mut(&key) else { continue };
+            let fired = timer.fire(now, &entry.def.schedule, &entry.def.policy);
+            if fired.next.is_none() {
+                entry.exhausted = true;
+                entry.next_slot_floor = fired.run.last().copied().or(Some(timer.next_slot));
+            }
+            if fired.missed > 0 {
+                let slot = fired.run.first().copied().unwrap_or(timer.next_slot);
+                let event = EngineEvent::SlotsMissed { key: key.clone(), slot, missed: fired.missed };
+                self.context.events.emit(now.wall, &event);
+            }
+            let busy = !entry.waiting.is_empty() || due.iter().any(|(due_key, _)| *due_key == key);
+            let mut run = fired.run.into_iter();
+            if !(busy && entry.def.policy.catch_up == CatchUp::All) {
+                // Decided now (run, held or skipped by the overlap policy).
+                if let Some(slot) = run.next() {
+                    due.push((key.clone(), slot));
+                }
+            }
+            // Catch-up slots run one after another, in order, behind any backlog.
+            entry.waiting.extend(run);
+            if let Some(next) = fired.next {
+                self.arm(key, next);
+            }
+        }
+        if due.is_empty() {
             return;
         }
         let mut claims = Vec::new();
         let mut skips = Vec::new();
-        for (key, fired_slot) in fired {
-            let (Some(entry), Some(timer)) = (self.entries.get(&key), self.schedule.timer(&key)) else { continue };
-            let next_slot = timer.next_slot;
-            if fired_slot.missed > 0 {
-                let event =
-                    EngineEvent::SlotsMissed { key: key.clone(), slot: fired_slot.slot, missed: fired_slot.missed };
-                self.context.events.emit(now.wall, &event);
-            }
+        for (key, slot) in due {
             let paused = self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now));
+            let next_slot = self.timers.timer(&key).map_or(slot, |timer| timer.next_slot);
+            let claimed_now = claims.iter().filter(|claim: &&SlotClaim| claim.key == key).count();
+            let Some(entry) = self.entries.get_mut(&key) else { continue };
+            let in_flight = entry.runs_in_flight + claimed_now;
+            let overlap = on_overlap(entry.def.policy.overlap, in_flight, entry.waiting.len());
             let input = GuardInput {
                 enabled: entry.enabled,
                 paused,
                 active_hours: entry.def.active_hours.as_ref(),
-                run_in_flight: entry.in_flight,
+                in_backoff: entry.backoff_until.is_some_and(|until| now.mono < until),
+                run_in_flight: overlap == OverlapDecision::Skip,
                 wall_now: now.wall,
             };
             match guard::check(input) {
-                Ok(()) => claims.push(SlotClaim { key, slot: fired_slot.slot, claimed_at: now.wall, next_slot }),
+                Ok(()) if overlap == OverlapDecision::Hold => entry.waiting.push_back(slot),
+                Ok(()) => claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot }),
                 Err(reason) => {
-                    self.context
-                        .events
-                        .emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot: fired_slot.slot, reason });
-                    skips.push(SkipRecord { key, slot: fired_slot.slot, at: now.wall, reason, next_slot });
+                    self.context.events.emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot, reason });
+                    skips.push(SkipRecord { key, slot, at: now.wall, reason, next_slot });
                 }
             }
         }
@@ -210,7 +284,7 @@ impl Driver {
 
     fn start_run(&mut self, claim: SlotClaim, now: Now) {
         let Some(entry) = self.entries.get_mut(&claim.key) else { return };
-        entry.in_flight = true;
+        entry.runs_in_flight += 1;
         let def = entry.def.clone();
         let context = self.context.clone();
         let permits = Arc::clone(&self.permits);
@@ -223,15 +297,15 @@ impl Driver {
             let finished = run_claimed(context, def, slot).await;
             let _ = completions.send(finished);
         });
-        self.runs.insert(claim.key, task);
+        self.runs.insert((claim.key, slot), task);
     }
 
     fn complete(&mut self, finished: FinishedRun) {
         let FinishedRun { record, breaker } = finished;
-        self.runs.remove(&record.key);
-        let at = self.context.clock.wall();
+        self.runs.remove(&(record.key.clone(), record.slot));
+        let now = self.context.clock.now();
         self.context.events.emit(
-            at,
+            now.wall,
             &EngineEvent::RunFinished {
                 key: record.key.clone(),
                 slot: record.slot,
@@ -243,13 +317,21 @@ impl Driver {
             },
         );
         let Some(entry) = self.entries.get_mut(&record.key) else { return };
-        entry.in_flight = false;
-        if let Some(step) = breaker.filter(|step| step.tripped) {
+        entry.runs_in_flight = entry.runs_in_flight.saturating_sub(1);
+        entry.last_succeeded = record.status == ExecutionStatus::Succeeded;
+        let Some(step) = breaker else { return };
+        if step.tripped {
             entry.enabled = false;
+            entry.waiting.clear();
             self.disarm(&record.key);
             let event =
                 EngineEvent::BreakerTripped { key: record.key, consecutive_failures: step.consecutive_failures };
-            self.context.events.emit(at, &event);
+            self.context.events.emit(now.wall, &event);
+        } else if step.consecutive_failures > 0 {
+            let delay = backoff_delay(&self.context.error_backoff, step.consecutive_failures);
+            entry.backoff_until = Some(now.mono + delay);
+        } else {
+            entry.backoff_until = None;
         }
     }
 
@@ -257,12 +339,14 @@ impl Driver {
         let now = self.context.clock.now();
         match change {
             Change::Upsert(def) => {
+                let def = *def;
                 let key = def.key.clone();
-                let in_flight = self.entries.get(&key).is_some_and(|entry| entry.in_flight);
-                let timer = SlotTimer::rearm(now, def.interval, self.slot_floor(&key));
-                self.arm(key.clone(), timer);
-                self.entries.insert(key.clone(), Entry { def, enabled: true, in_flight, next_slot_floor: None });
-                self.store_next_slot(key, timer.next_slot).await;
+                let runs_in_flight = self.entries.get(&key).map_or(0, |entry| entry.runs_in_flight);
+                let floor = self.slot_floor(&key);
+                let mut entry = Entry::new(def, true, None);
+                entry.runs_in_flight = runs_in_flight;
+                self.entries.insert(key.clone(), entry);
+                self.rearm(key, now, floor).await;
             }
             Change::Delete(key) => {
                 self.entries.remove(&key);
@@ -278,17 +362,66 @@ impl Driver {
                 self.context.events.emit(now.wall, &event);
             }
             Change::SetEnabled(key, enabled) => {
+                let floor = self.slot_floor(&key);
                 let Some(entry) = self.entries.get_mut(&key) else { return };
                 entry.enabled = enabled;
+                entry.waiting.clear();
                 if enabled {
-                    let interval = entry.def.interval;
-                    let timer = SlotTimer::rearm(now, interval, self.slot_floor(&key));
-                    self.arm(key.clone(), timer);
-                    self.store_next_slot(key, timer.next_slot).await;
+                    // Enabling clears the breaker count in the store, and the backoff with it.
+                    entry.backoff_until = None;
+                    self.rearm(key, now, floor).await;
                 } else {
                     self.disarm(&key);
                 }
             }
+        }
+    }
+
+    /// Arms a heartbeat afresh (created, updated, enabled), never below `floor`, and
+    /// stores its next slot; a schedule with no slot left is marked for retirement.
+    async fn rearm(&mut self, key: HeartbeatKey, now: Now, floor: Option<Timestamp>) {
+        let Some(entry) = self.entries.get_mut(&key) else { return };
+        match SlotTimer::rearm(now, &entry.def.schedule, entry.jitter(), floor) {
+            Some(timer) => {
+                entry.exhausted = false;
+                self.arm(key.clone(), timer);
+                self.store_next_slot(key, timer.next_slot).await;
+            }
+            None => {
+                entry.exhausted = true;
+                self.disarm(&key);
+            }
+        }
+    }
+
+    /// Retires heartbeats whose schedule has no more slots, once nothing of theirs runs or
+    /// waits: deleted if they ask for it, their last run succeeded and they were made at run
+    /// time; else disabled with a reason. A failed one-shot stays visible, and one from the
+    /// config stays disabled (deleted, the next start-up would seed it back).
+    async fn retire_exhausted(&mut self) {
+        let done: Vec<HeartbeatKey> = self
+            .entries
+            .iter()
+            .filter(|(_, entry)| entry.exhausted && entry.runs_in_flight == 0 && entry.waiting.is_empty())
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in done {
+            let Some(entry) = self.entries.get_mut(&key) else { continue };
+            entry.exhausted = false;
+            let delete = entry.def.delete_after_run && entry.last_succeeded && entry.def.origin == Origin::Runtime;
+            let now = self.context.clock.wall();
+            if delete {
+                self.entries.remove(&key);
+                if let Err(error) = self.context.store.delete_heartbeat(&key).await {
+                    self.store_failed("delete_heartbeat", error.to_string(), "a restart finds it and retires it again");
+                }
+            } else {
+                entry.enabled = false;
+                if let Err(error) = self.context.store.set_enabled(&key, false, Some(NO_MORE_SLOTS)).await {
+                    self.store_failed("set_enabled", error.to_string(), "a restart finds it and retires it again");
+                }
+            }
+            self.context.events.emit(now, &EngineEvent::Retired { key, deleted: delete });
         }
     }
 
@@ -309,13 +442,13 @@ impl Driver {
     /// The schedule's next wake-up, or the end of a pause if that comes first.
     fn next_wake(&self, now: Now) -> Mono {
         let pause_end = self.pauses.values().map(|pause| now.mono + pause.ends_within(now)).min();
-        let wake = self.schedule.next_wake(now);
+        let wake = self.timers.next_wake(now);
         pause_end.map_or(wake, |end| wake.min(end))
     }
 
     fn arm(&mut self, key: HeartbeatKey, timer: SlotTimer) {
         let event = EngineEvent::Armed { key: key.clone(), next_slot: timer.next_slot };
-        self.schedule.arm(key, timer);
+        self.timers.arm(key, timer);
         self.context.events.emit(self.context.clock.wall(), &event);
     }
 
@@ -330,11 +463,17 @@ impl Driver {
                 return;
             }
         };
-        if let (Some(execution), Some(timer)) = (latest.first(), self.schedule.timer(key).copied()) {
-            let lifted = timer.lifted_above(execution.slot);
-            if lifted != timer {
+        let (Some(execution), Some(timer)) = (latest.first(), self.timers.timer(key).copied()) else { return };
+        let Some(entry) = self.entries.get_mut(key) else { return };
+        match timer.lifted_above(execution.slot, &entry.def.schedule) {
+            Some(lifted) if lifted != timer => {
                 self.arm(key.clone(), lifted);
                 self.store_next_slot(key.clone(), lifted.next_slot).await;
+            }
+            Some(_) => {}
+            None => {
+                entry.exhausted = true;
+                self.disarm(key);
             }
         }
     }
@@ -342,7 +481,7 @@ impl Driver {
     /// The slot a heartbeat's next timer must not go below: its current timer's next slot,
     /// or the one it had when it was disarmed.
     fn slot_floor(&self, key: &HeartbeatKey) -> Option<Timestamp> {
-        let armed = self.schedule.timer(key).map(|timer| timer.next_slot);
+        let armed = self.timers.timer(key).map(|timer| timer.next_slot);
         armed.or_else(|| self.entries.get(key).and_then(|entry| entry.next_slot_floor))
     }
 
@@ -354,7 +493,7 @@ impl Driver {
     }
 
     fn disarm(&mut self, key: &HeartbeatKey) {
-        if let Some(timer) = self.schedule.disarm(key) {
+        if let Some(timer) = self.timers.disarm(key) {
             if let Some(entry) = self.entries.get_mut(key) {
                 entry.next_slot_floor = Some(timer.next_slot);
             }

@@ -23,7 +23,8 @@ pub enum EngineEvent {
     Disarmed {
         key: HeartbeatKey,
     },
-    /// Slots passed unrun (downtime, a forward clock jump); only the latest runs.
+    /// Slots passed unrun (downtime, a forward clock jump), by the catch-up policy; `slot`
+    /// is the first that runs (or the first missed when none runs).
     SlotsMissed {
         key: HeartbeatKey,
         slot: Timestamp,
@@ -33,6 +34,12 @@ pub enum EngineEvent {
         key: HeartbeatKey,
         slot: Timestamp,
         reason: SkipReason,
+    },
+    /// A heartbeat whose schedule has no more slots was deleted (`delete_after_run` and its
+    /// last run succeeded) or disabled.
+    Retired {
+        key: HeartbeatKey,
+        deleted: bool,
     },
     /// The store said this slot was already claimed: it is not run again.
     ClaimLost {
@@ -93,7 +100,10 @@ impl EventSink for TracingSink {
             EngineEvent::Armed { key, next_slot } => tracing::debug!(%at, heartbeat = %key, %next_slot, "armed"),
             EngineEvent::Disarmed { key } => tracing::info!(%at, heartbeat = %key, "disarmed"),
             EngineEvent::SlotsMissed { key, slot, missed } => {
-                tracing::info!(%at, heartbeat = %key, %slot, missed, "slots missed; running the latest once");
+                tracing::info!(%at, heartbeat = %key, %slot, missed, "slots passed unrun (catch-up policy)");
+            }
+            EngineEvent::Retired { key, deleted } => {
+                tracing::info!(%at, heartbeat = %key, deleted, "schedule has no more slots; retired");
             }
             EngineEvent::Skipped { key, slot, reason } => {
                 tracing::info!(%at, heartbeat = %key, %slot, reason = reason.as_str(), "skipped");

@@ -23,7 +23,7 @@ use crate::driver::control::Control;
 use crate::driver::engine::{Command, Driver};
 use crate::driver::events::{EngineEvent, EventSink, TracingSink};
 use crate::driver::run::RunContext;
-use crate::limits::{BREAKER_FAILURES_MAX_DEFAULT, RUNS_IN_FLIGHT_MAX_DEFAULT};
+use crate::limits::{BREAKER_FAILURES_MAX_DEFAULT, ERROR_BACKOFF_SECS_DEFAULT, RUNS_IN_FLIGHT_MAX_DEFAULT};
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
 use crate::ports::messenger::Messenger;
@@ -50,6 +50,8 @@ impl Ports {
 #[derive(Clone)]
 pub struct EngineOptions {
     pub breaker_failures_max: u32,
+    /// Waits after the 1st, 2nd, ... consecutive failure before the next run (the last repeats).
+    pub error_backoff: Vec<Duration>,
     pub runs_in_flight_max: usize,
     pub system_prompt: String,
     /// Overrides the LLM provider's default model.
@@ -65,6 +67,7 @@ impl Default for EngineOptions {
     fn default() -> Self {
         Self {
             breaker_failures_max: BREAKER_FAILURES_MAX_DEFAULT,
+            error_backoff: ERROR_BACKOFF_SECS_DEFAULT.iter().copied().map(Duration::from_secs).collect(),
             runs_in_flight_max: RUNS_IN_FLIGHT_MAX_DEFAULT,
             system_prompt: HEARTBEAT_SYSTEM_PROMPT_DEFAULT.to_owned(),
             model: None,
@@ -132,6 +135,7 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
         system_prompt: options.system_prompt.into(),
         model: options.model.map(Into::into),
         breaker_failures_max: options.breaker_failures_max,
+        error_backoff: options.error_backoff.into(),
         toolbox: Arc::new(options.toolbox),
         control: control.clone(),
         agents: Arc::new(options.agents.into_iter().map(|(agent, settings)| (agent, Arc::new(settings))).collect()),

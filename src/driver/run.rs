@@ -31,6 +31,8 @@ pub struct RunContext {
     pub system_prompt: Arc<str>,
     pub model: Option<Arc<str>>,
     pub breaker_failures_max: u32,
+    /// Waits after consecutive failures (see [`crate::core::policy::backoff_delay`]).
+    pub error_backoff: Arc<[std::time::Duration]>,
     pub toolbox: Arc<ToolBox>,
     pub control: Control,
     pub agents: Arc<BTreeMap<AgentId, Arc<AgentSettings>>>,
@@ -153,6 +155,11 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> O
         return Outcome { status: ExecutionStatus::Succeeded, delivery, error: None, preview: None, stop_reason };
     };
     let preview = Some(truncate_chars(&text, OUTPUT_PREVIEW_CHARS_MAX));
+    if def.target.is_silent() {
+        // `delivery = "silent"`: the reply stays in the run log.
+        let delivery = DeliveryStatus::NotNeeded;
+        return Outcome { status: ExecutionStatus::Succeeded, delivery, error: None, preview, stop_reason };
+    }
     let delivery = Delivery {
         target: def.target.clone(),
         heartbeat: def.key.clone(),

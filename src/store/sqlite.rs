@@ -13,11 +13,14 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
 
 use crate::core::active_hours::ActiveHours;
 use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
+use crate::core::cron::CronSchedule;
 use crate::core::delivery_target::DeliveryTarget;
 use crate::core::guard::SkipReason;
-use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, Origin};
+use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, JobKind, Origin};
 use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
+use crate::core::policy::{CatchUp, Overlap, RunPolicy};
+use crate::core::schedule::Schedule;
 use crate::limits::{SQLITE_BUSY_TIMEOUT_MS, STORE_BATCH_ROWS_MAX};
 use crate::ports::store::{
     ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, RunRecord, SeedReport, SkipRecord, SlotClaim, StopReason,
@@ -57,18 +60,39 @@ impl SqliteStore {
             .busy_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS))
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new().max_connections(CONNECTIONS_MAX).connect_with(options).await?;
+        // sqlx takes no lock for SQLite migrations, so two processes opening a new or old
+        // database at once (the daemon and `heartbeat list`) could both apply one; a lock
+        // file next to the database makes them take turns.
+        let lock = migration_lock(path).await?;
         sqlx::migrate!("src/store/migrations").run(&pool).await?;
+        drop(lock);
         Ok(Self { pool })
     }
+}
+
+/// An exclusive lock on `<database>.migrate-lock`, held while migrations run.
+async fn migration_lock(path: &Path) -> Result<std::fs::File, StoreError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".migrate-lock");
+    let lock_path = std::path::PathBuf::from(name);
+    let locked = tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)?;
+        file.lock()?;
+        Ok::<_, std::io::Error>(file)
+    })
+    .await
+    .map_err(|error| StoreError::Backend(format!("migration lock task failed: {error}")))?;
+    locked.map_err(|error| StoreError::Backend(format!("cannot lock the database for migrations: {error}")))
 }
 
 #[async_trait]
 impl Store for SqliteStore {
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
         let rows = sqlx::query(
-            "SELECT agent_id, heartbeat_id, prompt, interval_ms, delivery_target, active_start, active_end, \
-             active_timezone, timeout_ms, origin, enabled, disabled_reason, consecutive_failures, next_slot_ms \
-             FROM heartbeats ORDER BY agent_id, heartbeat_id",
+            "SELECT agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, cron_timezone, at_ms, \
+             catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, delivery_target, active_start, \
+             active_end, active_timezone, timeout_ms, origin, enabled, disabled_reason, consecutive_failures, \
+             next_slot_ms FROM heartbeats ORDER BY agent_id, heartbeat_id",
         )
         .fetch_all(&self.pool)
         .await?;
@@ -385,13 +409,23 @@ async fn upsert(
     at: Timestamp,
 ) -> Result<(), StoreError> {
     let window = def.active_hours.as_ref();
+    let (every_ms, cron, at_ms) = match &def.schedule {
+        Schedule::Every(interval) => (Some(millis(*interval)), None, None),
+        Schedule::Cron(cron) => (None, Some(cron), None),
+        Schedule::At(at) => (None, None, Some(at.as_millisecond())),
+    };
     sqlx::query(
-        "INSERT INTO heartbeats (agent_id, heartbeat_id, prompt, interval_ms, delivery_target, active_start, \
-         active_end, active_timezone, timeout_ms, origin, config_fingerprint, enabled, disabled_reason, \
-         consecutive_failures, next_slot_ms, created_at_ms, updated_at_ms) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, NULL, 0, NULL, ?, ?) \
-         ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET prompt = excluded.prompt, \
-         interval_ms = excluded.interval_ms, delivery_target = excluded.delivery_target, \
+        "INSERT INTO heartbeats (agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, \
+         cron_timezone, at_ms, catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, \
+         delivery_target, active_start, active_end, active_timezone, timeout_ms, origin, config_fingerprint, \
+         enabled, disabled_reason, consecutive_failures, next_slot_ms, created_at_ms, updated_at_ms) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, NULL, 0, NULL, ?, ?) \
+         ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, \
+         schedule_kind = excluded.schedule_kind, every_ms = excluded.every_ms, cron_expr = excluded.cron_expr, \
+         cron_timezone = excluded.cron_timezone, at_ms = excluded.at_ms, catch_up = excluded.catch_up, \
+         catch_up_window_ms = excluded.catch_up_window_ms, overlap = excluded.overlap, \
+         jitter_max_ms = excluded.jitter_max_ms, delete_after_run = excluded.delete_after_run, \
+         delivery_target = excluded.delivery_target, \
          active_start = excluded.active_start, active_end = excluded.active_end, \
          active_timezone = excluded.active_timezone, timeout_ms = excluded.timeout_ms, origin = excluded.origin, \
          config_fingerprint = COALESCE(excluded.config_fingerprint, heartbeats.config_fingerprint), \
@@ -400,8 +434,18 @@ async fn upsert(
     )
     .bind(def.key.agent.as_str())
     .bind(def.key.heartbeat.as_str())
+    .bind(def.kind.as_str())
     .bind(&def.prompt)
-    .bind(millis(def.interval))
+    .bind(def.schedule.kind())
+    .bind(every_ms)
+    .bind(cron.map(CronSchedule::expression))
+    .bind(cron.map(CronSchedule::zone_name))
+    .bind(at_ms)
+    .bind(def.policy.catch_up.as_str())
+    .bind(millis(def.policy.catch_up_window))
+    .bind(def.policy.overlap.as_str())
+    .bind(millis(def.policy.jitter_max))
+    .bind(i64::from(def.delete_after_run))
     .bind(def.target.to_string())
     .bind(window.map(ActiveHours::start_text))
     .bind(window.map(ActiveHours::end_text))
@@ -471,9 +515,21 @@ fn heartbeat_from_row(row: &SqliteRow) -> Result<Heartbeat, StoreError> {
     let origin: String = row.try_get("origin")?;
     let next_slot: Option<i64> = row.try_get("next_slot_ms")?;
     let failures: i64 = row.try_get("consecutive_failures")?;
+    let kind: String = row.try_get("kind")?;
+    let catch_up: String = row.try_get("catch_up")?;
+    let overlap: String = row.try_get("overlap")?;
+    let policy = RunPolicy {
+        catch_up: CatchUp::parse(&catch_up).ok_or_else(|| corrupt(&what, format!("unknown catch-up {catch_up:?}")))?,
+        catch_up_window: duration_ms(row.try_get("catch_up_window_ms")?, &what)?,
+        overlap: Overlap::parse(&overlap).ok_or_else(|| corrupt(&what, format!("unknown overlap {overlap:?}")))?,
+        jitter_max: duration_ms(row.try_get("jitter_max_ms")?, &what)?,
+    };
     let def = HeartbeatDef {
+        kind: JobKind::parse(&kind).ok_or_else(|| corrupt(&what, format!("unknown kind {kind:?}")))?,
         prompt: row.try_get("prompt")?,
-        interval: duration_ms(row.try_get("interval_ms")?, &what)?,
+        schedule: schedule_from_row(row, &what)?,
+        policy,
+        delete_after_run: row.try_get::<i64, _>("delete_after_run")? == 1,
         target: DeliveryTarget::parse(&target).map_err(|e| corrupt(&what, e))?,
         active_hours,
         timeout: duration_ms(row.try_get("timeout_ms")?, &what)?,
@@ -487,6 +543,21 @@ fn heartbeat_from_row(row: &SqliteRow) -> Result<Heartbeat, StoreError> {
         next_slot: next_slot.map(|ms| timestamp(ms, &what)).transpose()?,
     };
     Ok(Heartbeat { def, state })
+}
+
+fn schedule_from_row(row: &SqliteRow, what: &str) -> Result<Schedule, StoreError> {
+    let kind: String = row.try_get("schedule_kind")?;
+    let every: Option<i64> = row.try_get("every_ms")?;
+    let cron: (Option<String>, Option<String>) = (row.try_get("cron_expr")?, row.try_get("cron_timezone")?);
+    let at: Option<i64> = row.try_get("at_ms")?;
+    match (kind.as_str(), every, cron, at) {
+        ("every", Some(ms), _, _) => Ok(Schedule::Every(duration_ms(ms, what)?)),
+        ("cron", _, (Some(expression), Some(zone)), _) => {
+            Ok(Schedule::Cron(CronSchedule::parse(&expression, &zone).map_err(|e| corrupt(what, e))?))
+        }
+        ("at", _, _, Some(ms)) => Ok(Schedule::At(timestamp(ms, what)?)),
+        _ => Err(corrupt(what, format!("schedule kind {kind:?} without its columns"))),
+    }
 }
 
 fn execution_from_row(row: &SqliteRow) -> Result<Execution, StoreError> {

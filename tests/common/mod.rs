@@ -9,9 +9,12 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 
 use systole::adapters::virtual_clock::VirtualClock;
+use systole::core::cron::CronSchedule;
 use systole::core::delivery_target::DeliveryTarget;
-use systole::core::heartbeat::{HeartbeatDef, Origin};
+use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use systole::core::policy::RunPolicy;
+use systole::core::schedule::Schedule;
 use systole::driver::events::{EngineEvent, EventSink};
 use systole::driver::{self, EngineHandle, EngineOptions, Ports};
 use systole::ports::clock::Clock;
@@ -34,13 +37,22 @@ pub fn key(agent: &str, heartbeat: &str) -> HeartbeatKey {
 pub fn def(agent: &str, heartbeat: &str, every_secs: u64) -> HeartbeatDef {
     HeartbeatDef {
         key: key(agent, heartbeat),
+        kind: JobKind::Heartbeat,
         prompt: heartbeat.to_owned(),
-        interval: Duration::from_secs(every_secs),
+        schedule: Schedule::Every(Duration::from_secs(every_secs)),
+        policy: RunPolicy::default(),
+        delete_after_run: false,
         target: DeliveryTarget::parse("test:inbox").expect("valid"),
         active_hours: None,
         timeout: Duration::from_secs(120),
         origin: Origin::Config,
     }
+}
+
+/// A cron job (`JobKind::Cron`) on `expression` in `zone`, prompt = id.
+pub fn cron_def(agent: &str, id: &str, expression: &str, zone: &str) -> HeartbeatDef {
+    let schedule = Schedule::Cron(CronSchedule::parse(expression, zone).expect("valid cron"));
+    HeartbeatDef { kind: JobKind::Cron, schedule, ..def(agent, id, 60) }
 }
 
 /// What the test LLM does for a prompt.
@@ -168,6 +180,11 @@ pub fn options() -> EngineOptions {
     options
 }
 
+/// [`options`] without error backoff, for tests that count failures to the breaker.
+pub fn options_without_backoff() -> EngineOptions {
+    EngineOptions { error_backoff: Vec::new(), ..options() }
+}
+
 pub struct Rig {
     pub clock: Arc<VirtualClock>,
     pub llm: Arc<ScriptedByPrompt>,
@@ -206,6 +223,19 @@ impl Rig {
 
     pub async fn advance(&self, secs: u64) {
         self.clock.sleep(Duration::from_secs(secs)).await;
+    }
+
+    /// When each run of `agent/heartbeat` started (wall clock) and the slot it stands for.
+    pub fn starts(&self, agent: &str, heartbeat: &str) -> Vec<(Timestamp, Timestamp)> {
+        let wanted = key(agent, heartbeat);
+        self.events
+            .matching(|e| matches!(e, EngineEvent::RunStarted { key, .. } if *key == wanted))
+            .into_iter()
+            .filter_map(|(at, event)| match event {
+                EngineEvent::RunStarted { slot, .. } => Some((at, slot)),
+                _ => None,
+            })
+            .collect()
     }
 
     pub async fn statuses(&self, agent: &str, heartbeat: &str) -> Vec<ExecutionStatus> {

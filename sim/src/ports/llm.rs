@@ -78,11 +78,14 @@ impl SimLlm {
         let injector = &self.world.injector;
         let agent = prompt.strip_prefix("heartbeat ").and_then(|rest| rest.split('/').next()).unwrap_or("agent-0");
         let id = format!("model-{}", injector.draw(0..MODEL_HEARTBEATS));
-        let intervals: Vec<u64> = self.world.options.heartbeats.iter().map(|h| h.interval.as_secs()).collect();
+        let intervals: Vec<u64> =
+            self.world.options.heartbeats.iter().filter_map(|h| h.schedule.interval()).map(|i| i.as_secs()).collect();
         let interval =
             intervals.get(injector.draw(0..intervals.len().max(1) as u64) as usize).copied().unwrap_or(3_600);
-        match injector.draw(0..4) {
+        match injector.draw(0..5) {
             0 => json!({ "action": "delete", "id": id }),
+            4 => json!({ "action": "create", "id": id, "prompt": format!("heartbeat {agent}/{id}"),
+                         "cron": "*/10 * * * *", "timezone": "Europe/Berlin", "delivery_target": "sim:inbox" }),
             1 => json!({ "action": "update", "id": id, "interval_secs": interval }),
             2 => json!({ "action": "create", "id": id, "prompt": format!("heartbeat {agent}/{id}"), "interval_secs": 5,
                          "delivery_target": "sim:inbox" }),

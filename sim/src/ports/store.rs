@@ -73,18 +73,20 @@ impl Store for SimStore {
     }
 
     async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
-        let write = DurableWrite::Put { def: def.clone() };
+        let write = DurableWrite::Put { def: Box::new(def.clone()) };
         self.write("put_heartbeat", self.world.durable.put_heartbeat(def, at), |_| vec![write]).await
     }
 
     async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
         let write = DurableWrite::Delete { key: key.clone() };
-        self.write("delete_heartbeat", self.world.durable.delete_heartbeat(key), |_| vec![write]).await
+        let existed = |existed: &bool| if *existed { vec![write] } else { Vec::new() };
+        self.write("delete_heartbeat", self.world.durable.delete_heartbeat(key), existed).await
     }
 
     async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError> {
         let write = DurableWrite::SetEnabled { key: key.clone(), enabled };
-        self.write("set_enabled", self.world.durable.set_enabled(key, enabled, reason), |_| vec![write]).await
+        let existed = |existed: &bool| if *existed { vec![write] } else { Vec::new() };
+        self.write("set_enabled", self.world.durable.set_enabled(key, enabled, reason), existed).await
     }
 
     async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {

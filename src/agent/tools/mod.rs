@@ -2,8 +2,8 @@
 //! optionally, a typed signal the agent loop acts on (never a magic string in the text).
 //! Whatever the model sends, a tool answers with a result or an error it can read.
 
-pub mod heartbeat;
 pub mod pause;
+pub mod scheduled;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 
 use crate::agent::settings::AgentSettings;
+use crate::core::heartbeat::JobKind;
 use crate::core::ids::AgentId;
 use crate::driver::control::Control;
 use crate::driver::run::truncate_chars;
@@ -68,11 +69,12 @@ pub struct ToolBox {
 }
 
 impl ToolBox {
-    /// The tools every heartbeat run gets: `pause_heartbeats` and `heartbeat`.
+    /// The tools every heartbeat run gets: `pause_heartbeats`, `heartbeat` and `cron`.
     pub fn standard() -> Self {
         let mut toolbox = Self::default();
         toolbox.add(Arc::new(pause::PauseHeartbeats));
-        toolbox.add(Arc::new(heartbeat::HeartbeatTool));
+        toolbox.add(Arc::new(scheduled::ScheduledTool { kind: JobKind::Heartbeat }));
+        toolbox.add(Arc::new(scheduled::ScheduledTool { kind: JobKind::Cron }));
         toolbox
     }
 

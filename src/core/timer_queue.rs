@@ -1,0 +1,181 @@
+//! The one ordered structure of due times that the driver sleeps on.
+//!
+//! Every armed heartbeat has exactly one [`SlotTimer`] here, indexed twice: by wall due
+//! time and (for interval heartbeats) by monotonic deadline. Re-arming or removing a heartbeat replaces or drops its one
+//! entry, so no update can leave a stray timer behind (field notes, failure 11).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::core::ids::HeartbeatKey;
+use crate::core::slots::SlotTimer;
+use crate::limits::DRIVER_SLEEP_SECS_MAX;
+use crate::ports::clock::{Mono, Now};
+
+#[derive(Debug, Default)]
+pub struct TimerQueue {
+    timers: BTreeMap<HeartbeatKey, SlotTimer>,
+    by_wall: BTreeSet<(Timestamp, HeartbeatKey)>,
+    by_mono: BTreeSet<(Mono, HeartbeatKey)>,
+}
+
+impl TimerQueue {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Arms `key` with `timer`, replacing any timer it had.
+    pub fn arm(&mut self, key: HeartbeatKey, timer: SlotTimer) {
+        self.disarm(&key);
+        self.by_wall.insert((timer.due_wall(), key.clone()));
+        if let Some(mono) = timer.next_mono {
+            self.by_mono.insert((mono, key.clone()));
+        }
+        self.timers.insert(key, timer);
+    }
+
+    /// Drops `key`'s timer, if it has one.
+    pub fn disarm(&mut self, key: &HeartbeatKey) -> Option<SlotTimer> {
+        let timer = self.timers.remove(key)?;
+        self.by_wall.remove(&(timer.due_wall(), key.clone()));
+        if let Some(mono) = timer.next_mono {
+            self.by_mono.remove(&(mono, key.clone()));
+        }
+        Some(timer)
+    }
+
+    pub fn timer(&self, key: &HeartbeatKey) -> Option<&SlotTimer> {
+        self.timers.get(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.timers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.timers.is_empty()
+    }
+
+    /// Takes up to `max` due timers out, earliest first; the caller fires each and arms
+    /// what comes next.
+    pub fn take_due(&mut self, now: Now, max: usize) -> Vec<(HeartbeatKey, SlotTimer)> {
+        let mut due = Vec::new();
+        while due.len() < max {
+            let Some(key) = self.earliest_due(now) else { break };
+            let Some(timer) = self.disarm(&key) else { break };
+            due.push((key, timer));
+        }
+        due
+    }
+
+    fn earliest_due(&self, now: Now) -> Option<HeartbeatKey> {
+        let by_mono = self.by_mono.first().filter(|(mono, _)| *mono <= now.mono);
+        let by_wall = self.by_wall.first().filter(|(wall, _)| *wall <= now.wall);
+        by_mono.map(|(_, key)| key).or(by_wall.map(|(_, key)| key)).cloned()
+    }
+
+    /// The monotonic time at which the driver should next wake: the earliest deadline on
+    /// either chain, but never more than [`DRIVER_SLEEP_SECS_MAX`] away.
+    pub fn next_wake(&self, now: Now) -> Mono {
+        let mut wake = now.mono + Duration::from_secs(DRIVER_SLEEP_SECS_MAX);
+        if let Some((mono, _)) = self.by_mono.first() {
+            wake = wake.min(*mono);
+        }
+        if let Some((wall, _)) = self.by_wall.first() {
+            let ahead = wall.duration_since(now.wall);
+            let ahead = if ahead.is_negative() { Duration::ZERO } else { ahead.unsigned_abs() };
+            wake = wake.min(now.mono + ahead);
+        }
+        wake
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::ids::{AgentId, HeartbeatId};
+    use crate::core::policy::RunPolicy;
+    use crate::core::schedule::Schedule;
+
+    fn key(name: &str) -> HeartbeatKey {
+        HeartbeatKey { agent: AgentId::new("a").expect("valid"), heartbeat: HeartbeatId::new(name).expect("valid") }
+    }
+
+    fn at(secs: u64) -> Now {
+        let wall = Timestamp::from_second(1_767_225_600 + secs as i64).expect("in range");
+        Now { wall, mono: Mono::from_duration(Duration::from_secs(secs)) }
+    }
+
+    fn every(secs: u64) -> Schedule {
+        Schedule::Every(Duration::from_secs(secs))
+    }
+
+    fn timer(now: Now, secs: u64) -> SlotTimer {
+        SlotTimer::first(now, &every(secs), Duration::ZERO).expect("every has a first slot")
+    }
+
+    /// Takes the due timers and arms each one's next, as the driver does.
+    fn fire(queue: &mut TimerQueue, now: Now, max: usize, secs: u64) -> Vec<HeartbeatKey> {
+        let due = queue.take_due(now, max);
+        for (key, timer) in &due {
+            let fired = timer.fire(now, &every(secs), &RunPolicy::default());
+            if let Some(next) = fired.next {
+                queue.arm(key.clone(), next);
+            }
+        }
+        due.into_iter().map(|(key, _)| key).collect()
+    }
+
+    #[test]
+    fn rearming_replaces_instead_of_adding() {
+        let mut queue = TimerQueue::new();
+        for _ in 0..3 {
+            queue.arm(key("x"), timer(at(0), 10));
+        }
+        assert_eq!(queue.len(), 1);
+        assert_eq!(fire(&mut queue, at(10), 100, 10).len(), 1, "three updates must not give three fires");
+        queue.disarm(&key("x"));
+        assert!(queue.take_due(at(1_000), 100).is_empty(), "a removed heartbeat never fires");
+    }
+
+    #[test]
+    fn pops_in_order_and_sleeps_until_the_earliest() {
+        let mut queue = TimerQueue::new();
+        queue.arm(key("slow"), timer(at(0), 20));
+        queue.arm(key("fast"), timer(at(0), 5));
+        assert_eq!(queue.next_wake(at(0)), at(5).mono);
+        assert_eq!(fire(&mut queue, at(5), 100, 5), vec![key("fast")]);
+        assert_eq!(queue.next_wake(at(5)), at(10).mono);
+    }
+
+    #[test]
+    fn a_wall_only_timer_wakes_by_its_wall_time() {
+        let mut queue = TimerQueue::new();
+        let schedule = Schedule::At(at(100).wall);
+        queue.arm(key("once"), SlotTimer::first(at(0), &schedule, Duration::ZERO).expect("future"));
+        assert_eq!(queue.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono, "capped, then read the wall again");
+        assert_eq!(queue.next_wake(at(90)), at(100).mono);
+        assert!(queue.take_due(at(99), 10).is_empty());
+        assert_eq!(queue.take_due(at(100), 10).len(), 1);
+    }
+
+    #[test]
+    fn wakes_at_least_every_cap() {
+        let mut queue = TimerQueue::new();
+        assert_eq!(queue.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono);
+        queue.arm(key("daily"), timer(at(0), 86_400));
+        assert_eq!(queue.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono);
+    }
+
+    #[test]
+    fn caps_work_per_wake() {
+        let mut queue = TimerQueue::new();
+        for index in 0..10 {
+            queue.arm(key(&format!("h{index}")), timer(at(0), 1));
+        }
+        assert_eq!(fire(&mut queue, at(1), 4, 1).len(), 4);
+        assert_eq!(fire(&mut queue, at(1), 100, 1).len(), 6);
+    }
+}

@@ -1,0 +1,260 @@
+//! Heartbeats and cron jobs in the config: `[[agents.heartbeats]]` and `[[agents.cron]]`,
+//! their schedules and policies, and the engine's error backoff.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::{ConfigError, HeartbeatDefaults, RawCron, RawHeartbeat, RawPolicy, RawSchedule, Validator};
+use crate::core::delivery_target::DeliveryTarget;
+use crate::core::heartbeat::{HeartbeatDef, JobKind, Origin};
+use crate::core::ids::{HeartbeatId, HeartbeatKey};
+use crate::core::policy::{CatchUp, Overlap, RunPolicy};
+use crate::core::schedule::Schedule;
+use crate::core::schedule_fields::{check_cron_meets_window, ScheduleFields};
+use crate::limits::{
+    CATCHUP_WINDOW_SECS_MAX, ERROR_BACKOFF_SECS_DEFAULT, JITTER_SECS_MAX, PROMPT_CHARS_MAX, RUN_TIMEOUT_SECS_MAX,
+};
+
+/// Where the check "does this cron ever meet its active hours" starts. Cron patterns
+/// repeat from year to year, and config validation must not read the clock.
+const WINDOW_CHECK_FROM_UNIX_SECS: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
+/// Steps an `error_backoff` list may have.
+const ERROR_BACKOFF_STEPS_MAX: usize = 10;
+
+impl Validator<'_> {
+    pub(super) fn heartbeat(
+        &self,
+        field: &str,
+        raw: RawHeartbeat,
+        defaults: &HeartbeatDefaults<'_>,
+    ) -> Result<HeartbeatDef, ConfigError> {
+        let key = self.key(field, &raw.id, defaults)?;
+        let policy = RawPolicy {
+            catch_up: raw.catch_up,
+            catch_up_window: raw.catch_up_window,
+            overlap: raw.overlap,
+            jitter: raw.jitter,
+            delete_after_run: raw.delete_after_run,
+        };
+        let prompt = self.prompt(&format!("{field}.prompt"), raw.prompt)?;
+        let flat = raw.every.is_some() || raw.interval_secs.is_some() || raw.cron.is_some() || raw.at.is_some();
+        let schedule = match (raw.schedule, flat) {
+            (Some(_), true) => {
+                return Err(self.error(format!("{field}.schedule"), "give `schedule` or `every`/`cron`/`at`, not both"))
+            }
+            (Some(schedule), false) => self.schedule(&format!("{field}.schedule"), schedule, defaults.timezone)?,
+            (None, _) => {
+                if raw.every.is_some() && raw.interval_secs.is_some() {
+                    return Err(
+                        self.error(format!("{field}.every"), "give either `every` or `interval_secs`, not both")
+                    );
+                }
+                let interval_text = raw.interval_secs.map(|secs| format!("{secs}s"));
+                let fields = ScheduleFields {
+                    every: raw.every.as_deref().or(interval_text.as_deref()),
+                    cron: raw.cron.as_deref(),
+                    timezone: raw.timezone.as_deref(),
+                    at: raw.at.as_deref(),
+                };
+                fields.schedule(defaults.timezone).map_err(|error| {
+                    let name = if error.field == "every" && raw.interval_secs.is_some() {
+                        "interval_secs"
+                    } else if error.field == "schedule" {
+                        "every"
+                    } else {
+                        error.field
+                    };
+                    self.error(format!("{field}.{name}"), error.problem)
+                })?
+            }
+        };
+        let target = self.target(field, raw.target, raw.delivery_target, defaults.webhooks)?;
+        let active_hours =
+            self.active_hours(field, raw.active_hours, raw.active_start_hour, raw.active_end_hour, defaults.timezone)?;
+        self.window_check(field, &schedule, active_hours.as_ref())?;
+        let (policy, delete_after_run) = self.policy(field, policy, &schedule)?;
+        let timeout = self.timeout(&format!("{field}.timeout"), raw.timeout.as_deref(), defaults.run_timeout)?;
+        Ok(HeartbeatDef {
+            key,
+            kind: JobKind::Heartbeat,
+            prompt,
+            schedule,
+            policy,
+            delete_after_run,
+            target,
+            active_hours,
+            timeout,
+            origin: Origin::Config,
+        })
+    }
+
+    /// A cron job, or `None` when it says `enabled = false`.
+    pub(super) fn cron_job(
+        &self,
+        field: &str,
+        raw: RawCron,
+        defaults: &HeartbeatDefaults<'_>,
+    ) -> Result<Option<HeartbeatDef>, ConfigError> {
+        let key = self.key(field, &raw.id, defaults)?;
+        let policy = RawPolicy {
+            catch_up: raw.catch_up,
+            catch_up_window: raw.catch_up_window,
+            overlap: raw.overlap,
+            jitter: raw.jitter,
+            delete_after_run: raw.delete_after_run,
+        };
+        let prompt = match (raw.prompt, raw.payload) {
+            (Some(prompt), None) => self.prompt(&format!("{field}.prompt"), prompt)?,
+            (None, Some(payload)) => self.prompt(&format!("{field}.payload.text"), payload.text)?,
+            (Some(_), Some(_)) => {
+                return Err(self.error(format!("{field}.prompt"), "give `prompt` or `payload`, not both"))
+            }
+            (None, None) => {
+                return Err(self.error(format!("{field}.prompt"), "is missing (or payload = { text = \"...\" })"))
+            }
+        };
+        match raw.mode.as_deref() {
+            None | Some("isolated") => {}
+            Some("main") => {
+                let problem =
+                    "\"main\" is not supported yet (it arrives with HEARTBEAT.md agent heartbeats); use \"isolated\"";
+                return Err(self.error(format!("{field}.mode"), problem));
+            }
+            Some(other) => return Err(self.error(format!("{field}.mode"), format!("{other:?} is not \"isolated\""))),
+        }
+        let schedule = match raw.schedule {
+            Some(schedule) => self.schedule(&format!("{field}.schedule"), schedule, defaults.timezone)?,
+            None => {
+                let problem =
+                    "is missing (like schedule = { cron = \"0 9 * * MON-FRI\", timezone = \"Asia/Shanghai\" })";
+                return Err(self.error(format!("{field}.schedule"), problem));
+            }
+        };
+        let target = match (raw.delivery.as_deref(), raw.target) {
+            (Some("silent"), _) => DeliveryTarget::silent(),
+            (Some("announce") | None, Some(target)) => self.target(field, Some(target), None, defaults.webhooks)?,
+            (None, None) => DeliveryTarget::silent(),
+            (Some("announce"), None) => {
+                return Err(self.error(format!("{field}.target"), "is missing; delivery = \"announce\" needs a target"))
+            }
+            (Some(other), _) => {
+                let problem = format!("{other:?} is not \"announce\" or \"silent\"");
+                return Err(self.error(format!("{field}.delivery"), problem));
+            }
+        };
+        let active_hours = self.active_hours(field, raw.active_hours, None, None, defaults.timezone)?;
+        self.window_check(&format!("{field}.schedule"), &schedule, active_hours.as_ref())?;
+        let (policy, delete_after_run) = self.policy(field, policy, &schedule)?;
+        let timeout = self.timeout(&format!("{field}.timeout"), raw.timeout.as_deref(), defaults.run_timeout)?;
+        if raw.enabled == Some(false) {
+            return Ok(None);
+        }
+        Ok(Some(HeartbeatDef {
+            key,
+            kind: JobKind::Cron,
+            prompt,
+            schedule,
+            policy,
+            delete_after_run,
+            target,
+            active_hours,
+            timeout,
+            origin: Origin::Config,
+        }))
+    }
+
+    fn key(&self, field: &str, id: &str, defaults: &HeartbeatDefaults<'_>) -> Result<HeartbeatKey, ConfigError> {
+        let heartbeat =
+            HeartbeatId::new(id.to_owned()).map_err(|e| self.error(format!("{field}.id"), format!("{id:?} {e}")))?;
+        Ok(HeartbeatKey { agent: defaults.agent.clone(), heartbeat })
+    }
+
+    fn prompt(&self, field: &str, prompt: String) -> Result<String, ConfigError> {
+        if prompt.trim().is_empty() {
+            return Err(self.error(field, "is empty"));
+        }
+        if prompt.chars().count() > PROMPT_CHARS_MAX {
+            return Err(self.error(field, format!("is longer than {PROMPT_CHARS_MAX} characters")));
+        }
+        Ok(prompt)
+    }
+
+    fn schedule(&self, field: &str, raw: RawSchedule, zone: &str) -> Result<Schedule, ConfigError> {
+        let (every, cron, at) = match (raw.kind.as_deref(), raw.expr) {
+            (None, None) => (raw.every, raw.cron, raw.at),
+            (Some(kind), Some(expr)) if raw.every.is_none() && raw.cron.is_none() && raw.at.is_none() => match kind {
+                "every" => (Some(expr), None, None),
+                "cron" => (None, Some(expr), None),
+                "at" => (None, None, Some(expr)),
+                other => {
+                    let problem = format!("{other:?} is not \"every\", \"cron\" or \"at\"");
+                    return Err(self.error(format!("{field}.kind"), problem));
+                }
+            },
+            _ => return Err(self.error(field, "give `kind` and `expr` together, or one of `every`, `cron`, `at`")),
+        };
+        let fields = ScheduleFields {
+            every: every.as_deref(),
+            cron: cron.as_deref(),
+            timezone: raw.timezone.as_deref(),
+            at: at.as_deref(),
+        };
+        fields.schedule(zone).map_err(|error| {
+            let name = if error.field == "schedule" { field.to_owned() } else { format!("{field}.{}", error.field) };
+            self.error(name, error.problem)
+        })
+    }
+
+    fn window_check(
+        &self,
+        field: &str,
+        schedule: &Schedule,
+        window: Option<&crate::core::active_hours::ActiveHours>,
+    ) -> Result<(), ConfigError> {
+        let from = Timestamp::from_second(WINDOW_CHECK_FROM_UNIX_SECS).unwrap_or(Timestamp::UNIX_EPOCH);
+        let field = if field.ends_with(".schedule") { field.to_owned() } else { format!("{field}.cron") };
+        check_cron_meets_window(schedule, window, from).map_err(|problem| self.error(field, problem))
+    }
+
+    fn policy(&self, field: &str, raw: RawPolicy, schedule: &Schedule) -> Result<(RunPolicy, bool), ConfigError> {
+        let mut policy = RunPolicy::default();
+        if let Some(text) = raw.catch_up {
+            policy.catch_up = CatchUp::parse(&text).ok_or_else(|| {
+                self.error(format!("{field}.catch_up"), format!("{text:?} is not one of {}", CatchUp::NAMES))
+            })?;
+        }
+        if let Some(text) = raw.catch_up_window {
+            let max = Duration::from_secs(CATCHUP_WINDOW_SECS_MAX);
+            policy.catch_up_window =
+                self.duration(&format!("{field}.catch_up_window"), &text, Duration::from_secs(1), max)?;
+        }
+        if let Some(text) = raw.overlap {
+            policy.overlap = Overlap::parse(&text).ok_or_else(|| {
+                self.error(format!("{field}.overlap"), format!("{text:?} is not one of {}", Overlap::NAMES))
+            })?;
+        }
+        if let Some(text) = raw.jitter {
+            policy.jitter_max =
+                self.duration(&format!("{field}.jitter"), &text, Duration::ZERO, Duration::from_secs(JITTER_SECS_MAX))?;
+        }
+        let delete_after_run = raw.delete_after_run.unwrap_or(matches!(schedule, Schedule::At(_)));
+        Ok((policy, delete_after_run))
+    }
+
+    pub(super) fn error_backoff(&self, raw: Option<Vec<String>>) -> Result<Vec<Duration>, ConfigError> {
+        let Some(steps) = raw else {
+            return Ok(ERROR_BACKOFF_SECS_DEFAULT.iter().copied().map(Duration::from_secs).collect());
+        };
+        if steps.is_empty() || steps.len() > ERROR_BACKOFF_STEPS_MAX {
+            let problem = format!("needs from 1 to {ERROR_BACKOFF_STEPS_MAX} steps, like [\"30s\", \"1m\", \"5m\"]");
+            return Err(self.error("engine.error_backoff", problem));
+        }
+        let max = Duration::from_secs(RUN_TIMEOUT_SECS_MAX * 24);
+        steps
+            .iter()
+            .enumerate()
+            .map(|(index, text)| self.duration(&format!("engine.error_backoff[{index}]"), text, Duration::ZERO, max))
+            .collect()
+    }
+}

@@ -1,0 +1,184 @@
+//! Schedule kinds and policies through the real driver on virtual time: cron and `at`
+//! heartbeats, catch-up after downtime, overlap, error backoff and jitter.
+
+mod common;
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+
+use common::{cron_def, def, key, options, Behaviour, Rig};
+use systole::core::heartbeat::Origin;
+use systole::core::policy::{CatchUp, Overlap, RunPolicy};
+use systole::core::schedule::Schedule;
+use systole::driver::engine::NO_MORE_SLOTS;
+use systole::driver::events::EngineEvent;
+use systole::ports::store::{ExecutionStatus, Store};
+
+fn ts(text: &str) -> Timestamp {
+    text.parse().expect("test timestamp")
+}
+
+fn slots(starts: &[(Timestamp, Timestamp)]) -> Vec<Timestamp> {
+    starts.iter().map(|(_, slot)| *slot).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cron_runs_at_its_calendar_times_and_a_backward_jump_never_repeats_one() {
+    // START is Monday 2026-01-05 12:00 UTC = 13:00 in Berlin.
+    let rig = Rig::new();
+    let engine = rig.start(&[cron_def("main", "quarter", "*/15 * * * *", "Europe/Berlin")]).await;
+    rig.advance(31 * 60).await;
+    let expected = vec![ts("2026-01-05T12:15:00Z"), ts("2026-01-05T12:30:00Z")];
+    assert_eq!(slots(&rig.starts("main", "quarter")), expected);
+    for (started, slot) in rig.starts("main", "quarter") {
+        assert!(started >= slot && started.duration_since(slot) < SignedDuration::from_secs(1), "on time");
+    }
+    // The wall clock steps back 40 minutes: 12:31 reads 11:51. Calendar time waits for the
+    // wall to pass the last slot; nothing between runs again.
+    rig.clock.jump_wall(SignedDuration::from_mins(-40));
+    rig.advance(50 * 60).await;
+    assert_eq!(rig.starts("main", "quarter").len(), 2, "the wall reads 12:41: not yet 12:45");
+    rig.advance(5 * 60).await;
+    let all = slots(&rig.starts("main", "quarter"));
+    assert_eq!(all[2..], [ts("2026-01-05T12:45:00Z")], "after the jump: {all:?}");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_at_job_runs_once_then_is_deleted_and_a_failed_one_stays_disabled() {
+    let rig = Rig::new();
+    let mut done = cron_def("main", "remind", "* * * * *", "UTC");
+    done.schedule = Schedule::At(ts("2026-01-05T12:10:00Z"));
+    done.delete_after_run = true;
+    done.origin = Origin::Runtime;
+    let mut failing = done.clone();
+    failing.key = key("main", "broken");
+    failing.prompt = "broken".to_owned();
+    rig.llm.set("broken", Behaviour::Fail);
+    let mut from_config = done.clone();
+    from_config.key = key("main", "configured");
+    from_config.prompt = "configured".to_owned();
+    from_config.origin = Origin::Config;
+    let engine = rig.start(&[from_config]).await;
+    engine.upsert(done).await.expect("create");
+    engine.upsert(failing).await.expect("create");
+    rig.advance(9 * 60).await;
+    assert!(rig.starts("main", "remind").is_empty(), "not before its time");
+    rig.advance(2 * 60).await;
+    assert_eq!(slots(&rig.starts("main", "remind")), vec![ts("2026-01-05T12:10:00Z")]);
+    assert_eq!(rig.starts("main", "broken").len(), 1);
+    rig.advance(3_600).await;
+    assert_eq!(rig.starts("main", "remind").len(), 1, "once only");
+    let stored = rig.store.load_heartbeats().await.expect("load");
+    assert!(stored.iter().all(|h| h.def.key != key("main", "remind")), "deleted after its successful run");
+    let broken = stored.iter().find(|h| h.def.key == key("main", "broken")).expect("a failed one-shot is kept");
+    assert_eq!((broken.state.enabled, broken.state.disabled_reason.as_deref()), (false, Some(NO_MORE_SLOTS)));
+    assert_eq!(rig.store.executions(&key("main", "remind"), 10).await.expect("read").len(), 1, "its log stays");
+    let configured = stored.iter().find(|h| h.def.key == key("main", "configured")).expect("config keeps it");
+    assert!(!configured.state.enabled, "a config one-shot is disabled, not deleted: seeding would bring it back");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_at_already_past_when_created_runs_at_once() {
+    let rig = Rig::new();
+    let engine = rig.start(&[]).await;
+    let mut late = cron_def("main", "late", "* * * * *", "UTC");
+    late.schedule = Schedule::At(ts("2026-01-05T09:00:00Z"));
+    engine.upsert(late).await.expect("create");
+    rig.advance(1).await;
+    assert_eq!(slots(&rig.starts("main", "late")), vec![ts("2026-01-05T09:00:00Z")]);
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn catch_up_after_downtime_follows_each_policy() {
+    let rig = Rig::new();
+    let with = |id: &str, catch_up| {
+        let mut def = def("main", id, 3_600);
+        def.policy = RunPolicy { catch_up, catch_up_window: Duration::from_secs(3 * 3_600), ..RunPolicy::default() };
+        def
+    };
+    let defs = [with("skip", CatchUp::Skip), with("once", CatchUp::Once), with("all", CatchUp::All)];
+    let engine = rig.start(&defs).await;
+    rig.advance(3_601).await; // each ran its 13:00 slot
+    engine.shutdown(Duration::from_secs(1)).await;
+    // Down from 13:00 to 18:30: the 14:00 to 18:00 slots pass unrun.
+    rig.advance(5 * 3_600 + 1_800).await;
+    let engine = rig.start(&defs).await;
+    rig.advance(10).await;
+    let after = |id| slots(&rig.starts("main", id))[1..].to_vec();
+    assert_eq!(after("skip"), Vec::<Timestamp>::new(), "skip runs nothing missed");
+    assert_eq!(after("once"), vec![ts("2026-01-05T18:00:00Z")], "once runs the latest");
+    let window: Vec<Timestamp> =
+        ["16:00", "17:00", "18:00"].iter().map(|t| ts(&format!("2026-01-05T{t}:00Z"))).collect();
+    assert_eq!(after("all"), window, "all runs each slot of the 3 h window, in order");
+    rig.advance(3_600).await;
+    assert_eq!(slots(&rig.starts("main", "skip"))[1..], [ts("2026-01-05T19:00:00Z")], "then on schedule");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn overlap_skip_buffer_one_and_allow_all() {
+    let rig = Rig::new();
+    let with = |id: &str, overlap| {
+        let mut def = def("main", id, 10);
+        def.policy = RunPolicy { overlap, ..RunPolicy::default() };
+        def
+    };
+    for id in ["skip", "buffer", "allow"] {
+        rig.llm.set(id, Behaviour::Slow(Duration::from_secs(25), "done".to_owned()));
+    }
+    let defs = [with("skip", Overlap::Skip), with("buffer", Overlap::BufferOne), with("allow", Overlap::AllowAll)];
+    let engine = rig.start(&defs).await;
+    rig.advance(41).await;
+    let at = |secs: i64| start().checked_add(SignedDuration::from_secs(secs)).expect("in range");
+    // Slots at 10, 20, 30, 40; each run takes 25 s.
+    assert_eq!(slots(&rig.starts("main", "skip")), vec![at(10), at(40)], "20 and 30 skipped");
+    let buffered = rig.starts("main", "buffer");
+    assert_eq!(slots(&buffered), vec![at(10), at(20)], "20 held until 10's run ended; 30 skipped");
+    assert_eq!(buffered[1].0, at(35), "the held slot starts when the run before it ends");
+    assert_eq!(slots(&rig.starts("main", "allow")), vec![at(10), at(20), at(30), at(40)], "alongside");
+    let overlaps = rig.events.matching(|e| {
+        matches!(e, EngineEvent::Skipped { key, reason, .. } if key.heartbeat.as_str() == "buffer" && reason.as_str() == "overlap")
+    });
+    assert_eq!(overlaps.len(), 1, "only the slot beyond the one held");
+    engine.shutdown(Duration::from_secs(60)).await;
+}
+
+fn start() -> Timestamp {
+    common::start()
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_back_off_30_s_then_60_s_before_the_breaker_trips() {
+    let rig = Rig::new();
+    rig.llm.set("flaky", Behaviour::Fail);
+    let engine = rig.start_with(&[def("main", "flaky", 10)], options()).await;
+    rig.advance(200).await;
+    let at = |secs: i64| start().checked_add(SignedDuration::from_secs(secs)).expect("in range");
+    // Fails at 10 (no run before 40), fails at 40 (none before 100), fails at 100: tripped.
+    assert_eq!(slots(&rig.starts("main", "flaky")), vec![at(10), at(40), at(100)]);
+    let backoffs =
+        rig.events.matching(|e| matches!(e, EngineEvent::Skipped { reason, .. } if reason.as_str() == "backoff"));
+    assert_eq!(backoffs.len(), 2 + 5, "20 and 30, then 50 to 90");
+    assert_eq!(rig.statuses("main", "flaky").await.iter().filter(|s| **s == ExecutionStatus::Failed).count(), 3);
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn jitter_shifts_when_a_cron_runs_but_not_the_slot_it_stands_for() {
+    let rig = Rig::new();
+    let mut spread = cron_def("main", "spread", "0 * * * *", "UTC");
+    spread.policy.jitter_max = Duration::from_secs(600);
+    let offset = systole::core::policy::jitter_offset(&spread.key, spread.policy.jitter_max);
+    let engine = rig.start(&[spread]).await;
+    rig.advance(3_600 + 600).await;
+    let starts = rig.starts("main", "spread");
+    assert_eq!(slots(&starts), vec![ts("2026-01-05T13:00:00Z")]);
+    let late = starts[0].0.duration_since(starts[0].1).unsigned_abs();
+    assert!(late >= offset && late < offset + Duration::from_secs(1), "started {late:?} after, offset {offset:?}");
+    assert!(!offset.is_zero(), "this id's offset is not zero, so the test shows something");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
