@@ -1,0 +1,55 @@
+//! Upgrading a database made before schedule kinds: the rebuilt table keeps every row,
+//! as an `every` heartbeat with the default policies and its runtime state.
+
+use std::path::Path;
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+
+use systole::core::policy::RunPolicy;
+use systole::core::schedule::Schedule;
+use systole::ports::store::Store;
+use systole::store::sqlite::SqliteStore;
+
+const BEFORE_SCHEDULE_KINDS: [&str; 2] =
+    ["20261121000000_heartbeats_and_executions.sql", "20261122000000_pauses_and_stop_reasons.sql"];
+
+#[tokio::test]
+async fn a_database_from_before_schedule_kinds_keeps_its_heartbeats() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let old_migrations = dir.path().join("old-migrations");
+    std::fs::create_dir(&old_migrations).expect("dir");
+    for name in BEFORE_SCHEDULE_KINDS {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store/migrations").join(name);
+        std::fs::copy(&source, old_migrations.join(name)).expect("copy an old migration");
+    }
+    let db = dir.path().join("old.db");
+    let options = SqliteConnectOptions::new().filename(&db).create_if_missing(true);
+    let pool = SqlitePoolOptions::new().connect_with(options).await.expect("open");
+    Migrator::new(old_migrations.as_path()).await.expect("old migrations").run(&pool).await.expect("old schema");
+    sqlx::query(
+        "INSERT INTO heartbeats (agent_id, heartbeat_id, prompt, interval_ms, delivery_target, timeout_ms, origin, \
+         config_fingerprint, enabled, disabled_reason, consecutive_failures, next_slot_ms, created_at_ms, updated_at_ms) \
+         VALUES ('main', 'inbox', 'Check the inbox.', 1800000, 'stdout', 120000, 'runtime', NULL, 0, \
+         'circuit-breaker', 3, 1767225600000, 1, 2)",
+    )
+    .execute(&pool)
+    .await
+    .expect("an old row");
+    pool.close().await;
+
+    let store = SqliteStore::open(&db).await.expect("upgrade");
+    let heartbeats = store.load_heartbeats().await.expect("load");
+    assert_eq!(heartbeats.len(), 1);
+    let heartbeat = &heartbeats[0];
+    assert_eq!(heartbeat.def.schedule, Schedule::Every(Duration::from_secs(1_800)));
+    assert_eq!(heartbeat.def.policy, RunPolicy::default());
+    assert_eq!(heartbeat.def.prompt, "Check the inbox.");
+    assert_eq!(
+        (heartbeat.state.enabled, heartbeat.state.disabled_reason.as_deref(), heartbeat.state.consecutive_failures),
+        (false, Some("circuit-breaker"), 3),
+        "runtime state survives the rebuild"
+    );
+    assert_eq!(heartbeat.state.next_slot.map(|slot| slot.as_millisecond()), Some(1_767_225_600_000));
+}
