@@ -195,7 +195,7 @@ async fn a_forward_jump_runs_the_latest_missed_slot_once() {
     // before the next slot's monotonic deadline (120 s).
     rig.advance(DRIVER_SLEEP_SECS_MAX + 1).await;
     assert_eq!(rig.llm.calls_for("tick"), 2, "one catch-up run, not sixty");
-    let missed = rig.events.matching(|e| matches!(e, EngineEvent::SlotsMissed { .. }));
+    let missed = rig.events.matching(|e| matches!(e, EngineEvent::CaughtUp { runs: 1, missed: 59, .. }));
     assert_eq!(missed.len(), 1);
     engine.shutdown(Duration::from_secs(1)).await;
 }

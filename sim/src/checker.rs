@@ -128,6 +128,9 @@ struct PauseModel {
     applied: bool,
 }
 
+/// Slots the catch-up reference walks after one gap before it leaves the case to unit tests.
+const CATCH_UP_WALK_MAX: usize = 100_000;
+
 /// A live engine clears an ended pause at its next wake-up, well within this.
 const PAUSE_CLEAR_BOUND: Duration = Duration::from_secs(DRIVER_SLEEP_SECS_MAX);
 
@@ -188,6 +191,13 @@ struct Model<'a> {
     armed: BTreeMap<HeartbeatKey, Vec<(Duration, Timestamp)>>,
     /// The latest slot started per heartbeat: slots only move forward.
     last_started: BTreeMap<HeartbeatKey, Timestamp>,
+    /// The slots a catch-up fire must decide next, in order (the reference model's list),
+    /// and when that fire happened.
+    catch_up_due: BTreeMap<HeartbeatKey, std::collections::VecDeque<(Timestamp, Duration)>>,
+    /// When each heartbeat's definition or enablement last changed in the store. The driver
+    /// applies such a change (dropping what waits) a moment after the write, and may fire
+    /// a timer in between.
+    changed_at: BTreeMap<HeartbeatKey, Duration>,
     /// Heartbeats the engine retired (schedule out of slots) since they were last put.
     retired: BTreeSet<HeartbeatKey>,
     /// A failure's backoff: (when the failure became durable, when the backoff ends).
@@ -220,6 +230,8 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         armed: BTreeMap::new(),
         backoffs: BTreeMap::new(),
         lifted_backoffs: BTreeMap::new(),
+        catch_up_due: BTreeMap::new(),
+        changed_at: BTreeMap::new(),
         retired: BTreeSet::new(),
     };
     for (index, entry) in entries.iter().enumerate() {
@@ -252,6 +264,8 @@ impl Model<'_> {
         match &entry.event {
             Event::Engine { life, event } => self.engine_event(entry, *life, event),
             Event::Crash { life } => {
+                // Slots waiting in a backlog die with the process ("at most once with crashes").
+                self.catch_up_due.clear();
                 self.last_crash_at = Some(entry.elapsed);
                 self.engine_running = false;
                 self.open_runs.retain(|(run_life, _, _), _| run_life != life);
@@ -297,8 +311,9 @@ impl Model<'_> {
             }
             EngineEvent::ClaimLost { key, slot } => {
                 self.note_decision(key, entry, *slot, Decision::AlreadyDecided);
-                Ok(())
+                self.catch_up_next(key, *slot)
             }
+            EngineEvent::CaughtUp { key, slot, runs, missed } => self.catch_up_fired(entry, key, *slot, *runs, *missed),
             EngineEvent::Armed { key, next_slot } => {
                 self.armed.entry(key.clone()).or_default().push((entry.elapsed, *next_slot));
                 Ok(())
@@ -307,6 +322,8 @@ impl Model<'_> {
                 self.retired.insert(key.clone());
                 Ok(())
             }
+            // A failed claim drops the slot, a backlog slot too: a run needs a claim.
+            EngineEvent::ClaimFailed { key, slot } => self.catch_up_next(key, *slot),
             EngineEvent::StoreFailed { operation: "clear_pause", .. } => {
                 for pause in self.pauses.values_mut().filter(|pause| pause.ended_at.is_some()) {
                     pause.clear_failed = true;
@@ -315,11 +332,13 @@ impl Model<'_> {
             }
             EngineEvent::RunStarted { key, slot } => {
                 self.note_decision(key, entry, *slot, Decision::Run);
+                self.catch_up_next(key, *slot)?;
                 self.run_started(entry, life, key, *slot)?;
                 self.schedule_rules(entry, key, *slot)
             }
             EngineEvent::Skipped { key, reason, slot } => {
                 self.note_decision(key, entry, *slot, Decision::Skip(*reason));
+                self.catch_up_next(key, *slot)?;
                 if *reason == SkipReason::Backoff {
                     self.count(BACKOFF);
                     let holds = [self.backoffs.get(key), self.lifted_backoffs.get(key)]
@@ -445,7 +464,9 @@ impl Model<'_> {
         // Held (`buffer_one`) and backlog (`all`) slots start when their turn comes: later,
         // and after a backward wall jump maybe at an earlier wall time than they were due.
         let queued = def.policy.overlap == Overlap::BufferOne || def.policy.catch_up == CatchUp::All;
-        if def.schedule.interval().is_none() && !queued {
+        // Classified here, not by the engine's `Schedule::interval`, which a bug could change.
+        let calendar = matches!(def.schedule, Schedule::Cron(_) | Schedule::At(_));
+        if calendar && !queued {
             // Cron and `at` slots are calendar times: never started before the wall clock
             // reaches them, whatever elapsed time says.
             self.count(CALENDAR_TIME);
@@ -483,6 +504,89 @@ impl Model<'_> {
         if let Some(backoff) = self.backoffs.remove(key) {
             self.lifted_backoffs.insert(key.clone(), backoff);
         }
+    }
+
+    /// A timer fired after a gap: the checker walks the passed slots itself, from the slot
+    /// the heartbeat was armed for, and derives what the policy runs; the engine's report
+    /// must match, and its next decisions must be exactly those slots, in order.
+    fn catch_up_fired(
+        &mut self,
+        entry: &Entry,
+        key: &HeartbeatKey,
+        first: Timestamp,
+        runs_count: u64,
+        missed: u64,
+    ) -> Step {
+        let (Some(def), Some(armed)) = (self.defs.get(key).cloned(), self.armed.get(key).and_then(|a| a.last())) else {
+            return Ok(());
+        };
+        let armed = armed.1;
+        let jitter = jitter_offset(key, def.policy.jitter_max);
+        let until = entry.wall - signed(jitter);
+        let mut passed = vec![armed];
+        while let Some(next) =
+            passed.last().and_then(|slot| def.schedule.next_after(*slot)).filter(|next| *next <= until)
+        {
+            if passed.len() >= CATCH_UP_WALK_MAX {
+                return Ok(()); // too many to walk here; the engine's bounded walk is unit-tested
+            }
+            passed.push(next);
+        }
+        let latest = *passed.last().unwrap_or(&armed);
+        let age = |slot: Timestamp| entry.wall.duration_since(slot + signed(jitter));
+        let one_shot = matches!(def.schedule, Schedule::At(_));
+        let runs: Vec<Timestamp> = match def.policy.catch_up {
+            CatchUp::Skip if !one_shot && age(latest) > SignedDuration::from_secs(CATCHUP_GRACE_SECS as i64) => {
+                Vec::new()
+            }
+            CatchUp::Skip | CatchUp::Once => vec![latest],
+            CatchUp::All => {
+                let window = signed(def.policy.catch_up_window);
+                let mut runs: Vec<Timestamp> =
+                    passed.iter().copied().filter(|slot| *slot == latest || age(*slot) <= window).collect();
+                let cap = systole::limits::CATCHUP_RUNS_MAX;
+                if runs.len() > cap {
+                    runs.drain(..runs.len() - cap);
+                }
+                runs
+            }
+        };
+        self.count(CATCH_UP);
+        let expected_missed = passed.len() as u64 - runs.len() as u64;
+        let expected_first = runs.first().copied().unwrap_or(armed);
+        if (runs_count, missed, first) != (runs.len() as u64, expected_missed, expected_first) {
+            let message = format!(
+                "{key} ({}) fired after a gap from slot {armed}: the engine runs {runs_count} from {first} and misses \
+                 {missed}, the reference model {} from {expected_first} and misses {expected_missed} ({} passed)",
+                def.policy.catch_up.as_str(),
+                runs.len(),
+                passed.len()
+            );
+            return fail(CATCH_UP, message);
+        }
+        // (A slot `buffer_one` holds, unseen in the trace, may go first; `allow_all` is not ordered.)
+        if def.policy.catch_up == CatchUp::All && def.policy.overlap == Overlap::Skip {
+            let due = self.catch_up_due.entry(key.clone()).or_default();
+            due.extend(runs.into_iter().map(|slot| (slot, entry.elapsed)));
+        }
+        Ok(())
+    }
+
+    /// A decision of `slot`: if a catch-up backlog is owed, it must be its next slot.
+    fn catch_up_next(&mut self, key: &HeartbeatKey, slot: Timestamp) -> Step {
+        let Some(due) = self.catch_up_due.get_mut(key) else { return Ok(()) };
+        let Some((expected, fired_at)) = due.pop_front() else { return Ok(()) };
+        self.count(CATCH_UP);
+        if slot != expected {
+            if self.changed_at.get(key).is_some_and(|changed| *changed + DEADLINE_SLACK >= fired_at) {
+                // An enable or a new definition, applied after the fire, dropped the backlog.
+                self.catch_up_due.remove(key);
+                return Ok(());
+            }
+            let message = format!("{key} (catch-up all) decided slot {slot} where its backlog owed slot {expected}");
+            return fail(CATCH_UP, message);
+        }
+        Ok(())
     }
 
     /// A restart loses the monotonic backoff deadline; the engine waits the backoff of the
@@ -588,6 +692,7 @@ impl Model<'_> {
                     self.backoffs.remove(key);
                 }
                 if expected_trip {
+                    self.catch_up_due.remove(key);
                     self.present.insert(key.clone(), false);
                     // The run is still in flight until the driver hears of the trip, so no
                     // slot of it can start in between: the same life must obey it too.
@@ -595,6 +700,7 @@ impl Model<'_> {
                 }
             }
             DurableWrite::SetEnabled { key, enabled } => {
+                self.changed_at.insert(key.clone(), entry.elapsed);
                 if let Some(present) = self.present.get_mut(key) {
                     *present = *enabled;
                     if *enabled {
@@ -608,6 +714,7 @@ impl Model<'_> {
             }
             DurableWrite::Put { def } => {
                 let key = &def.key;
+                self.changed_at.insert(key.clone(), entry.elapsed);
                 self.defs.insert(key.clone(), (**def).clone());
                 self.retired.remove(key);
                 self.present.insert(key.clone(), true);
@@ -616,6 +723,7 @@ impl Model<'_> {
                 self.stopped.remove(key);
             }
             DurableWrite::Delete { key } => {
+                self.catch_up_due.remove(key);
                 self.present.remove(key);
                 // A later heartbeat of the same id starts a new sequence of slots.
                 self.last_started.remove(key);
@@ -685,7 +793,7 @@ impl Model<'_> {
         for (key, _) in heartbeats.iter().filter(|(_, enabled)| *enabled) {
             let Some(def) = self.defs.get(key).cloned() else { continue };
             // Cron and `at` slots are checked one by one against the reference model instead.
-            let Some(interval) = def.schedule.interval() else { continue };
+            let Schedule::Every(interval) = def.schedule else { continue };
             self.count(LIVENESS);
             // A constant jitter shifts every slot alike, but the monotonic chain may wait
             // for it on top of the interval (after a backward wall jump).

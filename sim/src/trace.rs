@@ -267,8 +267,8 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         EngineEvent::Disarmed { key } => {
             w.tag(3).key(key);
         }
-        EngineEvent::SlotsMissed { key, slot, missed } => {
-            w.tag(4).key(key).time(*slot).u64(*missed);
+        EngineEvent::CaughtUp { key, slot, runs, missed } => {
+            w.tag(4).key(key).time(*slot).u64(*runs).u64(*missed);
         }
         EngineEvent::Skipped { key, slot, reason } => {
             w.tag(5).key(key).time(*slot).str(reason.as_str());
@@ -297,6 +297,9 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         }
         EngineEvent::Retired { key, deleted } => {
             w.tag(13).key(key).bool(*deleted);
+        }
+        EngineEvent::ClaimFailed { key, slot } => {
+            w.tag(14).key(key).time(*slot);
         }
     }
 }
@@ -346,9 +349,12 @@ fn describe_engine_event(event: &EngineEvent) -> String {
         EngineEvent::Recovered { interrupted } => format!("recovered {interrupted} interrupted runs"),
         EngineEvent::Armed { key, next_slot } => format!("armed {key} for {next_slot}"),
         EngineEvent::Disarmed { key } => format!("disarmed {key}"),
-        EngineEvent::SlotsMissed { key, slot, missed } => format!("{key} missed {missed} slots before {slot}"),
+        EngineEvent::CaughtUp { key, slot, runs, missed } => {
+            format!("{key} catches up: {runs} runs from {slot}, {missed} slots missed")
+        }
         EngineEvent::Skipped { key, slot, reason } => format!("skipped {key} slot {slot}: {}", reason.as_str()),
         EngineEvent::ClaimLost { key, slot } => format!("claim lost {key} slot {slot}"),
+        EngineEvent::ClaimFailed { key, slot } => format!("claim failed {key} slot {slot}: not run"),
         EngineEvent::Retired { key, deleted } => {
             format!("retired {key}: no more slots ({})", if *deleted { "deleted" } else { "disabled" })
         }

@@ -206,14 +206,16 @@ impl Driver {
                 entry.exhausted = true;
                 entry.next_slot_floor = fired.run.last().copied().or(Some(timer.next_slot));
             }
-            if fired.missed > 0 {
+            let busy = !entry.waiting.is_empty() || due.iter().any(|(due_key, _)| *due_key == key);
+            let joins_backlog = busy && entry.def.policy.catch_up == CatchUp::All;
+            if fired.missed > 0 || fired.run.len() > 1 || joins_backlog {
                 let slot = fired.run.first().copied().unwrap_or(timer.next_slot);
-                let event = EngineEvent::SlotsMissed { key: key.clone(), slot, missed: fired.missed };
+                let runs = fired.run.len() as u64;
+                let event = EngineEvent::CaughtUp { key: key.clone(), slot, runs, missed: fired.missed };
                 self.context.events.emit(now.wall, &event);
             }
-            let busy = !entry.waiting.is_empty() || due.iter().any(|(due_key, _)| *due_key == key);
             let mut run = fired.run.into_iter();
-            if !(busy && entry.def.policy.catch_up == CatchUp::All) {
+            if !joins_backlog {
                 // Decided now (run, held or skipped by the overlap policy).
                 if let Some(slot) = run.next() {
                     due.push((key.clone(), slot));
@@ -266,6 +268,10 @@ impl Driver {
             Ok(outcomes) => outcomes,
             Err(error) => {
                 self.store_failed("claim_slots", error.to_string(), "the slots are not run: a run needs a claim");
+                for claim in claims {
+                    let event = EngineEvent::ClaimFailed { key: claim.key, slot: claim.slot };
+                    self.context.events.emit(now.wall, &event);
+                }
                 return;
             }
         };

@@ -23,11 +23,14 @@ pub enum EngineEvent {
     Disarmed {
         key: HeartbeatKey,
     },
-    /// Slots passed unrun (downtime, a forward clock jump), by the catch-up policy; `slot`
-    /// is the first that runs (or the first missed when none runs).
-    SlotsMissed {
+    /// A timer fired after a gap (downtime, a forward clock jump), or while a catch-up
+    /// backlog is still running: by the catch-up policy, `runs` of the passed slots run, one
+    /// after another from `slot` (behind any backlog), and `missed` do not (`slot` is the
+    /// first passed one when none runs).
+    CaughtUp {
         key: HeartbeatKey,
         slot: Timestamp,
+        runs: u64,
         missed: u64,
     },
     Skipped {
@@ -40,6 +43,12 @@ pub enum EngineEvent {
     Retired {
         key: HeartbeatKey,
         deleted: bool,
+    },
+    /// The store could not record the claim of this slot, so it does not run (a run needs
+    /// a claim); the heartbeat goes on with its next slot.
+    ClaimFailed {
+        key: HeartbeatKey,
+        slot: Timestamp,
     },
     /// The store said this slot was already claimed: it is not run again.
     ClaimLost {
@@ -99,8 +108,11 @@ impl EventSink for TracingSink {
             }
             EngineEvent::Armed { key, next_slot } => tracing::debug!(%at, heartbeat = %key, %next_slot, "armed"),
             EngineEvent::Disarmed { key } => tracing::info!(%at, heartbeat = %key, "disarmed"),
-            EngineEvent::SlotsMissed { key, slot, missed } => {
-                tracing::info!(%at, heartbeat = %key, %slot, missed, "slots passed unrun (catch-up policy)");
+            EngineEvent::CaughtUp { key, slot, runs, missed } => {
+                tracing::info!(%at, heartbeat = %key, %slot, runs, missed, "catching up on slots that passed");
+            }
+            EngineEvent::ClaimFailed { key, slot } => {
+                tracing::warn!(%at, heartbeat = %key, %slot, "slot not run: its claim could not be stored");
             }
             EngineEvent::Retired { key, deleted } => {
                 tracing::info!(%at, heartbeat = %key, deleted, "schedule has no more slots; retired");
