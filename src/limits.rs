@@ -38,6 +38,14 @@ pub const CRON_ACTIVE_SEARCH_DAYS: i64 = 366;
 /// Occurrences that search looks at before it accepts the cron as dense enough to run.
 pub const CRON_ACTIVE_SEARCH_SLOTS_MAX: u32 = 20_000;
 
+/// A reply identical (case and whitespace aside) to one a heartbeat delivered this recently
+/// is not delivered again.
+pub const DEDUP_WINDOW_SECS: u64 = 24 * 3_600;
+/// Characters of note an `HEARTBEAT_OK` reply may carry and still count as "all is well".
+pub const ACK_MAX_CHARS_DEFAULT: usize = 300;
+/// The most a config may allow.
+pub const ACK_MAX_CHARS_LIMIT: usize = 10_000;
+
 /// How many runs may be in flight at once across all heartbeats.
 pub const RUNS_IN_FLIGHT_MAX_DEFAULT: usize = 64;
 

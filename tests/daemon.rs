@@ -150,6 +150,14 @@ id = "talker"
 prompt = "say-hello"
 every = "1s"
 target = "webhook:ops"
+dedup = false                              # says the same every second, and all of it is wanted
+
+# The same reply every second, deduplicated (the default): delivered once a day.
+[[agents.heartbeats]]
+id = "echo"
+prompt = "say-hello"
+every = "1s"
+target = "webhook:ops"
 
 [[agents.heartbeats]]
 id = "quiet"
@@ -252,6 +260,9 @@ async fn daemon_delivers_stays_silent_trips_the_breaker_and_keeps_it_across_rest
     assert_eq!(keys.len(), servers.deliveries_of("talker").len(), "one key per slot");
 
     assert!(servers.calls("say-nothing") >= 2, "the quiet heartbeat ran");
+    assert_eq!(servers.deliveries_of("echo").len(), 1, "an identical reply is delivered once within 24 h");
+    let echo = runs_json(&config, "main", "echo");
+    assert!(echo.iter().any(|run| run["reply"] == "duplicate"), "{echo:#?}");
     assert!(servers.deliveries_of("quiet").is_empty(), "an empty reply delivers nothing");
     assert_eq!(servers.calls("night-only"), 0, "outside active hours the LLM is never called");
 
@@ -343,6 +354,7 @@ fn write_agent_config(dir: &Path, address: SocketAddr) -> PathBuf {
     config +=
         "[[agents.heartbeats]]\nid = \"nap-2\"\nprompt = \"say-nothing\"\nevery = \"1s\"\ntarget = \"webhook:ops\"\n";
     config += &heartbeat("[[agents]]\nid = \"busy\"", "talker", "say-hello");
+    config += "dedup = false\n";
     config += &heartbeat("[[agents]]\nid = \"loopy\"", "loop", "loop-forever");
     config += &heartbeat("[[agents]]\nid = \"maker\"", "maker", "make-too-fast");
     config += &heartbeat("[[agents]]\nid = \"maker2\"\nmodel_interval_min = \"1s\"", "maker2", "make-valid");

@@ -258,3 +258,52 @@ async fn a_lost_claim_lifts_the_timer_past_the_stored_slots() {
     assert!(rig.llm.calls_for("tick") >= before + 8, "and it runs again");
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_token_is_never_delivered_and_a_repeated_alert_waits_a_day() {
+    let rig = Rig::new();
+    for (prompt, reply) in [
+        ("bare", "HEARTBEAT_OK"),
+        ("bold", "**HEARTBEAT_OK**"),
+        ("html", "<b>HEARTBEAT_OK</b>"),
+        ("noted", "HEARTBEAT_OK\nAll good, 3 tasks done"),
+    ] {
+        rig.llm.set(prompt, Behaviour::Reply(reply.into()));
+    }
+    rig.llm.set("disk", Behaviour::Reply("Disk usage at 95%, action needed".into()));
+    let mut undeduped = def("main", "loud", 3_600);
+    undeduped.dedup = false;
+    rig.llm.set("loud", Behaviour::Reply("Disk usage at 95%, action needed".into()));
+    let defs = [
+        def("main", "bare", 3_600),
+        def("main", "bold", 3_600),
+        def("main", "html", 3_600),
+        def("main", "noted", 3_600),
+        def("main", "disk", 3_600),
+        undeduped,
+    ];
+    let engine = rig.start(&defs).await;
+    rig.advance(3 * 3_600 + 1).await;
+    let texts = rig.messenger.texts();
+    assert!(texts.iter().all(|text| !text.contains("HEARTBEAT_OK")), "{texts:?}");
+    let disk = |texts: &[String]| texts.iter().filter(|t| t.starts_with("Disk")).count();
+    assert_eq!(disk(&texts), 1 + 3, "the deduplicated one once, the one with dedup off every hour");
+    let runs = rig.store.executions(&key("main", "disk"), 10).await.expect("read");
+    let replies: Vec<_> = runs.iter().rev().map(|run| run.reply.map(|r| r.as_str())).collect();
+    assert_eq!(replies, vec![Some("sent"), Some("duplicate"), Some("duplicate")]);
+    let noted = rig.store.executions(&key("main", "noted"), 1).await.expect("read");
+    assert_eq!(noted[0].reply.map(|r| r.as_str()), Some("ok-token"));
+    assert_eq!(noted[0].output_preview.as_deref(), Some("All good, 3 tasks done"), "the note stays in the log");
+
+    // After 24 h the same alert is news again; a restart does not forget what was sent.
+    engine.shutdown(Duration::from_secs(1)).await;
+    let engine = rig.start(&defs).await;
+    rig.advance(19 * 3_600).await;
+    assert_eq!(disk(&rig.messenger.texts()) - 3, 1 + 19, "still once within the day, across a restart");
+    // The 13:00 run is exactly 24 h after the first delivery, still inside; the 14:00 one is not.
+    rig.advance(4 * 3_600).await;
+    let delivered_disk =
+        rig.messenger.deliveries.lock().expect("lock").iter().filter(|d| d.heartbeat == key("main", "disk")).count();
+    assert_eq!(delivered_disk, 2, "delivered again once the first is more than 24 h old");
+    engine.shutdown(Duration::from_secs(1)).await;
+}

@@ -15,6 +15,7 @@ use systole::core::heartbeat::{HeartbeatDef, Origin};
 use systole::core::ids::HeartbeatKey;
 use systole::core::pause::PauseRecord;
 use systole::core::policy::{CatchUp, Overlap, RunPolicy};
+use systole::core::reply::ReplyKind;
 use systole::core::schedule::Schedule;
 use systole::ports::store::{
     ClaimOutcome, DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, StopReason, Store,
@@ -41,6 +42,8 @@ fn finished(k: &HeartbeatKey, slot_secs: i64, succeeded: bool) -> RunRecord {
         error: (!succeeded).then(|| "boom".to_owned()),
         output_preview: None,
         stop_reason: Some(StopReason::Completed),
+        reply: None,
+        reply_digest: None,
     }
 }
 
@@ -194,6 +197,29 @@ async fn every_schedule_kind_and_policy_round_trips() {
         // Seeding the same definitions again changes nothing: their fingerprints are stable.
         let report = store.seed_config(&expected, at(10)).await.expect("seed");
         assert_eq!(report.unchanged.len(), 3);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn delivered_digests_are_found_per_heartbeat_and_window() {
+    with_each_store(|store| async move {
+        let (a, b) = (key("main", "a"), key("main", "b"));
+        store.seed_config(&[def("main", "a", 60), def("main", "b", 60)], at(0)).await.expect("seed");
+        store.claim_slots(&[claim(&a, 60)]).await.expect("claim");
+        let sent = RunRecord {
+            delivery: DeliveryStatus::Delivered,
+            reply: Some(ReplyKind::Sent),
+            reply_digest: Some("d1".to_owned()),
+            ..finished(&a, 60, true)
+        };
+        store.finish_runs(&[sent], BREAKER_MAX).await.expect("finish");
+        assert!(store.delivered_since(&a, "d1", at(61)).await.expect("read"), "finished at 61: inside");
+        assert!(!store.delivered_since(&a, "d1", at(62)).await.expect("read"), "older than the window");
+        assert!(!store.delivered_since(&a, "d2", at(0)).await.expect("read"), "another reply");
+        assert!(!store.delivered_since(&b, "d1", at(0)).await.expect("read"), "another heartbeat");
+        let runs = store.executions(&a, 1).await.expect("read");
+        assert_eq!(runs[0].reply, Some(ReplyKind::Sent));
     })
     .await;
 }

@@ -44,8 +44,10 @@ pub const CATCH_UP: &str = "catch-up";
 pub const BACKOFF: &str = "backoff";
 pub const SLOTS_EXPECTED: &str = "slots-expected";
 pub const CALENDAR_TIME: &str = "calendar-time";
+pub const NO_TOKEN_DELIVERED: &str = "no-token-delivered";
+pub const NO_DUPLICATE_DAY: &str = "no-duplicate-within-24h";
 
-pub const INVARIANTS: [&str; 18] = [
+pub const INVARIANTS: [&str; 20] = [
     ACTIVE_HOURS,
     SLOT_ONCE,
     DELIVERY_ONCE,
@@ -64,7 +66,14 @@ pub const INVARIANTS: [&str; 18] = [
     BACKOFF,
     SLOTS_EXPECTED,
     CALENDAR_TIME,
+    NO_TOKEN_DELIVERED,
+    NO_DUPLICATE_DAY,
 ];
+
+/// The token a model answers when nothing needs attention, spelled here independently.
+const TOKEN: &str = "HEARTBEAT_OK";
+/// How long an identical reply must not be delivered again (24 h), spelled here independently.
+const DEDUP_WINDOW: SignedDuration = SignedDuration::from_hours(24);
 
 /// How close to the engine's own reading of a deadline the checker stops judging: the
 /// engine and the trace read the clock a few nanoseconds apart.
@@ -198,6 +207,9 @@ struct Model<'a> {
     /// applies such a change (dropping what waits) a moment after the write, and may fire
     /// a timer in between.
     changed_at: BTreeMap<HeartbeatKey, Duration>,
+    /// Deliveries per heartbeat: the reply's normal form, the wall time, the slot, and
+    /// whether its run's success is durable (only then does the engine know of it).
+    deliveries: BTreeMap<HeartbeatKey, Vec<(String, Timestamp, Timestamp, bool)>>,
     /// Heartbeats the engine retired (schedule out of slots) since they were last put.
     retired: BTreeSet<HeartbeatKey>,
     /// A failure's backoff: (when the failure became durable, when the backoff ends).
@@ -232,6 +244,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         lifted_backoffs: BTreeMap::new(),
         catch_up_due: BTreeMap::new(),
         changed_at: BTreeMap::new(),
+        deliveries: BTreeMap::new(),
         retired: BTreeSet::new(),
     };
     for (index, entry) in entries.iter().enumerate() {
@@ -278,12 +291,12 @@ impl Model<'_> {
                 self.started(*life, *running_rows, heartbeats)
             }
             Event::LlmCall { life, prompt, .. } => self.llm_call(*life, prompt),
-            Event::Delivered { idempotency_key, .. } => {
+            Event::Delivered { idempotency_key, heartbeat, text, .. } => {
                 self.count(DELIVERY_ONCE);
                 if !self.delivered.insert(idempotency_key.clone()) {
                     return fail(DELIVERY_ONCE, format!("idempotency key {idempotency_key} delivered twice"));
                 }
-                Ok(())
+                self.reply_delivered(entry, heartbeat, idempotency_key, text)
             }
             Event::Durable { life, write } => self.durable(entry, *life, write),
             Event::OpAcked { op, .. } => self.acknowledged(op),
@@ -589,6 +602,39 @@ impl Model<'_> {
         Ok(())
     }
 
+    /// A delivered reply never carries the token at its edges, and never repeats (case and
+    /// whitespace aside) a reply the same heartbeat delivered, in a run whose success is
+    /// durable, within the last 24 h of wall time.
+    fn reply_delivered(&mut self, entry: &Entry, key: &HeartbeatKey, idempotency_key: &str, text: &str) -> Step {
+        self.count(NO_TOKEN_DELIVERED);
+        let trimmed = text.trim();
+        if trimmed.is_empty() || trimmed.starts_with(TOKEN) || trimmed.ends_with(TOKEN) {
+            return fail(NO_TOKEN_DELIVERED, format!("{key} delivered {text:?}"));
+        }
+        let slot = idempotency_key
+            .rsplit('/')
+            .next()
+            .and_then(|ms| ms.parse::<i64>().ok())
+            .and_then(|ms| Timestamp::from_millisecond(ms).ok())
+            .unwrap_or(Timestamp::MIN);
+        let normal = text.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ");
+        let dedup = self.defs.get(key).is_none_or(|def| def.dedup);
+        let deliveries = self.deliveries.entry(key.clone()).or_default();
+        if dedup {
+            self.checks.entry(NO_DUPLICATE_DAY).and_modify(|count| *count += 1);
+            let earlier = deliveries
+                .iter()
+                .find(|(form, at, _, durable)| *durable && *form == normal && *at >= entry.wall - DEDUP_WINDOW);
+            if let Some((_, at, earlier_slot, _)) = earlier {
+                let message =
+                    format!("{key} delivered {text:?} at {}, as it did at {at} (slot {earlier_slot})", entry.wall);
+                return fail(NO_DUPLICATE_DAY, message);
+            }
+        }
+        deliveries.push((normal, entry.wall, slot, false));
+        Ok(())
+    }
+
     /// A restart loses the monotonic backoff deadline; the engine waits the backoff of the
     /// stored failure count again, from start-up.
     fn restart_backoffs(&mut self, entry: &Entry) {
@@ -670,6 +716,12 @@ impl Model<'_> {
     fn durable(&mut self, entry: &Entry, life: u32, write: &DurableWrite) -> Step {
         match write {
             DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped } => {
+                if !*failed {
+                    let deliveries = self.deliveries.entry(key.clone()).or_default();
+                    for delivery in deliveries.iter_mut().filter(|delivery| delivery.2 == *slot) {
+                        delivery.3 = true;
+                    }
+                }
                 if !self.present.contains_key(key) {
                     return Ok(()); // deleted while it ran: nothing to count against
                 }

@@ -37,10 +37,14 @@ pub enum FaultKind {
     LlmToolHeartbeat,
     /// The model asks for tools on every turn, never answering.
     LlmEndlessTools,
+    /// The model answers `HEARTBEAT_OK` (bare, in markup, with a short or a long note).
+    LlmTokenReply,
+    /// The model repeats one alert text (in varying case and spacing) that dedup must hold back.
+    LlmRepeatedAlert,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 17] = [
+    pub const ALL: [FaultKind; 19] = [
         FaultKind::ClockSkew,
         FaultKind::ClockJumpForward,
         FaultKind::ClockJumpBackward,
@@ -58,6 +62,8 @@ impl FaultKind {
         FaultKind::LlmToolPauseInvalid,
         FaultKind::LlmToolHeartbeat,
         FaultKind::LlmEndlessTools,
+        FaultKind::LlmTokenReply,
+        FaultKind::LlmRepeatedAlert,
     ];
 
     pub fn name(self) -> &'static str {
@@ -79,12 +85,19 @@ impl FaultKind {
             FaultKind::LlmToolPauseInvalid => "llm-tool-pause-invalid",
             FaultKind::LlmToolHeartbeat => "llm-tool-heartbeat",
             FaultKind::LlmEndlessTools => "llm-endless-tools",
+            FaultKind::LlmTokenReply => "llm-token-reply",
+            FaultKind::LlmRepeatedAlert => "llm-repeated-alert",
         }
     }
 
     /// Faults rolled on each call of a port (the clock faults are scheduled instead).
     pub fn is_per_call(self) -> bool {
         !matches!(self, FaultKind::ClockSkew | FaultKind::ClockJumpForward | FaultKind::ClockJumpBackward)
+    }
+
+    /// Reply shapes (issue 6), drawn apart so the older faults' rates stay as they were.
+    pub fn is_reply_shape(self) -> bool {
+        matches!(self, FaultKind::LlmTokenReply | FaultKind::LlmRepeatedAlert)
     }
 }
 
@@ -105,7 +118,7 @@ impl FaultRates {
     /// log-uniformly between the bounds, so some runs see it rarely and some constantly.
     pub fn swarm(rng: &mut ChaCha8Rng) -> Self {
         let mut per_call = BTreeMap::new();
-        for kind in FaultKind::ALL.into_iter().filter(|k| k.is_per_call()) {
+        for kind in FaultKind::ALL.into_iter().filter(|k| k.is_per_call() && !k.is_reply_shape()) {
             let max = match kind {
                 FaultKind::CrashBeforeWrite | FaultKind::CrashAfterWrite => CRASH_RATE_MAX,
                 _ => FAULT_RATE_MAX,
@@ -119,6 +132,15 @@ impl FaultRates {
             per_call.insert(kind, rate);
         }
         Self { per_call }
+    }
+
+    /// Rates of the reply shapes, from their own stream: frequent, since they are the
+    /// model's ordinary answers rather than failures.
+    pub fn add_reply_shapes(&mut self, rng: &mut ChaCha8Rng) {
+        for kind in FaultKind::ALL.into_iter().filter(|k| k.is_reply_shape()) {
+            let rate = if rng.random_bool(0.8) { rng.random_range(0.05..0.6) } else { 0.0 };
+            self.per_call.insert(kind, rate);
+        }
     }
 }
 

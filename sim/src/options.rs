@@ -104,7 +104,8 @@ impl SimOptions {
         let mut schedules_rng = self::rng(seed, Stream::Schedules);
         workload::vary_schedules(&mut schedules_rng, &mut heartbeats, &mut ops, start, safety);
         let error_backoff = workload::error_backoff(&mut schedules_rng);
-        let fault_rates = FaultRates::swarm(&mut rng);
+        let mut fault_rates = FaultRates::swarm(&mut rng);
+        fault_rates.add_reply_shapes(&mut schedules_rng);
         Self {
             seed,
             start,

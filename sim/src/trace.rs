@@ -279,9 +279,9 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         EngineEvent::RunStarted { key, slot } => {
             w.tag(7).key(key).time(*slot);
         }
-        EngineEvent::RunFinished { key, slot, status, delivery, duration, error, recorded } => {
+        EngineEvent::RunFinished { key, slot, status, delivery, duration, error, reply, recorded } => {
             w.tag(8).key(key).time(*slot).str(status.as_str()).str(delivery.as_str()).duration(*duration);
-            w.str(error.as_deref().unwrap_or("")).bool(*recorded);
+            w.str(error.as_deref().unwrap_or("")).str(reply.map_or("", |r| r.as_str())).bool(*recorded);
         }
         EngineEvent::BreakerTripped { key, consecutive_failures } => {
             w.tag(9).key(key).u64(u64::from(*consecutive_failures));
@@ -359,10 +359,11 @@ fn describe_engine_event(event: &EngineEvent) -> String {
             format!("retired {key}: no more slots ({})", if *deleted { "deleted" } else { "disabled" })
         }
         EngineEvent::RunStarted { key, slot } => format!("run started {key} slot {slot}"),
-        EngineEvent::RunFinished { key, slot, status, delivery, duration, error, recorded } => format!(
-            "run finished {key} slot {slot}: {} delivery {} in {:.3}s{}{}",
+        EngineEvent::RunFinished { key, slot, status, delivery, duration, error, reply, recorded } => format!(
+            "run finished {key} slot {slot}: {} delivery {} reply {} in {:.3}s{}{}",
             status.as_str(),
             delivery.as_str(),
+            reply.map_or("-", |r| r.as_str()),
             duration.as_secs_f64(),
             error.as_ref().map(|e| format!(" error {e:?}")).unwrap_or_default(),
             if *recorded { "" } else { " (not recorded)" }

@@ -4,8 +4,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::limits::{
-    AGENT_LOOP_ITERATIONS_MAX_DEFAULT, HEARTBEATS_PER_AGENT_MAX_DEFAULT, MODEL_INTERVAL_SECS_MIN_DEFAULT,
-    PAUSE_MINUTES_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT,
+    ACK_MAX_CHARS_DEFAULT, AGENT_LOOP_ITERATIONS_MAX_DEFAULT, HEARTBEATS_PER_AGENT_MAX_DEFAULT,
+    MODEL_INTERVAL_SECS_MIN_DEFAULT, PAUSE_MINUTES_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +25,8 @@ pub struct AgentSettings {
     /// Targets (`stdout`, `webhook:ops`) the `heartbeat` tool may deliver to: only what
     /// the config defines, so a model cannot send to an address it made up.
     pub allowed_targets: BTreeSet<String>,
+    /// Characters of note an `HEARTBEAT_OK` reply may carry and still not be delivered.
+    pub ack_max_chars: usize,
 }
 
 impl Default for AgentSettings {
@@ -37,6 +39,7 @@ impl Default for AgentSettings {
             timezone: "UTC".to_owned(),
             run_timeout: Duration::from_secs(RUN_TIMEOUT_SECS_DEFAULT),
             allowed_targets: BTreeSet::from(["stdout".to_owned()]),
+            ack_max_chars: ACK_MAX_CHARS_DEFAULT,
         }
     }
 }

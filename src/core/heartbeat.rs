@@ -71,6 +71,8 @@ pub struct HeartbeatDef {
     pub policy: RunPolicy,
     /// Deleted (instead of disabled) once its schedule has no more slots and the last ran.
     pub delete_after_run: bool,
+    /// A reply identical to one delivered within `DEDUP_WINDOW_SECS` is not delivered again.
+    pub dedup: bool,
     pub target: DeliveryTarget,
     pub active_hours: Option<ActiveHours>,
     /// Total budget of one run, LLM calls and delivery included.
@@ -98,6 +100,7 @@ impl HeartbeatDef {
         field(self.policy.overlap.as_str().as_bytes());
         field(&self.policy.jitter_max.as_millis().to_le_bytes());
         field(&[u8::from(self.delete_after_run)]);
+        field(&[u8::from(self.dedup)]);
         field(self.target.to_string().as_bytes());
         match &self.active_hours {
             Some(window) => {
@@ -153,6 +156,7 @@ mod tests {
             schedule: Schedule::Every(Duration::from_secs(1_800)),
             policy: RunPolicy::default(),
             delete_after_run: false,
+            dedup: true,
             target: DeliveryTarget::parse("stdout").expect("valid"),
             active_hours: None,
             timeout: Duration::from_secs(120),

@@ -15,10 +15,11 @@ use crate::core::duration::parse_duration;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::AgentId;
 use crate::limits::{
-    AGENT_LOOP_ITERATIONS_MAX_LIMIT, BREAKER_FAILURES_MAX_DEFAULT, INTERVAL_SECS_MAX, INTERVAL_SECS_MIN,
-    LLM_ATTEMPTS_MAX_DEFAULT, LLM_ATTEMPTS_MAX_LIMIT, LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT,
-    RUNS_IN_FLIGHT_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT,
-    WEBHOOK_ATTEMPTS_MAX_DEFAULT, WEBHOOK_ATTEMPTS_MAX_LIMIT, WEBHOOK_TIMEOUT_SECS_DEFAULT,
+    ACK_MAX_CHARS_LIMIT, AGENT_LOOP_ITERATIONS_MAX_LIMIT, BREAKER_FAILURES_MAX_DEFAULT, INTERVAL_SECS_MAX,
+    INTERVAL_SECS_MIN, LLM_ATTEMPTS_MAX_DEFAULT, LLM_ATTEMPTS_MAX_LIMIT, LLM_TIMEOUT_SECS_DEFAULT,
+    PAUSE_MINUTES_MAX_LIMIT, RUNS_IN_FLIGHT_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX,
+    SHUTDOWN_GRACE_SECS_DEFAULT, WEBHOOK_ATTEMPTS_MAX_DEFAULT, WEBHOOK_ATTEMPTS_MAX_LIMIT,
+    WEBHOOK_TIMEOUT_SECS_DEFAULT,
 };
 
 /// The SQLite file when the config names none, relative to the config file.
@@ -151,6 +152,8 @@ struct RawAgent {
     /// The shortest interval the `heartbeat` tool accepts from the model.
     model_interval_min: Option<String>,
     heartbeats_max: Option<usize>,
+    /// Characters of note an `HEARTBEAT_OK` reply may carry and still not be delivered.
+    ack_max_chars: Option<usize>,
     #[serde(default)]
     heartbeats: Vec<RawHeartbeat>,
     #[serde(default)]
@@ -182,6 +185,8 @@ struct RawHeartbeat {
     overlap: Option<String>,
     jitter: Option<String>,
     delete_after_run: Option<bool>,
+    /// `false` delivers a reply even if it is identical to one delivered within 24 h.
+    dedup: Option<bool>,
 }
 
 /// `[[agents.cron]]`: a cron job as in the cron spec.
@@ -207,6 +212,7 @@ struct RawCron {
     overlap: Option<String>,
     jitter: Option<String>,
     delete_after_run: Option<bool>,
+    dedup: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -420,7 +426,16 @@ impl Validator<'_> {
             )?,
             None => defaults.model_interval_min,
         };
+        let ack_max_chars = match agent.ack_max_chars {
+            None => defaults.ack_max_chars,
+            Some(chars) if chars <= ACK_MAX_CHARS_LIMIT => chars,
+            Some(chars) => {
+                let problem = format!("{chars} is out of range; allowed from 0 to {ACK_MAX_CHARS_LIMIT}");
+                return Err(self.error(format!("{field}.ack_max_chars"), problem));
+            }
+        };
         Ok(AgentSettings {
+            ack_max_chars,
             loop_iterations_max: u32::try_from(loop_iterations_max).unwrap_or(u32::MAX),
             pause_minutes_max: u32::try_from(pause_minutes_max).unwrap_or(u32::MAX),
             model_interval_min,

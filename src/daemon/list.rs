@@ -52,6 +52,7 @@ pub fn execution_json(execution: &Execution) -> Value {
         "error": execution.error,
         "output_preview": execution.output_preview,
         "stop_reason": execution.stop_reason.map(|r| r.as_str()),
+        "reply": execution.reply.map(|r| r.as_str()),
     })
 }
 

@@ -319,6 +319,7 @@ impl Driver {
                 delivery: record.delivery,
                 duration: record.duration,
                 error: record.error.clone(),
+                reply: record.reply,
                 recorded: breaker.is_some(),
             },
         );

@@ -6,6 +6,7 @@ use jiff::Timestamp;
 
 use crate::core::guard::SkipReason;
 use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::reply::ReplyKind;
 use crate::ports::store::{DeliveryStatus, ExecutionStatus};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +67,8 @@ pub enum EngineEvent {
         delivery: DeliveryStatus,
         duration: Duration,
         error: Option<String>,
+        /// What the reply was: `ok-empty`, `ok-token`, `sent`, `duplicate`.
+        reply: Option<ReplyKind>,
         /// Whether the result reached the store (see `FinishedRun::breaker`).
         recorded: bool,
     },
@@ -124,10 +127,13 @@ impl EventSink for TracingSink {
                 tracing::warn!(%at, heartbeat = %key, %slot, "slot already claimed; not running it again");
             }
             EngineEvent::RunStarted { key, slot } => tracing::info!(%at, heartbeat = %key, %slot, "run started"),
-            EngineEvent::RunFinished { key, slot, status, delivery, duration, error, recorded } => tracing::info!(
-                %at, heartbeat = %key, %slot, status = status.as_str(), delivery = delivery.as_str(),
-                duration_ms = duration.as_millis() as u64, error = error.as_deref().unwrap_or(""), recorded, "run finished"
-            ),
+            EngineEvent::RunFinished { key, slot, status, delivery, duration, error, reply, recorded } => {
+                tracing::info!(
+                    %at, heartbeat = %key, %slot, status = status.as_str(), delivery = delivery.as_str(),
+                    reply = reply.map_or("-", ReplyKind::as_str),
+                    duration_ms = duration.as_millis() as u64, error = error.as_deref().unwrap_or(""), recorded, "run finished"
+                )
+            }
             EngineEvent::BreakerTripped { key, consecutive_failures } => tracing::warn!(
                 %at, heartbeat = %key, consecutive_failures,
                 "circuit breaker tripped: heartbeat disabled until re-enabled"

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
 use crate::agent::agent_loop::run_loop;
 use crate::agent::settings::AgentSettings;
@@ -12,9 +12,10 @@ use crate::agent::tools::{ToolBox, ToolContext};
 use crate::core::breaker::BreakerStep;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::AgentId;
+use crate::core::reply::{self, Reply, ReplyKind};
 use crate::driver::control::Control;
 use crate::driver::events::{EngineEvent, EventSink};
-use crate::limits::{ERROR_TEXT_CHARS_MAX, OUTPUT_PREVIEW_CHARS_MAX};
+use crate::limits::{DEDUP_WINDOW_SECS, ERROR_TEXT_CHARS_MAX, OUTPUT_PREVIEW_CHARS_MAX};
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
 use crate::ports::messenger::{Delivery, Messenger};
@@ -57,6 +58,8 @@ struct Outcome {
     error: Option<String>,
     preview: Option<String>,
     stop_reason: Option<StopReason>,
+    reply: Option<ReplyKind>,
+    reply_digest: Option<String>,
 }
 
 impl Outcome {
@@ -67,6 +70,21 @@ impl Outcome {
             error: Some(error),
             preview: None,
             stop_reason,
+            reply: None,
+            reply_digest: None,
+        }
+    }
+
+    /// A successful run that delivers nothing.
+    fn quiet(reply: Option<ReplyKind>, preview: Option<String>, stop_reason: Option<StopReason>) -> Self {
+        Self {
+            status: ExecutionStatus::Succeeded,
+            delivery: DeliveryStatus::NotNeeded,
+            error: None,
+            preview,
+            stop_reason,
+            reply,
+            reply_digest: None,
         }
     }
 }
@@ -97,6 +115,8 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
             error: Some(format!("run exceeded its {} s budget", def.timeout.as_secs())),
             preview: None,
             stop_reason: None,
+            reply: None,
+            reply_digest: None,
         },
     };
     let record = RunRecord {
@@ -109,6 +129,8 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         error: outcome.error.map(|text| truncate_chars(&text, ERROR_TEXT_CHARS_MAX)),
         output_preview: outcome.preview,
         stop_reason: outcome.stop_reason,
+        reply: outcome.reply,
+        reply_digest: outcome.reply_digest,
     };
     let breaker = match context.store.finish_runs(std::slice::from_ref(&record), context.breaker_failures_max).await {
         Ok(steps) => steps.first().copied(),
@@ -150,15 +172,24 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> O
         let error = format!("the agent loop reached its cap of {} LLM calls", settings.loop_iterations_max);
         return Outcome::failed(error, stop_reason);
     }
-    let Some(text) = looped.text else {
-        let delivery = DeliveryStatus::NotNeeded;
-        return Outcome { status: ExecutionStatus::Succeeded, delivery, error: None, preview: None, stop_reason };
+    let raw = looped.text.unwrap_or_default();
+    let text = match reply::classify(&raw, settings.ack_max_chars) {
+        Reply::Empty => return Outcome::quiet(Some(ReplyKind::Empty), None, stop_reason),
+        // "All is well": never delivered to anyone, named heartbeats included.
+        Reply::Ack { note } => {
+            let preview = (!note.is_empty()).then(|| truncate_chars(&note, OUTPUT_PREVIEW_CHARS_MAX));
+            return Outcome::quiet(Some(ReplyKind::Token), preview, stop_reason);
+        }
+        Reply::Alert { text } => text,
     };
     let preview = Some(truncate_chars(&text, OUTPUT_PREVIEW_CHARS_MAX));
     if def.target.is_silent() {
         // `delivery = "silent"`: the reply stays in the run log.
-        let delivery = DeliveryStatus::NotNeeded;
-        return Outcome { status: ExecutionStatus::Succeeded, delivery, error: None, preview, stop_reason };
+        return Outcome::quiet(None, preview, stop_reason);
+    }
+    let digest = reply::digest(&text);
+    if def.dedup && delivered_recently(context, def, &digest).await {
+        return Outcome::quiet(Some(ReplyKind::Duplicate), preview, stop_reason);
     }
     let delivery = Delivery {
         target: def.target.clone(),
@@ -174,6 +205,8 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> O
             error: None,
             preview,
             stop_reason,
+            reply: Some(ReplyKind::Sent),
+            reply_digest: Some(digest),
         },
         Err(error) => Outcome {
             status: ExecutionStatus::Failed,
@@ -181,7 +214,28 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> O
             error: Some(error.to_string()),
             preview,
             stop_reason,
+            reply: Some(ReplyKind::Sent),
+            reply_digest: None,
         },
+    }
+}
+
+/// Whether this heartbeat delivered the same reply within the dedup window. When the store
+/// cannot say, the reply is delivered: an alert twice is better than an alert lost.
+async fn delivered_recently(context: &RunContext, def: &HeartbeatDef, digest: &str) -> bool {
+    let window = SignedDuration::from_secs(i64::try_from(DEDUP_WINDOW_SECS).unwrap_or(i64::MAX));
+    let since = context.clock.wall().checked_sub(window).unwrap_or(Timestamp::MIN);
+    match context.store.delivered_since(&def.key, digest, since).await {
+        Ok(found) => found,
+        Err(error) => {
+            let event = EngineEvent::StoreFailed {
+                operation: "delivered_since",
+                error: error.to_string(),
+                consequence: "the reply is delivered without the duplicate check",
+            };
+            context.events.emit(context.clock.wall(), &event);
+            false
+        }
     }
 }
 

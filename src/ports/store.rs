@@ -14,6 +14,7 @@ use crate::core::guard::SkipReason;
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
+use crate::core::reply::ReplyKind;
 
 /// The error text of a run found `running` at start-up.
 pub const INTERRUPTED_ERROR_TEXT: &str = "the process stopped before this run finished";
@@ -148,6 +149,10 @@ pub struct RunRecord {
     pub output_preview: Option<String>,
     /// Why the agent loop stopped, when it ran at all.
     pub stop_reason: Option<StopReason>,
+    /// What the reply was, when the loop produced one.
+    pub reply: Option<ReplyKind>,
+    /// The digest of a delivered reply's normal form: what duplicate suppression compares.
+    pub reply_digest: Option<String>,
 }
 
 impl RunRecord {
@@ -171,6 +176,7 @@ pub struct Execution {
     pub error: Option<String>,
     pub output_preview: Option<String>,
     pub stop_reason: Option<StopReason>,
+    pub reply: Option<ReplyKind>,
 }
 
 /// What seeding the config did.
@@ -245,4 +251,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// The newest `limit` executions of a heartbeat, newest first.
     async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError>;
+
+    /// Whether `key` delivered a reply with this digest in a run that finished at or after
+    /// `since` (duplicate suppression).
+    async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError>;
 }

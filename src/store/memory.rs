@@ -28,6 +28,8 @@ pub struct MemoryState {
     heartbeats: BTreeMap<HeartbeatKey, Row>,
     executions: BTreeMap<(HeartbeatKey, Timestamp), Execution>,
     pauses: BTreeMap<AgentId, PauseRecord>,
+    /// Delivered replies: heartbeat, digest, when the run finished.
+    delivered: Vec<(HeartbeatKey, String, Timestamp)>,
 }
 
 #[derive(Debug, Default)]
@@ -172,6 +174,7 @@ impl Store for MemoryStore {
                 error: None,
                 output_preview: None,
                 stop_reason: None,
+                reply: None,
             });
             set_next_slot(&mut state, &skip.key, skip.next_slot);
         }
@@ -190,6 +193,10 @@ impl Store for MemoryStore {
                 execution.error = run.error.clone();
                 execution.output_preview = run.output_preview.clone();
                 execution.stop_reason = run.stop_reason;
+                execution.reply = run.reply;
+            }
+            if let Some(digest) = &run.reply_digest {
+                state.delivered.push((run.key.clone(), digest.clone(), run.finished_at));
             }
             let Some(row) = state.heartbeats.get_mut(&run.key) else {
                 // Deleted while it ran: nothing left to count against.
@@ -240,6 +247,11 @@ impl Store for MemoryStore {
         let mine = state.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX));
         Ok(mine.rev().take(limit).map(|(_, execution)| execution.clone()).collect())
     }
+
+    async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
+        let state = self.lock();
+        Ok(state.delivered.iter().any(|(k, d, at)| k == key && d == digest && *at >= since))
+    }
 }
 
 fn running(claim: &SlotClaim) -> Execution {
@@ -255,5 +267,6 @@ fn running(claim: &SlotClaim) -> Execution {
         error: None,
         output_preview: None,
         stop_reason: None,
+        reply: None,
     }
 }

@@ -20,6 +20,7 @@ use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, JobKind, O
 use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::policy::{CatchUp, Overlap, RunPolicy};
+use crate::core::reply::ReplyKind;
 use crate::core::schedule::Schedule;
 use crate::limits::{SQLITE_BUSY_TIMEOUT_MS, STORE_BATCH_ROWS_MAX};
 use crate::ports::store::{
@@ -90,9 +91,9 @@ impl Store for SqliteStore {
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
         let rows = sqlx::query(
             "SELECT agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, cron_timezone, at_ms, \
-             catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, delivery_target, active_start, \
-             active_end, active_timezone, timeout_ms, origin, enabled, disabled_reason, consecutive_failures, \
-             next_slot_ms FROM heartbeats ORDER BY agent_id, heartbeat_id",
+             catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, dedup, delivery_target, \
+             active_start, active_end, active_timezone, timeout_ms, origin, enabled, disabled_reason, \
+             consecutive_failures, next_slot_ms FROM heartbeats ORDER BY agent_id, heartbeat_id",
         )
         .fetch_all(&self.pool)
         .await?;
@@ -252,7 +253,8 @@ impl Store for SqliteStore {
         for chunk in runs.chunks(STORE_BATCH_ROWS_MAX) {
             let mut update = QueryBuilder::<Sqlite>::new(
                 "UPDATE executions SET finished_at_ms = v.column4, status = v.column5, delivery = v.column6, \
-                 duration_ms = v.column7, error = v.column8, output_preview = v.column9, stop_reason = v.column10 FROM (",
+                 duration_ms = v.column7, error = v.column8, output_preview = v.column9, stop_reason = v.column10, \
+                 reply = v.column11, reply_digest = v.column12 FROM (",
             );
             update.push_values(chunk, |mut row, run| {
                 row.push_bind(run.key.agent.as_str())
@@ -264,7 +266,9 @@ impl Store for SqliteStore {
                     .push_bind(i64::try_from(run.duration.as_millis()).unwrap_or(i64::MAX))
                     .push_bind(run.error.as_deref())
                     .push_bind(run.output_preview.as_deref())
-                    .push_bind(run.stop_reason.map(StopReason::as_str));
+                    .push_bind(run.stop_reason.map(StopReason::as_str))
+                    .push_bind(run.reply.map(ReplyKind::as_str))
+                    .push_bind(run.reply_digest.as_deref());
             });
             update.push(
                 ") AS v WHERE executions.agent_id = v.column1 AND executions.heartbeat_id = v.column2 \
@@ -349,8 +353,8 @@ impl Store for SqliteStore {
     async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {
         let rows = sqlx::query(
             "SELECT agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason, delivery, \
-             duration_ms, error, output_preview, stop_reason FROM executions WHERE agent_id = ? AND heartbeat_id = ? \
-             ORDER BY slot_ms DESC LIMIT ?",
+             duration_ms, error, output_preview, stop_reason, reply FROM executions WHERE agent_id = ? \
+             AND heartbeat_id = ? ORDER BY slot_ms DESC LIMIT ?",
         )
         .bind(key.agent.as_str())
         .bind(key.heartbeat.as_str())
@@ -358,6 +362,20 @@ impl Store for SqliteStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(execution_from_row).collect()
+    }
+
+    async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM executions WHERE agent_id = ? AND heartbeat_id = ? AND reply_digest = ? \
+             AND finished_at_ms >= ? LIMIT 1",
+        )
+        .bind(key.agent.as_str())
+        .bind(key.heartbeat.as_str())
+        .bind(digest)
+        .bind(since.as_millisecond())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(found.is_some())
     }
 }
 
@@ -416,15 +434,15 @@ async fn upsert(
     };
     sqlx::query(
         "INSERT INTO heartbeats (agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, \
-         cron_timezone, at_ms, catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, \
+         cron_timezone, at_ms, catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, dedup, \
          delivery_target, active_start, active_end, active_timezone, timeout_ms, origin, config_fingerprint, \
          enabled, disabled_reason, consecutive_failures, next_slot_ms, created_at_ms, updated_at_ms) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, NULL, 0, NULL, ?, ?) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, NULL, 0, NULL, ?, ?) \
          ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, \
          schedule_kind = excluded.schedule_kind, every_ms = excluded.every_ms, cron_expr = excluded.cron_expr, \
          cron_timezone = excluded.cron_timezone, at_ms = excluded.at_ms, catch_up = excluded.catch_up, \
          catch_up_window_ms = excluded.catch_up_window_ms, overlap = excluded.overlap, \
-         jitter_max_ms = excluded.jitter_max_ms, delete_after_run = excluded.delete_after_run, \
+         jitter_max_ms = excluded.jitter_max_ms, delete_after_run = excluded.delete_after_run, dedup = excluded.dedup, \
          delivery_target = excluded.delivery_target, \
          active_start = excluded.active_start, active_end = excluded.active_end, \
          active_timezone = excluded.active_timezone, timeout_ms = excluded.timeout_ms, origin = excluded.origin, \
@@ -446,6 +464,7 @@ async fn upsert(
     .bind(def.policy.overlap.as_str())
     .bind(millis(def.policy.jitter_max))
     .bind(i64::from(def.delete_after_run))
+    .bind(i64::from(def.dedup))
     .bind(def.target.to_string())
     .bind(window.map(ActiveHours::start_text))
     .bind(window.map(ActiveHours::end_text))
@@ -530,6 +549,7 @@ fn heartbeat_from_row(row: &SqliteRow) -> Result<Heartbeat, StoreError> {
         schedule: schedule_from_row(row, &what)?,
         policy,
         delete_after_run: row.try_get::<i64, _>("delete_after_run")? == 1,
+        dedup: row.try_get::<i64, _>("dedup")? == 1,
         target: DeliveryTarget::parse(&target).map_err(|e| corrupt(&what, e))?,
         active_hours,
         timeout: duration_ms(row.try_get("timeout_ms")?, &what)?,
@@ -569,7 +589,11 @@ fn execution_from_row(row: &SqliteRow) -> Result<Execution, StoreError> {
     let finished_at: Option<i64> = row.try_get("finished_at_ms")?;
     let duration: Option<i64> = row.try_get("duration_ms")?;
     let stop_reason: Option<String> = row.try_get("stop_reason")?;
+    let reply: Option<String> = row.try_get("reply")?;
     Ok(Execution {
+        reply: reply
+            .map(|text| ReplyKind::parse(&text).ok_or_else(|| corrupt(&what, format!("unknown reply {text:?}"))))
+            .transpose()?,
         slot: timestamp(row.try_get("slot_ms")?, &what)?,
         started_at: timestamp(row.try_get("started_at_ms")?, &what)?,
         finished_at: finished_at.map(|ms| timestamp(ms, &what)).transpose()?,

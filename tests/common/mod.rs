@@ -42,6 +42,7 @@ pub fn def(agent: &str, heartbeat: &str, every_secs: u64) -> HeartbeatDef {
         schedule: Schedule::Every(Duration::from_secs(every_secs)),
         policy: RunPolicy::default(),
         delete_after_run: false,
+        dedup: true,
         target: DeliveryTarget::parse("test:inbox").expect("valid"),
         active_hours: None,
         timeout: Duration::from_secs(120),

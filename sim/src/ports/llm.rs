@@ -144,11 +144,40 @@ impl Llm for SimLlm {
             rng.random_bool(self.world.options.alert_probability)
         };
         if !alert {
+            if injector.roll(FaultKind::LlmTokenReply) {
+                let shapes = [
+                    "HEARTBEAT_OK",
+                    "**HEARTBEAT_OK**",
+                    "<b>HEARTBEAT_OK</b>",
+                    "HEARTBEAT_OK\nAll good, 3 tasks done.",
+                ];
+                let text = shapes[injector.draw(0..shapes.len() as u64) as usize];
+                self.world.fault(FaultKind::LlmTokenReply, format!("{prompt}: {text:?}"));
+                self.answer(&prompt, text);
+                return Ok(ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new() });
+            }
             self.answer(&prompt, "quiet");
             return Ok(ChatResponse::default());
         }
+        if injector.roll(FaultKind::LlmRepeatedAlert) {
+            // The same alert, in varying case and spacing: one delivery a day, not one a run.
+            let shapes = [
+                "Disk usage at 95%, action needed",
+                "disk usage at 95%,  action NEEDED",
+                " Disk usage at 95%, action needed\n",
+            ];
+            let text = shapes[injector.draw(0..shapes.len() as u64) as usize];
+            self.world.fault(FaultKind::LlmRepeatedAlert, format!("{prompt}: {text:?}"));
+            self.answer(&prompt, text);
+            return Ok(ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new() });
+        }
         let number = self.replies.fetch_add(1, Ordering::Relaxed) + 1;
-        let text = format!("alert {number} from {prompt}");
+        // Now and then a long report after the token: delivered, without the token.
+        let text = if number.is_multiple_of(7) {
+            format!("HEARTBEAT_OK\nalert {number} from {prompt}: {}", "details ".repeat(50))
+        } else {
+            format!("alert {number} from {prompt}")
+        };
         self.answer(&prompt, &text);
         Ok(ChatResponse { text: Some(text), tool_calls: Vec::new() })
     }

@@ -138,4 +138,8 @@ impl Store for SimStore {
     async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {
         self.read(self.world.durable.executions(key, limit)).await
     }
+
+    async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
+        self.read(self.world.durable.delivered_since(key, digest, since)).await
+    }
 }

@@ -270,6 +270,7 @@ fn build(
         schedule,
         policy,
         delete_after_run,
+        dedup: existing.is_none_or(|def| def.dedup),
         target,
         active_hours,
         timeout: existing.map_or(settings.run_timeout, |def| def.timeout),
