@@ -88,8 +88,8 @@ pub fn parse_at(text: &str, zone: &TimeZone) -> Result<Timestamp, String> {
     local.to_zoned(zone.clone()).map(|zoned| zoned.timestamp()).map_err(|e| e.to_string())
 }
 
-/// Refuses a cron whose every occurrence falls outside its active hours: it would never
-/// run. Searches from `from` for [`CRON_ACTIVE_SEARCH_DAYS`] days or
+/// Refuses a cron that would never run: one with no occurrence after `from` (30 February),
+/// or whose every occurrence falls outside its active hours. Searches from `from` for [`CRON_ACTIVE_SEARCH_DAYS`] days or
 /// [`CRON_ACTIVE_SEARCH_SLOTS_MAX`] occurrences; a schedule too dense to search that far
 /// has occurrences every few minutes and is accepted.
 ///
@@ -100,7 +100,11 @@ pub fn check_cron_meets_window(
     window: Option<&ActiveHours>,
     from: Timestamp,
 ) -> Result<(), String> {
-    let (Schedule::Cron(cron), Some(window)) = (schedule, window) else { return Ok(()) };
+    let Schedule::Cron(cron) = schedule else { return Ok(()) };
+    if cron.next_after(from).is_none() {
+        return Err(format!("cron {:?} has no future occurrence; it would never run", cron.expression()));
+    }
+    let Some(window) = window else { return Ok(()) };
     let horizon = from.checked_add(SignedDuration::from_hours(24 * CRON_ACTIVE_SEARCH_DAYS)).unwrap_or(Timestamp::MAX);
     let mut at = from;
     let mut seen = 0;
@@ -188,5 +192,7 @@ mod tests {
         let never = fields(None, Some("0 0 30 2 *"), None).schedule("UTC").expect("parses");
         let window = ActiveHours::new("00:00", "24:00", "UTC").expect("valid");
         assert!(check_cron_meets_window(&never, Some(&window), from()).is_err());
+        let error = check_cron_meets_window(&never, None, from()).expect_err("refused without a window too");
+        assert!(error.contains("no future occurrence"), "{error}");
     }
 }

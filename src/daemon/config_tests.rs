@@ -192,6 +192,7 @@ fn schedule_and_policy_refusals_name_the_field() {
             "IANA",
         ),
         (with_cron("prompt = \"p\"\nschedule = { every = \"1h\", at = \"2026-12-01T00:00:00Z\" }"), "agents[0].cron[0].schedule", "only one"),
+        (with_cron("prompt = \"p\"\nschedule = { cron = \"0 0 30 2 *\" }"), "agents[0].cron[0].schedule", "no future occurrence"),
         (with_cron("prompt = \"p\""), "agents[0].cron[0].schedule", "missing"),
         (with_cron("schedule = { every = \"1h\" }"), "agents[0].cron[0].prompt", "missing"),
         (with_cron("prompt = \"p\"\nschedule = { every = \"1h\" }\nmode = \"main\""), "agents[0].cron[0].mode", "not supported yet"),
