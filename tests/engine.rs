@@ -10,6 +10,7 @@ use jiff::SignedDuration;
 use common::{def, key, options_without_backoff, start, Behaviour, Rig};
 use systole::core::active_hours::ActiveHours;
 use systole::core::guard::SkipReason;
+use systole::core::heartbeat::HeartbeatDef;
 use systole::driver::events::EngineEvent;
 use systole::limits::DRIVER_SLEEP_SECS_MAX;
 use systole::ports::store::{DeliveryStatus, ExecutionStatus, Store};
@@ -18,7 +19,8 @@ use systole::ports::store::{DeliveryStatus, ExecutionStatus, Store};
 async fn waits_one_interval_then_runs_on_cadence_and_delivers() {
     let rig = Rig::new();
     rig.llm.set("inbox", Behaviour::Reply("2 urgent mails".into()));
-    let engine = rig.start(&[def("main", "inbox", 60)]).await;
+    // The same reply each minute: with dedup off, each one is delivered.
+    let engine = rig.start(&[HeartbeatDef { dedup: false, ..def("main", "inbox", 60) }]).await;
     rig.advance(59).await;
     assert_eq!(rig.llm.calls_for("inbox"), 0, "no burst at start-up: the first run waits one interval");
     rig.advance(2).await;

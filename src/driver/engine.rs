@@ -231,13 +231,13 @@ impl Driver {
             return;
         }
         let mut claims = Vec::new();
+        let mut claimed_now: BTreeMap<HeartbeatKey, usize> = BTreeMap::new();
         let mut skips = Vec::new();
         for (key, slot) in due {
             let paused = self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now));
             let next_slot = self.timers.timer(&key).map_or(slot, |timer| timer.next_slot);
-            let claimed_now = claims.iter().filter(|claim: &&SlotClaim| claim.key == key).count();
             let Some(entry) = self.entries.get_mut(&key) else { continue };
-            let in_flight = entry.runs_in_flight + claimed_now;
+            let in_flight = entry.runs_in_flight + claimed_now.get(&key).copied().unwrap_or(0);
             let overlap = on_overlap(entry.def.policy.overlap, in_flight, entry.waiting.len());
             let input = GuardInput {
                 enabled: entry.enabled,
@@ -249,7 +249,10 @@ impl Driver {
             };
             match guard::check(input) {
                 Ok(()) if overlap == OverlapDecision::Hold => entry.waiting.push_back(slot),
-                Ok(()) => claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot }),
+                Ok(()) => {
+                    *claimed_now.entry(key.clone()).or_default() += 1;
+                    claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot });
+                }
                 Err(reason) => {
                     self.context.events.emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot, reason });
                     skips.push(SkipRecord { key, slot, at: now.wall, reason, next_slot });
@@ -446,8 +449,13 @@ impl Driver {
         }
     }
 
-    /// The schedule's next wake-up, or the end of a pause if that comes first.
+    /// The schedule's next wake-up, or the end of a pause if that comes first; at once if
+    /// a slot waits behind a run that has ended (a backlog that is being skipped drains
+    /// without waiting for the next timer).
     fn next_wake(&self, now: Now) -> Mono {
+        if self.entries.values().any(|entry| entry.runs_in_flight == 0 && !entry.waiting.is_empty()) {
+            return now.mono;
+        }
         let pause_end = self.pauses.values().map(|pause| now.mono + pause.ends_within(now)).min();
         let wake = self.timers.next_wake(now);
         pause_end.map_or(wake, |end| wake.min(end))
