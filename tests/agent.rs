@@ -177,6 +177,26 @@ async fn the_heartbeat_tool_keeps_to_its_guardrails() {
         (r#"{"action": "delete", "id": "nope"}"#, "no heartbeat"),
         (r#"{"action": "explode"}"#, "unknown action"),
         (r#"{"action": "create", "id": "x", "colour": "red"}"#, "unknown field"),
+        (
+            r#"{"action": "create", "id": "x", "prompt": "p", "cron": "0 3 * * *", "timezone": "UTC", "target": "test:inbox", "active_hours": {"start": "09:00", "end": "17:00"}}"#,
+            "would never run",
+        ),
+        (
+            r#"{"action": "create", "id": "x", "prompt": "p", "cron": "0 0 30 2 *", "target": "test:inbox"}"#,
+            "no future occurrence",
+        ),
+        (
+            r#"{"action": "create", "id": "x", "prompt": "p", "every": "1h", "cron": "0 * * * *", "target": "test:inbox"}"#,
+            "only one",
+        ),
+        (
+            r#"{"action": "create", "id": "x", "prompt": "p", "every": "1h", "target": "test:inbox", "delivery": "silent"}"#,
+            "cron jobs only",
+        ),
+        (
+            r#"{"action": "create", "id": "x", "prompt": "p", "every": "1h", "target": "test:inbox", "catch_up": "most"}"#,
+            "`catch_up`",
+        ),
         (r#"["not", "an", "object"]"#, "JSON object"),
         ("{not json", "JSON object"),
     ];
@@ -293,6 +313,16 @@ async fn the_cron_tool_adds_a_job_that_fires_at_calendar_times_and_lists_its_run
     rig.advance(3_600).await;
     let runs = rig.llm.tool_results().last().cloned().unwrap_or_default();
     assert!(runs.contains("2026-01-05T13:15:00Z") && runs.contains("succeeded"), "{runs}");
+    rig.llm.set(
+        "maker",
+        call_once(
+            "cron",
+            r#"{"action": "add", "id": "nowhere", "prompt": "p", "every": "1h", "delivery": "announce"}"#,
+        ),
+    );
+    rig.advance(3_600).await;
+    let refused = rig.llm.tool_results().last().cloned().unwrap_or_default();
+    assert!(refused.starts_with("error:") && refused.contains("needs a `target`"), "{refused}");
     rig.llm.set("maker", call_once("heartbeat", r#"{"action": "list"}"#));
     rig.advance(3_600).await;
     let listed = rig.llm.tool_results().last().cloned().unwrap_or_default();

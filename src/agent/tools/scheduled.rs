@@ -369,13 +369,17 @@ fn target(
         (Some(text), None) | (None, Some(text)) => Some(text),
         (None, None) => None,
     };
-    match (given, existing) {
-        _ if silent => Ok(DeliveryTarget::silent()),
-        (Some(text), _) => allowed_target(context, text),
-        (None, Some(def)) => Ok(def.target.clone()),
-        (None, None) if kind == JobKind::Cron => Ok(DeliveryTarget::silent()),
-        (None, None) => Err(format!("`delivery_target` is required; one of {}", targets(context))),
+    let target = match (given, existing) {
+        _ if silent => DeliveryTarget::silent(),
+        (Some(text), _) => allowed_target(context, text)?,
+        (None, Some(def)) => def.target.clone(),
+        (None, None) if kind == JobKind::Cron => DeliveryTarget::silent(),
+        (None, None) => return Err(format!("`delivery_target` is required; one of {}", targets(context))),
+    };
+    if arguments.delivery.as_deref() == Some("announce") && target.is_silent() {
+        return Err(format!("`delivery` \"announce\" needs a `target`; one of {}", targets(context)));
     }
+    Ok(target)
 }
 
 fn allowed_target(context: &ToolContext, text: &str) -> Result<DeliveryTarget, Refusal> {
