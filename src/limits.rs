@@ -30,6 +30,10 @@ pub const CATCHUP_SCAN_SLOTS_MAX: u64 = 10_000;
 /// Waits after the 1st, 2nd, ... consecutive failure before a heartbeat runs again (the last
 /// repeats); the breaker may disable it first.
 pub const ERROR_BACKOFF_SECS_DEFAULT: [u64; 5] = [30, 60, 300, 900, 3_600];
+/// The longest backoff step a config may ask for (a day).
+pub const ERROR_BACKOFF_SECS_MAX: u64 = 24 * 3_600;
+/// Steps an `error_backoff` list may have.
+pub const ERROR_BACKOFF_STEPS_MAX: usize = 10;
 /// The largest stable jitter a config may give a job.
 pub const JITTER_SECS_MAX: u64 = 3_600;
 /// How far ahead a cron is searched for an occurrence inside its active hours before it is

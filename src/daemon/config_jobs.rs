@@ -13,14 +13,13 @@ use crate::core::policy::{CatchUp, Overlap, RunPolicy};
 use crate::core::schedule::Schedule;
 use crate::core::schedule_fields::{check_cron_meets_window, ScheduleFields};
 use crate::limits::{
-    CATCHUP_WINDOW_SECS_MAX, ERROR_BACKOFF_SECS_DEFAULT, JITTER_SECS_MAX, PROMPT_CHARS_MAX, RUN_TIMEOUT_SECS_MAX,
+    CATCHUP_WINDOW_SECS_MAX, ERROR_BACKOFF_SECS_DEFAULT, ERROR_BACKOFF_SECS_MAX, ERROR_BACKOFF_STEPS_MAX,
+    JITTER_SECS_MAX, PROMPT_CHARS_MAX,
 };
 
 /// Where the check "does this cron ever meet its active hours" starts. Cron patterns
 /// repeat from year to year, and config validation must not read the clock.
 const WINDOW_CHECK_FROM_UNIX_SECS: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
-/// Steps an `error_backoff` list may have.
-const ERROR_BACKOFF_STEPS_MAX: usize = 10;
 
 impl Validator<'_> {
     pub(super) fn heartbeat(
@@ -252,7 +251,7 @@ impl Validator<'_> {
             let problem = format!("needs from 1 to {ERROR_BACKOFF_STEPS_MAX} steps, like [\"30s\", \"1m\", \"5m\"]");
             return Err(self.error("engine.error_backoff", problem));
         }
-        let max = Duration::from_secs(RUN_TIMEOUT_SECS_MAX * 24);
+        let max = Duration::from_secs(ERROR_BACKOFF_SECS_MAX);
         steps
             .iter()
             .enumerate()
