@@ -93,7 +93,7 @@ async fn chat(State(servers): State<Arc<Servers>>, Json(body): Json<Value>) -> a
         ),
         ("make-valid", true) if calls == 1 => tool_reply(
             "heartbeat",
-            json!({ "action": "create", "id": "created", "prompt": "created-run", "every": "2s", "delivery_target": "webhook:ops" }),
+            json!({ "action": "create", "id": "created", "prompt": "created-run", "every": "5s", "delivery_target": "webhook:ops" }),
         ),
         ("created-run", true) if calls == 1 => text_reply(json!("hello from a heartbeat the model made")),
         ("created-run", true) => tool_reply("heartbeat", json!({ "action": "delete", "id": "created" })),
@@ -379,7 +379,8 @@ async fn daemon_agent_loop_pauses_caps_refuses_creates_and_deletes() {
     let daemon = spawn_daemon(&config, &dir.path().join("agents.log"));
 
     // The heartbeat the model creates shows in `heartbeat list` (between its creation at
-    // about 1 s and its self-deletion on its second run, about 4 s later).
+    // about 1 s and its self-deletion on its second run, about 10 s later: wide enough for
+    // `list` processes on a loaded machine).
     wait_until("the model's heartbeat is listed", || {
         list_json(&config)
             .iter()
