@@ -241,6 +241,7 @@ struct RawPolicy {
     overlap: Option<String>,
     jitter: Option<String>,
     delete_after_run: Option<bool>,
+    dedup: Option<bool>,
 }
 
 #[derive(Deserialize)]

@@ -6,6 +6,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::{ConfigError, HeartbeatDefaults, RawCron, RawHeartbeat, RawPolicy, RawSchedule, Validator};
+use crate::core::active_hours::ActiveHours;
 use crate::core::delivery_target::DeliveryTarget;
 use crate::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use crate::core::ids::{HeartbeatId, HeartbeatKey};
@@ -21,6 +22,17 @@ use crate::limits::{
 /// repeat from year to year, and config validation must not read the clock.
 const WINDOW_CHECK_FROM_UNIX_SECS: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
 
+/// What a heartbeat and a cron job have in common once read from their own fields.
+struct Shared {
+    key: HeartbeatKey,
+    prompt: String,
+    schedule: Schedule,
+    target: DeliveryTarget,
+    active_hours: Option<ActiveHours>,
+    policy: RawPolicy,
+    timeout: Option<String>,
+}
+
 impl Validator<'_> {
     pub(super) fn heartbeat(
         &self,
@@ -35,6 +47,7 @@ impl Validator<'_> {
             overlap: raw.overlap,
             jitter: raw.jitter,
             delete_after_run: raw.delete_after_run,
+            dedup: raw.dedup,
         };
         let prompt = self.prompt(&format!("{field}.prompt"), raw.prompt)?;
         let flat = raw.every.is_some() || raw.interval_secs.is_some() || raw.cron.is_some() || raw.at.is_some();
@@ -72,21 +85,8 @@ impl Validator<'_> {
         let active_hours =
             self.active_hours(field, raw.active_hours, raw.active_start_hour, raw.active_end_hour, defaults.timezone)?;
         self.window_check(field, &schedule, active_hours.as_ref())?;
-        let (policy, delete_after_run) = self.policy(field, policy, &schedule)?;
-        let timeout = self.timeout(&format!("{field}.timeout"), raw.timeout.as_deref(), defaults.run_timeout)?;
-        Ok(HeartbeatDef {
-            key,
-            kind: JobKind::Heartbeat,
-            prompt,
-            schedule,
-            policy,
-            delete_after_run,
-            dedup: raw.dedup.unwrap_or(true),
-            target,
-            active_hours,
-            timeout,
-            origin: Origin::Config,
-        })
+        let shared = Shared { key, prompt, schedule, target, active_hours, policy, timeout: raw.timeout };
+        self.definition(field, JobKind::Heartbeat, shared, defaults)
     }
 
     /// A cron job, or `None` when it says `enabled = false`.
@@ -103,6 +103,7 @@ impl Validator<'_> {
             overlap: raw.overlap,
             jitter: raw.jitter,
             delete_after_run: raw.delete_after_run,
+            dedup: raw.dedup,
         };
         let prompt = match (raw.prompt, raw.payload) {
             (Some(prompt), None) => self.prompt(&format!("{field}.prompt"), prompt)?,
@@ -145,24 +146,36 @@ impl Validator<'_> {
         };
         let active_hours = self.active_hours(field, raw.active_hours, None, None, defaults.timezone)?;
         self.window_check(&format!("{field}.schedule"), &schedule, active_hours.as_ref())?;
-        let (policy, delete_after_run) = self.policy(field, policy, &schedule)?;
-        let timeout = self.timeout(&format!("{field}.timeout"), raw.timeout.as_deref(), defaults.run_timeout)?;
-        if raw.enabled == Some(false) {
-            return Ok(None);
-        }
-        Ok(Some(HeartbeatDef {
-            key,
-            kind: JobKind::Cron,
-            prompt,
-            schedule,
+        let shared = Shared { key, prompt, schedule, target, active_hours, policy, timeout: raw.timeout };
+        let def = self.definition(field, JobKind::Cron, shared, defaults)?;
+        Ok((raw.enabled != Some(false)).then_some(def))
+    }
+
+    /// The definition from what heartbeats and cron jobs share, once each kind's own
+    /// fields are read: policies, dedup and the run budget.
+    fn definition(
+        &self,
+        field: &str,
+        kind: JobKind,
+        shared: Shared,
+        defaults: &HeartbeatDefaults<'_>,
+    ) -> Result<HeartbeatDef, ConfigError> {
+        let dedup = shared.policy.dedup.unwrap_or(true);
+        let (policy, delete_after_run) = self.policy(field, shared.policy, &shared.schedule)?;
+        let timeout = self.timeout(&format!("{field}.timeout"), shared.timeout.as_deref(), defaults.run_timeout)?;
+        Ok(HeartbeatDef {
+            key: shared.key,
+            kind,
+            prompt: shared.prompt,
+            schedule: shared.schedule,
             policy,
             delete_after_run,
-            dedup: raw.dedup.unwrap_or(true),
-            target,
-            active_hours,
+            dedup,
+            target: shared.target,
+            active_hours: shared.active_hours,
             timeout,
             origin: Origin::Config,
-        }))
+        })
     }
 
     fn key(&self, field: &str, id: &str, defaults: &HeartbeatDefaults<'_>) -> Result<HeartbeatKey, ConfigError> {
@@ -207,12 +220,7 @@ impl Validator<'_> {
         })
     }
 
-    fn window_check(
-        &self,
-        field: &str,
-        schedule: &Schedule,
-        window: Option<&crate::core::active_hours::ActiveHours>,
-    ) -> Result<(), ConfigError> {
+    fn window_check(&self, field: &str, schedule: &Schedule, window: Option<&ActiveHours>) -> Result<(), ConfigError> {
         let from = Timestamp::from_second(WINDOW_CHECK_FROM_UNIX_SECS).unwrap_or(Timestamp::UNIX_EPOCH);
         let field = if field.ends_with(".schedule") { field.to_owned() } else { format!("{field}.cron") };
         check_cron_meets_window(schedule, window, from).map_err(|problem| self.error(field, problem))

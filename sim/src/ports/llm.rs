@@ -33,6 +33,14 @@ impl SimLlm {
         let event = Event::LlmCall { life: self.life.number, prompt: prompt.to_owned(), answer: answer.to_owned() };
         self.world.record(event);
     }
+
+    /// One of `shapes`, drawn by the injector, recorded as the reply fault `kind`.
+    fn shaped_reply(&self, kind: FaultKind, prompt: &str, shapes: &[&str]) -> ChatResponse {
+        let text = shapes[self.world.injector.draw(0..shapes.len() as u64) as usize];
+        self.world.fault(kind, format!("{prompt}: {text:?}"));
+        self.answer(prompt, text);
+        ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new() }
+    }
 }
 
 /// Tool calls whose id starts with this keep the model calling tools for the whole run.
@@ -151,10 +159,7 @@ impl Llm for SimLlm {
                     "<b>HEARTBEAT_OK</b>",
                     "HEARTBEAT_OK\nAll good, 3 tasks done.",
                 ];
-                let text = shapes[injector.draw(0..shapes.len() as u64) as usize];
-                self.world.fault(FaultKind::LlmTokenReply, format!("{prompt}: {text:?}"));
-                self.answer(&prompt, text);
-                return Ok(ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new() });
+                return Ok(self.shaped_reply(FaultKind::LlmTokenReply, &prompt, &shapes));
             }
             self.answer(&prompt, "quiet");
             return Ok(ChatResponse::default());
@@ -166,10 +171,7 @@ impl Llm for SimLlm {
                 "disk usage at 95%,  action NEEDED",
                 " Disk usage at 95%, action needed\n",
             ];
-            let text = shapes[injector.draw(0..shapes.len() as u64) as usize];
-            self.world.fault(FaultKind::LlmRepeatedAlert, format!("{prompt}: {text:?}"));
-            self.answer(&prompt, text);
-            return Ok(ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new() });
+            return Ok(self.shaped_reply(FaultKind::LlmRepeatedAlert, &prompt, &shapes));
         }
         let number = self.replies.fetch_add(1, Ordering::Relaxed) + 1;
         // Now and then a long report after the token: delivered, without the token.
