@@ -122,3 +122,23 @@ pub const LLM_ATTEMPTS_MAX_LIMIT: u32 = 10;
 pub const LLM_RETRY_AFTER_SECS_MAX: u64 = 30;
 /// Delay before the second LLM attempt when the endpoint names none; doubles after.
 pub const LLM_RETRY_DELAY_MS_BASE: u64 = 1_000;
+
+/// How often the agent heartbeat (the `HEARTBEAT.md` one) runs unless configured.
+pub const AGENT_HEARTBEAT_EVERY_SECS_DEFAULT: u64 = 30 * 60;
+/// Wake requests for one agent that arrive within this window become one run.
+pub const WAKE_COALESCE_MS: u64 = 250;
+/// A heartbeat skipped because the agent was busy (user lane) tries again after this.
+pub const WAKE_BUSY_RETRY_MS: u64 = 1_000;
+/// Flood guard: the agent heartbeat never starts sooner than this after its last start,
+/// whatever wakes it (field notes, failure 6).
+pub const AGENT_HEARTBEAT_SPACING_SECS_MIN: u64 = 30;
+/// Flood guard: at most this many agent heartbeat starts per `AGENT_HEARTBEAT_FLOOD_WINDOW_SECS`.
+pub const AGENT_HEARTBEAT_STARTS_PER_WINDOW_MAX: usize = 5;
+/// The flood guard's sliding window.
+pub const AGENT_HEARTBEAT_FLOOD_WINDOW_SECS: u64 = 60;
+/// System events (main-mode cron) kept per agent; the oldest are dropped beyond it.
+pub const SYSTEM_EVENTS_PER_AGENT_MAX: usize = 20;
+/// A system event not consumed within this is dropped.
+pub const SYSTEM_EVENT_TTL_SECS: u64 = 3_600;
+/// Bytes of `HEARTBEAT.md` put into the prompt; a longer file is cut (and says so).
+pub const HEARTBEAT_FILE_BYTES_MAX: usize = 64 * 1024;

@@ -12,13 +12,14 @@ use systole::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
 use systole::core::delivery_target::DeliveryTarget;
 use systole::core::guard::SkipReason;
 use systole::core::heartbeat::{HeartbeatDef, Origin};
-use systole::core::ids::HeartbeatKey;
+use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::core::pause::PauseRecord;
 use systole::core::policy::{CatchUp, Overlap, RunPolicy};
 use systole::core::reply::ReplyKind;
 use systole::core::schedule::Schedule;
+use systole::core::system_events::SystemEvent;
 use systole::ports::store::{
-    ClaimOutcome, DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, StopReason, Store,
+    ClaimOutcome, DeliveryStatus, ExecutionStatus, Queued, RunRecord, SkipRecord, SlotClaim, StopReason, Store,
 };
 use systole::store::memory::MemoryStore;
 use systole::store::sqlite::SqliteStore;
@@ -44,6 +45,7 @@ fn finished(k: &HeartbeatKey, slot_secs: i64, succeeded: bool) -> RunRecord {
         stop_reason: Some(StopReason::Completed),
         reply: None,
         reply_digest: None,
+        consumes: Vec::new(),
     }
 }
 
@@ -220,6 +222,58 @@ async fn delivered_digests_are_found_per_heartbeat_and_window() {
         assert!(!store.delivered_since(&b, "d1", at(0)).await.expect("read"), "another heartbeat");
         let runs = store.executions(&a, 1).await.expect("read");
         assert_eq!(runs[0].reply, Some(ReplyKind::Sent));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn system_events_queue_by_the_spec_and_leave_only_with_a_success() {
+    with_each_store(|store| async move {
+        let (ops, other) = (AgentId::new("ops").expect("id"), AgentId::new("other").expect("id"));
+        let job = def("ops", "main", 60);
+        store.seed_config(std::slice::from_ref(&job), at(0)).await.expect("seed");
+        // Consecutive duplicates are not queued; the same text later, after another, is.
+        let first = store.queue_system_event(&ops, "[CRON:a] x", at(0)).await.expect("queue");
+        assert!(matches!(first, Queued::Added { dropped: 0, .. }));
+        assert_eq!(store.queue_system_event(&ops, "[CRON:a] x", at(1)).await.expect("queue"), Queued::Duplicate);
+        store.queue_system_event(&ops, "[CRON:b] y", at(2)).await.expect("queue");
+        store.queue_system_event(&ops, "[CRON:a] x", at(3)).await.expect("queue");
+        let texts = |events: Vec<SystemEvent>| events.into_iter().map(|event| event.text).collect::<Vec<_>>();
+        let pending = store.pending_system_events(&ops, at(10)).await.expect("read");
+        assert_eq!(texts(pending.clone()), ["[CRON:a] x", "[CRON:b] y", "[CRON:a] x"]);
+        assert!(store.pending_system_events(&other, at(10)).await.expect("read").is_empty(), "per agent");
+        // TTL: one hour after queueing, an event is no longer pending (L3).
+        assert_eq!(store.pending_system_events(&ops, at(3_601)).await.expect("read").len(), 2);
+        assert!(store.pending_system_events(&ops, at(3_603)).await.expect("read").is_empty());
+        // A failed run consumes nothing; a successful one consumes exactly what it listed.
+        let ids: Vec<u64> = pending.iter().map(|event| event.id).collect();
+        store.claim_slots(&[claim(&job.key, 60), claim(&job.key, 120)]).await.expect("claim");
+        let failed = RunRecord { consumes: ids.clone(), ..finished(&job.key, 60, false) };
+        store.finish_runs(&[failed], BREAKER_MAX).await.expect("finish");
+        assert_eq!(store.pending_system_events(&ops, at(200)).await.expect("read").len(), 3);
+        let succeeded = RunRecord { consumes: ids[..2].to_vec(), ..finished(&job.key, 120, true) };
+        store.finish_runs(&[succeeded], BREAKER_MAX).await.expect("finish");
+        let left = store.pending_system_events(&ops, at(200)).await.expect("read");
+        assert_eq!(left.iter().map(|event| event.id).collect::<Vec<_>>(), [ids[2]]);
+        // Overflow (L4): 25 distinct events leave the newest 20, oldest dropped first.
+        let mut dropped_total = 0;
+        for index in 0..25 {
+            if let Queued::Added { dropped, .. } =
+                store.queue_system_event(&other, &format!("[CRON:c] {index}"), at(300)).await.expect("queue")
+            {
+                dropped_total += dropped;
+            }
+        }
+        assert_eq!(dropped_total, 5);
+        let kept = texts(store.pending_system_events(&other, at(301)).await.expect("read"));
+        assert_eq!(kept.len(), 20);
+        assert_eq!(kept.first().map(String::as_str), Some("[CRON:c] 5"));
+        // Ids are never handed out twice, even after events left.
+        let Queued::Added { id, .. } = store.queue_system_event(&ops, "[CRON:z] z", at(400)).await.expect("queue")
+        else {
+            panic!("a new text is queued")
+        };
+        assert!(ids.iter().all(|old| *old < id));
     })
     .await;
 }

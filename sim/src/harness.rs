@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use systole::adapters::memory_workspace::MemoryWorkspace;
 use systole::adapters::virtual_clock::VirtualClock;
 use systole::driver::{self, EngineHandle, EngineOptions, Ports};
 use systole::ports::clock::Clock;
@@ -57,8 +58,13 @@ async fn simulate(options: SimOptions) -> (Vec<Entry>, std::collections::BTreeMa
         crashed: Notify::new(),
         lives: Default::default(),
         llm_rng: Mutex::new(rng(options.seed, Stream::Llm)),
+        workspace: Arc::new(MemoryWorkspace::default()),
         options,
     });
+    for (agent, file) in &world.options.files {
+        world.workspace.set_heartbeat_file(agent, file.as_deref());
+        world.record(Event::WorkspaceChanged { agent: agent.clone(), content: file.clone() });
+    }
     if !world.options.clock_skew.is_zero() {
         clock.jump_wall(world.options.clock_skew);
         world.injector.count(FaultKind::ClockSkew);
@@ -142,6 +148,7 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         messenger: Arc::new(SimMessenger { world: Arc::clone(&world), life: Arc::clone(&life) }),
         store: Arc::new(SimStore { world: Arc::clone(&world), life: Arc::clone(&life) }),
         events: Arc::new(TraceSink { world: Arc::clone(&world), life: Arc::clone(&life) }),
+        workspace: world.workspace.clone(),
     };
     let mut options = EngineOptions {
         breaker_failures_max: world.options.breaker_failures_max,
@@ -184,6 +191,22 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
             Op::Delete(key) => engine.delete(key).await,
             Op::Disable(key) => engine.set_enabled(key, false).await,
             Op::Enable(key) => engine.set_enabled(key, true).await,
+            Op::SetFile(agent, content) => {
+                world.workspace.set_heartbeat_file(agent, content.as_deref());
+                world.record(Event::WorkspaceChanged { agent: agent.clone(), content: content.clone() });
+                Ok(true)
+            }
+            Op::Wake(agent, reason) => engine.request_now(agent, *reason).await,
+            Op::UserTurn(agent, hold) => {
+                // Held by a task of this life: a crash ends the conversation with the process.
+                let (lanes, agent, hold, clock) = (engine.lanes(), agent.clone(), *hold, Arc::clone(&world.clock));
+                tokio::spawn(async move {
+                    let turn = lanes.begin_user_turn(&agent).await;
+                    clock.sleep(hold).await;
+                    drop(turn);
+                });
+                Ok(true)
+            }
         };
         life.ensure_alive().await;
         match result {

@@ -1,6 +1,7 @@
 //! The systole simulator: runs the real engine on madsim with simulated ports, one seed
 //! at a time, and checks its invariants. See `sim/README.md`.
 
+mod agents;
 mod checker;
 mod faults;
 mod harness;

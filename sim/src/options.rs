@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 
 use systole::core::heartbeat::HeartbeatDef;
 
+use crate::agents;
 use crate::faults::FaultRates;
 use crate::workload::{self, ScheduledOp};
 
@@ -23,6 +24,8 @@ pub enum Stream {
     /// Schedule kinds, policies and backoff: drawn apart so the base workload of a seed
     /// (intervals, windows, ops, faults) is the one it had before these existed.
     Schedules = 3,
+    /// The agent layer: agent heartbeats, main-mode cron jobs, wakes, user turns, files.
+    Agents = 4,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -60,6 +63,8 @@ pub struct SimOptions {
     pub breaker_failures_max: u32,
     /// Waits after consecutive failures (the engine's `error_backoff`).
     pub error_backoff: Vec<Duration>,
+    /// Each agent's `HEARTBEAT.md` at the start (`None`: no file).
+    pub files: Vec<(systole::core::ids::AgentId, Option<String>)>,
 }
 
 const SAFETY_SECS_MIN: u64 = 2 * 3_600;
@@ -104,6 +109,10 @@ impl SimOptions {
         let mut schedules_rng = self::rng(seed, Stream::Schedules);
         workload::vary_schedules(&mut schedules_rng, &mut heartbeats, &mut ops, start, safety);
         let error_backoff = workload::error_backoff(&mut schedules_rng);
+        let layer = agents::agent_layer(&mut self::rng(seed, Stream::Agents), &heartbeats, safety);
+        heartbeats.extend(layer.heartbeats);
+        ops.extend(layer.ops);
+        ops.sort_by_key(|op| op.after);
         let mut fault_rates = FaultRates::swarm(&mut rng);
         fault_rates.add_reply_shapes(&mut schedules_rng);
         Self {
@@ -121,6 +130,7 @@ impl SimOptions {
             downtime_max: Duration::from_secs(rng.random_range(1..=DOWNTIME_SECS_MAX)),
             breaker_failures_max: systole::limits::BREAKER_FAILURES_MAX_DEFAULT,
             error_backoff,
+            files: layer.files,
         }
     }
 
@@ -148,6 +158,9 @@ impl SimOptions {
         }
         for def in &self.heartbeats {
             let _ = writeln!(out, "heartbeat: {}", workload::describe_def(def));
+        }
+        for (agent, file) in &self.files {
+            let _ = writeln!(out, "HEARTBEAT.md of {agent}: {file:?}");
         }
         for op in &self.ops {
             let _ = writeln!(out, "op: after {}s {}", op.after.as_secs(), op.op.describe());

@@ -64,6 +64,11 @@ pub enum Event {
         op: Op,
         error: String,
     },
+    /// The workload wrote (`Some`) or removed (`None`) an agent's `HEARTBEAT.md`.
+    WorkspaceChanged {
+        agent: AgentId,
+        content: Option<String>,
+    },
     /// A store write that really reached durable state.
     Durable {
         life: u32,
@@ -85,6 +90,15 @@ pub enum DurableWrite {
         failed: bool,
         consecutive_failures: u32,
         tripped: bool,
+        /// The system events a successful run consumed in the same write.
+        consumed: Vec<u64>,
+    },
+    /// A system event queued for an agent heartbeat (`dropped` oldest ones made room).
+    EventQueued {
+        agent: AgentId,
+        id: u64,
+        text: String,
+        dropped: usize,
     },
     SetEnabled {
         key: HeartbeatKey,
@@ -226,8 +240,15 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
         Event::Durable { life, write } => {
             w.tag(13).u64(u64::from(*life));
             match write {
-                DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped } => {
+                DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped, consumed } => {
                     w.tag(1).key(key).time(*slot).bool(*failed).u64(u64::from(*consecutive_failures)).bool(*tripped);
+                    w.u64(consumed.len() as u64);
+                    for id in consumed {
+                        w.u64(*id);
+                    }
+                }
+                DurableWrite::EventQueued { agent, id, text, dropped } => {
+                    w.tag(7).str(agent.as_str()).u64(*id).str(text).u64(*dropped as u64);
                 }
                 DurableWrite::SetEnabled { key, enabled } => {
                     w.tag(2).key(key).bool(*enabled);
@@ -246,6 +267,9 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                     w.tag(5).str(agent.as_str()).time(*until).u64(u64::from(*minutes));
                 }
             }
+        }
+        Event::WorkspaceChanged { agent, content } => {
+            w.tag(14).str(agent.as_str()).bool(content.is_some()).str(content.as_deref().unwrap_or(""));
         }
         Event::Healed => {
             w.tag(11);
@@ -301,6 +325,27 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         EngineEvent::ClaimFailed { key, slot } => {
             w.tag(14).key(key).time(*slot);
         }
+        EngineEvent::WakeRequested { agent, reason } => {
+            w.tag(15).str(agent.as_str()).str(reason.as_str());
+        }
+        EngineEvent::WakeDecided { key, slot, reason } => {
+            w.tag(16).key(key).time(*slot).str(reason.as_str());
+        }
+        EngineEvent::WakeIgnored { agent, reason } => {
+            w.tag(17).str(agent.as_str()).str(reason.as_str());
+        }
+        EngineEvent::SystemEventQueued { key, id, dropped } => {
+            w.tag(18).key(key).bool(id.is_some()).u64(id.unwrap_or(0)).u64(*dropped as u64);
+        }
+        EngineEvent::UserTurnStarted { agent } => {
+            w.tag(19).str(agent.as_str());
+        }
+        EngineEvent::UserTurnEnded { agent } => {
+            w.tag(20).str(agent.as_str());
+        }
+        EngineEvent::WorkspaceFailed { agent, error } => {
+            w.tag(21).str(agent.as_str()).str(error);
+        }
     }
 }
 
@@ -323,6 +368,10 @@ pub fn describe(entry: &Entry) -> String {
         Event::OpAcked { life, op } => format!("[life {life}] op acknowledged: {}", op.describe()),
         Event::OpFailed { life, op, error } => format!("[life {life}] op failed: {} ({error})", op.describe()),
         Event::Durable { life, write } => format!("[life {life}] durable: {}", describe_write(write)),
+        Event::WorkspaceChanged { agent, content } => match content {
+            Some(content) => format!("workspace of {agent}: HEARTBEAT.md = {content:?}"),
+            None => format!("workspace of {agent}: HEARTBEAT.md removed"),
+        },
         Event::Healed => "HEALED: faults off, liveness phase begins".to_owned(),
         Event::End { heartbeats } => format!("END with {} heartbeats", heartbeats.len()),
     };
@@ -331,11 +380,15 @@ pub fn describe(entry: &Entry) -> String {
 
 fn describe_write(write: &DurableWrite) -> String {
     match write {
-        DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped } => format!(
-            "finished {key} slot {slot} ({}), breaker at {consecutive_failures}{}",
+        DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped, consumed } => format!(
+            "finished {key} slot {slot} ({}), breaker at {consecutive_failures}{}{}",
             if *failed { "failure" } else { "success" },
-            if *tripped { ", tripped" } else { "" }
+            if *tripped { ", tripped" } else { "" },
+            if consumed.is_empty() { String::new() } else { format!(", consumed events {consumed:?}") }
         ),
+        DurableWrite::EventQueued { agent, id, text, dropped } => {
+            format!("system event {id} queued for {agent}: {text:?} ({dropped} oldest dropped)")
+        }
         DurableWrite::SetEnabled { key, enabled } => format!("{key} {}", if *enabled { "enabled" } else { "disabled" }),
         DurableWrite::Put { def } => format!("created or replaced {}", crate::workload::describe_def(def)),
         DurableWrite::Delete { key } => format!("{key} deleted"),
@@ -374,5 +427,17 @@ fn describe_engine_event(event: &EngineEvent) -> String {
         EngineEvent::Paused { agent, minutes, until } => format!("agent {agent} paused {minutes} min until {until}"),
         EngineEvent::Resumed { agent } => format!("agent {agent} resumed"),
         EngineEvent::StoreFailed { operation, error, .. } => format!("store write {operation} failed: {error}"),
+        EngineEvent::WakeRequested { agent, reason } => format!("wake requested for {agent}: {}", reason.as_str()),
+        EngineEvent::WakeDecided { key, slot, reason } => {
+            format!("wake decided {key} slot {slot}: {}", reason.as_str())
+        }
+        EngineEvent::WakeIgnored { agent, reason } => format!("wake ignored for {agent}: {}", reason.as_str()),
+        EngineEvent::SystemEventQueued { key, id, dropped } => match id {
+            Some(id) => format!("{key} queued system event {id} ({dropped} dropped)"),
+            None => format!("{key}: system event repeats the newest; not queued"),
+        },
+        EngineEvent::UserTurnStarted { agent } => format!("user turn started with {agent}"),
+        EngineEvent::UserTurnEnded { agent } => format!("user turn ended with {agent}"),
+        EngineEvent::WorkspaceFailed { agent, error } => format!("workspace of {agent} unreadable: {error}"),
     }
 }

@@ -13,6 +13,7 @@ use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use systole::core::policy::{CatchUp, Overlap, RunPolicy};
 use systole::core::schedule::Schedule;
+use systole::core::wake::WakeReason;
 
 /// Zones with and without daylight saving, both hemispheres, whole- and part-hour offsets
 /// (Lord Howe shifts by 30 minutes; Chatham sits at +12:45).
@@ -97,13 +98,21 @@ pub enum Op {
     Delete(HeartbeatKey),
     Disable(HeartbeatKey),
     Enable(HeartbeatKey),
+    /// Writes (`Some`) or removes (`None`) the agent's `HEARTBEAT.md`.
+    SetFile(AgentId, Option<String>),
+    /// `request_now` for the agent heartbeat.
+    Wake(AgentId, WakeReason),
+    /// A user conversation that holds the agent's lane this long.
+    UserTurn(AgentId, Duration),
 }
 
 impl Op {
-    pub fn key(&self) -> &HeartbeatKey {
+    /// The heartbeat a change is about (`None` for the agent layer's ops).
+    pub fn key(&self) -> Option<&HeartbeatKey> {
         match self {
-            Op::Create(def) => &def.key,
-            Op::Delete(key) | Op::Disable(key) | Op::Enable(key) => key,
+            Op::Create(def) => Some(&def.key),
+            Op::Delete(key) | Op::Disable(key) | Op::Enable(key) => Some(key),
+            Op::SetFile(..) | Op::Wake(..) | Op::UserTurn(..) => None,
         }
     }
 
@@ -124,6 +133,10 @@ impl Op {
             Op::Delete(key) => format!("delete {key}"),
             Op::Disable(key) => format!("disable {key}"),
             Op::Enable(key) => format!("enable {key}"),
+            Op::SetFile(agent, Some(content)) => format!("write HEARTBEAT.md of {agent}: {content:?}"),
+            Op::SetFile(agent, None) => format!("remove HEARTBEAT.md of {agent}"),
+            Op::Wake(agent, reason) => format!("wake {agent} ({})", reason.as_str()),
+            Op::UserTurn(agent, hold) => format!("user turn with {agent} for {}s", hold.as_secs()),
         }
     }
 }

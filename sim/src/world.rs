@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::Notify;
 
+use systole::adapters::memory_workspace::MemoryWorkspace;
 use systole::adapters::virtual_clock::VirtualClock;
 use systole::ports::clock::Clock;
 use systole::store::memory::MemoryStore;
@@ -27,6 +28,8 @@ pub struct World {
     pub crashed: Notify,
     pub lives: AtomicU32,
     pub llm_rng: Mutex<ChaCha8Rng>,
+    /// The agents' workspaces: files survive crashes, like a disk.
+    pub workspace: Arc<MemoryWorkspace>,
 }
 
 impl World {

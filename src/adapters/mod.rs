@@ -1,10 +1,13 @@
 //! Real implementations of the ports. Only these may read the system clock or the network.
 
+pub mod memory_workspace;
 pub mod scripted_llm;
 pub mod stdout;
 pub mod system_clock;
 pub mod virtual_clock;
 
+#[cfg(not(madsim))]
+pub mod dir_workspace;
 #[cfg(not(madsim))]
 pub mod openai;
 #[cfg(not(madsim))]

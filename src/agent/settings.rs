@@ -27,6 +27,22 @@ pub struct AgentSettings {
     pub allowed_targets: BTreeSet<String>,
     /// Characters of note an `HEARTBEAT_OK` reply may carry and still not be delivered.
     pub ack_max_chars: usize,
+    /// The agent heartbeat's own model and acknowledgement length.
+    pub agent_heartbeat: AgentHeartbeatSettings,
+}
+
+/// What `[agents.heartbeat]` sets for the agent heartbeat's runs only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentHeartbeatSettings {
+    /// Overrides the engine's model for the agent heartbeat.
+    pub model: Option<String>,
+    pub ack_max_chars: usize,
+}
+
+impl Default for AgentHeartbeatSettings {
+    fn default() -> Self {
+        Self { model: None, ack_max_chars: ACK_MAX_CHARS_DEFAULT }
+    }
 }
 
 impl Default for AgentSettings {
@@ -40,6 +56,7 @@ impl Default for AgentSettings {
             run_timeout: Duration::from_secs(RUN_TIMEOUT_SECS_DEFAULT),
             allowed_targets: BTreeSet::from(["stdout".to_owned()]),
             ack_max_chars: ACK_MAX_CHARS_DEFAULT,
+            agent_heartbeat: AgentHeartbeatSettings::default(),
         }
     }
 }

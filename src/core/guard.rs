@@ -13,6 +13,12 @@ pub enum SkipReason {
     Paused,
     /// The slot fell outside the heartbeat's active hours.
     QuietHours,
+    /// The agent heartbeat's `HEARTBEAT.md` has nothing to do (no LLM call is made).
+    EmptyHeartbeatFile,
+    /// A user conversation holds the agent's lane; the agent heartbeat retries shortly.
+    RequestsInFlight,
+    /// The agent heartbeat ran too recently or too often; it runs when the guard opens.
+    FloodGuard,
     /// The previous run failed and its error backoff has not passed.
     Backoff,
     /// The heartbeat's previous run is still going and its overlap policy does not run or
@@ -21,14 +27,25 @@ pub enum SkipReason {
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 5] =
-        [SkipReason::Disabled, SkipReason::Paused, SkipReason::QuietHours, SkipReason::Backoff, SkipReason::Overlap];
+    pub const ALL: [SkipReason; 8] = [
+        SkipReason::Disabled,
+        SkipReason::Paused,
+        SkipReason::QuietHours,
+        SkipReason::EmptyHeartbeatFile,
+        SkipReason::RequestsInFlight,
+        SkipReason::FloodGuard,
+        SkipReason::Backoff,
+        SkipReason::Overlap,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             SkipReason::Disabled => "disabled",
             SkipReason::Paused => "paused",
             SkipReason::QuietHours => "quiet-hours",
+            SkipReason::EmptyHeartbeatFile => "empty-heartbeat-file",
+            SkipReason::RequestsInFlight => "requests-in-flight",
+            SkipReason::FloodGuard => "flood-guard",
             SkipReason::Backoff => "backoff",
             SkipReason::Overlap => "overlap",
         }
@@ -46,6 +63,12 @@ pub struct GuardInput<'a> {
     /// The heartbeat's agent is paused.
     pub paused: bool,
     pub active_hours: Option<&'a ActiveHours>,
+    /// The agent heartbeat's `HEARTBEAT.md` is effectively empty and no system event waits.
+    pub heartbeat_file_empty: bool,
+    /// A user turn holds the agent's lane (agent heartbeat only).
+    pub user_busy: bool,
+    /// The agent heartbeat's flood guard is closed.
+    pub flooded: bool,
     /// A failed run's error backoff still holds.
     pub in_backoff: bool,
     /// A run is in flight and the overlap policy neither runs nor holds this slot.
@@ -70,6 +93,15 @@ pub fn check(input: GuardInput<'_>) -> Result<(), SkipReason> {
             return Err(SkipReason::QuietHours);
         }
     }
+    if input.heartbeat_file_empty {
+        return Err(SkipReason::EmptyHeartbeatFile);
+    }
+    if input.user_busy {
+        return Err(SkipReason::RequestsInFlight);
+    }
+    if input.flooded {
+        return Err(SkipReason::FloodGuard);
+    }
     if input.in_backoff {
         return Err(SkipReason::Backoff);
     }
@@ -88,6 +120,9 @@ mod tests {
             enabled: true,
             paused: false,
             active_hours: window,
+            heartbeat_file_empty: false,
+            user_busy: false,
+            flooded: false,
             in_backoff: false,
             run_in_flight: false,
             wall_now: "2026-01-05T12:00:00Z".parse().expect("test timestamp"),
@@ -101,6 +136,12 @@ mod tests {
         assert_eq!(check(GuardInput { enabled: false, ..input(None) }), Err(SkipReason::Disabled));
         assert_eq!(check(GuardInput { paused: true, ..input(None) }), Err(SkipReason::Paused));
         assert_eq!(check(input(Some(&night))), Err(SkipReason::QuietHours));
+        assert_eq!(
+            check(GuardInput { heartbeat_file_empty: true, ..input(None) }),
+            Err(SkipReason::EmptyHeartbeatFile)
+        );
+        assert_eq!(check(GuardInput { user_busy: true, ..input(None) }), Err(SkipReason::RequestsInFlight));
+        assert_eq!(check(GuardInput { flooded: true, ..input(None) }), Err(SkipReason::FloodGuard));
         assert_eq!(check(GuardInput { in_backoff: true, ..input(None) }), Err(SkipReason::Backoff));
         assert_eq!(check(GuardInput { run_in_flight: true, ..input(None) }), Err(SkipReason::Overlap));
     }
@@ -110,6 +151,40 @@ mod tests {
         let night = ActiveHours::new("22:00", "06:00", "UTC").expect("valid");
         let all_bad = GuardInput { enabled: false, run_in_flight: true, ..input(Some(&night)) };
         assert_eq!(check(all_bad), Err(SkipReason::Disabled));
+    }
+
+    #[test]
+    fn the_chain_runs_in_the_documented_order() {
+        // Each check wins over every later one: set a check and all after it, expect it.
+        let night = ActiveHours::new("22:00", "06:00", "UTC").expect("valid");
+        let all = GuardInput {
+            enabled: false,
+            paused: true,
+            heartbeat_file_empty: true,
+            user_busy: true,
+            flooded: true,
+            in_backoff: true,
+            run_in_flight: true,
+            ..input(Some(&night))
+        };
+        let mut step = all;
+        let mut seen = Vec::new();
+        for clear in 0..8 {
+            let Err(reason) = check(step) else { break };
+            seen.push(reason);
+            match clear {
+                0 => step.enabled = true,
+                1 => step.paused = false,
+                2 => step.active_hours = None,
+                3 => step.heartbeat_file_empty = false,
+                4 => step.user_busy = false,
+                5 => step.flooded = false,
+                6 => step.in_backoff = false,
+                _ => step.run_in_flight = false,
+            }
+        }
+        assert_eq!(seen, SkipReason::ALL);
+        assert_eq!(check(step), Ok(()));
     }
 
     #[test]

@@ -46,6 +46,11 @@ pub enum JobKind {
     Heartbeat,
     /// A cron job (`[[agents.cron]]`, the `cron` tool), mode `isolated`.
     Cron,
+    /// A cron job in mode `main`: its slot queues `[CRON:id] prompt` as a system event
+    /// and wakes the agent heartbeat, which processes it in the agent's main context.
+    CronMain,
+    /// The agent heartbeat: one per agent, driven by `HEARTBEAT.md` and woken by requests.
+    Agent,
 }
 
 impl JobKind {
@@ -53,11 +58,23 @@ impl JobKind {
         match self {
             JobKind::Heartbeat => "heartbeat",
             JobKind::Cron => "cron",
+            JobKind::CronMain => "cron-main",
+            JobKind::Agent => "agent",
         }
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        [JobKind::Heartbeat, JobKind::Cron].into_iter().find(|kind| kind.as_str() == text)
+        [JobKind::Heartbeat, JobKind::Cron, JobKind::CronMain, JobKind::Agent]
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+    }
+
+    /// The list it shows in (`systole heartbeat list` or `systole cron list`).
+    pub fn listed_as(self) -> JobKind {
+        match self {
+            JobKind::Heartbeat | JobKind::Agent => JobKind::Heartbeat,
+            JobKind::Cron | JobKind::CronMain => JobKind::Cron,
+        }
     }
 }
 

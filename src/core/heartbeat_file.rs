@@ -3,7 +3,26 @@
 //! and a heartbeat driven by it skips without calling the LLM. A missing file is not
 //! empty: the agent decides.
 //!
-//! Groundwork for the agent heartbeat of issue 6; nothing schedules from it yet.
+//! Also the agent heartbeat's prompt: the spec's default (1.1) and the file's content.
+
+use crate::limits::HEARTBEAT_FILE_BYTES_MAX;
+
+/// The spec's default prompt of the agent heartbeat (1.1), verbatim.
+pub const HEARTBEAT_PROMPT_DEFAULT: &str = "Read HEARTBEAT.md if it exists. Follow it strictly — do not infer or \
+repeat tasks from prior conversations. If nothing needs attention, reply HEARTBEAT_OK.";
+
+/// The prompt of an agent heartbeat run: the configured prompt, then the file's content
+/// (a fresh context has no other way to read it), cut at `HEARTBEAT_FILE_BYTES_MAX`.
+/// A missing file adds nothing: the prompt says "if it exists".
+pub fn agent_prompt(prompt: &str, content: Option<&str>) -> String {
+    let Some(content) = content else { return prompt.to_owned() };
+    let mut end = content.len().min(HEARTBEAT_FILE_BYTES_MAX);
+    while !content.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = if end < content.len() { "\n[HEARTBEAT.md cut here: it is longer than the prompt takes]" } else { "" };
+    format!("{prompt}\n\nHEARTBEAT.md:\n{}{cut}", &content[..end])
+}
 
 /// `None` for a missing file.
 pub fn is_effectively_empty(content: Option<&str>) -> bool {
@@ -37,6 +56,24 @@ fn is_empty_list_item(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_prompt_is_the_spec_s() {
+        assert_eq!(
+            HEARTBEAT_PROMPT_DEFAULT,
+            "Read HEARTBEAT.md if it exists. Follow it strictly — do not infer or repeat tasks from prior conversations. If nothing needs attention, reply HEARTBEAT_OK."
+        );
+    }
+
+    #[test]
+    fn the_prompt_carries_the_file() {
+        assert_eq!(agent_prompt("P", None), "P");
+        assert_eq!(agent_prompt("P", Some("- water plants")), "P\n\nHEARTBEAT.md:\n- water plants");
+        let long = "é".repeat(HEARTBEAT_FILE_BYTES_MAX);
+        let prompt = agent_prompt("P", Some(&long));
+        assert!(prompt.ends_with("takes]"));
+        assert!(prompt.len() < long.len() + 100);
+    }
 
     #[test]
     fn spec_h7_and_h8() {

@@ -92,6 +92,29 @@ pub struct HeartbeatKey {
     pub heartbeat: HeartbeatId,
 }
 
+/// The id of each agent's own heartbeat (the `HEARTBEAT.md` one, run in the agent's main
+/// context): reserved, so no named heartbeat or cron job can take it.
+pub const AGENT_HEARTBEAT_ID: &str = "main";
+
+impl HeartbeatId {
+    /// The agent heartbeat's id, [`AGENT_HEARTBEAT_ID`].
+    pub fn agent_heartbeat() -> Self {
+        Self(AGENT_HEARTBEAT_ID.to_owned())
+    }
+
+    /// Whether this is the id reserved for the agent heartbeat.
+    pub fn is_reserved(&self) -> bool {
+        self.0 == AGENT_HEARTBEAT_ID
+    }
+}
+
+impl HeartbeatKey {
+    /// The key of `agent`'s own heartbeat.
+    pub fn agent_heartbeat(agent: &AgentId) -> Self {
+        Self { agent: agent.clone(), heartbeat: HeartbeatId::agent_heartbeat() }
+    }
+}
+
 impl fmt::Display for HeartbeatKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.agent, self.heartbeat)
@@ -101,6 +124,12 @@ impl fmt::Display for HeartbeatKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reserved_id_is_a_valid_id() {
+        assert_eq!(HeartbeatId::new(AGENT_HEARTBEAT_ID), Ok(HeartbeatId::agent_heartbeat()));
+        assert!(HeartbeatId::agent_heartbeat().is_reserved());
+    }
 
     #[test]
     fn accepts_the_documented_alphabet() {

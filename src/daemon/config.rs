@@ -76,6 +76,8 @@ pub struct Config {
     pub agents: BTreeMap<AgentId, AgentSettings>,
     /// For agents the config does not name (a heartbeat created for another agent, say).
     pub agent_default: AgentSettings,
+    /// Each agent's `workspace` folder, resolved against the config file's folder.
+    pub workspaces: BTreeMap<AgentId, PathBuf>,
 }
 
 #[derive(Deserialize, Default)]
@@ -88,6 +90,8 @@ struct RawConfig {
     adapters: RawAdapters,
     #[serde(default)]
     engine: RawEngine,
+    #[serde(default)]
+    defaults: agent_heartbeat::RawDefaults,
     #[serde(default)]
     agents: Vec<RawAgent>,
 }
@@ -154,6 +158,10 @@ struct RawAgent {
     heartbeats_max: Option<usize>,
     /// Characters of note an `HEARTBEAT_OK` reply may carry and still not be delivered.
     ack_max_chars: Option<usize>,
+    /// The folder of the agent's `HEARTBEAT.md` (relative to the config file).
+    workspace: Option<String>,
+    /// The agent heartbeat (the `HEARTBEAT.md` one); see `[defaults.heartbeat]`.
+    heartbeat: Option<agent_heartbeat::RawAgentHeartbeat>,
     #[serde(default)]
     heartbeats: Vec<RawHeartbeat>,
     #[serde(default)]
@@ -201,7 +209,7 @@ struct RawCron {
     target: Option<String>,
     /// `announce` (deliver to `target`) or `silent` (keep replies in the run log).
     delivery: Option<String>,
-    /// Only `isolated` for now.
+    /// `isolated` (a fresh run of its own) or `main` (a system event for the agent heartbeat).
     mode: Option<String>,
     /// `false` leaves the job unscheduled (and removes it from the store if seeded before).
     enabled: Option<bool>,
@@ -244,7 +252,7 @@ struct RawPolicy {
     dedup: Option<bool>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 struct RawActiveHours {
     start: String,
@@ -338,6 +346,7 @@ impl Validator<'_> {
         let agent_default =
             AgentSettings { timezone: timezone.clone(), run_timeout, allowed_targets, ..AgentSettings::default() };
         let mut agents = BTreeMap::new();
+        let mut workspaces = BTreeMap::new();
         let mut heartbeats = Vec::new();
         let mut agent_ids = BTreeSet::new();
         for (index, agent) in raw.agents.into_iter().enumerate() {
@@ -354,11 +363,33 @@ impl Validator<'_> {
                 }
                 None => timezone.clone(),
             };
-            let settings = self.agent_settings(&field, &agent, &agent_default, &timezone)?;
-            agents.insert(id.clone(), settings);
-            let defaults = HeartbeatDefaults { agent: &id, timezone: &timezone, run_timeout, webhooks: &webhooks };
+            let mut settings = self.agent_settings(&field, &agent, &agent_default, &timezone)?;
+            if let Some(text) = &agent.workspace {
+                workspaces.insert(id.clone(), self.workspace(&field, text)?);
+            }
+            let mut defaults = HeartbeatDefaults {
+                agent: &id,
+                timezone: &timezone,
+                run_timeout,
+                webhooks: &webhooks,
+                agent_heartbeat: false,
+            };
             let mut heartbeat_ids = BTreeSet::new();
             let mut defs = Vec::new();
+            let own = self.agent_heartbeat(
+                &field,
+                agent.heartbeat,
+                agent.workspace.is_some(),
+                &raw.defaults.heartbeat,
+                &defaults,
+                settings.ack_max_chars,
+            )?;
+            if let Some(own) = own {
+                settings.agent_heartbeat = own.settings;
+                defaults.agent_heartbeat = true;
+                defs.push((format!("{field}.heartbeat"), own.def));
+            }
+            agents.insert(id.clone(), settings);
             for (position, heartbeat) in agent.heartbeats.into_iter().enumerate() {
                 let field = format!("{field}.heartbeats[{position}]");
                 defs.push((field.clone(), self.heartbeat(&field, heartbeat, &defaults)?));
@@ -390,6 +421,7 @@ impl Validator<'_> {
             heartbeats,
             agents,
             agent_default,
+            workspaces,
         })
     }
 
@@ -618,10 +650,15 @@ struct HeartbeatDefaults<'a> {
     timezone: &'a str,
     run_timeout: Duration,
     webhooks: &'a BTreeMap<String, WebhookEndpoint>,
+    /// The agent has an agent heartbeat (main-mode cron jobs need one).
+    agent_heartbeat: bool,
 }
 
 #[path = "config_jobs.rs"]
 mod jobs;
+
+#[path = "config_agent.rs"]
+mod agent_heartbeat;
 
 #[cfg(test)]
 #[path = "config_tests.rs"]

@@ -115,15 +115,24 @@ impl Validator<'_> {
                 return Err(self.error(format!("{field}.prompt"), "is missing (or payload = { text = \"...\" })"))
             }
         };
-        match raw.mode.as_deref() {
-            None | Some("isolated") => {}
-            Some("main") => {
-                let problem =
-                    "\"main\" is not supported yet (it arrives with HEARTBEAT.md agent heartbeats); use \"isolated\"";
+        let kind = match raw.mode.as_deref() {
+            None | Some("isolated") => JobKind::Cron,
+            Some("main") if !defaults.agent_heartbeat => {
+                let problem = "\"main\" hands the job to the agent heartbeat, and this agent has none; give the \
+                               agent a `workspace` or a [agents.heartbeat] table, or use \"isolated\"";
                 return Err(self.error(format!("{field}.mode"), problem));
             }
-            Some(other) => return Err(self.error(format!("{field}.mode"), format!("{other:?} is not \"isolated\""))),
-        }
+            Some("main") if raw.target.is_some() || raw.delivery.is_some() => {
+                let problem = "a main-mode job's results go out through the agent heartbeat's target; \
+                               remove `target`/`delivery` or use mode \"isolated\"";
+                return Err(self.error(format!("{field}.mode"), problem));
+            }
+            Some("main") => JobKind::CronMain,
+            Some(other) => {
+                let problem = format!("{other:?} is not \"isolated\" or \"main\"");
+                return Err(self.error(format!("{field}.mode"), problem));
+            }
+        };
         let schedule = match raw.schedule {
             Some(schedule) => self.schedule(&format!("{field}.schedule"), schedule, defaults.timezone)?,
             None => {
@@ -147,7 +156,7 @@ impl Validator<'_> {
         let active_hours = self.active_hours(field, raw.active_hours, None, None, defaults.timezone)?;
         self.window_check(&format!("{field}.schedule"), &schedule, active_hours.as_ref())?;
         let shared = Shared { key, prompt, schedule, target, active_hours, policy, timeout: raw.timeout };
-        let def = self.definition(field, JobKind::Cron, shared, defaults)?;
+        let def = self.definition(field, kind, shared, defaults)?;
         Ok((raw.enabled != Some(false)).then_some(def))
     }
 
@@ -181,10 +190,14 @@ impl Validator<'_> {
     fn key(&self, field: &str, id: &str, defaults: &HeartbeatDefaults<'_>) -> Result<HeartbeatKey, ConfigError> {
         let heartbeat =
             HeartbeatId::new(id.to_owned()).map_err(|e| self.error(format!("{field}.id"), format!("{id:?} {e}")))?;
+        if heartbeat.is_reserved() {
+            let problem = format!("{id:?} is reserved for the agent heartbeat ([agents.heartbeat])");
+            return Err(self.error(format!("{field}.id"), problem));
+        }
         Ok(HeartbeatKey { agent: defaults.agent.clone(), heartbeat })
     }
 
-    fn prompt(&self, field: &str, prompt: String) -> Result<String, ConfigError> {
+    pub(super) fn prompt(&self, field: &str, prompt: String) -> Result<String, ConfigError> {
         if prompt.trim().is_empty() {
             return Err(self.error(field, "is empty"));
         }

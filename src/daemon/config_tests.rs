@@ -195,7 +195,12 @@ fn schedule_and_policy_refusals_name_the_field() {
         (with_cron("prompt = \"p\"\nschedule = { cron = \"0 0 30 2 *\" }"), "agents[0].cron[0].schedule", "no future occurrence"),
         (with_cron("prompt = \"p\""), "agents[0].cron[0].schedule", "missing"),
         (with_cron("schedule = { every = \"1h\" }"), "agents[0].cron[0].prompt", "missing"),
-        (with_cron("prompt = \"p\"\nschedule = { every = \"1h\" }\nmode = \"main\""), "agents[0].cron[0].mode", "not supported yet"),
+        (with_cron("prompt = \"p\"\nschedule = { every = \"1h\" }\nmode = \"main\""), "agents[0].cron[0].mode", "has none"),
+        (
+            format!("{LLM}[[agents]]\nid = \"a\"\n[[agents.cron]]\nid = \"main\"\nprompt = \"p\"\nschedule = {{ every = \"1h\" }}\n"),
+            "agents[0].cron[0].id",
+            "reserved",
+        ),
         (with_cron("prompt = \"p\"\nschedule = { every = \"1h\" }\ndelivery = \"announce\""), "agents[0].cron[0].target", "needs a target"),
         (with_cron("prompt = \"p\"\nschedule = { every = \"1h\" }\ndelivery = \"loud\""), "agents[0].cron[0].delivery", "announce"),
         (with_cron("prompt = \"p\"\nschedule = { every = \"1h\" }\ncatch_up = \"some\""), "agents[0].cron[0].catch_up", "skip"),
@@ -229,4 +234,74 @@ fn schedule_and_policy_refusals_name_the_field() {
     );
     let error = refused(&text);
     assert_eq!(error.field, "agents[0].cron[0].id");
+}
+
+fn with_agent(agent: &str) -> String {
+    format!("{LLM}[defaults.heartbeat]\ntarget = \"stdout\"\nevery = \"20m\"\n[[agents]]\nid = \"ops\"\n{agent}\n")
+}
+
+#[test]
+fn the_agent_heartbeat_comes_from_the_workspace_and_the_defaults() {
+    use crate::core::heartbeat::JobKind;
+    use crate::core::heartbeat_file::HEARTBEAT_PROMPT_DEFAULT;
+    use crate::core::schedule::Schedule;
+
+    // No workspace, no table: no agent heartbeat (an LLM bill nobody asked for).
+    let config = parse_text(&with_agent("")).expect("valid");
+    assert!(config.heartbeats.is_empty());
+    // A workspace turns it on with the defaults and the spec's prompt.
+    let config = parse_text(&with_agent("workspace = \"ops-space\"")).expect("valid");
+    let def = &config.heartbeats[0];
+    assert_eq!((def.kind, def.key.to_string()), (JobKind::Agent, "ops/main".to_owned()));
+    assert_eq!(def.schedule, Schedule::Every(Duration::from_secs(20 * 60)));
+    assert_eq!(def.prompt, HEARTBEAT_PROMPT_DEFAULT);
+    assert!(config.workspaces[&def.key.agent].ends_with("ops-space"));
+    // The agent's table wins field by field (spec H14).
+    let config = parse_text(&with_agent(
+        "[agents.heartbeat]\nevery = \"10m\"\nmodel = \"small\"\nack_max_chars = 50\nprompt = \"Check in.\"",
+    ))
+    .expect("valid");
+    let def = &config.heartbeats[0];
+    assert_eq!(def.schedule, Schedule::Every(Duration::from_secs(10 * 60)));
+    assert_eq!(def.prompt, "Check in.");
+    let settings = &config.agents[&def.key.agent].agent_heartbeat;
+    assert_eq!((settings.model.as_deref(), settings.ack_max_chars), (Some("small"), 50));
+    // enabled = false turns it off even with a workspace.
+    let config = parse_text(&with_agent("workspace = \"w\"\n[agents.heartbeat]\nenabled = false")).expect("valid");
+    assert!(config.heartbeats.is_empty());
+    // A main-mode cron job goes to the agent heartbeat.
+    let config = parse_text(&with_agent(
+        "workspace = \"w\"\n[[agents.cron]]\nid = \"digest\"\nmode = \"main\"\npayload = { text = \"sum up\" }\n\
+         schedule = { every = \"1h\" }",
+    ))
+    .expect("valid");
+    assert_eq!(config.heartbeats[1].kind, JobKind::CronMain);
+}
+
+#[test]
+fn agent_heartbeat_refusals_name_the_field() {
+    let cases = [
+        ("[agents.heartbeat]\nevery = \"10s\"", "agents[0].heartbeat.every", "out of range"),
+        ("[agents.heartbeat]\nack_max_chars = 999999", "agents[0].heartbeat.ack_max_chars", "out of range"),
+        ("[agents.heartbeat]\nprompt = \" \"", "agents[0].heartbeat.prompt", "empty"),
+        ("[agents.heartbeat]\ntarget = \"pager:x\"", "agents[0].heartbeat.target", "no configured adapter"),
+        ("workspace = \"\"", "agents[0].workspace", "empty"),
+        (
+            "workspace = \"w\"\n[[agents.cron]]\nid = \"j\"\nmode = \"main\"\nprompt = \"p\"\ntarget = \"stdout\"\n\
+             schedule = { every = \"1h\" }",
+            "agents[0].cron[0].mode",
+            "agent heartbeat's target",
+        ),
+    ];
+    for (agent, field, problem) in cases {
+        let text = with_agent(agent);
+        let error = refused(&text);
+        assert!(error.field.starts_with(field), "{text}\n{error}");
+        assert!(error.problem.contains(problem), "{field}: {:?} should mention {problem:?}", error.problem);
+    }
+    let unknown = refused(&with_agent("[agents.heartbeat]\nsometimes = true"));
+    assert!(unknown.problem.contains("unknown field `sometimes`"), "{unknown}");
+    // Without a target anywhere, the agent heartbeat names the missing field.
+    let error = refused(&format!("{LLM}[[agents]]\nid = \"ops\"\nworkspace = \"w\"\n"));
+    assert_eq!(error.field, "agents[0].heartbeat.target");
 }

@@ -62,7 +62,7 @@ pub fn execution_json(execution: &Execution) -> Value {
 /// When the store cannot be read.
 pub async fn list(store: &dyn Store, kind: JobKind, as_json: bool) -> Result<String, DaemonError> {
     let mut heartbeats = store.load_heartbeats().await?;
-    heartbeats.retain(|heartbeat| heartbeat.def.kind == kind);
+    heartbeats.retain(|heartbeat| heartbeat.def.kind.listed_as() == kind);
     let mut rows = Vec::with_capacity(heartbeats.len());
     for heartbeat in &heartbeats {
         let last = store.executions(&heartbeat.def.key, 1).await?;
@@ -122,7 +122,7 @@ pub async fn resolve(
         .load_heartbeats()
         .await?
         .into_iter()
-        .filter(|h| h.def.kind == kind && h.def.key.heartbeat == heartbeat)
+        .filter(|h| h.def.kind.listed_as() == kind && h.def.key.heartbeat == heartbeat)
         .map(|h| h.def.key)
         .collect();
     match matches.as_slice() {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::adapters::dir_workspace::DirWorkspace;
 use crate::adapters::openai::OpenAiClient;
 use crate::adapters::router::AdapterRouter;
 use crate::adapters::scripted_llm::ScriptedLlm;
@@ -53,7 +54,8 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     // Retry jitter needs randomness; the real daemon seeds it from the OS once, here.
     let rng = ChaCha8Rng::from_os_rng();
     let messenger = Arc::new(AdapterRouter::new(WebhookSender::new(Arc::clone(&clock), rng), config.webhooks.clone()));
-    let ports = Ports::new(clock, llm, messenger, store);
+    let workspace = Arc::new(DirWorkspace::new(config.workspaces.clone()));
+    let ports = Ports::new(clock, llm, messenger, store).with_workspace(workspace);
     let options = EngineOptions {
         breaker_failures_max: config.engine.breaker_failures_max,
         error_backoff: config.engine.error_backoff.clone(),

@@ -1,6 +1,8 @@
 //! The driver loop: one task that owns the schedule, sleeps until the earliest due slot,
 //! decides what each due slot does, and dispatches runs concurrently (bounded).
 
+mod wakes;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,13 +12,15 @@ use tokio::task::JoinHandle;
 
 use jiff::Timestamp;
 
+use crate::core::flood::FloodGuard;
 use crate::core::guard::{self, GuardInput};
-use crate::core::heartbeat::{Heartbeat, HeartbeatDef, Origin};
+use crate::core::heartbeat::{Heartbeat, HeartbeatDef, JobKind, Origin};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::{Pause, PauseRecord};
 use crate::core::policy::{backoff_delay, jitter_offset, on_overlap, CatchUp, OverlapDecision};
 use crate::core::slots::SlotTimer;
 use crate::core::timer_queue::TimerQueue;
+use crate::core::wake::{PendingWake, WakeReason};
 use crate::driver::events::EngineEvent;
 use crate::driver::run::{run_claimed, FinishedRun, RunContext};
 use crate::limits::DUE_PER_WAKE_MAX;
@@ -31,8 +35,20 @@ pub const NO_MORE_SLOTS: &str = "no-more-slots";
 /// the driver only re-arms its in-memory schedule, then answers on `applied`: once the
 /// handle hears back, no slot can fire under the old definition.
 pub(crate) enum Command {
-    Change { change: Change, applied: oneshot::Sender<()> },
-    Shutdown { grace: Duration, done: oneshot::Sender<usize> },
+    Change {
+        change: Change,
+        applied: oneshot::Sender<()>,
+    },
+    /// `request_now`: answers whether the agent has an agent heartbeat to wake.
+    Wake {
+        agent: AgentId,
+        reason: WakeReason,
+        accepted: oneshot::Sender<bool>,
+    },
+    Shutdown {
+        grace: Duration,
+        done: oneshot::Sender<usize>,
+    },
 }
 
 pub(crate) enum Change {
@@ -86,6 +102,14 @@ pub(crate) struct Driver {
     /// Agents whose timed heartbeats are paused, until each pause ends.
     pauses: BTreeMap<AgentId, Pause>,
     runs: BTreeMap<(HeartbeatKey, Timestamp), JoinHandle<()>>,
+    /// Agent heartbeat wakes asked for and not yet decided, per agent.
+    wakes: BTreeMap<AgentId, PendingWake>,
+    /// The agent heartbeat's flood guard, per agent (this process's starts).
+    floods: BTreeMap<AgentId, FloodGuard>,
+    /// What an agent heartbeat whose slot is being claimed will run with.
+    prepared: BTreeMap<HeartbeatKey, wakes::Prepared>,
+    /// The latest slot each agent heartbeat was decided under (read from the store once).
+    agent_slots: BTreeMap<AgentId, Timestamp>,
     permits: Arc<Semaphore>,
     commands: mpsc::Receiver<Command>,
     completions_tx: mpsc::UnboundedSender<FinishedRun>,
@@ -101,6 +125,10 @@ impl Driver {
             entries: BTreeMap::new(),
             pauses: BTreeMap::new(),
             runs: BTreeMap::new(),
+            wakes: BTreeMap::new(),
+            floods: BTreeMap::new(),
+            prepared: BTreeMap::new(),
+            agent_slots: BTreeMap::new(),
             permits: Arc::new(Semaphore::new(runs_in_flight_max.max(1))),
             commands,
             completions_tx,
@@ -153,6 +181,7 @@ impl Driver {
         if let Err(error) = self.context.store.set_next_slots(&first_slots).await {
             self.store_failed("set_next_slots", error.to_string(), "next_run_at stays unknown until the first run");
         }
+        self.wake_for_pending_events(now).await;
     }
 
     /// The loop. Returns when shut down (or when every handle is gone), after in-flight
@@ -177,6 +206,10 @@ impl Driver {
                         self.apply(change).await;
                         let _ = applied.send(());
                     }
+                    Some(Command::Wake { agent, reason, accepted }) => {
+                        let now = self.context.clock.now();
+                        let _ = accepted.send(self.request_wake(&agent, reason, None, now));
+                    }
                     None => {
                         self.drain(Duration::ZERO).await;
                         return;
@@ -199,9 +232,19 @@ impl Driver {
                 }
             }
         }
+        let mut ticks = Vec::new();
         for (key, timer) in self.timers.take_due(now, DUE_PER_WAKE_MAX) {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
             let fired = timer.fire(now, &entry.def.schedule, &entry.def.policy);
+            if entry.def.kind == JobKind::Agent {
+                // The agent heartbeat's slots are wake requests like any other: they merge
+                // with the rest, and the wake decides (see `wakes`).
+                ticks.push((key.agent.clone(), fired.run.last().copied()));
+                if let Some(next) = fired.next {
+                    self.arm(key, next);
+                }
+                continue;
+            }
             if fired.next.is_none() {
                 entry.exhausted = true;
                 entry.next_slot_floor = fired.run.last().copied().or(Some(timer.next_slot));
@@ -227,8 +270,8 @@ impl Driver {
                 self.arm(key, next);
             }
         }
-        if due.is_empty() {
-            return;
+        for (agent, slot) in ticks {
+            self.request_wake(&agent, WakeReason::Interval, slot, now);
         }
         let mut claims = Vec::new();
         let mut claimed_now: BTreeMap<HeartbeatKey, usize> = BTreeMap::new();
@@ -243,6 +286,9 @@ impl Driver {
                 enabled: entry.enabled,
                 paused,
                 active_hours: entry.def.active_hours.as_ref(),
+                heartbeat_file_empty: false,
+                user_busy: false,
+                flooded: false,
                 in_backoff: entry.backoff_until.is_some_and(|until| now.mono < until),
                 run_in_flight: overlap == OverlapDecision::Skip,
                 wall_now: now.wall,
@@ -259,14 +305,22 @@ impl Driver {
                 }
             }
         }
+        self.decide_wakes(now, &mut claims, &mut skips).await;
         if !skips.is_empty() {
             if let Err(error) = self.context.store.record_skips(&skips).await {
                 self.store_failed("record_skips", error.to_string(), "the skips are only in the log");
             }
         }
-        if claims.is_empty() {
-            return;
+        if !claims.is_empty() {
+            self.claim_and_start(claims, now).await;
         }
+        // An agent heartbeat that did not start after all gives its lane back.
+        for (key, _) in std::mem::take(&mut self.prepared) {
+            self.context.lanes.end_heartbeat(&key.agent);
+        }
+    }
+
+    async fn claim_and_start(&mut self, claims: Vec<SlotClaim>, now: Now) {
         let outcomes = match self.context.store.claim_slots(&claims).await {
             Ok(outcomes) => outcomes,
             Err(error) => {
@@ -294,7 +348,15 @@ impl Driver {
     fn start_run(&mut self, claim: SlotClaim, now: Now) {
         let Some(entry) = self.entries.get_mut(&claim.key) else { return };
         entry.runs_in_flight += 1;
-        let def = entry.def.clone();
+        let mut def = entry.def.clone();
+        let prepared = self.prepared.remove(&claim.key);
+        let consumes = match prepared {
+            Some(prepared) => {
+                def.prompt = prepared.prompt;
+                prepared.consumes
+            }
+            None => Vec::new(),
+        };
         let context = self.context.clone();
         let permits = Arc::clone(&self.permits);
         let completions = self.completions_tx.clone();
@@ -303,7 +365,11 @@ impl Driver {
         let task = tokio::spawn(async move {
             // The semaphore is never closed, so acquiring only fails if it were; then run anyway.
             let _permit = permits.acquire_owned().await.ok();
-            let finished = run_claimed(context, def, slot).await;
+            let agent_heartbeat = (def.kind == JobKind::Agent).then(|| def.key.agent.clone());
+            let finished = run_claimed(context.clone(), def, slot, consumes).await;
+            if let Some(agent) = agent_heartbeat {
+                context.lanes.end_heartbeat(&agent);
+            }
             let _ = completions.send(finished);
         });
         self.runs.insert((claim.key, slot), task);
@@ -329,6 +395,11 @@ impl Driver {
         let Some(entry) = self.entries.get_mut(&record.key) else { return };
         entry.runs_in_flight = entry.runs_in_flight.saturating_sub(1);
         entry.last_succeeded = record.status == ExecutionStatus::Succeeded;
+        if entry.def.kind == JobKind::CronMain && entry.last_succeeded {
+            // Its event is queued (or was already): the agent heartbeat processes it now.
+            self.request_wake(&record.key.agent, WakeReason::Cron, None, now);
+        }
+        let Some(entry) = self.entries.get_mut(&record.key) else { return };
         let Some(step) = breaker else { return };
         if step.tripped {
             entry.enabled = false;
@@ -458,7 +529,8 @@ impl Driver {
         }
         let pause_end = self.pauses.values().map(|pause| now.mono + pause.ends_within(now)).min();
         let wake = self.timers.next_wake(now);
-        pause_end.map_or(wake, |end| wake.min(end))
+        let wake = pause_end.map_or(wake, |end| wake.min(end));
+        self.next_agent_wake().map_or(wake, |due| wake.min(due))
     }
 
     fn arm(&mut self, key: HeartbeatKey, timer: SlotTimer) {
@@ -527,10 +599,18 @@ impl Driver {
                 biased;
                 Some(record) = self.completions.recv() => self.complete(record),
                 // A run's tool may be waiting on a change; apply it so the run can finish.
-                Some(Command::Change { change, applied }) = self.commands.recv() => {
-                    self.apply(change).await;
-                    let _ = applied.send(());
-                }
+                Some(command) = self.commands.recv() => match command {
+                    Command::Change { change, applied } => {
+                        self.apply(change).await;
+                        let _ = applied.send(());
+                    }
+                    Command::Wake { accepted, .. } => {
+                        let _ = accepted.send(false);
+                    }
+                    Command::Shutdown { done, .. } => {
+                        let _ = done.send(0);
+                    }
+                },
                 () = clock.sleep_until(deadline) => break,
             }
         }

@@ -7,6 +7,7 @@ use jiff::Timestamp;
 use crate::core::guard::SkipReason;
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::reply::ReplyKind;
+use crate::core::wake::WakeReason;
 use crate::ports::store::{DeliveryStatus, ExecutionStatus};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +87,43 @@ pub enum EngineEvent {
     Resumed {
         agent: AgentId,
     },
+    /// Somebody asked the agent heartbeat to run (`request_now`, a main-mode cron job, its
+    /// own schedule); requests close together become one run.
+    WakeRequested {
+        agent: AgentId,
+        reason: WakeReason,
+    },
+    /// A wake was decided: the agent heartbeat runs (or skips) now under `slot`; `reason`
+    /// is the highest of the requests it merged.
+    WakeDecided {
+        key: HeartbeatKey,
+        slot: Timestamp,
+        reason: WakeReason,
+    },
+    /// A wake request for an agent that has no agent heartbeat; nothing runs.
+    WakeIgnored {
+        agent: AgentId,
+        reason: WakeReason,
+    },
+    /// A main-mode cron job queued a system event for its agent's heartbeat (`id` is
+    /// `None` when it repeated the newest pending event and was not queued again).
+    SystemEventQueued {
+        key: HeartbeatKey,
+        id: Option<u64>,
+        dropped: usize,
+    },
+    /// A user conversation with the agent began (the user lane is busy) or ended.
+    UserTurnStarted {
+        agent: AgentId,
+    },
+    UserTurnEnded {
+        agent: AgentId,
+    },
+    /// The workspace could not be read; the run goes on as if the file were missing.
+    WorkspaceFailed {
+        agent: AgentId,
+        error: String,
+    },
     /// A store write failed; what the engine did instead is in `consequence`.
     StoreFailed {
         operation: &'static str,
@@ -142,6 +180,24 @@ impl EventSink for TracingSink {
                 tracing::info!(%at, %agent, minutes, %until, "heartbeats paused");
             }
             EngineEvent::Resumed { agent } => tracing::info!(%at, %agent, "heartbeats resumed"),
+            EngineEvent::WakeRequested { agent, reason } => {
+                tracing::debug!(%at, %agent, reason = reason.as_str(), "heartbeat wake requested");
+            }
+            EngineEvent::WakeDecided { key, slot, reason } => {
+                tracing::info!(%at, heartbeat = %key, %slot, reason = reason.as_str(), "heartbeat woken");
+            }
+            EngineEvent::WakeIgnored { agent, reason } => {
+                tracing::warn!(%at, %agent, reason = reason.as_str(), "wake ignored: the agent has no agent heartbeat");
+            }
+            EngineEvent::SystemEventQueued { key, id, dropped } => match id {
+                Some(id) => tracing::info!(%at, job = %key, id, dropped, "system event queued for the agent heartbeat"),
+                None => tracing::info!(%at, job = %key, "system event repeats the newest pending one; not queued"),
+            },
+            EngineEvent::UserTurnStarted { agent } => tracing::debug!(%at, %agent, "user turn started"),
+            EngineEvent::UserTurnEnded { agent } => tracing::debug!(%at, %agent, "user turn ended"),
+            EngineEvent::WorkspaceFailed { agent, error } => {
+                tracing::warn!(%at, %agent, error, "workspace unreadable; running as if HEARTBEAT.md were missing");
+            }
             EngineEvent::StoreFailed { operation, error, consequence } => {
                 tracing::error!(%at, operation, error, consequence, "store write failed");
             }

@@ -4,6 +4,7 @@
 pub mod control;
 pub mod engine;
 pub mod events;
+pub mod lanes;
 pub mod run;
 
 use std::collections::BTreeMap;
@@ -13,21 +14,25 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::adapters::memory_workspace::MemoryWorkspace;
 use crate::agent::settings::AgentSettings;
 use crate::agent::tools::ToolBox;
 use crate::agent::HEARTBEAT_SYSTEM_PROMPT_DEFAULT;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::Pause;
+use crate::core::wake::WakeReason;
 use crate::driver::control::Control;
 use crate::driver::engine::{Command, Driver};
 use crate::driver::events::{EngineEvent, EventSink, TracingSink};
+use crate::driver::lanes::{Lanes, UserTurn};
 use crate::driver::run::RunContext;
 use crate::limits::{BREAKER_FAILURES_MAX_DEFAULT, ERROR_BACKOFF_SECS_DEFAULT, RUNS_IN_FLIGHT_MAX_DEFAULT};
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
 use crate::ports::messenger::Messenger;
 use crate::ports::store::{SeedReport, Store, StoreError};
+use crate::ports::workspace::Workspace;
 
 /// The ports an engine runs on. Swap these and nothing else to simulate it.
 #[derive(Clone)]
@@ -37,12 +42,19 @@ pub struct Ports {
     pub messenger: Arc<dyn Messenger>,
     pub store: Arc<dyn Store>,
     pub events: Arc<dyn EventSink>,
+    pub workspace: Arc<dyn Workspace>,
 }
 
 impl Ports {
-    /// Ports that log events through `tracing`.
+    /// Ports that log events through `tracing`, with no workspace files (every agent's
+    /// `HEARTBEAT.md` is missing until [`Ports::with_workspace`]).
     pub fn new(clock: Arc<dyn Clock>, llm: Arc<dyn Llm>, messenger: Arc<dyn Messenger>, store: Arc<dyn Store>) -> Self {
-        Self { clock, llm, messenger, store, events: Arc::new(TracingSink) }
+        let workspace = Arc::new(MemoryWorkspace::default());
+        Self { clock, llm, messenger, store, events: Arc::new(TracingSink), workspace }
+    }
+
+    pub fn with_workspace(self, workspace: Arc<dyn Workspace>) -> Self {
+        Self { workspace, ..self }
     }
 }
 
@@ -92,6 +104,7 @@ pub struct EngineHandle {
     control: Control,
     commands: mpsc::Sender<Command>,
     driver: JoinHandle<()>,
+    lanes: Arc<Lanes>,
 }
 
 const COMMAND_QUEUE_MAX: usize = 1_024;
@@ -125,6 +138,7 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
     let heartbeats = ports.store.load_heartbeats().await?;
     let pauses = ports.store.load_pauses().await?;
     let (commands, receiver) = mpsc::channel(COMMAND_QUEUE_MAX);
+    let lanes = Arc::new(Lanes::new(Arc::clone(&ports.clock), Arc::clone(&ports.events)));
     let control = Control::new(Arc::clone(&ports.store), Arc::clone(&ports.clock), commands.clone());
     let context = RunContext {
         clock: Arc::clone(&ports.clock),
@@ -140,11 +154,13 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
         control: control.clone(),
         agents: Arc::new(options.agents.into_iter().map(|(agent, settings)| (agent, Arc::new(settings))).collect()),
         agent_default: Arc::new(options.agent_default),
+        workspace: Arc::clone(&ports.workspace),
+        lanes: Arc::clone(&lanes),
     };
     let mut driver = Driver::new(context, options.runs_in_flight_max, receiver);
     driver.load(heartbeats, pauses).await;
     let driver = tokio::spawn(driver.run());
-    Ok(EngineHandle { control, commands, driver })
+    Ok(EngineHandle { control, commands, driver, lanes })
 }
 
 impl EngineHandle {
@@ -178,6 +194,32 @@ impl EngineHandle {
     /// When the store write fails (no pause) or the engine has stopped.
     pub async fn pause(&self, agent: &AgentId, minutes: u32) -> Result<Pause, EngineError> {
         self.control.pause(agent, minutes).await
+    }
+
+    /// Asks `agent`'s heartbeat (the `HEARTBEAT.md` one) to run now. Requests within
+    /// `WAKE_COALESCE_MS` become one run named by the most important reason; a request
+    /// made while it runs waits for the run to end. Returns whether the agent has an
+    /// agent heartbeat to wake.
+    ///
+    /// # Errors
+    /// When the engine has stopped.
+    pub async fn request_now(&self, agent: &AgentId, reason: WakeReason) -> Result<bool, EngineError> {
+        let (accepted, answer) = oneshot::channel();
+        let command = Command::Wake { agent: agent.clone(), reason, accepted };
+        self.commands.send(command).await.map_err(|_| EngineError::Stopped)?;
+        answer.await.map_err(|_| EngineError::Stopped)
+    }
+
+    /// Begins a user conversation with `agent`: waits for its agent heartbeat if one is
+    /// running, then holds the agent's lane (its heartbeat does not start) until the
+    /// returned turn is dropped.
+    pub async fn begin_user_turn(&self, agent: &AgentId) -> UserTurn {
+        self.lanes.begin_user_turn(agent).await
+    }
+
+    /// The agents' lanes, for user turns begun from tasks that outlive a borrow of the handle.
+    pub fn lanes(&self) -> Arc<Lanes> {
+        Arc::clone(&self.lanes)
     }
 
     /// The control the agent's tools use, for embedding applications that run tools themselves.

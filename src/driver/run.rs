@@ -10,16 +10,19 @@ use crate::agent::agent_loop::run_loop;
 use crate::agent::settings::AgentSettings;
 use crate::agent::tools::{ToolBox, ToolContext};
 use crate::core::breaker::BreakerStep;
-use crate::core::heartbeat::HeartbeatDef;
+use crate::core::heartbeat::{HeartbeatDef, JobKind};
 use crate::core::ids::AgentId;
 use crate::core::reply::{self, Reply, ReplyKind};
+use crate::core::system_events::cron_event_text;
 use crate::driver::control::Control;
 use crate::driver::events::{EngineEvent, EventSink};
+use crate::driver::lanes::Lanes;
 use crate::limits::{DEDUP_WINDOW_SECS, ERROR_TEXT_CHARS_MAX, OUTPUT_PREVIEW_CHARS_MAX};
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
 use crate::ports::messenger::{Delivery, Messenger};
-use crate::ports::store::{DeliveryStatus, ExecutionStatus, RunRecord, StopReason, Store};
+use crate::ports::store::{DeliveryStatus, ExecutionStatus, Queued, RunRecord, StopReason, Store};
+use crate::ports::workspace::Workspace;
 
 /// Everything a run needs, shared by all runs.
 #[derive(Clone)]
@@ -38,6 +41,8 @@ pub struct RunContext {
     pub control: Control,
     pub agents: Arc<BTreeMap<AgentId, Arc<AgentSettings>>>,
     pub agent_default: Arc<AgentSettings>,
+    pub workspace: Arc<dyn Workspace>,
+    pub lanes: Arc<Lanes>,
 }
 
 impl RunContext {
@@ -100,8 +105,9 @@ pub struct FinishedRun {
 }
 
 /// Runs a claimed slot to the end and records it. Never panics on what the LLM, the tools
-/// or the messenger return; every failure becomes a recorded status.
-pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp) -> FinishedRun {
+/// or the messenger return; every failure becomes a recorded status. `consumes` names the
+/// system events the prompt lists: they leave the queue with the record of a success.
+pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp, consumes: Vec<u64>) -> FinishedRun {
     let started = context.clock.monotonic();
     let deadline = started + def.timeout;
     let outcome = tokio::select! {
@@ -131,6 +137,7 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         stop_reason: outcome.stop_reason,
         reply: outcome.reply,
         reply_digest: outcome.reply_digest,
+        consumes,
     };
     let breaker = match context.store.finish_runs(std::slice::from_ref(&record), context.breaker_failures_max).await {
         Ok(steps) => steps.first().copied(),
@@ -149,10 +156,19 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
 }
 
 async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> Outcome {
+    if def.kind == JobKind::CronMain {
+        return queue_system_event(context, def).await;
+    }
     let settings = context.settings(&def.key.agent);
     let tools =
         ToolContext { agent: def.key.agent.clone(), settings: Arc::clone(&settings), control: context.control.clone() };
-    let model = context.model.as_deref();
+    let (model, ack_max_chars) = match def.kind {
+        JobKind::Agent => (
+            settings.agent_heartbeat.model.as_deref().or(context.model.as_deref()),
+            settings.agent_heartbeat.ack_max_chars,
+        ),
+        _ => (context.model.as_deref(), settings.ack_max_chars),
+    };
     let looped = match run_loop(
         context.llm.as_ref(),
         &context.toolbox,
@@ -173,7 +189,7 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> O
         return Outcome::failed(error, stop_reason);
     }
     let raw = looped.text.unwrap_or_default();
-    let text = match reply::classify(&raw, settings.ack_max_chars) {
+    let text = match reply::classify(&raw, ack_max_chars) {
         Reply::Empty => return Outcome::quiet(Some(ReplyKind::Empty), None, stop_reason),
         // "All is well": never delivered to anyone, named heartbeats included.
         Reply::Ack { note } => {
@@ -217,6 +233,28 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> O
             reply: Some(ReplyKind::Sent),
             reply_digest: None,
         },
+    }
+}
+
+/// A main-mode cron job's run: its text goes into the agent's system-events queue (the
+/// driver then wakes the agent heartbeat). No LLM call of its own.
+async fn queue_system_event(context: &RunContext, def: &HeartbeatDef) -> Outcome {
+    let text = cron_event_text(def.key.heartbeat.as_str(), &def.prompt);
+    match context.store.queue_system_event(&def.key.agent, &text, context.clock.wall()).await {
+        Ok(queued) => {
+            let (id, dropped) = match queued {
+                Queued::Added { id, dropped } => (Some(id), dropped),
+                Queued::Duplicate => (None, 0),
+            };
+            let event = EngineEvent::SystemEventQueued { key: def.key.clone(), id, dropped };
+            context.events.emit(context.clock.wall(), &event);
+            let preview = match id {
+                Some(id) => format!("queued for the agent heartbeat as system event {id}"),
+                None => "the newest queued system event says the same; not queued again".to_owned(),
+            };
+            Outcome::quiet(None, Some(preview), None)
+        }
+        Err(error) => Outcome::failed(format!("could not queue the system event: {error}"), None),
     }
 }
 

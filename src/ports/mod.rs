@@ -7,3 +7,4 @@ pub mod clock;
 pub mod llm;
 pub mod messenger;
 pub mod store;
+pub mod workspace;

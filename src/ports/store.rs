@@ -15,6 +15,7 @@ use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::reply::ReplyKind;
+use crate::core::system_events::SystemEvent;
 
 /// The error text of a run found `running` at start-up.
 pub const INTERRUPTED_ERROR_TEXT: &str = "the process stopped before this run finished";
@@ -153,6 +154,10 @@ pub struct RunRecord {
     pub reply: Option<ReplyKind>,
     /// The digest of a delivered reply's normal form: what duplicate suppression compares.
     pub reply_digest: Option<String>,
+    /// The system events the run's prompt listed. They are consumed in the same write
+    /// that records the run, and only if it succeeded: a crash or a failure leaves them
+    /// queued for the next run, and no event is consumed twice.
+    pub consumes: Vec<u64>,
 }
 
 impl RunRecord {
@@ -189,6 +194,15 @@ pub struct SeedReport {
     pub unchanged: Vec<HeartbeatKey>,
     /// Seeded from an earlier config, absent from this one.
     pub removed: Vec<HeartbeatKey>,
+}
+
+/// What queueing a system event did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Queued {
+    /// Queued under `id`; `dropped` of the oldest pending events made room for it.
+    Added { id: u64, dropped: usize },
+    /// The newest pending event says the same: a consecutive duplicate is not queued.
+    Duplicate,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -255,4 +269,12 @@ pub trait Store: Send + Sync + 'static {
     /// Whether `key` delivered a reply with this digest in a run that finished at or after
     /// `since` (duplicate suppression).
     async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError>;
+
+    /// Queues a system event for `agent`'s heartbeat (see [`crate::core::system_events`]):
+    /// a consecutive duplicate is not queued, and beyond `SYSTEM_EVENTS_PER_AGENT_MAX`
+    /// pending events the oldest are dropped.
+    async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError>;
+
+    /// The agent's pending events still within their time to live at `now`, oldest first.
+    async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError>;
 }

@@ -11,9 +11,10 @@ use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, Origin};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
+use crate::core::system_events::{self, SystemEvent};
 use crate::ports::store::{
-    ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, RunRecord, SeedReport, SkipRecord, SlotClaim, Store,
-    StoreError, INTERRUPTED_ERROR_TEXT,
+    ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim,
+    Store, StoreError, INTERRUPTED_ERROR_TEXT,
 };
 
 #[derive(Debug, Clone)]
@@ -30,6 +31,10 @@ pub struct MemoryState {
     pauses: BTreeMap<AgentId, PauseRecord>,
     /// Delivered replies: heartbeat, digest, when the run finished.
     delivered: Vec<(HeartbeatKey, String, Timestamp)>,
+    /// Pending system events per agent, oldest first; consumed and dropped ones leave.
+    system_events: BTreeMap<AgentId, Vec<SystemEvent>>,
+    /// The last system event id handed out.
+    system_event_id: u64,
 }
 
 #[derive(Debug, Default)]
@@ -50,6 +55,16 @@ impl MemoryStore {
     /// A copy of everything held.
     pub fn snapshot(&self) -> MemoryState {
         self.lock().clone()
+    }
+
+    /// The ids of `agent`'s pending system events, expired ones included (for a simulator
+    /// that must see what a write consumed).
+    pub fn pending_event_ids(&self, agent: &AgentId) -> Vec<u64> {
+        self.lock()
+            .system_events
+            .get(agent)
+            .map(|queue| queue.iter().map(|event| event.id).collect())
+            .unwrap_or_default()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, MemoryState> {
@@ -198,6 +213,11 @@ impl Store for MemoryStore {
             if let Some(digest) = &run.reply_digest {
                 state.delivered.push((run.key.clone(), digest.clone(), run.finished_at));
             }
+            if run.status == ExecutionStatus::Succeeded && !run.consumes.is_empty() {
+                if let Some(queue) = state.system_events.get_mut(&run.key.agent) {
+                    queue.retain(|event| !run.consumes.contains(&event.id));
+                }
+            }
             let Some(row) = state.heartbeats.get_mut(&run.key) else {
                 // Deleted while it ran: nothing left to count against.
                 steps.push(BreakerStep { consecutive_failures: 0, tripped: false });
@@ -251,6 +271,27 @@ impl Store for MemoryStore {
     async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
         let state = self.lock();
         Ok(state.delivered.iter().any(|(k, d, at)| k == key && d == digest && *at >= since))
+    }
+
+    async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {
+        let mut state = self.lock();
+        let newest = state.system_events.get(agent).and_then(|queue| queue.last()).map(|event| event.text.as_str());
+        if !system_events::admits(newest, text) {
+            return Ok(Queued::Duplicate);
+        }
+        state.system_event_id += 1;
+        let id = state.system_event_id;
+        let queue = state.system_events.entry(agent.clone()).or_default();
+        queue.push(SystemEvent { id, text: text.to_owned(), queued_at: at });
+        let dropped = system_events::overflow(queue.len());
+        queue.drain(..dropped);
+        Ok(Queued::Added { id, dropped })
+    }
+
+    async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError> {
+        let state = self.lock();
+        let queue = state.system_events.get(agent).map(Vec::as_slice).unwrap_or_default();
+        Ok(queue.iter().filter(|event| system_events::is_live(event, now)).cloned().collect())
     }
 }
 

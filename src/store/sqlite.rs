@@ -22,10 +22,11 @@ use crate::core::pause::PauseRecord;
 use crate::core::policy::{CatchUp, Overlap, RunPolicy};
 use crate::core::reply::ReplyKind;
 use crate::core::schedule::Schedule;
+use crate::core::system_events::{self, SystemEvent};
 use crate::limits::{SQLITE_BUSY_TIMEOUT_MS, STORE_BATCH_ROWS_MAX};
 use crate::ports::store::{
-    ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, RunRecord, SeedReport, SkipRecord, SlotClaim, StopReason,
-    Store, StoreError, INTERRUPTED_ERROR_TEXT,
+    ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim,
+    StopReason, Store, StoreError, INTERRUPTED_ERROR_TEXT,
 };
 
 const CONNECTIONS_MAX: u32 = 4;
@@ -292,6 +293,7 @@ impl Store for SqliteStore {
             update.push(") AS v WHERE heartbeats.agent_id = v.column1 AND heartbeats.heartbeat_id = v.column2");
             update.build().execute(&mut *tx).await?;
         }
+        consume_system_events(&mut tx, runs).await?;
         tx.commit().await?;
         Ok(steps)
     }
@@ -377,6 +379,89 @@ impl Store for SqliteStore {
         .await?;
         Ok(found.is_some())
     }
+
+    async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let newest: Option<String> = sqlx::query_scalar(
+            "SELECT text FROM system_events WHERE agent_id = ? AND state = 'pending' ORDER BY id DESC LIMIT 1",
+        )
+        .bind(agent.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        if !system_events::admits(newest.as_deref(), text) {
+            return Ok(Queued::Duplicate);
+        }
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO system_events (agent_id, text, queued_at_ms) VALUES (?, ?, ?) RETURNING id",
+        )
+        .bind(agent.as_str())
+        .bind(text)
+        .bind(at.as_millisecond())
+        .fetch_one(&mut *tx)
+        .await?;
+        let pending: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM system_events WHERE agent_id = ? AND state = 'pending'")
+                .bind(agent.as_str())
+                .fetch_one(&mut *tx)
+                .await?;
+        let dropped = system_events::overflow(usize::try_from(pending).unwrap_or(0));
+        if dropped > 0 {
+            sqlx::query(
+                "UPDATE system_events SET state = 'dropped', left_at_ms = ? WHERE id IN (SELECT id FROM system_events \
+                 WHERE agent_id = ? AND state = 'pending' ORDER BY id LIMIT ?)",
+            )
+            .bind(at.as_millisecond())
+            .bind(agent.as_str())
+            .bind(i64::try_from(dropped).unwrap_or(i64::MAX))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        let id = u64::try_from(id).map_err(|_| corrupt("system event", format!("negative id {id}")))?;
+        Ok(Queued::Added { id, dropped })
+    }
+
+    async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError> {
+        let rows: Vec<(i64, String, i64)> = sqlx::query_as(
+            "SELECT id, text, queued_at_ms FROM system_events WHERE agent_id = ? AND state = 'pending' ORDER BY id",
+        )
+        .bind(agent.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        let mut events = Vec::with_capacity(rows.len());
+        for (id, text, queued_at_ms) in rows {
+            let what = format!("system event {id}");
+            let event = SystemEvent {
+                id: u64::try_from(id).map_err(|_| corrupt(&what, "negative id".to_owned()))?,
+                text,
+                queued_at: Timestamp::from_millisecond(queued_at_ms)
+                    .map_err(|error| corrupt(&what, error.to_string()))?,
+            };
+            if system_events::is_live(&event, now) {
+                events.push(event);
+            }
+        }
+        Ok(events)
+    }
+}
+
+/// Consumes the system events that succeeded runs listed, in the transaction that records
+/// the runs: an event leaves the queue exactly when a run that processed it is recorded.
+async fn consume_system_events(tx: &mut Transaction<'_, Sqlite>, runs: &[RunRecord]) -> Result<(), StoreError> {
+    for run in runs.iter().filter(|run| run.status == ExecutionStatus::Succeeded) {
+        for id in &run.consumes {
+            sqlx::query(
+                "UPDATE system_events SET state = 'consumed', left_at_ms = ? \
+                 WHERE id = ? AND agent_id = ? AND state = 'pending'",
+            )
+            .bind(run.finished_at.as_millisecond())
+            .bind(i64::try_from(*id).unwrap_or(i64::MAX))
+            .bind(run.key.agent.as_str())
+            .execute(&mut **tx)
+            .await?;
+        }
+    }
+    Ok(())
 }
 
 /// Reads the failure counts of the batch's heartbeats and steps the breaker through the

@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jiff::Timestamp;
 
+use systole::adapters::memory_workspace::MemoryWorkspace;
 use systole::adapters::virtual_clock::VirtualClock;
 use systole::core::cron::CronSchedule;
 use systole::core::delivery_target::DeliveryTarget;
@@ -192,6 +193,7 @@ pub struct Rig {
     pub messenger: Arc<RecordingMessenger>,
     pub store: Arc<MemoryStore>,
     pub events: Arc<RecordingSink>,
+    pub workspace: Arc<MemoryWorkspace>,
 }
 
 impl Rig {
@@ -203,6 +205,7 @@ impl Rig {
             messenger: Arc::new(RecordingMessenger::default()),
             store: Arc::new(MemoryStore::new()),
             events: Arc::new(RecordingSink::default()),
+            workspace: Arc::new(MemoryWorkspace::default()),
         }
     }
 
@@ -218,6 +221,7 @@ impl Rig {
             messenger: self.messenger.clone(),
             store: self.store.clone(),
             events: self.events.clone(),
+            workspace: self.workspace.clone(),
         };
         driver::start(ports, options).await.expect("start")
     }
@@ -243,5 +247,21 @@ impl Rig {
         let mut runs = self.store.executions(&key(agent, heartbeat), 1_000).await.expect("read");
         runs.reverse();
         runs.into_iter().map(|e| e.status).collect()
+    }
+}
+
+/// The agent heartbeat of `agent` (`kind = agent`, id `main`), prompt "hb", every `every_secs`.
+pub fn agent_def(agent: &str, every_secs: u64) -> HeartbeatDef {
+    let key = HeartbeatKey::agent_heartbeat(&AgentId::new(agent).expect("valid"));
+    HeartbeatDef { key, kind: JobKind::Agent, prompt: "hb".to_owned(), ..def(agent, "unused", every_secs) }
+}
+
+/// A main-mode cron job: every `every_secs` it queues `[CRON:id] text` for the agent heartbeat.
+pub fn cron_main_def(agent: &str, id: &str, every_secs: u64, text: &str) -> HeartbeatDef {
+    HeartbeatDef {
+        kind: JobKind::CronMain,
+        prompt: text.to_owned(),
+        target: DeliveryTarget::silent(),
+        ..def(agent, id, every_secs)
     }
 }

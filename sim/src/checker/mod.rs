@@ -24,6 +24,7 @@ use crate::options::SimOptions;
 use crate::trace::{DurableWrite, Entry, Event};
 use crate::workload::Op;
 
+mod agents;
 mod replies;
 mod schedules;
 #[cfg(test)]
@@ -50,7 +51,13 @@ pub const CALENDAR_TIME: &str = "calendar-time";
 pub const NO_TOKEN_DELIVERED: &str = "no-token-delivered";
 pub const NO_DUPLICATE_DAY: &str = "no-duplicate-within-24h";
 
-pub const INVARIANTS: [&str; 20] = [
+pub const INVARIANTS: [&str; 26] = [
+    agents::EMPTY_FILE_NO_CALL,
+    agents::EMPTY_FILE_SKIP,
+    agents::USER_GOES_FIRST,
+    agents::FLOOD_CAPS,
+    agents::EVENT_CONSUMED_ONCE,
+    agents::EVENTS_PROCESSED,
     ACTIVE_HOURS,
     SLOT_ONCE,
     DELIVERY_ONCE,
@@ -212,6 +219,8 @@ struct Model<'a> {
     /// Backoffs an enable or a new definition lifted in the store: the driver may skip a
     /// slot for one until it applies the change.
     lifted_backoffs: BTreeMap<HeartbeatKey, (Duration, Duration)>,
+    /// The agent layer: files, lanes, flood history, system events.
+    agents: agents::AgentModel,
 }
 
 /// Checks every invariant over `entries`; stops at the first violation.
@@ -241,6 +250,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         changed_at: BTreeMap::new(),
         deliveries: BTreeMap::new(),
         retired: BTreeSet::new(),
+        agents: agents::AgentModel::default(),
     };
     for (index, entry) in entries.iter().enumerate() {
         if let Err((invariant, message)) = model.step(entry) {
@@ -270,13 +280,17 @@ impl Model<'_> {
             }
         }
         match &entry.event {
-            Event::Engine { life, event } => self.engine_event(entry, *life, event),
+            Event::Engine { life, event } => {
+                self.agent_event(entry, *life, event)?;
+                self.engine_event(entry, *life, event)
+            }
             Event::Crash { life } => {
                 // Slots waiting in a backlog die with the process ("at most once with crashes").
                 self.catch_up_due.clear();
                 self.last_crash_at = Some(entry.elapsed);
                 self.engine_running = false;
                 self.open_runs.retain(|(run_life, _, _), _| run_life != life);
+                self.agents.crashed(*life);
                 Ok(())
             }
             Event::Started { life, running_rows, heartbeats } => {
@@ -285,7 +299,10 @@ impl Model<'_> {
                 self.engine_running = true;
                 self.started(*life, *running_rows, heartbeats)
             }
-            Event::LlmCall { life, prompt, .. } => self.llm_call(*life, prompt),
+            Event::LlmCall { life, prompt, .. } => {
+                self.agent_llm_call(prompt)?;
+                self.llm_call(*life, prompt)
+            }
             Event::Delivered { idempotency_key, heartbeat, text, .. } => {
                 self.count(DELIVERY_ONCE);
                 if !self.delivered.insert(idempotency_key.clone()) {
@@ -302,10 +319,15 @@ impl Model<'_> {
                 Ok(())
             }
             Event::End { heartbeats } => {
+                self.events_processed(entry.elapsed, heartbeats)?;
                 self.liveness(entry.elapsed, heartbeats)?;
                 self.slots_expected(entry, heartbeats)
             }
             Event::Fault { .. } | Event::Restart { .. } | Event::StartFailed { .. } | Event::OpFailed { .. } => Ok(()),
+            Event::WorkspaceChanged { agent, content } => {
+                self.agents.file_changed(agent, content);
+                Ok(())
+            }
         }
     }
 
@@ -420,15 +442,17 @@ impl Model<'_> {
                 return fail(STOPPED_NEVER_RUNS, format!("{key} started slot {slot} after it was {}", stop.why));
             }
         }
+        // An explicit wake of the agent heartbeat goes through a pause and quiet hours.
+        let explicit = self.agents.explicit(key);
         self.count(PAUSE_HOLDS);
-        if let Some(pause) = self.pauses.get(&key.agent) {
+        if let Some(pause) = self.pauses.get(&key.agent).filter(|_| !explicit) {
             let binding = pause.applied || life > pause.life;
             if binding && pause.state(entry) == Some(true) {
                 let message = format!("{key} started slot {slot} while its agent was paused until {}", pause.until);
                 return fail(PAUSE_HOLDS, message);
             }
         }
-        if let Some(window) = self.defs.get(key).and_then(|def| def.active_hours.clone()) {
+        if let Some(window) = self.defs.get(key).and_then(|def| def.active_hours.clone()).filter(|_| !explicit) {
             self.count(ACTIVE_HOURS);
             if !window_contains(&window, entry.wall) {
                 let local = entry.wall.to_zoned(zone(&window));
@@ -478,7 +502,8 @@ impl Model<'_> {
 
     fn durable(&mut self, entry: &Entry, life: u32, write: &DurableWrite) -> Step {
         match write {
-            DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped } => {
+            DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped, consumed } => {
+                self.events_consumed(key, *slot, consumed)?;
                 if !*failed {
                     let deliveries = self.deliveries.entry(key.clone()).or_default();
                     for delivery in deliveries.iter_mut().filter(|delivery| delivery.2 == *slot) {
@@ -553,13 +578,16 @@ impl Model<'_> {
             DurableWrite::ClearPause { agent } => {
                 self.pauses.remove(agent);
             }
+            DurableWrite::EventQueued { agent, id, text, dropped } => {
+                self.event_queued(entry, agent, *id, text, *dropped);
+            }
         }
         Ok(())
     }
 
     fn acknowledged(&mut self, op: &Op) -> Step {
+        let Some(key) = op.key() else { return Ok(()) };
         self.count(ACKNOWLEDGED_DURABLE);
-        let key = op.key();
         let state = self.present.get(key).copied();
         let durable = match op {
             Op::Create(_) => state == Some(true),
@@ -567,6 +595,7 @@ impl Model<'_> {
             Op::Disable(_) => state == Some(false),
             // A run in flight may trip the breaker between the write and the ack.
             Op::Enable(_) => state.is_some(),
+            Op::SetFile(..) | Op::Wake(..) | Op::UserTurn(..) => true,
         };
         // A one-shot may run and be retired before its creator hears back; after that, an
         // enable or disable finds nothing (or a retired one) to change.
@@ -636,6 +665,11 @@ impl Model<'_> {
                     // A failure just before healing may still be backing off; `backoff`
                     // checks each such skip against the model.
                     Decision::Skip(SkipReason::Backoff) => {}
+                    // The agent heartbeat's own skips: an empty file (`empty-file-skip` checks the
+                    // file), a closed flood guard (cron wakes) or a user turn still ending.
+                    Decision::Skip(
+                        SkipReason::EmptyHeartbeatFile | SkipReason::FloodGuard | SkipReason::RequestsInFlight,
+                    ) if key.heartbeat.is_reserved() => {}
                     Decision::Skip(reason) if *reason != SkipReason::QuietHours => {
                         return fail(LIVENESS, format!("{key} skipped ({}) at {wall} after healing", reason.as_str()));
                     }

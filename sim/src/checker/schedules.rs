@@ -30,7 +30,9 @@ impl Model<'_> {
             }
         }
         self.count(BACKOFF);
-        if let Some((failed_at, until)) = self.backoffs.get(key).copied() {
+        // An explicit wake of the agent heartbeat goes through a backoff by design.
+        let backoff = self.backoffs.get(key).copied().filter(|_| !self.agents.explicit(key));
+        if let Some((failed_at, until)) = backoff {
             // A slot due at the very instant the failure finished may be decided before the
             // driver hears of it.
             if entry.elapsed > failed_at + DEADLINE_SLACK && entry.elapsed + DEADLINE_SLACK < until {
@@ -43,6 +45,11 @@ impl Model<'_> {
             }
         }
         let Some(def) = self.defs.get(key).cloned() else { return Ok(()) };
+        if key.heartbeat.is_reserved() {
+            // The agent heartbeat runs on wakes; its schedule only requests them, and a
+            // wake is recorded under the time it is decided (`agents` checks those runs).
+            return Ok(());
+        }
         let jitter = jitter_offset(key, def.policy.jitter_max);
         let due = |at: Timestamp| at.checked_add(signed(jitter)).unwrap_or(at);
         // Held (`buffer_one`) and backlog (`all`) slots start when their turn comes: later,

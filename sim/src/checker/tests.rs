@@ -63,6 +63,7 @@ fn a_breaker_count_that_restarts_from_zero_is_caught() {
     let key = options.heartbeats[0].key.clone();
     let finish = |secs: u64, failures| {
         let write = DurableWrite::Finish {
+            consumed: Vec::new(),
             key: key.clone(),
             slot: Timestamp::from_second(secs as i64).expect("in range"),
             failed: true,

@@ -84,7 +84,10 @@ impl SimLlm {
 
     fn heartbeat_arguments(&self, prompt: &str) -> serde_json::Value {
         let injector = &self.world.injector;
-        let agent = prompt.strip_prefix("heartbeat ").and_then(|rest| rest.split('/').next()).unwrap_or("agent-0");
+        // The running heartbeat's agent: its prompt names it first (an agent heartbeat's
+        // cron-event prompt after an event's `[CRON:id]`), so the model's prompt names its
+        // own agent and no two heartbeats share a prompt.
+        let agent = prompt.split_once("heartbeat ").and_then(|(_, rest)| rest.split('/').next()).unwrap_or("agent-0");
         let id = format!("model-{}", injector.draw(0..MODEL_HEARTBEATS));
         let intervals: Vec<u64> =
             self.world.options.heartbeats.iter().filter_map(|h| h.schedule.interval()).map(|i| i.as_secs()).collect();

@@ -1,6 +1,7 @@
 //! The simulated store: the real memory store's semantics over the run's durable state,
 //! with faults on every write (an error, a crash before it, a crash after it).
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -11,7 +12,10 @@ use systole::core::breaker::BreakerStep;
 use systole::core::heartbeat::{Heartbeat, HeartbeatDef};
 use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::core::pause::PauseRecord;
-use systole::ports::store::{ClaimOutcome, Execution, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError};
+use systole::core::system_events::SystemEvent;
+use systole::ports::store::{
+    ClaimOutcome, Execution, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
+};
 
 use crate::faults::FaultKind;
 use crate::trace::{DurableWrite, Event};
@@ -102,7 +106,19 @@ impl Store for SimStore {
     }
 
     async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
-        let durable = |steps: &Vec<BreakerStep>| {
+        // What the store really consumed, read around the write (not what the run asked
+        // for): a store that consumed on failure must show in the trace.
+        let durable = &self.world.durable;
+        let pending = || -> BTreeSet<(AgentId, u64)> {
+            runs.iter()
+                .flat_map(|run| {
+                    durable.pending_event_ids(&run.key.agent).into_iter().map(|id| (run.key.agent.clone(), id))
+                })
+                .collect()
+        };
+        let before = pending();
+        let durable_writes = |steps: &Vec<BreakerStep>| {
+            let after = pending();
             runs.iter()
                 .zip(steps)
                 .map(|(run, step)| DurableWrite::Finish {
@@ -111,10 +127,17 @@ impl Store for SimStore {
                     failed: run.failed(),
                     consecutive_failures: step.consecutive_failures,
                     tripped: step.tripped,
+                    consumed: before
+                        .iter()
+                        .filter(|entry| {
+                            entry.0 == run.key.agent && run.consumes.contains(&entry.1) && !after.contains(entry)
+                        })
+                        .map(|entry| entry.1)
+                        .collect(),
                 })
                 .collect()
         };
-        self.write("finish_runs", self.world.durable.finish_runs(runs, breaker_failures_max), durable).await
+        self.write("finish_runs", durable.finish_runs(runs, breaker_failures_max), durable_writes).await
     }
 
     async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {
@@ -141,5 +164,24 @@ impl Store for SimStore {
 
     async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
         self.read(self.world.durable.delivered_since(key, digest, since)).await
+    }
+
+    async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {
+        let durable = |queued: &Queued| match queued {
+            Queued::Added { id, dropped } => {
+                vec![DurableWrite::EventQueued {
+                    agent: agent.clone(),
+                    id: *id,
+                    text: text.to_owned(),
+                    dropped: *dropped,
+                }]
+            }
+            Queued::Duplicate => Vec::new(),
+        };
+        self.write("queue_system_event", self.world.durable.queue_system_event(agent, text, at), durable).await
+    }
+
+    async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError> {
+        self.read(self.world.durable.pending_system_events(agent, now)).await
     }
 }

@@ -85,13 +85,13 @@ type Refusal = String;
 #[async_trait]
 impl Tool for ScheduledTool {
     fn spec(&self) -> ToolSpec {
-        let (name, description) = match self.kind {
-            JobKind::Heartbeat => (
+        let (name, description) = match self.kind.listed_as() {
+            JobKind::Heartbeat | JobKind::Agent => (
                 HEARTBEAT_TOOL_NAME,
                 "Manage your scheduled heartbeats: prompts that run on a schedule and send what they find to a \
                  target. Actions: list, create, update, delete, enable, disable, runs.",
             ),
-            JobKind::Cron => (
+            JobKind::Cron | JobKind::CronMain => (
                 CRON_TOOL_NAME,
                 "Manage your cron jobs: prompts that run at calendar times (cron expression in a time zone), \
                  every interval, or once at a time, each in a fresh run. Actions: list, create (add), update, \
@@ -357,12 +357,13 @@ fn target(
     arguments: &Arguments,
     existing: Option<&HeartbeatDef>,
 ) -> Result<DeliveryTarget, Refusal> {
-    let silent = match (kind, arguments.delivery.as_deref()) {
+    let is_cron = kind.listed_as() == JobKind::Cron;
+    let silent = match (is_cron, arguments.delivery.as_deref()) {
         (_, None) => false,
-        (JobKind::Cron, Some("silent")) => true,
-        (JobKind::Cron, Some("announce")) => false,
-        (JobKind::Heartbeat, Some(_)) => return Err("`delivery` applies to cron jobs only".to_owned()),
-        (JobKind::Cron, Some(other)) => return Err(format!("`delivery` {other:?} is not \"announce\" or \"silent\"")),
+        (true, Some("silent")) => true,
+        (true, Some("announce")) => false,
+        (false, Some(_)) => return Err("`delivery` applies to cron jobs only".to_owned()),
+        (true, Some(other)) => return Err(format!("`delivery` {other:?} is not \"announce\" or \"silent\"")),
     };
     let given = match (&arguments.target, &arguments.delivery_target) {
         (Some(_), Some(_)) => return Err("give `target` or `delivery_target`, not both".to_owned()),
@@ -373,7 +374,7 @@ fn target(
         _ if silent => DeliveryTarget::silent(),
         (Some(text), _) => allowed_target(context, text)?,
         (None, Some(def)) => def.target.clone(),
-        (None, None) if kind == JobKind::Cron => DeliveryTarget::silent(),
+        (None, None) if is_cron => DeliveryTarget::silent(),
         (None, None) => return Err(format!("`delivery_target` is required; one of {}", targets(context))),
     };
     if arguments.delivery.as_deref() == Some("announce") && target.is_silent() {

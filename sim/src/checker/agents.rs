@@ -1,0 +1,201 @@
+//! The agent layer's invariants: an effectively empty `HEARTBEAT.md` never costs an LLM
+//! call; the agent heartbeat never starts while a user turn holds the lane; the flood caps
+//! hold; a system event is consumed at most once, by a successful run that listed it, and
+//! after healing every event is processed.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use systole::core::guard::SkipReason;
+use systole::core::ids::{AgentId, HeartbeatKey};
+use systole::core::system_events::CRON_EVENT_PROMPT;
+use systole::core::wake::WakeReason;
+use systole::driver::events::EngineEvent;
+use systole::limits::{
+    AGENT_HEARTBEAT_FLOOD_WINDOW_SECS, AGENT_HEARTBEAT_SPACING_SECS_MIN, AGENT_HEARTBEAT_STARTS_PER_WINDOW_MAX,
+};
+
+use super::{fail, Model, Step, DEADLINE_SLACK, SETTLE_SECS};
+use crate::agents::EMPTY_FILES;
+use crate::trace::Entry;
+
+pub const EMPTY_FILE_NO_CALL: &str = "empty-file-no-call";
+pub const EMPTY_FILE_SKIP: &str = "empty-file-skip";
+pub const USER_GOES_FIRST: &str = "user-goes-first";
+pub const FLOOD_CAPS: &str = "flood-caps";
+pub const EVENT_CONSUMED_ONCE: &str = "event-consumed-once";
+pub const EVENTS_PROCESSED: &str = "events-processed";
+
+/// How long before the end an event queued after healing must have been processed by:
+/// the coalescing window, the flood guard's longest wait and a run, with room to spare.
+const EVENT_PROCESSING_SECS_MAX: u64 = 300;
+const FILE_SECTION: &str = "\n\nHEARTBEAT.md:\n";
+
+#[derive(Debug, Default)]
+pub(super) struct AgentModel {
+    /// Each agent's `HEARTBEAT.md` as the workload last wrote it.
+    files: BTreeMap<AgentId, Option<String>>,
+    /// Open user turns per (life, agent).
+    user_turns: BTreeMap<(u32, AgentId), usize>,
+    /// Agent heartbeat starts per (life, agent), by elapsed time.
+    starts: BTreeMap<(u32, AgentId), VecDeque<Duration>>,
+    /// The reason of the latest wake decided per agent heartbeat.
+    wake_reason: BTreeMap<HeartbeatKey, WakeReason>,
+    /// Every queued event: agent, text, when (elapsed).
+    queued: BTreeMap<u64, (AgentId, String, Duration)>,
+    /// Pending ids per agent, oldest first (overflow drops from the front).
+    pending: BTreeMap<AgentId, VecDeque<u64>>,
+    consumed: BTreeSet<u64>,
+    /// Event texts some LLM prompt listed.
+    listed: BTreeSet<String>,
+}
+
+impl AgentModel {
+    pub(super) fn file_changed(&mut self, agent: &AgentId, content: &Option<String>) {
+        self.files.insert(agent.clone(), content.clone());
+    }
+
+    pub(super) fn crashed(&mut self, life: u32) {
+        self.user_turns.retain(|(turn_life, _), _| *turn_life != life);
+    }
+
+    /// Whether the latest start of this agent heartbeat was asked for explicitly: such a
+    /// run goes through a pause, quiet hours and a backoff by design.
+    pub(super) fn explicit(&self, key: &HeartbeatKey) -> bool {
+        key.heartbeat.is_reserved() && self.wake_reason.get(key).is_some_and(|reason| reason.is_explicit())
+    }
+}
+
+impl Model<'_> {
+    pub(super) fn agent_event(&mut self, entry: &Entry, life: u32, event: &EngineEvent) -> Step {
+        match event {
+            EngineEvent::UserTurnStarted { agent } => {
+                *self.agents.user_turns.entry((life, agent.clone())).or_default() += 1;
+            }
+            EngineEvent::UserTurnEnded { agent } => {
+                if let Some(open) = self.agents.user_turns.get_mut(&(life, agent.clone())) {
+                    *open = open.saturating_sub(1);
+                }
+            }
+            EngineEvent::WakeDecided { key, reason, .. } => {
+                self.agents.wake_reason.insert(key.clone(), *reason);
+            }
+            EngineEvent::RunStarted { key, slot } if key.heartbeat.is_reserved() => {
+                return self.agent_started(entry, life, key, *slot);
+            }
+            EngineEvent::Skipped { key, reason: SkipReason::EmptyHeartbeatFile, slot } => {
+                self.count(EMPTY_FILE_SKIP);
+                let file = self.agents.files.get(&key.agent).cloned().flatten();
+                if !file.as_deref().is_some_and(|file| EMPTY_FILES.contains(&file)) {
+                    return fail(
+                        EMPTY_FILE_SKIP,
+                        format!("{key} slot {slot} skipped as empty, but its file is {file:?}"),
+                    );
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn agent_started(&mut self, entry: &Entry, life: u32, key: &HeartbeatKey, slot: Timestamp) -> Step {
+        self.count(USER_GOES_FIRST);
+        let open = self.agents.user_turns.get(&(life, key.agent.clone())).copied().unwrap_or(0);
+        if open > 0 {
+            return fail(USER_GOES_FIRST, format!("{key} started slot {slot} while {open} user turn(s) held the lane"));
+        }
+        self.count(FLOOD_CAPS);
+        let spacing = Duration::from_secs(AGENT_HEARTBEAT_SPACING_SECS_MIN);
+        let window = Duration::from_secs(AGENT_HEARTBEAT_FLOOD_WINDOW_SECS);
+        let starts = self.agents.starts.entry((life, key.agent.clone())).or_default();
+        if let Some(last) = starts.back() {
+            if entry.elapsed + DEADLINE_SLACK < *last + spacing {
+                let gap = entry.elapsed - *last;
+                return fail(FLOOD_CAPS, format!("{key} started {gap:?} after its previous start"));
+            }
+        }
+        while starts.front().is_some_and(|start| *start + window <= entry.elapsed) {
+            starts.pop_front();
+        }
+        starts.push_back(entry.elapsed);
+        if starts.len() > AGENT_HEARTBEAT_STARTS_PER_WINDOW_MAX {
+            return fail(FLOOD_CAPS, format!("{key} started {} times within {window:?}", starts.len()));
+        }
+        Ok(())
+    }
+
+    pub(super) fn agent_llm_call(&mut self, prompt: &str) -> Step {
+        if let Some((_, file)) = prompt.split_once(FILE_SECTION) {
+            self.count(EMPTY_FILE_NO_CALL);
+            if EMPTY_FILES.contains(&file) {
+                return fail(EMPTY_FILE_NO_CALL, format!("an LLM call for an effectively empty file: {prompt:?}"));
+            }
+        }
+        if let Some(listed) = prompt.strip_suffix(CRON_EVENT_PROMPT) {
+            for line in listed.lines() {
+                if let Some(text) = line.strip_prefix("- ") {
+                    self.agents.listed.insert(text.to_owned());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn event_queued(&mut self, entry: &Entry, agent: &AgentId, id: u64, text: &str, dropped: usize) {
+        self.agents.queued.insert(id, (agent.clone(), text.to_owned(), entry.elapsed));
+        let pending = self.agents.pending.entry(agent.clone()).or_default();
+        pending.push_back(id);
+        for _ in 0..dropped {
+            pending.pop_front();
+        }
+    }
+
+    pub(super) fn events_consumed(&mut self, key: &HeartbeatKey, slot: Timestamp, consumed: &[u64]) -> Step {
+        for id in consumed {
+            self.count(EVENT_CONSUMED_ONCE);
+            let Some((agent, text, _)) = self.agents.queued.get(id).cloned() else {
+                return fail(EVENT_CONSUMED_ONCE, format!("{key} slot {slot} consumed event {id}, never queued"));
+            };
+            if !self.agents.consumed.insert(*id) {
+                return fail(EVENT_CONSUMED_ONCE, format!("{key} slot {slot} consumed event {id} a second time"));
+            }
+            if agent != key.agent || !key.heartbeat.is_reserved() {
+                return fail(EVENT_CONSUMED_ONCE, format!("{key} consumed event {id} of agent {agent}"));
+            }
+            if !self.agents.listed.contains(&text) {
+                return fail(EVENT_CONSUMED_ONCE, format!("{key} consumed event {id} ({text:?}) no prompt listed"));
+            }
+            if let Some(pending) = self.agents.pending.get_mut(&agent) {
+                pending.retain(|pending| pending != id);
+            }
+        }
+        Ok(())
+    }
+
+    /// After healing, every event queued well before the end was processed, where the agent
+    /// heartbeat is enabled at the end.
+    pub(super) fn events_processed(&mut self, end: Duration, heartbeats: &[(HeartbeatKey, bool)]) -> Step {
+        let Some(healed_at) = self.healed_at else { return Ok(()) };
+        let from = healed_at + Duration::from_secs(SETTLE_SECS);
+        let until = end.saturating_sub(Duration::from_secs(EVENT_PROCESSING_SECS_MAX));
+        for (key, _) in heartbeats.iter().filter(|(key, enabled)| *enabled && key.heartbeat.is_reserved()) {
+            let pending = self.agents.pending.get(&key.agent).cloned().unwrap_or_default();
+            let due: Vec<(u64, String)> = self
+                .agents
+                .queued
+                .iter()
+                .filter(|(_, (agent, _, at))| *agent == key.agent && *at >= from && *at <= until)
+                .map(|(id, (_, text, _))| (*id, text.clone()))
+                .collect();
+            for (id, text) in due {
+                self.count(EVENTS_PROCESSED);
+                if pending.contains(&id) {
+                    return fail(EVENTS_PROCESSED, format!("event {id} ({text:?}) for {key} still pending at the end"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
