@@ -142,3 +142,10 @@ pub const SYSTEM_EVENTS_PER_AGENT_MAX: usize = 20;
 pub const SYSTEM_EVENT_TTL_SECS: u64 = 3_600;
 /// Bytes of `HEARTBEAT.md` put into the prompt; a longer file is cut (and says so).
 pub const HEARTBEAT_FILE_BYTES_MAX: usize = 64 * 1024;
+/// LLM calls one agent's runs may make per local day unless its config says otherwise
+/// (a heartbeat every minute with one call each stays below it).
+pub const LLM_CALLS_PER_DAY_DEFAULT: u64 = 2_000;
+/// The most a config may allow per agent and day.
+pub const LLM_CALLS_PER_DAY_LIMIT: u64 = 1_000_000;
+/// Run events a slow subscriber may fall behind by before it misses some (it is told how many).
+pub const RUN_EVENTS_BUFFERED_MAX: usize = 1_024;

@@ -8,11 +8,12 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use common::{cron_def, def, key, options, Behaviour, Rig};
-use systole::core::heartbeat::Origin;
+use systole::core::heartbeat::{HeartbeatDef, Origin};
 use systole::core::policy::{CatchUp, Overlap, RunPolicy};
 use systole::core::schedule::Schedule;
 use systole::driver::engine::NO_MORE_SLOTS;
 use systole::driver::events::EngineEvent;
+use systole::ports::clock::Clock;
 use systole::ports::store::{ExecutionStatus, Store};
 
 fn ts(text: &str) -> Timestamp {
@@ -180,5 +181,30 @@ async fn jitter_shifts_when_a_cron_runs_but_not_the_slot_it_stands_for() {
     let late = starts[0].0.duration_since(starts[0].1).unsigned_abs();
     assert!(late >= offset && late < offset + Duration::from_secs(1), "started {late:?} after, offset {offset:?}");
     assert!(!offset.is_zero(), "this id's offset is not zero, so the test shows something");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+/// Found by the simulator (seed 823): after a backward wall jump a heartbeat's slots run
+/// ahead of the wall; a definition replaced by a process that then died before storing the
+/// new next slot was armed from the wall clock at the next start-up, below slots it had run.
+#[tokio::test(start_paused = true)]
+async fn a_replaced_definition_never_runs_below_slots_already_run_after_a_restart() {
+    let rig = Rig::new();
+    let minutely = HeartbeatDef { origin: Origin::Runtime, ..def("main", "tick", 60) };
+    let engine = rig.start(&[]).await;
+    engine.upsert(minutely.clone()).await.expect("create");
+    rig.advance(181).await;
+    rig.clock.jump_wall(SignedDuration::from_secs(-3_600));
+    engine.shutdown(Duration::from_secs(1)).await;
+    let ran: Vec<Timestamp> = rig.starts("main", "tick").into_iter().map(|(_, slot)| slot).collect();
+    assert_eq!(ran.len(), 3);
+    // A tool replaced it (now every 5 min); the process died before it stored the next slot.
+    let five_minutes = HeartbeatDef { schedule: Schedule::Every(Duration::from_secs(300)), ..minutely };
+    rig.store.put_heartbeat(&five_minutes, rig.clock.wall()).await.expect("put");
+    let engine = rig.start(&[]).await;
+    rig.advance(3 * 300 + 1).await;
+    let slots: Vec<Timestamp> = rig.starts("main", "tick").into_iter().map(|(_, slot)| slot).collect();
+    assert!(slots.len() > 3, "it runs again: {slots:?}");
+    assert!(slots.windows(2).all(|pair| pair[0] < pair[1]), "slots only move forward: {slots:?}");
     engine.shutdown(Duration::from_secs(1)).await;
 }

@@ -46,6 +46,7 @@ fn finished(k: &HeartbeatKey, slot_secs: i64, succeeded: bool) -> RunRecord {
         reply: None,
         reply_digest: None,
         consumes: Vec::new(),
+        llm_calls: 0,
     }
 }
 

@@ -13,7 +13,9 @@ use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use systole::core::policy::RunPolicy;
 use systole::core::schedule::Schedule;
+use systole::core::visibility::Visibility;
 use systole::core::wake::WakeReason;
+use systole::limits::LLM_CALLS_PER_DAY_DEFAULT;
 
 use crate::workload::{prompt_for, Op, ScheduledOp};
 
@@ -37,9 +39,16 @@ const AGENT_OPS_MAX: usize = 60;
 const WAKE_BURST_MAX: usize = 12;
 const USER_TURN_SECS_MAX: u64 = 180;
 const TIMEOUT_SECS: u64 = 60;
+/// Budgets small enough that a day of the workload reaches them.
+const LLM_CALLS_PER_DAY_MIN: u64 = 20;
+const LLM_CALLS_PER_DAY_MAX: u64 = 400;
 
 /// What the layer adds to a seed.
 pub struct AgentLayer {
+    /// What the simulated inbox shows of runs.
+    pub visibility: Visibility,
+    /// Each agent's daily budget of LLM calls.
+    pub llm_calls_per_day: u64,
     pub heartbeats: Vec<HeartbeatDef>,
     /// Each agent's `HEARTBEAT.md` at the start (`None`: no file).
     pub files: Vec<(AgentId, Option<String>)>,
@@ -50,7 +59,17 @@ pub struct AgentLayer {
 pub fn agent_layer(rng: &mut ChaCha8Rng, heartbeats: &[HeartbeatDef], safety: Duration) -> AgentLayer {
     let mut agents: Vec<AgentId> = heartbeats.iter().map(|def| def.key.agent.clone()).collect();
     agents.dedup();
-    let mut layer = AgentLayer { heartbeats: Vec::new(), files: Vec::new(), ops: Vec::new() };
+    let mut layer = AgentLayer {
+        visibility: random_visibility(rng),
+        llm_calls_per_day: if rng.random_bool(0.5) {
+            rng.random_range(LLM_CALLS_PER_DAY_MIN..=LLM_CALLS_PER_DAY_MAX)
+        } else {
+            LLM_CALLS_PER_DAY_DEFAULT
+        },
+        heartbeats: Vec::new(),
+        files: Vec::new(),
+        ops: Vec::new(),
+    };
     let mut woken = Vec::new();
     for agent in agents {
         if !rng.random_bool(AGENT_HEARTBEAT_PROBABILITY) {
@@ -111,6 +130,16 @@ fn def(key: HeartbeatKey, kind: JobKind, schedule: Schedule, target: DeliveryTar
         active_hours: None,
         timeout: Duration::from_secs(TIMEOUT_SECS),
         origin: Origin::Config,
+    }
+}
+
+/// Mostly the defaults; sometimes acknowledgements shown, alerts hidden, or nothing shown.
+fn random_visibility(rng: &mut ChaCha8Rng) -> Visibility {
+    match rng.random_range(0..10) {
+        0 => Visibility { show_ok: true, ..Visibility::default() },
+        1 => Visibility { show_alerts: false, ..Visibility::default() },
+        2 => Visibility { show_ok: false, show_alerts: false, use_indicator: false },
+        _ => Visibility::default(),
     }
 }
 

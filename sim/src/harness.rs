@@ -156,6 +156,8 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         ..EngineOptions::default()
     };
     options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);
+    options.agent_default.llm_calls_per_day = world.options.llm_calls_per_day;
+    options.visibility.defaults = world.options.visibility;
     let engine = match driver::boot(ports, &world.options.heartbeats, options).await {
         Ok((engine, _)) => engine,
         Err(error) => {

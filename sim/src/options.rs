@@ -65,6 +65,10 @@ pub struct SimOptions {
     pub error_backoff: Vec<Duration>,
     /// Each agent's `HEARTBEAT.md` at the start (`None`: no file).
     pub files: Vec<(systole::core::ids::AgentId, Option<String>)>,
+    /// What the simulated inbox shows of runs.
+    pub visibility: systole::core::visibility::Visibility,
+    /// Each agent's daily budget of LLM calls.
+    pub llm_calls_per_day: u64,
 }
 
 const SAFETY_SECS_MIN: u64 = 2 * 3_600;
@@ -131,6 +135,8 @@ impl SimOptions {
             breaker_failures_max: systole::limits::BREAKER_FAILURES_MAX_DEFAULT,
             error_backoff,
             files: layer.files,
+            visibility: layer.visibility,
+            llm_calls_per_day: layer.llm_calls_per_day,
         }
     }
 
@@ -159,6 +165,8 @@ impl SimOptions {
         for def in &self.heartbeats {
             let _ = writeln!(out, "heartbeat: {}", workload::describe_def(def));
         }
+        let _ = writeln!(out, "visibility of the inbox: {:?}", self.visibility);
+        let _ = writeln!(out, "LLM calls per agent and day: {}", self.llm_calls_per_day);
         for (agent, file) in &self.files {
             let _ = writeln!(out, "HEARTBEAT.md of {agent}: {file:?}");
         }

@@ -303,9 +303,21 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         EngineEvent::RunStarted { key, slot } => {
             w.tag(7).key(key).time(*slot);
         }
-        EngineEvent::RunFinished { key, slot, status, delivery, duration, error, reply, recorded } => {
+        EngineEvent::RunFinished {
+            key,
+            slot,
+            status,
+            delivery,
+            duration,
+            error,
+            reply,
+            recorded,
+            llm_calls,
+            finished_at,
+        } => {
             w.tag(8).key(key).time(*slot).str(status.as_str()).str(delivery.as_str()).duration(*duration);
             w.str(error.as_deref().unwrap_or("")).str(reply.map_or("", |r| r.as_str())).bool(*recorded);
+            w.u64(u64::from(*llm_calls)).time(*finished_at);
         }
         EngineEvent::BreakerTripped { key, consecutive_failures } => {
             w.tag(9).key(key).u64(u64::from(*consecutive_failures));
@@ -412,8 +424,10 @@ fn describe_engine_event(event: &EngineEvent) -> String {
             format!("retired {key}: no more slots ({})", if *deleted { "deleted" } else { "disabled" })
         }
         EngineEvent::RunStarted { key, slot } => format!("run started {key} slot {slot}"),
-        EngineEvent::RunFinished { key, slot, status, delivery, duration, error, reply, recorded } => format!(
-            "run finished {key} slot {slot}: {} delivery {} reply {} in {:.3}s{}{}",
+        EngineEvent::RunFinished {
+            key, slot, status, delivery, duration, error, reply, recorded, llm_calls, ..
+        } => format!(
+            "run finished {key} slot {slot}: {} delivery {} reply {} in {:.3}s, {llm_calls} llm calls{}{}",
             status.as_str(),
             delivery.as_str(),
             reply.map_or("-", |r| r.as_str()),

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::limits::{
     ACK_MAX_CHARS_DEFAULT, AGENT_LOOP_ITERATIONS_MAX_DEFAULT, HEARTBEATS_PER_AGENT_MAX_DEFAULT,
-    MODEL_INTERVAL_SECS_MIN_DEFAULT, PAUSE_MINUTES_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT,
+    LLM_CALLS_PER_DAY_DEFAULT, MODEL_INTERVAL_SECS_MIN_DEFAULT, PAUSE_MINUTES_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +29,9 @@ pub struct AgentSettings {
     pub ack_max_chars: usize,
     /// The agent heartbeat's own model and acknowledgement length.
     pub agent_heartbeat: AgentHeartbeatSettings,
+    /// LLM calls the agent's runs may make per local day (in `timezone`), all its
+    /// heartbeats and jobs together; then runs skip with reason `budget`.
+    pub llm_calls_per_day: u64,
 }
 
 /// What `[agents.heartbeat]` sets for the agent heartbeat's runs only.
@@ -57,6 +60,7 @@ impl Default for AgentSettings {
             allowed_targets: BTreeSet::from(["stdout".to_owned()]),
             ack_max_chars: ACK_MAX_CHARS_DEFAULT,
             agent_heartbeat: AgentHeartbeatSettings::default(),
+            llm_calls_per_day: LLM_CALLS_PER_DAY_DEFAULT,
         }
     }
 }

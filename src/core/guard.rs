@@ -17,8 +17,13 @@ pub enum SkipReason {
     EmptyHeartbeatFile,
     /// A user conversation holds the agent's lane; the agent heartbeat retries shortly.
     RequestsInFlight,
+    /// The target shows nothing (no acknowledgements, no alerts, no indicator): a run
+    /// would cost money for nobody.
+    AlertsDisabled,
     /// The agent heartbeat ran too recently or too often; it runs when the guard opens.
     FloodGuard,
+    /// The agent's LLM calls today reached its daily budget; runs resume the next local day.
+    Budget,
     /// The previous run failed and its error backoff has not passed.
     Backoff,
     /// The heartbeat's previous run is still going and its overlap policy does not run or
@@ -27,13 +32,15 @@ pub enum SkipReason {
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 8] = [
+    pub const ALL: [SkipReason; 10] = [
         SkipReason::Disabled,
         SkipReason::Paused,
         SkipReason::QuietHours,
         SkipReason::EmptyHeartbeatFile,
         SkipReason::RequestsInFlight,
+        SkipReason::AlertsDisabled,
         SkipReason::FloodGuard,
+        SkipReason::Budget,
         SkipReason::Backoff,
         SkipReason::Overlap,
     ];
@@ -45,7 +52,9 @@ impl SkipReason {
             SkipReason::QuietHours => "quiet-hours",
             SkipReason::EmptyHeartbeatFile => "empty-heartbeat-file",
             SkipReason::RequestsInFlight => "requests-in-flight",
+            SkipReason::AlertsDisabled => "alerts-disabled",
             SkipReason::FloodGuard => "flood-guard",
+            SkipReason::Budget => "budget",
             SkipReason::Backoff => "backoff",
             SkipReason::Overlap => "overlap",
         }
@@ -67,8 +76,12 @@ pub struct GuardInput<'a> {
     pub heartbeat_file_empty: bool,
     /// A user turn holds the agent's lane (agent heartbeat only).
     pub user_busy: bool,
+    /// Its target shows nothing of a run.
+    pub alerts_disabled: bool,
     /// The agent heartbeat's flood guard is closed.
     pub flooded: bool,
+    /// The agent's daily LLM budget is spent.
+    pub over_budget: bool,
     /// A failed run's error backoff still holds.
     pub in_backoff: bool,
     /// A run is in flight and the overlap policy neither runs nor holds this slot.
@@ -99,8 +112,14 @@ pub fn check(input: GuardInput<'_>) -> Result<(), SkipReason> {
     if input.user_busy {
         return Err(SkipReason::RequestsInFlight);
     }
+    if input.alerts_disabled {
+        return Err(SkipReason::AlertsDisabled);
+    }
     if input.flooded {
         return Err(SkipReason::FloodGuard);
+    }
+    if input.over_budget {
+        return Err(SkipReason::Budget);
     }
     if input.in_backoff {
         return Err(SkipReason::Backoff);
@@ -122,7 +141,9 @@ mod tests {
             active_hours: window,
             heartbeat_file_empty: false,
             user_busy: false,
+            alerts_disabled: false,
             flooded: false,
+            over_budget: false,
             in_backoff: false,
             run_in_flight: false,
             wall_now: "2026-01-05T12:00:00Z".parse().expect("test timestamp"),
@@ -142,6 +163,8 @@ mod tests {
         );
         assert_eq!(check(GuardInput { user_busy: true, ..input(None) }), Err(SkipReason::RequestsInFlight));
         assert_eq!(check(GuardInput { flooded: true, ..input(None) }), Err(SkipReason::FloodGuard));
+        assert_eq!(check(GuardInput { alerts_disabled: true, ..input(None) }), Err(SkipReason::AlertsDisabled));
+        assert_eq!(check(GuardInput { over_budget: true, ..input(None) }), Err(SkipReason::Budget));
         assert_eq!(check(GuardInput { in_backoff: true, ..input(None) }), Err(SkipReason::Backoff));
         assert_eq!(check(GuardInput { run_in_flight: true, ..input(None) }), Err(SkipReason::Overlap));
     }
@@ -162,14 +185,16 @@ mod tests {
             paused: true,
             heartbeat_file_empty: true,
             user_busy: true,
+            alerts_disabled: true,
             flooded: true,
+            over_budget: true,
             in_backoff: true,
             run_in_flight: true,
             ..input(Some(&night))
         };
         let mut step = all;
         let mut seen = Vec::new();
-        for clear in 0..8 {
+        for clear in 0..SkipReason::ALL.len() {
             let Err(reason) = check(step) else { break };
             seen.push(reason);
             match clear {
@@ -178,8 +203,10 @@ mod tests {
                 2 => step.active_hours = None,
                 3 => step.heartbeat_file_empty = false,
                 4 => step.user_busy = false,
-                5 => step.flooded = false,
-                6 => step.in_backoff = false,
+                5 => step.alerts_disabled = false,
+                6 => step.flooded = false,
+                7 => step.over_budget = false,
+                8 => step.in_backoff = false,
                 _ => step.run_in_flight = false,
             }
         }

@@ -3,6 +3,7 @@
 
 pub mod active_hours;
 pub mod breaker;
+pub mod budget;
 pub mod cron;
 pub mod delivery_target;
 pub mod duration;
@@ -19,4 +20,5 @@ pub mod schedule_fields;
 pub mod slots;
 pub mod system_events;
 pub mod timer_queue;
+pub mod visibility;
 pub mod wake;

@@ -14,11 +14,12 @@ use crate::core::delivery_target::DeliveryTarget;
 use crate::core::duration::parse_duration;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::AgentId;
+use crate::core::visibility::VisibilityRules;
 use crate::limits::{
     ACK_MAX_CHARS_LIMIT, AGENT_LOOP_ITERATIONS_MAX_LIMIT, BREAKER_FAILURES_MAX_DEFAULT, INTERVAL_SECS_MAX,
-    INTERVAL_SECS_MIN, LLM_ATTEMPTS_MAX_DEFAULT, LLM_ATTEMPTS_MAX_LIMIT, LLM_TIMEOUT_SECS_DEFAULT,
-    PAUSE_MINUTES_MAX_LIMIT, RUNS_IN_FLIGHT_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX,
-    SHUTDOWN_GRACE_SECS_DEFAULT, WEBHOOK_ATTEMPTS_MAX_DEFAULT, WEBHOOK_ATTEMPTS_MAX_LIMIT,
+    INTERVAL_SECS_MIN, LLM_ATTEMPTS_MAX_DEFAULT, LLM_ATTEMPTS_MAX_LIMIT, LLM_CALLS_PER_DAY_LIMIT,
+    LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT, RUNS_IN_FLIGHT_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT,
+    RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT, WEBHOOK_ATTEMPTS_MAX_DEFAULT, WEBHOOK_ATTEMPTS_MAX_LIMIT,
     WEBHOOK_TIMEOUT_SECS_DEFAULT,
 };
 
@@ -78,6 +79,8 @@ pub struct Config {
     pub agent_default: AgentSettings,
     /// Each agent's `workspace` folder, resolved against the config file's folder.
     pub workspaces: BTreeMap<AgentId, PathBuf>,
+    /// What each target shows of runs.
+    pub visibility: VisibilityRules,
 }
 
 #[derive(Deserialize, Default)]
@@ -92,6 +95,8 @@ struct RawConfig {
     engine: RawEngine,
     #[serde(default)]
     defaults: agent_heartbeat::RawDefaults,
+    #[serde(default)]
+    visibility: visibility::RawVisibility,
     #[serde(default)]
     agents: Vec<RawAgent>,
 }
@@ -156,6 +161,8 @@ struct RawAgent {
     /// The shortest interval the `heartbeat` tool accepts from the model.
     model_interval_min: Option<String>,
     heartbeats_max: Option<usize>,
+    /// LLM calls the agent's runs may make per local day (the daily budget).
+    llm_calls_per_day: Option<u64>,
     /// Characters of note an `HEARTBEAT_OK` reply may carry and still not be delivered.
     ack_max_chars: Option<usize>,
     /// The folder of the agent's `HEARTBEAT.md` (relative to the config file).
@@ -340,6 +347,7 @@ impl Validator<'_> {
         let system_prompt = llm.system_prompt.clone();
         let llm = self.llm(llm)?;
         let webhooks = self.webhooks(raw.adapters)?;
+        let visibility = self.visibility(raw.visibility, &webhooks)?;
         let (engine, timezone, run_timeout) = self.engine(raw.engine)?;
         let mut allowed_targets: BTreeSet<String> = webhooks.keys().map(|name| format!("webhook:{name}")).collect();
         allowed_targets.insert(DeliveryTarget::STDOUT.to_owned());
@@ -422,6 +430,7 @@ impl Validator<'_> {
             agents,
             agent_default,
             workspaces,
+            visibility,
         })
     }
 
@@ -459,6 +468,12 @@ impl Validator<'_> {
             )?,
             None => defaults.model_interval_min,
         };
+        let llm_calls_per_day = self.count(
+            &format!("{field}.llm_calls_per_day"),
+            agent.llm_calls_per_day,
+            defaults.llm_calls_per_day,
+            LLM_CALLS_PER_DAY_LIMIT,
+        )?;
         let ack_max_chars = match agent.ack_max_chars {
             None => defaults.ack_max_chars,
             Some(chars) if chars <= ACK_MAX_CHARS_LIMIT => chars,
@@ -469,6 +484,7 @@ impl Validator<'_> {
         };
         Ok(AgentSettings {
             ack_max_chars,
+            llm_calls_per_day,
             loop_iterations_max: u32::try_from(loop_iterations_max).unwrap_or(u32::MAX),
             pause_minutes_max: u32::try_from(pause_minutes_max).unwrap_or(u32::MAX),
             model_interval_min,
@@ -659,6 +675,9 @@ mod jobs;
 
 #[path = "config_agent.rs"]
 mod agent_heartbeat;
+
+#[path = "config_visibility.rs"]
+mod visibility;
 
 #[cfg(test)]
 #[path = "config_tests.rs"]

@@ -305,3 +305,38 @@ fn agent_heartbeat_refusals_name_the_field() {
     let error = refused(&format!("{LLM}[[agents]]\nid = \"ops\"\nworkspace = \"w\"\n"));
     assert_eq!(error.field, "agents[0].heartbeat.target");
 }
+
+#[test]
+fn visibility_levels_and_the_budget_are_read_and_checked() {
+    use crate::core::visibility::Visibility;
+
+    let text = format!(
+        "{LLM}[adapters.webhook.ops]\nurl = \"http://127.0.0.1:9/\"\n[visibility]\nshow_ok = true\n\
+         [visibility.adapters.webhook]\nuse_indicator = false\n[visibility.targets.\"webhook:ops\"]\nshow_alerts = false\n\
+         [[agents]]\nid = \"ops\"\nllm_calls_per_day = 50\n"
+    );
+    let config = parse_text(&text).expect("valid");
+    let target = |text: &str| crate::core::delivery_target::DeliveryTarget::parse(text).expect("target");
+    assert_eq!(
+        config.visibility.resolve(&target("webhook:ops")),
+        Visibility { show_ok: true, show_alerts: false, use_indicator: false }
+    );
+    assert_eq!(config.visibility.resolve(&target("stdout")), Visibility { show_ok: true, ..Visibility::default() });
+    assert_eq!(config.agents[&AgentId::new("ops").expect("id")].llm_calls_per_day, 50);
+    assert_eq!(config.agent_default.llm_calls_per_day, crate::limits::LLM_CALLS_PER_DAY_DEFAULT);
+
+    let cases = [
+        (format!("{LLM}[visibility.adapters.pager]\nshow_ok = true\n"), "visibility.adapters.pager", "not an adapter"),
+        (
+            format!("{LLM}[visibility.targets.\"webhook:nope\"]\nshow_ok = true\n"),
+            "visibility.targets",
+            "no configured adapter",
+        ),
+        (format!("{LLM}[[agents]]\nid = \"a\"\nllm_calls_per_day = 0\n"), "agents[0].llm_calls_per_day", "from 1"),
+    ];
+    for (text, field, problem) in cases {
+        let error = refused(&text);
+        assert!(error.field.starts_with(field), "{text}\n{error}");
+        assert!(error.problem.contains(problem), "{field}: {:?} should mention {problem:?}", error.problem);
+    }
+}

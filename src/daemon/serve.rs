@@ -63,6 +63,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         system_prompt: config.system_prompt.clone().unwrap_or(EngineOptions::default().system_prompt),
         agents: config.agents.clone(),
         agent_default: config.agent_default.clone(),
+        visibility: config.visibility.clone(),
         ..EngineOptions::default()
     };
     let (engine, report) = driver::boot(ports, &config.heartbeats, options).await?;

@@ -1,6 +1,7 @@
 //! The driver loop: one task that owns the schedule, sleeps until the earliest due slot,
 //! decides what each due slot does, and dispatches runs concurrently (bounded).
 
+mod budget;
 mod wakes;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -12,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use jiff::Timestamp;
 
+use crate::core::budget::DayLedger;
 use crate::core::flood::FloodGuard;
 use crate::core::guard::{self, GuardInput};
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, JobKind, Origin};
@@ -23,6 +25,7 @@ use crate::core::timer_queue::TimerQueue;
 use crate::core::wake::{PendingWake, WakeReason};
 use crate::driver::events::EngineEvent;
 use crate::driver::run::{run_claimed, FinishedRun, RunContext};
+use crate::driver::run_events::RunEvent;
 use crate::limits::DUE_PER_WAKE_MAX;
 use crate::ports::clock::{Mono, Now};
 use crate::ports::store::{ClaimOutcome, ExecutionStatus, SkipRecord, SlotClaim};
@@ -110,6 +113,8 @@ pub(crate) struct Driver {
     prepared: BTreeMap<HeartbeatKey, wakes::Prepared>,
     /// The latest slot each agent heartbeat was decided under (read from the store once).
     agent_slots: BTreeMap<AgentId, Timestamp>,
+    /// LLM calls per agent in its current local day.
+    ledgers: BTreeMap<AgentId, DayLedger>,
     permits: Arc<Semaphore>,
     commands: mpsc::Receiver<Command>,
     completions_tx: mpsc::UnboundedSender<FinishedRun>,
@@ -129,6 +134,7 @@ impl Driver {
             floods: BTreeMap::new(),
             prepared: BTreeMap::new(),
             agent_slots: BTreeMap::new(),
+            ledgers: BTreeMap::new(),
             permits: Arc::new(Semaphore::new(runs_in_flight_max.max(1))),
             commands,
             completions_tx,
@@ -164,7 +170,15 @@ impl Driver {
                 let timer = match heartbeat.state.next_slot {
                     Some(next_slot) => Some(SlotTimer::resume(now, schedule, jitter, next_slot)),
                     None => {
+                        // No stored next slot: new, or replaced (the store forgets a replaced
+                        // definition's slot). Its slots must still go above any it has run,
+                        // which a backward wall jump may have put ahead of the wall clock.
+                        let latest = self.latest_slot(&key).await;
                         let timer = SlotTimer::first(now, schedule, jitter);
+                        let timer = match (timer, latest) {
+                            (Some(timer), Some(latest)) => timer.lifted_above(latest, schedule),
+                            (timer, _) => timer,
+                        };
                         if let Some(timer) = timer {
                             first_slots.push((key.clone(), timer.next_slot));
                         }
@@ -276,7 +290,9 @@ impl Driver {
         let mut claims = Vec::new();
         let mut claimed_now: BTreeMap<HeartbeatKey, usize> = BTreeMap::new();
         let mut skips = Vec::new();
+        let spent = self.spent_budgets(due.iter().map(|(key, _)| key.agent.clone()).collect(), now).await;
         for (key, slot) in due {
+            let alerts_disabled = self.entries.get(&key).is_some_and(|entry| self.shows_nothing(&entry.def));
             let paused = self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now));
             let next_slot = self.timers.timer(&key).map_or(slot, |timer| timer.next_slot);
             let Some(entry) = self.entries.get_mut(&key) else { continue };
@@ -288,7 +304,9 @@ impl Driver {
                 active_hours: entry.def.active_hours.as_ref(),
                 heartbeat_file_empty: false,
                 user_busy: false,
+                alerts_disabled,
                 flooded: false,
+                over_budget: Self::held_by_budget(&entry.def, &spent),
                 in_backoff: entry.backoff_until.is_some_and(|until| now.mono < until),
                 run_in_flight: overlap == OverlapDecision::Skip,
                 wall_now: now.wall,
@@ -301,6 +319,7 @@ impl Driver {
                 }
                 Err(reason) => {
                     self.context.events.emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot, reason });
+                    self.context.run_events.publish(RunEvent::skipped(key.clone(), slot, now.wall, reason));
                     skips.push(SkipRecord { key, slot, at: now.wall, reason, next_slot });
                 }
             }
@@ -376,7 +395,15 @@ impl Driver {
     }
 
     fn complete(&mut self, finished: FinishedRun) {
-        let FinishedRun { record, breaker } = finished;
+        let FinishedRun { record, breaker, withheld } = finished;
+        if breaker.is_some() {
+            self.count_llm_calls(&record);
+        }
+        let use_indicator = self
+            .entries
+            .get(&record.key)
+            .is_none_or(|entry| self.context.visibility.resolve(&entry.def.target).use_indicator);
+        self.context.run_events.publish(RunEvent::finished(&record, withheld, use_indicator));
         self.runs.remove(&(record.key.clone(), record.slot));
         let now = self.context.clock.now();
         self.context.events.emit(
@@ -390,6 +417,8 @@ impl Driver {
                 error: record.error.clone(),
                 reply: record.reply,
                 recorded: breaker.is_some(),
+                llm_calls: record.llm_calls,
+                finished_at: record.finished_at,
             },
         );
         let Some(entry) = self.entries.get_mut(&record.key) else { return };
@@ -561,6 +590,17 @@ impl Driver {
             None => {
                 entry.exhausted = true;
                 self.disarm(key);
+            }
+        }
+    }
+
+    /// The latest slot the store has decided for `key`, if any.
+    async fn latest_slot(&self, key: &HeartbeatKey) -> Option<Timestamp> {
+        match self.context.store.executions(key, 1).await {
+            Ok(latest) => latest.first().map(|execution| execution.slot),
+            Err(error) => {
+                self.store_failed("executions", error.to_string(), "its first slot may be found claimed and skipped");
+                None
             }
         }
     }

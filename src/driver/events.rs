@@ -72,6 +72,9 @@ pub enum EngineEvent {
         reply: Option<ReplyKind>,
         /// Whether the result reached the store (see `FinishedRun::breaker`).
         recorded: bool,
+        /// LLM calls the run made, and when it was recorded as finished (the budget's day).
+        llm_calls: u32,
+        finished_at: Timestamp,
     },
     BreakerTripped {
         key: HeartbeatKey,
@@ -165,10 +168,21 @@ impl EventSink for TracingSink {
                 tracing::warn!(%at, heartbeat = %key, %slot, "slot already claimed; not running it again");
             }
             EngineEvent::RunStarted { key, slot } => tracing::info!(%at, heartbeat = %key, %slot, "run started"),
-            EngineEvent::RunFinished { key, slot, status, delivery, duration, error, reply, recorded } => {
+            EngineEvent::RunFinished {
+                key,
+                slot,
+                status,
+                delivery,
+                duration,
+                error,
+                reply,
+                recorded,
+                llm_calls,
+                ..
+            } => {
                 tracing::info!(
                     %at, heartbeat = %key, %slot, status = status.as_str(), delivery = delivery.as_str(),
-                    reply = reply.map_or("-", ReplyKind::as_str),
+                    reply = reply.map_or("-", ReplyKind::as_str), llm_calls,
                     duration_ms = duration.as_millis() as u64, error = error.as_deref().unwrap_or(""), recorded, "run finished"
                 )
             }

@@ -6,6 +6,7 @@ pub mod engine;
 pub mod events;
 pub mod lanes;
 pub mod run;
+pub mod run_events;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,12 +22,14 @@ use crate::agent::HEARTBEAT_SYSTEM_PROMPT_DEFAULT;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::Pause;
+use crate::core::visibility::VisibilityRules;
 use crate::core::wake::WakeReason;
 use crate::driver::control::Control;
 use crate::driver::engine::{Command, Driver};
 use crate::driver::events::{EngineEvent, EventSink, TracingSink};
 use crate::driver::lanes::{Lanes, UserTurn};
 use crate::driver::run::RunContext;
+use crate::driver::run_events::RunEvents;
 use crate::limits::{BREAKER_FAILURES_MAX_DEFAULT, ERROR_BACKOFF_SECS_DEFAULT, RUNS_IN_FLIGHT_MAX_DEFAULT};
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
@@ -73,6 +76,8 @@ pub struct EngineOptions {
     pub agent_default: AgentSettings,
     /// The tools every run offers the model.
     pub toolbox: ToolBox,
+    /// What each target shows of runs (`show_ok`, `show_alerts`, `use_indicator`).
+    pub visibility: VisibilityRules,
 }
 
 impl Default for EngineOptions {
@@ -86,6 +91,7 @@ impl Default for EngineOptions {
             agents: BTreeMap::new(),
             agent_default: AgentSettings::default(),
             toolbox: ToolBox::standard(),
+            visibility: VisibilityRules::default(),
         }
     }
 }
@@ -105,6 +111,7 @@ pub struct EngineHandle {
     commands: mpsc::Sender<Command>,
     driver: JoinHandle<()>,
     lanes: Arc<Lanes>,
+    run_events: Arc<RunEvents>,
 }
 
 const COMMAND_QUEUE_MAX: usize = 1_024;
@@ -139,6 +146,7 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
     let pauses = ports.store.load_pauses().await?;
     let (commands, receiver) = mpsc::channel(COMMAND_QUEUE_MAX);
     let lanes = Arc::new(Lanes::new(Arc::clone(&ports.clock), Arc::clone(&ports.events)));
+    let run_events = Arc::new(RunEvents::default());
     let control = Control::new(Arc::clone(&ports.store), Arc::clone(&ports.clock), commands.clone());
     let context = RunContext {
         clock: Arc::clone(&ports.clock),
@@ -156,11 +164,13 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
         agent_default: Arc::new(options.agent_default),
         workspace: Arc::clone(&ports.workspace),
         lanes: Arc::clone(&lanes),
+        visibility: Arc::new(options.visibility),
+        run_events: Arc::clone(&run_events),
     };
     let mut driver = Driver::new(context, options.runs_in_flight_max, receiver);
     driver.load(heartbeats, pauses).await;
     let driver = tokio::spawn(driver.run());
-    Ok(EngineHandle { control, commands, driver, lanes })
+    Ok(EngineHandle { control, commands, driver, lanes, run_events })
 }
 
 impl EngineHandle {
@@ -215,6 +225,11 @@ impl EngineHandle {
     /// returned turn is dropped.
     pub async fn begin_user_turn(&self, agent: &AgentId) -> UserTurn {
         self.lanes.begin_user_turn(agent).await
+    }
+
+    /// Run events: subscribe, or read an agent's last one.
+    pub fn run_events(&self) -> &RunEvents {
+        &self.run_events
     }
 
     /// The agents' lanes, for user turns begun from tasks that outlive a borrow of the handle.

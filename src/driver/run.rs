@@ -2,6 +2,7 @@
 //! result and the breaker step written in one awaited store call.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -14,12 +15,14 @@ use crate::core::heartbeat::{HeartbeatDef, JobKind};
 use crate::core::ids::AgentId;
 use crate::core::reply::{self, Reply, ReplyKind};
 use crate::core::system_events::cron_event_text;
+use crate::core::visibility::VisibilityRules;
 use crate::driver::control::Control;
 use crate::driver::events::{EngineEvent, EventSink};
 use crate::driver::lanes::Lanes;
+use crate::driver::run_events::RunEvents;
 use crate::limits::{DEDUP_WINDOW_SECS, ERROR_TEXT_CHARS_MAX, OUTPUT_PREVIEW_CHARS_MAX};
 use crate::ports::clock::Clock;
-use crate::ports::llm::Llm;
+use crate::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError};
 use crate::ports::messenger::{Delivery, Messenger};
 use crate::ports::store::{DeliveryStatus, ExecutionStatus, Queued, RunRecord, StopReason, Store};
 use crate::ports::workspace::Workspace;
@@ -43,6 +46,8 @@ pub struct RunContext {
     pub agent_default: Arc<AgentSettings>,
     pub workspace: Arc<dyn Workspace>,
     pub lanes: Arc<Lanes>,
+    pub visibility: Arc<VisibilityRules>,
+    pub run_events: Arc<RunEvents>,
 }
 
 impl RunContext {
@@ -51,6 +56,10 @@ impl RunContext {
         self.agents.get(agent).cloned().unwrap_or_else(|| Arc::clone(&self.agent_default))
     }
 }
+
+/// What a target that shows acknowledgements (`show_ok`) gets for a bare `HEARTBEAT_OK`:
+/// never the token itself.
+pub const ACK_SHOWN_TEXT: &str = "OK";
 
 /// The key a receiver can drop duplicates by: the same for every attempt at one slot.
 pub fn idempotency_key(def: &HeartbeatDef, slot: Timestamp) -> String {
@@ -65,6 +74,32 @@ struct Outcome {
     stop_reason: Option<StopReason>,
     reply: Option<ReplyKind>,
     reply_digest: Option<String>,
+    /// Why a successful run delivered nothing though it had something to say.
+    withheld: Option<Withheld>,
+}
+
+/// Why a reply with something to say was not delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Withheld {
+    /// The target is `silent`: the reply stays in the run log.
+    Silent,
+    /// The target does not show alerts (`show_alerts = false`).
+    AlertsHidden,
+    /// Identical to one delivered within the dedup window.
+    Duplicate,
+    /// A main-mode cron job: its text went to the agent heartbeat as a system event.
+    SystemEvent,
+}
+
+impl Withheld {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Withheld::Silent => "silent",
+            Withheld::AlertsHidden => "alerts-hidden",
+            Withheld::Duplicate => "duplicate",
+            Withheld::SystemEvent => "system-event",
+        }
+    }
 }
 
 impl Outcome {
@@ -77,7 +112,13 @@ impl Outcome {
             stop_reason,
             reply: None,
             reply_digest: None,
+            withheld: None,
         }
+    }
+
+    fn withheld(mut self, why: Withheld) -> Self {
+        self.withheld = Some(why);
+        self
     }
 
     /// A successful run that delivers nothing.
@@ -90,6 +131,7 @@ impl Outcome {
             stop_reason,
             reply,
             reply_digest: None,
+            withheld: None,
         }
     }
 }
@@ -102,6 +144,22 @@ pub struct FinishedRun {
     /// still says `running` (start-up will mark it interrupted) and the breaker did not
     /// move, so the driver must not act on it either.
     pub breaker: Option<BreakerStep>,
+    /// Why a successful run with something to say delivered nothing.
+    pub withheld: Option<Withheld>,
+}
+
+/// Counts the LLM calls of one run, also those of a run its budget cuts off.
+struct CountingLlm {
+    inner: Arc<dyn Llm>,
+    calls: Arc<AtomicU32>,
+}
+
+#[async_trait::async_trait]
+impl Llm for CountingLlm {
+    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.complete(request).await
+    }
 }
 
 /// Runs a claimed slot to the end and records it. Never panics on what the LLM, the tools
@@ -110,9 +168,11 @@ pub struct FinishedRun {
 pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp, consumes: Vec<u64>) -> FinishedRun {
     let started = context.clock.monotonic();
     let deadline = started + def.timeout;
+    let calls = Arc::new(AtomicU32::new(0));
+    let llm = CountingLlm { inner: Arc::clone(&context.llm), calls: Arc::clone(&calls) };
     let outcome = tokio::select! {
         biased;
-        outcome = attempt(&context, &def, slot) => outcome,
+        outcome = attempt(&context, &def, slot, &llm) => outcome,
         () = context.clock.sleep_until(deadline) => Outcome {
             status: ExecutionStatus::TimedOut,
             // A delivery cut off mid-way may or may not have arrived; the idempotency key
@@ -123,6 +183,7 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
             stop_reason: None,
             reply: None,
             reply_digest: None,
+            withheld: None,
         },
     };
     let record = RunRecord {
@@ -138,6 +199,7 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         reply: outcome.reply,
         reply_digest: outcome.reply_digest,
         consumes,
+        llm_calls: calls.load(Ordering::SeqCst),
     };
     let breaker = match context.store.finish_runs(std::slice::from_ref(&record), context.breaker_failures_max).await {
         Ok(steps) => steps.first().copied(),
@@ -152,10 +214,10 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
             None
         }
     };
-    FinishedRun { record, breaker }
+    FinishedRun { record, breaker, withheld: outcome.withheld }
 }
 
-async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> Outcome {
+async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp, llm: &dyn Llm) -> Outcome {
     if def.kind == JobKind::CronMain {
         return queue_system_event(context, def).await;
     }
@@ -169,16 +231,7 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> O
         ),
         _ => (context.model.as_deref(), settings.ack_max_chars),
     };
-    let looped = match run_loop(
-        context.llm.as_ref(),
-        &context.toolbox,
-        &tools,
-        &context.system_prompt,
-        &def.prompt,
-        model,
-    )
-    .await
-    {
+    let looped = match run_loop(llm, &context.toolbox, &tools, &context.system_prompt, &def.prompt, model).await {
         Ok(looped) => looped,
         Err(error) => return Outcome::failed(error.to_string(), None),
     };
@@ -189,24 +242,37 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> O
         return Outcome::failed(error, stop_reason);
     }
     let raw = looped.text.unwrap_or_default();
-    let text = match reply::classify(&raw, ack_max_chars) {
+    let visibility = context.visibility.resolve(&def.target);
+    let (text, kind, digest) = match reply::classify(&raw, ack_max_chars) {
         Reply::Empty => return Outcome::quiet(Some(ReplyKind::Empty), None, stop_reason),
-        // "All is well": never delivered to anyone, named heartbeats included.
+        // "All is well": the token is never delivered to anyone, named heartbeats included;
+        // a target that shows acknowledgements gets their note (or `ACK_SHOWN_TEXT`).
         Reply::Ack { note } => {
             let preview = (!note.is_empty()).then(|| truncate_chars(&note, OUTPUT_PREVIEW_CHARS_MAX));
-            return Outcome::quiet(Some(ReplyKind::Token), preview, stop_reason);
+            if !visibility.show_ok || def.target.is_silent() {
+                return Outcome::quiet(Some(ReplyKind::Token), preview, stop_reason);
+            }
+            let text = if note.is_empty() { ACK_SHOWN_TEXT.to_owned() } else { note };
+            (text, ReplyKind::Token, None)
         }
-        Reply::Alert { text } => text,
+        Reply::Alert { text } => {
+            let preview = Some(truncate_chars(&text, OUTPUT_PREVIEW_CHARS_MAX));
+            if def.target.is_silent() {
+                // `delivery = "silent"`: the reply stays in the run log.
+                return Outcome::quiet(None, preview, stop_reason).withheld(Withheld::Silent);
+            }
+            if !visibility.show_alerts {
+                return Outcome::quiet(None, preview, stop_reason).withheld(Withheld::AlertsHidden);
+            }
+            let digest = reply::digest(&text);
+            if def.dedup && delivered_recently(context, def, &digest).await {
+                let outcome = Outcome::quiet(Some(ReplyKind::Duplicate), preview, stop_reason);
+                return outcome.withheld(Withheld::Duplicate);
+            }
+            (text, ReplyKind::Sent, Some(digest))
+        }
     };
     let preview = Some(truncate_chars(&text, OUTPUT_PREVIEW_CHARS_MAX));
-    if def.target.is_silent() {
-        // `delivery = "silent"`: the reply stays in the run log.
-        return Outcome::quiet(None, preview, stop_reason);
-    }
-    let digest = reply::digest(&text);
-    if def.dedup && delivered_recently(context, def, &digest).await {
-        return Outcome::quiet(Some(ReplyKind::Duplicate), preview, stop_reason);
-    }
     let delivery = Delivery {
         target: def.target.clone(),
         heartbeat: def.key.clone(),
@@ -221,8 +287,9 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> O
             error: None,
             preview,
             stop_reason,
-            reply: Some(ReplyKind::Sent),
-            reply_digest: Some(digest),
+            reply: Some(kind),
+            reply_digest: digest,
+            withheld: None,
         },
         Err(error) => Outcome {
             status: ExecutionStatus::Failed,
@@ -230,8 +297,9 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp) -> O
             error: Some(error.to_string()),
             preview,
             stop_reason,
-            reply: Some(ReplyKind::Sent),
+            reply: Some(kind),
             reply_digest: None,
+            withheld: None,
         },
     }
 }
@@ -252,7 +320,7 @@ async fn queue_system_event(context: &RunContext, def: &HeartbeatDef) -> Outcome
                 Some(id) => format!("queued for the agent heartbeat as system event {id}"),
                 None => "the newest queued system event says the same; not queued again".to_owned(),
             };
-            Outcome::quiet(None, Some(preview), None)
+            Outcome::quiet(None, Some(preview), None).withheld(Withheld::SystemEvent)
         }
         Err(error) => Outcome::failed(format!("could not queue the system event: {error}"), None),
     }

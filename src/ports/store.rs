@@ -158,6 +158,8 @@ pub struct RunRecord {
     /// that records the run, and only if it succeeded: a crash or a failure leaves them
     /// queued for the next run, and no event is consumed twice.
     pub consumes: Vec<u64>,
+    /// LLM calls the run made (the daily budget counts them).
+    pub llm_calls: u32,
 }
 
 impl RunRecord {
@@ -277,4 +279,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// The agent's pending events still within their time to live at `now`, oldest first.
     async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError>;
+
+    /// LLM calls of `agent`'s runs recorded as finished at or after `since` (the budget).
+    async fn llm_calls_since(&self, agent: &AgentId, since: Timestamp) -> Result<u64, StoreError>;
 }

@@ -35,6 +35,8 @@ pub struct MemoryState {
     system_events: BTreeMap<AgentId, Vec<SystemEvent>>,
     /// The last system event id handed out.
     system_event_id: u64,
+    /// LLM calls per recorded run: agent, when it finished, calls.
+    llm_calls: Vec<(AgentId, Timestamp, u64)>,
 }
 
 #[derive(Debug, Default)]
@@ -213,6 +215,9 @@ impl Store for MemoryStore {
             if let Some(digest) = &run.reply_digest {
                 state.delivered.push((run.key.clone(), digest.clone(), run.finished_at));
             }
+            if run.llm_calls > 0 {
+                state.llm_calls.push((run.key.agent.clone(), run.finished_at, u64::from(run.llm_calls)));
+            }
             if run.status == ExecutionStatus::Succeeded && !run.consumes.is_empty() {
                 if let Some(queue) = state.system_events.get_mut(&run.key.agent) {
                     queue.retain(|event| !run.consumes.contains(&event.id));
@@ -286,6 +291,11 @@ impl Store for MemoryStore {
         let dropped = system_events::overflow(queue.len());
         queue.drain(..dropped);
         Ok(Queued::Added { id, dropped })
+    }
+
+    async fn llm_calls_since(&self, agent: &AgentId, since: Timestamp) -> Result<u64, StoreError> {
+        let state = self.lock();
+        Ok(state.llm_calls.iter().filter(|(a, at, _)| a == agent && *at >= since).map(|(_, _, calls)| calls).sum())
     }
 
     async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError> {

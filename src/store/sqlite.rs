@@ -255,7 +255,7 @@ impl Store for SqliteStore {
             let mut update = QueryBuilder::<Sqlite>::new(
                 "UPDATE executions SET finished_at_ms = v.column4, status = v.column5, delivery = v.column6, \
                  duration_ms = v.column7, error = v.column8, output_preview = v.column9, stop_reason = v.column10, \
-                 reply = v.column11, reply_digest = v.column12 FROM (",
+                 reply = v.column11, reply_digest = v.column12, llm_calls = v.column13 FROM (",
             );
             update.push_values(chunk, |mut row, run| {
                 row.push_bind(run.key.agent.as_str())
@@ -269,7 +269,8 @@ impl Store for SqliteStore {
                     .push_bind(run.output_preview.as_deref())
                     .push_bind(run.stop_reason.map(StopReason::as_str))
                     .push_bind(run.reply.map(ReplyKind::as_str))
-                    .push_bind(run.reply_digest.as_deref());
+                    .push_bind(run.reply_digest.as_deref())
+                    .push_bind(i64::from(run.llm_calls));
             });
             update.push(
                 ") AS v WHERE executions.agent_id = v.column1 AND executions.heartbeat_id = v.column2 \
@@ -419,6 +420,18 @@ impl Store for SqliteStore {
         tx.commit().await?;
         let id = u64::try_from(id).map_err(|_| corrupt("system event", format!("negative id {id}")))?;
         Ok(Queued::Added { id, dropped })
+    }
+
+    async fn llm_calls_since(&self, agent: &AgentId, since: Timestamp) -> Result<u64, StoreError> {
+        let calls: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(SUM(llm_calls), 0) FROM executions WHERE agent_id = ? AND finished_at_ms >= ? \
+             AND llm_calls > 0",
+        )
+        .bind(agent.as_str())
+        .bind(since.as_millisecond())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(u64::try_from(calls).unwrap_or(0))
     }
 
     async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError> {

@@ -182,14 +182,20 @@ impl Model<'_> {
         let until = end.saturating_sub(Duration::from_secs(EVENT_PROCESSING_SECS_MAX));
         for (key, _) in heartbeats.iter().filter(|(key, enabled)| *enabled && key.heartbeat.is_reserved()) {
             let pending = self.agents.pending.get(&key.agent).cloned().unwrap_or_default();
-            let due: Vec<(u64, String)> = self
+            if self.options.visibility.shows_nothing() {
+                continue; // the heartbeat never runs: `visibility` checks that
+            }
+            let due: Vec<(u64, String, Duration)> = self
                 .agents
                 .queued
                 .iter()
                 .filter(|(_, (agent, _, at))| *agent == key.agent && *at >= from && *at <= until)
-                .map(|(id, (_, text, _))| (*id, text.clone()))
+                .map(|(id, (_, text, at))| (*id, text.clone(), *at))
                 .collect();
-            for (id, text) in due {
+            for (id, text, queued_at) in due {
+                if self.guards_budget_skipped_after(&key.agent, queued_at) {
+                    continue; // a spent budget holds the heartbeat until the next day
+                }
                 self.count(EVENTS_PROCESSED);
                 if pending.contains(&id) {
                     return fail(EVENTS_PROCESSED, format!("event {id} ({text:?}) for {key} still pending at the end"));

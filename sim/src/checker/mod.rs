@@ -25,6 +25,7 @@ use crate::trace::{DurableWrite, Entry, Event};
 use crate::workload::Op;
 
 mod agents;
+mod guards;
 mod replies;
 mod schedules;
 #[cfg(test)]
@@ -51,7 +52,9 @@ pub const CALENDAR_TIME: &str = "calendar-time";
 pub const NO_TOKEN_DELIVERED: &str = "no-token-delivered";
 pub const NO_DUPLICATE_DAY: &str = "no-duplicate-within-24h";
 
-pub const INVARIANTS: [&str; 26] = [
+pub const INVARIANTS: [&str; 28] = [
+    guards::BUDGET,
+    guards::VISIBILITY,
     agents::EMPTY_FILE_NO_CALL,
     agents::EMPTY_FILE_SKIP,
     agents::USER_GOES_FIRST,
@@ -221,6 +224,8 @@ struct Model<'a> {
     lifted_backoffs: BTreeMap<HeartbeatKey, (Duration, Duration)>,
     /// The agent layer: files, lanes, flood history, system events.
     agents: agents::AgentModel,
+    /// LLM calls per agent and day; budget skips.
+    guards: guards::GuardModel,
 }
 
 /// Checks every invariant over `entries`; stops at the first violation.
@@ -251,6 +256,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         deliveries: BTreeMap::new(),
         retired: BTreeSet::new(),
         agents: agents::AgentModel::default(),
+        guards: guards::GuardModel::default(),
     };
     for (index, entry) in entries.iter().enumerate() {
         if let Err((invariant, message)) = model.step(entry) {
@@ -308,6 +314,7 @@ impl Model<'_> {
                 if !self.delivered.insert(idempotency_key.clone()) {
                     return fail(DELIVERY_ONCE, format!("idempotency key {idempotency_key} delivered twice"));
                 }
+                self.visibility_of_delivery(heartbeat, text)?;
                 self.reply_delivered(entry, heartbeat, idempotency_key, text)
             }
             Event::Durable { life, write } => self.durable(entry, *life, write),
@@ -364,11 +371,16 @@ impl Model<'_> {
                 self.note_decision(key, entry, *slot, Decision::Run);
                 self.catch_up_next(key, *slot)?;
                 self.run_started(entry, life, key, *slot)?;
+                self.budget_holds(entry, key, *slot)?;
+                self.visibility_at_start(key, *slot)?;
                 self.schedule_rules(entry, key, *slot)
             }
             EngineEvent::Skipped { key, reason, slot } => {
                 self.note_decision(key, entry, *slot, Decision::Skip(*reason));
                 self.catch_up_next(key, *slot)?;
+                if *reason == SkipReason::Budget {
+                    self.budget_skip(entry, key);
+                }
                 if *reason == SkipReason::Backoff {
                     self.count(BACKOFF);
                     let holds = [self.backoffs.get(key), self.lifted_backoffs.get(key)]
@@ -391,7 +403,10 @@ impl Model<'_> {
                 }
                 Ok(())
             }
-            EngineEvent::RunFinished { key, slot, duration, .. } => {
+            EngineEvent::RunFinished { key, slot, duration, recorded, llm_calls, finished_at, .. } => {
+                if *recorded {
+                    self.run_recorded(key, *finished_at, *llm_calls);
+                }
                 if let Some(OpenRun { calls, shared: false }) = self.open_runs.remove(&(life, key.clone(), *slot)) {
                     self.count(LOOP_CAP);
                     let cap = AGENT_LOOP_ITERATIONS_MAX_DEFAULT;
@@ -670,6 +685,10 @@ impl Model<'_> {
                     Decision::Skip(
                         SkipReason::EmptyHeartbeatFile | SkipReason::FloodGuard | SkipReason::RequestsInFlight,
                     ) if key.heartbeat.is_reserved() => {}
+                    // A spent budget lasts the day (`budget` checks no run starts over it);
+                    // a target that shows nothing never runs (`visibility` checks that).
+                    Decision::Skip(SkipReason::Budget) => {}
+                    Decision::Skip(SkipReason::AlertsDisabled) if self.options.visibility.shows_nothing() => {}
                     Decision::Skip(reason) if *reason != SkipReason::QuietHours => {
                         return fail(LIVENESS, format!("{key} skipped ({}) at {wall} after healing", reason.as_str()));
                     }

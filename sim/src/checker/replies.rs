@@ -36,7 +36,8 @@ impl Model<'_> {
             .and_then(|ms| Timestamp::from_millisecond(ms).ok())
             .unwrap_or(Timestamp::MIN);
         let normal = text.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ");
-        let dedup = self.defs.get(key).is_none_or(|def| def.dedup);
+        // Shown acknowledgements are not deduplicated: each one was asked for.
+        let dedup = self.defs.get(key).is_none_or(|def| def.dedup) && !super::guards::is_ack_text(text);
         let deliveries = self.deliveries.entry(key.clone()).or_default();
         if dedup {
             self.checks.entry(NO_DUPLICATE_DAY).and_modify(|count| *count += 1);

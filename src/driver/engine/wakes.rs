@@ -2,6 +2,8 @@
 //! ([`PendingWake`]); a due wake reads the pending system events and `HEARTBEAT.md`, runs
 //! the guard chain (lane and flood guard included) and becomes a claim or a skip.
 
+use std::collections::BTreeSet;
+
 use jiff::{SignedDuration, Timestamp};
 
 use super::Driver;
@@ -12,6 +14,7 @@ use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::system_events::{cron_event_prompt, SystemEvent};
 use crate::core::wake::{PendingWake, WakeReason};
 use crate::driver::events::EngineEvent;
+use crate::driver::run_events::RunEvent;
 use crate::ports::clock::{Mono, Now};
 use crate::ports::store::{SkipRecord, SlotClaim};
 
@@ -73,7 +76,8 @@ impl Driver {
             let events = self.pending_events(&agent, now).await;
             let file = if events.is_empty() { self.heartbeat_file(&agent, now).await } else { None };
             let slot = self.wake_slot(&key, wake.slot.unwrap_or(now.wall)).await;
-            let decision = self.guard_wake(&key, &wake, &events, file.as_deref(), now);
+            let over_budget = !self.spent_budgets(BTreeSet::from([agent.clone()]), now).await.is_empty();
+            let decision = self.guard_wake(&key, &wake, &events, file.as_deref(), over_budget, now);
             if !wake.quiet || decision.is_ok() {
                 let event = EngineEvent::WakeDecided { key: key.clone(), slot, reason: wake.reason };
                 self.context.events.emit(now.wall, &event);
@@ -95,6 +99,7 @@ impl Driver {
                 Err((reason, retry_at)) => {
                     if !wake.quiet {
                         self.context.events.emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot, reason });
+                        self.context.run_events.publish(RunEvent::skipped(key.clone(), slot, now.wall, reason));
                         skips.push(SkipRecord { key, slot, at: now.wall, reason, next_slot });
                     }
                     if matches!(reason, SkipReason::RequestsInFlight | SkipReason::FloodGuard) {
@@ -120,6 +125,7 @@ impl Driver {
         wake: &PendingWake,
         events: &[SystemEvent],
         file: Option<&str>,
+        over_budget: bool,
         now: Now,
     ) -> Result<(), (SkipReason, Option<Mono>)> {
         let agent = &key.agent;
@@ -136,7 +142,9 @@ impl Driver {
             active_hours: if explicit { None } else { entry.def.active_hours.as_ref() },
             heartbeat_file_empty: events.is_empty() && is_effectively_empty(file),
             user_busy: !lane_taken,
+            alerts_disabled: self.shows_nothing(&entry.def),
             flooded: flood.is_err(),
+            over_budget,
             in_backoff: !explicit && entry.backoff_until.is_some_and(|until| now.mono < until),
             run_in_flight: false,
             wall_now: now.wall,

@@ -1,0 +1,148 @@
+//! One event per decided slot, for the people watching: status (`sent`, `ok-empty`,
+//! `ok-token`, `skipped`, `failed`), reason, a 200-character preview, duration and an
+//! indicator (`ok`, `alert`, `error`) where the target uses one. Subscribers listen on a
+//! broadcast channel; the last event of each agent is kept.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tokio::sync::broadcast;
+
+use crate::core::guard::SkipReason;
+use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::reply::ReplyKind;
+use crate::driver::run::Withheld;
+use crate::limits::RUN_EVENTS_BUFFERED_MAX;
+use crate::ports::store::{ExecutionStatus, RunRecord};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    Sent,
+    OkEmpty,
+    OkToken,
+    Skipped,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Sent => "sent",
+            RunStatus::OkEmpty => "ok-empty",
+            RunStatus::OkToken => "ok-token",
+            RunStatus::Skipped => "skipped",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
+/// What a UI may show for a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Indicator {
+    Ok,
+    Alert,
+    Error,
+}
+
+impl Indicator {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Indicator::Ok => "ok",
+            Indicator::Alert => "alert",
+            Indicator::Error => "error",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunEvent {
+    pub key: HeartbeatKey,
+    pub slot: Timestamp,
+    /// When it was decided or finished (wall clock).
+    pub at: Timestamp,
+    pub status: RunStatus,
+    /// Why: the skip reason, what withheld a reply, or the error.
+    pub reason: Option<String>,
+    pub preview: Option<String>,
+    pub duration: Duration,
+    /// `None` when the target does not use an indicator, and for skips.
+    pub indicator: Option<Indicator>,
+}
+
+impl RunEvent {
+    pub fn skipped(key: HeartbeatKey, slot: Timestamp, at: Timestamp, reason: SkipReason) -> Self {
+        Self {
+            key,
+            slot,
+            at,
+            status: RunStatus::Skipped,
+            reason: Some(reason.as_str().to_owned()),
+            preview: None,
+            duration: Duration::ZERO,
+            indicator: None,
+        }
+    }
+
+    pub fn finished(record: &RunRecord, withheld: Option<Withheld>, use_indicator: bool) -> Self {
+        let (status, reason, indicator) = if record.status != ExecutionStatus::Succeeded {
+            let reason = record.error.clone().unwrap_or_else(|| record.status.as_str().to_owned());
+            (RunStatus::Failed, Some(reason), Indicator::Error)
+        } else {
+            match (withheld, record.reply) {
+                (Some(Withheld::SystemEvent), _) => (RunStatus::Sent, Some("system-event".to_owned()), Indicator::Ok),
+                (Some(why), _) => (RunStatus::Skipped, Some(why.as_str().to_owned()), Indicator::Alert),
+                (None, Some(ReplyKind::Sent)) => (RunStatus::Sent, None, Indicator::Alert),
+                (None, Some(ReplyKind::Token)) => (RunStatus::OkToken, None, Indicator::Ok),
+                (None, Some(ReplyKind::Duplicate)) => {
+                    (RunStatus::Skipped, Some(Withheld::Duplicate.as_str().to_owned()), Indicator::Alert)
+                }
+                (None, Some(ReplyKind::Empty) | None) => (RunStatus::OkEmpty, None, Indicator::Ok),
+            }
+        };
+        Self {
+            key: record.key.clone(),
+            slot: record.slot,
+            at: record.finished_at,
+            status,
+            reason,
+            preview: record.output_preview.clone(),
+            duration: record.duration,
+            indicator: use_indicator.then_some(indicator),
+        }
+    }
+}
+
+/// Where run events go: subscribers, and the last one of each agent.
+pub struct RunEvents {
+    last: Mutex<BTreeMap<AgentId, RunEvent>>,
+    sender: broadcast::Sender<RunEvent>,
+}
+
+impl Default for RunEvents {
+    fn default() -> Self {
+        let (sender, _) = broadcast::channel(RUN_EVENTS_BUFFERED_MAX);
+        Self { last: Mutex::new(BTreeMap::new()), sender }
+    }
+}
+
+impl RunEvents {
+    pub(crate) fn publish(&self, event: RunEvent) {
+        let mut last = self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        last.insert(event.key.agent.clone(), event.clone());
+        // No subscriber is not an error.
+        let _ = self.sender.send(event);
+    }
+
+    /// Every event from now on; a subscriber more than `RUN_EVENTS_BUFFERED_MAX` behind is
+    /// told how many it missed.
+    pub fn subscribe(&self) -> broadcast::Receiver<RunEvent> {
+        self.sender.subscribe()
+    }
+
+    /// The agent's latest event, from this process.
+    pub fn last(&self, agent: &AgentId) -> Option<RunEvent> {
+        self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(agent).cloned()
+    }
+}
