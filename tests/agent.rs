@@ -175,6 +175,7 @@ async fn the_heartbeat_tool_keeps_to_its_guardrails() {
             "exists already",
         ),
         (r#"{"action": "delete", "id": "nope"}"#, "no heartbeat"),
+        (r#"{"action": "create", "id": "main", "prompt": "p", "every": "1h", "target": "test:inbox"}"#, "reserved"),
         (r#"{"action": "explode"}"#, "unknown action"),
         (r#"{"action": "create", "id": "x", "colour": "red"}"#, "unknown field"),
         (
@@ -216,6 +217,7 @@ async fn the_heartbeat_tool_keeps_to_its_guardrails() {
     let names: Vec<String> =
         rig.store.load_heartbeats().await.expect("load").iter().map(|h| h.def.key.heartbeat.to_string()).collect();
     assert!(!names.contains(&"x".to_owned()), "nothing refused was created: {names:?}");
+    assert!(!names.contains(&"main".to_owned()), "the agent heartbeat's id stays free: {names:?}");
     engine.shutdown(Duration::from_secs(1)).await;
 }
 

@@ -249,3 +249,40 @@ async fn events_survive_a_crash_and_are_consumed_by_the_first_run_after_it() {
     assert_eq!(statuses, [ExecutionStatus::Succeeded, ExecutionStatus::Interrupted]);
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn h9_h10_active_hours_hold_timed_runs_but_not_a_manual_wake() {
+    let rig = Rig::new();
+    let window = systole::core::active_hours::ActiveHours::new("08:00", "23:00", "UTC").expect("valid");
+    let def = systole::core::heartbeat::HeartbeatDef { active_hours: Some(window), ..agent_def("ops", 3_600) };
+    let engine = rig.start(&[def]).await;
+    // 13:00 is inside 08:00-23:00 (H9).
+    rig.advance(3_601).await;
+    assert_eq!(agent_starts(&rig), [at_ms(3_600_250)]);
+    // Until 03:00 the next day (15 h after the start): 23:00 ... 03:00 are outside (H10).
+    rig.advance(14 * 3_600).await;
+    let skips = agent_skips(&rig);
+    assert_eq!(skips.len(), 5, "23:00, 00:00, 01:00, 02:00 and 03:00: {skips:?}");
+    assert!(skips.iter().all(|(_, reason)| *reason == SkipReason::QuietHours));
+    assert_eq!(agent_starts(&rig).len(), 10, "13:00 to 22:00");
+    // Somebody asks at 03:00: an explicit wake goes through quiet hours.
+    engine.request_now(&ops(), WakeReason::Manual).await.expect("live");
+    advance_ms(&rig, 300).await;
+    assert_eq!(agent_starts(&rig).len(), 11);
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn l6_an_isolated_cron_job_and_the_agent_heartbeat_both_run_when_they_fire_together() {
+    let rig = Rig::new();
+    rig.llm.set("isolated", Behaviour::Slow(Duration::from_secs(5), "HEARTBEAT_OK".into()));
+    let isolated = systole::core::heartbeat::HeartbeatDef {
+        kind: systole::core::heartbeat::JobKind::Cron,
+        ..common::def("ops", "isolated", 60)
+    };
+    let engine = rig.start(&[agent_def("ops", 60), isolated]).await;
+    rig.advance(61).await;
+    assert_eq!(rig.llm.calls_for("isolated"), 1);
+    assert_eq!(agent_starts(&rig), [at_ms(60_250)], "the isolated job holds no lane of the agent's");
+    engine.shutdown(Duration::from_secs(10)).await;
+}

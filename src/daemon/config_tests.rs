@@ -27,8 +27,9 @@ fn shipped_examples_load() {
     assert_eq!(demo.heartbeats.len(), 2);
     assert_eq!(demo.store_path, Path::new("examples/demo.db"));
     let full = parse(include_str!("../../examples/full.toml"), Path::new("full.toml")).expect("full config");
-    assert_eq!(full.heartbeats.len(), 4, "two heartbeats and two cron jobs");
-    let spacebot = &full.heartbeats[1];
+    let kinds: Vec<&str> = full.heartbeats.iter().map(|def| def.kind.as_str()).collect();
+    assert_eq!(kinds, ["agent", "heartbeat", "heartbeat", "cron", "cron-main", "cron"]);
+    let spacebot = &full.heartbeats[2];
     assert_eq!(spacebot.schedule, Schedule::Every(Duration::from_secs(86_400)));
     assert_eq!(spacebot.target.to_string(), "webhook:ops");
     let window = spacebot.active_hours.as_ref().expect("window");

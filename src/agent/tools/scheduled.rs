@@ -223,6 +223,9 @@ async fn own_definitions(context: &ToolContext) -> Result<Vec<Heartbeat>, Refusa
 fn key(context: &ToolContext, id: Option<&str>) -> Result<HeartbeatKey, Refusal> {
     let id = id.ok_or("`id` is required")?;
     let heartbeat = HeartbeatId::new(id).map_err(|e| format!("id {id:?} {e}"))?;
+    if heartbeat.is_reserved() {
+        return Err(format!("id {id:?} is reserved for the agent heartbeat (HEARTBEAT.md); choose another"));
+    }
     Ok(HeartbeatKey { agent: context.agent.clone(), heartbeat })
 }
 
