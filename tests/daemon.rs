@@ -97,6 +97,7 @@ async fn chat(State(servers): State<Arc<Servers>>, Json(body): Json<Value>) -> a
         ),
         ("created-run", true) if calls == 1 => text_reply(json!("hello from a heartbeat the model made")),
         ("created-run", true) => tool_reply("heartbeat", json!({ "action": "delete", "id": "created" })),
+        (p, _) if p.starts_with("- [CRON:digest] relay-digest\n\n") => text_reply(json!("digest: 3 new items")),
         _ => text_reply(json!(null)),
     }
 }
@@ -426,5 +427,48 @@ async fn daemon_agent_loop_pauses_caps_refuses_creates_and_deletes() {
     assert!(!rows.iter().any(|row| row["id"] == "created"), "deleted from the store too");
     assert!(!rows.iter().any(|row| row["id"] == "spam"));
     assert!(servers.tools_offered.lock().expect("lock").contains("pause_heartbeats"));
+    stop_daemon(daemon);
+}
+
+/// The agent heartbeat through the real binary: a main-mode cron job queues its event in
+/// SQLite and wakes the heartbeat, whose relay reaches the webhook; 30 s later its own slot
+/// reads the workspace's HEARTBEAT.md, finds it effectively empty and skips without a call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_agent_heartbeat_relays_main_mode_jobs_and_skips_an_empty_file() {
+    let (servers, address) = start_servers().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join("home")).expect("workspace");
+    std::fs::write(dir.path().join("home").join("HEARTBEAT.md"), "# Heartbeat\n- [ ]\n").expect("file");
+    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3);
+    let config = format!(
+        "[store]\npath = \"state.db\"\n[llm]\nbase_url = \"http://{address}/v1\"\nmodel = \"m\"\nattempts = 1\n\
+         [adapters.webhook.ops]\nurl = \"http://{address}/hook\"\n[engine]\nshutdown_grace = \"5s\"\n\
+         [defaults.heartbeat]\nevery = \"30s\"\ntarget = \"webhook:ops\"\n\
+         [[agents]]\nid = \"home\"\nworkspace = \"home\"\n\
+         [[agents.cron]]\nid = \"digest\"\nmode = \"main\"\npayload = {{ text = \"relay-digest\" }}\n\
+         schedule = {{ at = \"{at}\" }}\n"
+    );
+    let config_path = dir.path().join("home.toml");
+    std::fs::write(&config_path, config).expect("write config");
+    let daemon = spawn_daemon(&config_path, &dir.path().join("home.log"));
+    wait_until("the relay of the main-mode job reaches the webhook", || !servers.deliveries_of("main").is_empty())
+        .await;
+    let relay = servers.deliveries_of("main");
+    assert_eq!(relay[0].1["text"], "digest: 3 new items");
+    let runs = runs_json(&config_path, "home", "main");
+    assert_eq!(runs[0]["status"], "succeeded", "{runs:?}");
+    // The agent heartbeat's own slot comes 30 s after start-up.
+    let mut skipped = false;
+    for _ in 0..450 {
+        let runs = runs_json(&config_path, "home", "main");
+        if runs.iter().any(|run| run["skip_reason"] == "empty-heartbeat-file") {
+            skipped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(skipped, "the empty HEARTBEAT.md is skipped within 45 s");
+    let calls: usize = servers.llm_calls.lock().expect("lock").values().sum();
+    assert_eq!(calls, 1, "one LLM call: the relay; the empty file cost none");
     stop_daemon(daemon);
 }
