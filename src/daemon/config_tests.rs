@@ -24,7 +24,8 @@ fn with_heartbeat(fields: &str) -> String {
 #[test]
 fn shipped_examples_load() {
     let demo = parse(include_str!("../../examples/demo.toml"), Path::new("examples/demo.toml")).expect("demo config");
-    assert_eq!(demo.heartbeats.len(), 2);
+    let kinds: Vec<&str> = demo.heartbeats.iter().map(|def| def.kind.as_str()).collect();
+    assert_eq!(kinds, ["agent", "heartbeat", "heartbeat", "cron-main"]);
     assert_eq!(demo.store_path, Path::new("examples/demo.db"));
     let full = parse(include_str!("../../examples/full.toml"), Path::new("full.toml")).expect("full config");
     let kinds: Vec<&str> = full.heartbeats.iter().map(|def| def.kind.as_str()).collect();
