@@ -94,7 +94,9 @@ impl PendingWake {
                 reason: higher(pending.reason, reason),
                 due: pending.due.min(due),
                 slot: pending.slot.or(slot),
-                quiet: pending.quiet,
+                // A schedule slot joining a wake that waits quietly is a new decision: its
+                // skip, if it must wait too, is recorded.
+                quiet: pending.quiet && slot.is_none(),
             },
         }
     }
@@ -159,6 +161,9 @@ mod tests {
         let merged = PendingWake::request(Some(retry), WakeReason::Interval, Some(slot), at(1_200));
         assert_eq!((merged.reason, merged.due, merged.slot), (WakeReason::Cron, at(1_250), Some(slot)));
         assert_eq!(cron.retry(at(250), Some(at(30_000))).due, at(30_000));
+        let quiet = PendingWake { slot: None, quiet: true, ..retry };
+        assert!(PendingWake::request(Some(quiet), WakeReason::Manual, None, at(1_300)).quiet);
+        assert!(!PendingWake::request(Some(quiet), WakeReason::Interval, Some(slot), at(1_300)).quiet);
     }
 
     #[test]
