@@ -12,7 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use common::{agent_def, cron_main_def, start, Behaviour, Rig};
 use systole::core::guard::SkipReason;
-use systole::core::ids::{AgentId, HeartbeatKey};
+use systole::core::ids::{AgentId, HeartbeatKey, AGENT_HEARTBEAT_ID};
 use systole::core::system_events::CRON_EVENT_PROMPT;
 use systole::core::wake::WakeReason;
 use systole::driver::events::EngineEvent;
@@ -33,12 +33,7 @@ fn at_ms(ms: i64) -> Timestamp {
 }
 
 fn agent_starts(rig: &Rig) -> Vec<Timestamp> {
-    let wanted = agent_key();
-    rig.events
-        .matching(|e| matches!(e, EngineEvent::RunStarted { key, .. } if *key == wanted))
-        .into_iter()
-        .map(|(at, _)| at)
-        .collect()
+    rig.starts("ops", AGENT_HEARTBEAT_ID).into_iter().map(|(at, _)| at).collect()
 }
 
 fn agent_skips(rig: &Rig) -> Vec<(Timestamp, SkipReason)> {

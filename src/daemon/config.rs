@@ -474,14 +474,7 @@ impl Validator<'_> {
             defaults.llm_calls_per_day,
             LLM_CALLS_PER_DAY_LIMIT,
         )?;
-        let ack_max_chars = match agent.ack_max_chars {
-            None => defaults.ack_max_chars,
-            Some(chars) if chars <= ACK_MAX_CHARS_LIMIT => chars,
-            Some(chars) => {
-                let problem = format!("{chars} is out of range; allowed from 0 to {ACK_MAX_CHARS_LIMIT}");
-                return Err(self.error(format!("{field}.ack_max_chars"), problem));
-            }
-        };
+        let ack_max_chars = self.ack_max_chars(field, agent.ack_max_chars, defaults.ack_max_chars)?;
         Ok(AgentSettings {
             ack_max_chars,
             llm_calls_per_day,
@@ -492,6 +485,18 @@ impl Validator<'_> {
             timezone: timezone.to_owned(),
             ..defaults.clone()
         })
+    }
+
+    /// `ack_max_chars` of the table at `field`, from 0 to `ACK_MAX_CHARS_LIMIT`, or `default`.
+    fn ack_max_chars(&self, field: &str, value: Option<usize>, default: usize) -> Result<usize, ConfigError> {
+        match value {
+            None => Ok(default),
+            Some(chars) if chars <= ACK_MAX_CHARS_LIMIT => Ok(chars),
+            Some(chars) => {
+                let problem = format!("{chars} is out of range; allowed from 0 to {ACK_MAX_CHARS_LIMIT}");
+                Err(self.error(format!("{field}.ack_max_chars"), problem))
+            }
+        }
     }
 
     fn store_path(&self, raw: RawStore) -> Result<PathBuf, ConfigError> {

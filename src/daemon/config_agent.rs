@@ -13,9 +13,7 @@ use crate::core::heartbeat_file::HEARTBEAT_PROMPT_DEFAULT;
 use crate::core::ids::HeartbeatKey;
 use crate::core::policy::RunPolicy;
 use crate::core::schedule::Schedule;
-use crate::limits::{
-    ACK_MAX_CHARS_LIMIT, AGENT_HEARTBEAT_EVERY_SECS_DEFAULT, AGENT_HEARTBEAT_SPACING_SECS_MIN, INTERVAL_SECS_MAX,
-};
+use crate::limits::{AGENT_HEARTBEAT_EVERY_SECS_DEFAULT, AGENT_HEARTBEAT_SPACING_SECS_MIN, INTERVAL_SECS_MAX};
 
 /// `[defaults.heartbeat]` and `[agents.heartbeat]`: every field optional, the agent's
 /// table wins field by field.
@@ -99,14 +97,7 @@ impl Validator<'_> {
         let target = self.target(&field, raw.target, None, jobs.webhooks)?;
         let active_hours = self.active_hours(&field, raw.active_hours, None, None, jobs.timezone)?;
         let timeout = self.timeout(&format!("{field}.timeout"), raw.timeout.as_deref(), jobs.run_timeout)?;
-        let ack_max_chars = match raw.ack_max_chars {
-            None => agent_ack_max_chars,
-            Some(chars) if chars <= ACK_MAX_CHARS_LIMIT => chars,
-            Some(chars) => {
-                let problem = format!("{chars} is out of range; allowed from 0 to {ACK_MAX_CHARS_LIMIT}");
-                return Err(self.error(format!("{field}.ack_max_chars"), problem));
-            }
-        };
+        let ack_max_chars = self.ack_max_chars(&field, raw.ack_max_chars, agent_ack_max_chars)?;
         if raw.model.as_deref().is_some_and(|model| model.trim().is_empty()) {
             return Err(self.error(format!("{field}.model"), "is empty"));
         }

@@ -77,11 +77,6 @@ impl Lanes {
             ended.await;
         }
     }
-
-    /// Whether a user turn holds the agent's lane now.
-    pub fn user_busy(&self, agent: &AgentId) -> bool {
-        self.lock().get(agent).is_some_and(|lane| lane.user_turns > 0)
-    }
 }
 
 /// A user conversation in progress; dropping it ends the turn.

@@ -193,7 +193,7 @@ impl Model<'_> {
                 .map(|(id, (_, text, at))| (*id, text.clone(), *at))
                 .collect();
             for (id, text, queued_at) in due {
-                if self.guards_budget_skipped_after(&key.agent, queued_at) {
+                if self.guards.budget_skipped_after(&key.agent, queued_at) {
                     continue; // a spent budget holds the heartbeat until the next day
                 }
                 self.count(EVENTS_PROCESSED);

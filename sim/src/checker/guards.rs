@@ -39,10 +39,6 @@ pub fn is_ack_text(text: &str) -> bool {
 }
 
 impl Model<'_> {
-    pub(super) fn guards_budget_skipped_after(&self, agent: &AgentId, since: std::time::Duration) -> bool {
-        self.guards.budget_skipped_after(agent, since)
-    }
-
     pub(super) fn run_recorded(&mut self, key: &HeartbeatKey, finished_at: Timestamp, llm_calls: u32) {
         self.guards.calls.entry(key.agent.clone()).or_default().push((finished_at, u64::from(llm_calls)));
     }

@@ -106,11 +106,7 @@ impl Driver {
                         // Not lost: it runs once the lane is free or the guard opens. Its
                         // slot is recorded as skipped, so the run takes the time it starts.
                         let retry = PendingWake { slot: None, quiet: true, ..wake }.retry(now.mono, retry_at);
-                        let merged = match self.wakes.remove(&agent) {
-                            Some(newer) => PendingWake::request(Some(retry), newer.reason, newer.slot, now.mono),
-                            None => retry,
-                        };
-                        self.wakes.insert(agent, merged);
+                        self.wakes.insert(agent, retry);
                     }
                 }
             }
