@@ -70,6 +70,16 @@ impl SqliteStore {
         drop(lock);
         Ok(Self { pool })
     }
+
+    /// A transaction that holds the write lock from its first statement.
+    ///
+    /// A deferred `BEGIN` that reads and then writes must upgrade its read lock; in WAL
+    /// mode that upgrade fails at once with "database is locked" (no busy wait) when another
+    /// connection committed in between. `BEGIN IMMEDIATE` waits for the lock up front,
+    /// within the busy timeout, so concurrent writers take turns instead of failing.
+    async fn write_tx(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
 }
 
 /// An exclusive lock on `<database>.migrate-lock`, held while migrations run.
@@ -102,7 +112,7 @@ impl Store for SqliteStore {
     }
 
     async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let existing: BTreeMap<(String, String), (String, Option<String>)> =
             sqlx::query("SELECT agent_id, heartbeat_id, origin, config_fingerprint FROM heartbeats")
                 .fetch_all(&mut *tx)
@@ -142,7 +152,7 @@ impl Store for SqliteStore {
     }
 
     async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         upsert(&mut tx, def, None, at).await?;
         tx.commit().await?;
         Ok(())
@@ -173,14 +183,14 @@ impl Store for SqliteStore {
     }
 
     async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         update_next_slots(&mut tx, slots).await?;
         tx.commit().await?;
         Ok(())
     }
 
     async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         // Rows the INSERT really added; each can answer one claim, so a slot twice in one
         // batch is won once.
         let mut won: BTreeSet<(String, String, i64)> = BTreeSet::new();
@@ -225,7 +235,7 @@ impl Store for SqliteStore {
     }
 
     async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         for chunk in skips.chunks(STORE_BATCH_ROWS_MAX) {
             let mut insert = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason) ",
@@ -250,7 +260,7 @@ impl Store for SqliteStore {
     }
 
     async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         for chunk in runs.chunks(STORE_BATCH_ROWS_MAX) {
             let mut update = QueryBuilder::<Sqlite>::new(
                 "UPDATE executions SET finished_at_ms = v.column4, status = v.column5, delivery = v.column6, \
@@ -382,7 +392,7 @@ impl Store for SqliteStore {
     }
 
     async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let newest: Option<String> = sqlx::query_scalar(
             "SELECT text FROM system_events WHERE agent_id = ? AND state = 'pending' ORDER BY id DESC LIMIT 1",
         )
