@@ -303,6 +303,9 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         EngineEvent::RunStarted { key, slot } => {
             w.tag(7).key(key).time(*slot);
         }
+        EngineEvent::ClaimGone { key, slot } => {
+            w.tag(22).key(key).time(*slot);
+        }
         EngineEvent::RunFinished {
             key,
             slot,
@@ -419,6 +422,7 @@ fn describe_engine_event(event: &EngineEvent) -> String {
         }
         EngineEvent::Skipped { key, slot, reason } => format!("skipped {key} slot {slot}: {}", reason.as_str()),
         EngineEvent::ClaimLost { key, slot } => format!("claim lost {key} slot {slot}"),
+        EngineEvent::ClaimGone { key, slot } => format!("claim refused {key} slot {slot}: deleted"),
         EngineEvent::ClaimFailed { key, slot } => format!("claim failed {key} slot {slot}: not run"),
         EngineEvent::Retired { key, deleted } => {
             format!("retired {key}: no more slots ({})", if *deleted { "deleted" } else { "disabled" })

@@ -360,6 +360,10 @@ impl Driver {
                         .emit(now.wall, &EngineEvent::ClaimLost { key: claim.key.clone(), slot: claim.slot });
                     self.lift_past_claims(&claim.key).await;
                 }
+                ClaimOutcome::Gone => {
+                    let event = EngineEvent::ClaimGone { key: claim.key, slot: claim.slot };
+                    self.context.events.emit(now.wall, &event);
+                }
             }
         }
     }
@@ -451,11 +455,14 @@ impl Driver {
             Change::Upsert(def) => {
                 let def = *def;
                 let key = def.key.clone();
-                let runs_in_flight = self.entries.get(&key).map_or(0, |entry| entry.runs_in_flight);
+                // Counted from the runs themselves, not the old entry: a heartbeat deleted
+                // and made again under its id must not start beside a run of the old one.
+                let runs_in_flight = self.runs.keys().filter(|(run_key, _)| *run_key == key).count();
                 let floor = self.slot_floor(&key);
                 let mut entry = Entry::new(def, true, None);
                 entry.runs_in_flight = runs_in_flight;
                 self.entries.insert(key.clone(), entry);
+                self.backoff_from_store(&key, now).await;
                 self.rearm(key, now, floor).await;
             }
             Change::Delete(key) => {
@@ -479,11 +486,29 @@ impl Driver {
                 if enabled {
                     // Enabling clears the breaker count in the store, and the backoff with it.
                     entry.backoff_until = None;
+                    self.backoff_from_store(&key, now).await;
                     self.rearm(key, now, floor).await;
                 } else {
                     self.disarm(&key);
                 }
             }
+        }
+    }
+
+    /// After a replace or an enable (which reset the stored failure count), backs off
+    /// again if a run of it failed since: its completion may have reached this loop before
+    /// the change did, and the store's order is the one that counts.
+    async fn backoff_from_store(&mut self, key: &HeartbeatKey, now: Now) {
+        let failures = match self.context.store.consecutive_failures(key).await {
+            Ok(failures) => failures.unwrap_or(0),
+            Err(error) => {
+                self.store_failed("consecutive_failures", error.to_string(), "no backoff until its next failure");
+                0
+            }
+        };
+        if let Some(entry) = self.entries.get_mut(key) {
+            entry.backoff_until =
+                (failures > 0).then(|| now.mono + backoff_delay(&self.context.error_backoff, failures));
         }
     }
 

@@ -57,6 +57,11 @@ pub enum EngineEvent {
         key: HeartbeatKey,
         slot: Timestamp,
     },
+    /// The store no longer has this heartbeat (deleted as its timer fired): not run.
+    ClaimGone {
+        key: HeartbeatKey,
+        slot: Timestamp,
+    },
     RunStarted {
         key: HeartbeatKey,
         slot: Timestamp,
@@ -166,6 +171,9 @@ impl EventSink for TracingSink {
             }
             EngineEvent::ClaimLost { key, slot } => {
                 tracing::warn!(%at, heartbeat = %key, %slot, "slot already claimed; not running it again");
+            }
+            EngineEvent::ClaimGone { key, slot } => {
+                tracing::info!(%at, heartbeat = %key, %slot, "heartbeat deleted as its slot came; not running it");
             }
             EngineEvent::RunStarted { key, slot } => tracing::info!(%at, heartbeat = %key, %slot, "run started"),
             EngineEvent::RunFinished {

@@ -2,6 +2,7 @@
 //! through the ports, and awaits every store write.
 
 pub mod control;
+pub mod dedup_gate;
 pub mod engine;
 pub mod events;
 pub mod lanes;
@@ -166,6 +167,7 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
         lanes: Arc::clone(&lanes),
         visibility: Arc::new(options.visibility),
         run_events: Arc::clone(&run_events),
+        dedup_gate: Arc::default(),
     };
     let mut driver = Driver::new(context, options.runs_in_flight_max, receiver);
     driver.load(heartbeats, pauses).await;

@@ -17,6 +17,7 @@ use crate::core::reply::{self, Reply, ReplyKind};
 use crate::core::system_events::cron_event_text;
 use crate::core::visibility::VisibilityRules;
 use crate::driver::control::Control;
+use crate::driver::dedup_gate::{DedupGate, DedupHold};
 use crate::driver::events::{EngineEvent, EventSink};
 use crate::driver::lanes::Lanes;
 use crate::driver::run_events::RunEvents;
@@ -48,6 +49,7 @@ pub struct RunContext {
     pub lanes: Arc<Lanes>,
     pub visibility: Arc<VisibilityRules>,
     pub run_events: Arc<RunEvents>,
+    pub dedup_gate: Arc<DedupGate>,
 }
 
 impl RunContext {
@@ -170,9 +172,11 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
     let deadline = started + def.timeout;
     let calls = Arc::new(AtomicU32::new(0));
     let llm = CountingLlm { inner: Arc::clone(&context.llm), calls: Arc::clone(&calls) };
+    // Dropped only after the result is in the store, where the next dedup check reads it.
+    let mut dedup_hold = None;
     let outcome = tokio::select! {
         biased;
-        outcome = attempt(&context, &def, slot, &llm) => outcome,
+        outcome = attempt(&context, &def, slot, &llm, &mut dedup_hold) => outcome,
         () = context.clock.sleep_until(deadline) => Outcome {
             status: ExecutionStatus::TimedOut,
             // A delivery cut off mid-way may or may not have arrived; the idempotency key
@@ -214,10 +218,17 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
             None
         }
     };
+    drop(dedup_hold);
     FinishedRun { record, breaker, withheld: outcome.withheld }
 }
 
-async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp, llm: &dyn Llm) -> Outcome {
+async fn attempt(
+    context: &RunContext,
+    def: &HeartbeatDef,
+    slot: Timestamp,
+    llm: &dyn Llm,
+    dedup_hold: &mut Option<DedupHold>,
+) -> Outcome {
     if def.kind == JobKind::CronMain {
         return queue_system_event(context, def).await;
     }
@@ -265,6 +276,9 @@ async fn attempt(context: &RunContext, def: &HeartbeatDef, slot: Timestamp, llm:
                 return Outcome::quiet(None, preview, stop_reason).withheld(Withheld::AlertsHidden);
             }
             let digest = reply::digest(&text);
+            if def.dedup {
+                *dedup_hold = Some(context.dedup_gate.hold(&def.key, &digest).await);
+            }
             if def.dedup && delivered_recently(context, def, &digest).await {
                 let outcome = Outcome::quiet(Some(ReplyKind::Duplicate), preview, stop_reason);
                 return outcome.withheld(Withheld::Duplicate);

@@ -35,6 +35,8 @@ pub struct SlotClaim {
 pub enum ClaimOutcome {
     Claimed,
     AlreadyClaimed,
+    /// The heartbeat is no longer in the store (deleted while its timer fired).
+    Gone,
 }
 
 /// A due slot the guards skipped, with the reason.
@@ -264,6 +266,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every stored pause (expired ones too; the engine drops what has ended).
     async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError>;
+
+    /// The heartbeat's stored count of consecutive failures, or `None` when it is not stored.
+    /// The driver reads it after a replace or an enable, which reset the count: a run that
+    /// finished in between counted against the new definition, whatever order the driver
+    /// heard of the two in.
+    async fn consecutive_failures(&self, key: &HeartbeatKey) -> Result<Option<u32>, StoreError>;
 
     /// The newest `limit` executions of a heartbeat, newest first.
     async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError>;

@@ -135,6 +135,10 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn consecutive_failures(&self, key: &HeartbeatKey) -> Result<Option<u32>, StoreError> {
+        Ok(self.lock().heartbeats.get(key).map(|row| row.heartbeat.state.consecutive_failures))
+    }
+
     async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
         Ok(self.lock().heartbeats.remove(key).is_some())
     }
@@ -164,6 +168,10 @@ impl Store for MemoryStore {
         let mut outcomes = Vec::with_capacity(claims.len());
         for claim in claims {
             let id = (claim.key.clone(), claim.slot);
+            if !state.heartbeats.contains_key(&claim.key) {
+                outcomes.push(ClaimOutcome::Gone);
+                continue;
+            }
             if state.executions.contains_key(&id) {
                 outcomes.push(ClaimOutcome::AlreadyClaimed);
                 continue;

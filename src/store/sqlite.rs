@@ -158,6 +158,17 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn consecutive_failures(&self, key: &HeartbeatKey) -> Result<Option<u32>, StoreError> {
+        let row = sqlx::query("SELECT consecutive_failures FROM heartbeats WHERE agent_id = ? AND heartbeat_id = ?")
+            .bind(key.agent.as_str())
+            .bind(key.heartbeat.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let count: i64 = row.try_get(0)?;
+        u32::try_from(count).map(Some).map_err(|_| corrupt("consecutive_failures", format!("{count} is out of range")))
+    }
+
     async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
         let result = sqlx::query("DELETE FROM heartbeats WHERE agent_id = ? AND heartbeat_id = ?")
             .bind(key.agent.as_str())
@@ -195,8 +206,11 @@ impl Store for SqliteStore {
         // batch is won once.
         let mut won: BTreeSet<(String, String, i64)> = BTreeSet::new();
         for chunk in claims.chunks(STORE_BATCH_ROWS_MAX) {
+            // Only a heartbeat the store still has can claim: one deleted while its timer
+            // fired never runs again.
             let mut insert = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, status) ",
+                "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, status) \
+                 SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (",
             );
             insert.push_values(chunk, |mut row, claim| {
                 row.push_bind(claim.key.agent.as_str())
@@ -206,23 +220,25 @@ impl Store for SqliteStore {
                     .push_bind(ExecutionStatus::Running.as_str());
             });
             insert.push(
-                " ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING RETURNING agent_id, heartbeat_id, slot_ms",
+                ") AS v JOIN heartbeats h ON h.agent_id = v.column1 AND h.heartbeat_id = v.column2 WHERE true \
+                 ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING RETURNING agent_id, heartbeat_id, slot_ms",
             );
             for row in insert.build().fetch_all(&mut *tx).await? {
                 won.insert((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
             }
         }
-        let outcomes: Vec<ClaimOutcome> = claims
-            .iter()
-            .map(|claim| {
-                let id = (claim.key.agent.to_string(), claim.key.heartbeat.to_string(), claim.slot.as_millisecond());
-                if won.remove(&id) {
-                    ClaimOutcome::Claimed
-                } else {
-                    ClaimOutcome::AlreadyClaimed
-                }
-            })
-            .collect();
+        let mut outcomes = Vec::with_capacity(claims.len());
+        for claim in claims {
+            let id = (claim.key.agent.to_string(), claim.key.heartbeat.to_string(), claim.slot.as_millisecond());
+            let outcome = if won.remove(&id) {
+                ClaimOutcome::Claimed
+            } else if heartbeat_exists(&mut tx, &claim.key).await? {
+                ClaimOutcome::AlreadyClaimed
+            } else {
+                ClaimOutcome::Gone
+            };
+            outcomes.push(outcome);
+        }
         let next_slots: Vec<(HeartbeatKey, Timestamp)> = claims
             .iter()
             .zip(&outcomes)
@@ -585,6 +601,15 @@ async fn upsert(
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+async fn heartbeat_exists(tx: &mut Transaction<'_, Sqlite>, key: &HeartbeatKey) -> Result<bool, StoreError> {
+    let row = sqlx::query("SELECT 1 FROM heartbeats WHERE agent_id = ? AND heartbeat_id = ?")
+        .bind(key.agent.as_str())
+        .bind(key.heartbeat.as_str())
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(row.is_some())
 }
 
 async fn update_next_slots(

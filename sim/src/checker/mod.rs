@@ -51,8 +51,9 @@ pub const SLOTS_EXPECTED: &str = "slots-expected";
 pub const CALENDAR_TIME: &str = "calendar-time";
 pub const NO_TOKEN_DELIVERED: &str = "no-token-delivered";
 pub const NO_DUPLICATE_DAY: &str = "no-duplicate-within-24h";
+pub const CLAIM_GONE_JUSTIFIED: &str = "claim-gone-justified";
 
-pub const INVARIANTS: [&str; 28] = [
+pub const INVARIANTS: [&str; 29] = [
     guards::BUDGET,
     guards::VISIBILITY,
     agents::EMPTY_FILE_NO_CALL,
@@ -81,6 +82,7 @@ pub const INVARIANTS: [&str; 28] = [
     CALENDAR_TIME,
     NO_TOKEN_DELIVERED,
     NO_DUPLICATE_DAY,
+    CLAIM_GONE_JUSTIFIED,
 ];
 
 /// How close to the engine's own reading of a deadline the checker stops judging: the
@@ -151,6 +153,11 @@ const PAUSE_CLEAR_BOUND: Duration = Duration::from_secs(DRIVER_SLEEP_SECS_MAX);
 impl PauseModel {
     /// Clearly holding, clearly over, or too close to the end to judge.
     fn state(&self, entry: &Entry) -> Option<bool> {
+        // Whichever end comes first ends it (ADR 0005): a backward wall jump after the wall
+        // passed `until` does not revive it in the same life.
+        if let Some((ended, _)) = self.ended_at {
+            return (entry.elapsed.abs_diff(ended) > PAUSE_BOUNDARY_SLACK).then_some(false);
+        }
         let slack = SignedDuration::try_from(PAUSE_BOUNDARY_SLACK).unwrap_or(SignedDuration::ZERO);
         let near_wall = entry.wall.duration_since(self.until).abs() <= slack;
         let near_mono = entry.elapsed.abs_diff(self.end) <= PAUSE_BOUNDARY_SLACK;
@@ -361,6 +368,16 @@ impl Model<'_> {
             }
             // A failed claim drops the slot, a backlog slot too: a run needs a claim.
             EngineEvent::ClaimFailed { key, slot } => self.catch_up_next(key, *slot),
+            EngineEvent::ClaimGone { key, slot } => {
+                self.count(CLAIM_GONE_JUSTIFIED);
+                if self.present.contains_key(key) {
+                    return fail(
+                        CLAIM_GONE_JUSTIFIED,
+                        format!("{key} slot {slot}: claim refused as deleted, but it exists"),
+                    );
+                }
+                self.catch_up_next(key, *slot)
+            }
             EngineEvent::StoreFailed { operation: "clear_pause", .. } => {
                 for pause in self.pauses.values_mut().filter(|pause| pause.ended_at.is_some()) {
                     pause.clear_failed = true;

@@ -158,6 +158,10 @@ impl Store for SimStore {
         self.read(self.world.durable.load_pauses()).await
     }
 
+    async fn consecutive_failures(&self, key: &HeartbeatKey) -> Result<Option<u32>, StoreError> {
+        self.read(self.world.durable.consecutive_failures(key)).await
+    }
+
     async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {
         self.read(self.world.durable.executions(key, limit)).await
     }
