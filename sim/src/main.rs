@@ -49,6 +49,18 @@ enum Command {
         #[arg(long, default_value = "regressions.txt")]
         regressions: PathBuf,
     },
+    /// Run N fresh seeds from a start derived from the commit (or --from), on all cores,
+    /// with a progress bar and the failures counted by invariant. No regression list.
+    Sweep {
+        #[arg(long)]
+        seeds: u64,
+        /// The first seed; by default derived from the current commit, so each change
+        /// explores seeds no earlier sweep ran.
+        #[arg(long)]
+        from: Option<u64>,
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
     /// Print a readable timeline of one seed, one event a line.
     Replay {
         #[arg(long)]
@@ -64,6 +76,7 @@ enum Command {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run { seeds, from, jobs, stats, regressions } => run(seeds, from, jobs, stats, &regressions),
+        Command::Sweep { seeds, from, jobs } => sweep(seeds, from, jobs),
         Command::Replay { seed } => {
             let (timeline, passed) = report::timeline(seed);
             print!("{timeline}");
@@ -94,30 +107,7 @@ fn run(count: u64, from: u64, jobs: Option<usize>, stats: bool, regressions: &Pa
     let regression = regression_seeds(regressions);
     seeds.extend(regression.iter().copied());
     let seeds: Vec<u64> = seeds.into_iter().collect();
-    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
-    let progress = if std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::new(seeds.len() as u64)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<SeedResult>> = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..jobs {
-            scope.spawn(|| loop {
-                let index = next.fetch_add(1, Ordering::SeqCst);
-                let Some(&seed) = seeds.get(index) else { break };
-                let result = run_and_check(seed);
-                if let Some(report) = &result.failure {
-                    progress.suspend(|| eprint!("{report}"));
-                }
-                progress.inc(1);
-                results.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(result);
-            });
-        }
-    });
-    progress.finish_and_clear();
-    let results = results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let results = run_all(&seeds, jobs, false);
     if stats {
         print_stats(&results);
     }
@@ -131,6 +121,98 @@ fn run(count: u64, from: u64, jobs: Option<usize>, stats: bool, regressions: &Pa
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Where a sweep starts when not told: a number derived from the commit, far from the
+/// seeds CI runs (0..500) and from the regression list.
+fn sweep_start_from_commit(commit: &str) -> u64 {
+    use sha2::{Digest, Sha256};
+    let hash = Sha256::digest(commit.as_bytes());
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&hash[..8]);
+    SWEEP_START_MIN + u64::from_le_bytes(bytes) % SWEEP_START_SPAN
+}
+
+/// Sweep starts fall in `SWEEP_START_MIN..SWEEP_START_MIN + SWEEP_START_SPAN`.
+const SWEEP_START_MIN: u64 = 10_000_000;
+const SWEEP_START_SPAN: u64 = 1_000_000_000_000;
+
+fn sweep(count: u64, from: Option<u64>, jobs: Option<usize>) -> ExitCode {
+    let commit = report::commit();
+    let from = from.unwrap_or_else(|| sweep_start_from_commit(&commit));
+    println!("sweep of {count} seeds from {from} (commit {commit})");
+    let seeds: Vec<u64> = (from..from.saturating_add(count)).collect();
+    let results = run_all(&seeds, jobs, true);
+    let mut by_invariant: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for result in &results {
+        if let Some(name) = result.failed_invariant() {
+            by_invariant.entry(name).or_default().push(result.seed);
+        }
+    }
+    let failed: usize = by_invariant.values().map(Vec::len).sum();
+    if failed > 0 {
+        println!("failures by invariant:");
+        for (name, mut seeds) in by_invariant {
+            seeds.sort_unstable();
+            let shown: Vec<String> = seeds.iter().take(SWEEP_SEEDS_SHOWN_MAX).map(u64::to_string).collect();
+            let more = seeds.len().saturating_sub(SWEEP_SEEDS_SHOWN_MAX);
+            let tail = if more > 0 { format!(" (+{more} more)") } else { String::new() };
+            println!("  {name:<26} {:>6}  {}{tail}", seeds.len(), shown.join(" "));
+        }
+    }
+    println!("{} passed, {failed} failed", results.len() - failed);
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// How many failing seeds a sweep names per invariant.
+const SWEEP_SEEDS_SHOWN_MAX: usize = 10;
+
+/// Runs `seeds` on `jobs` threads (default: every core). A progress bar shows on a
+/// terminal, or always when `always_show_progress` (a sweep is long).
+fn run_all(seeds: &[u64], jobs: Option<usize>, always_show_progress: bool) -> Vec<SeedResult> {
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let progress = if always_show_progress || std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(seeds.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {per_sec}, eta {eta} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let failures = AtomicUsize::new(0);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<SeedResult>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::SeqCst);
+                let Some(&seed) = seeds.get(index) else { break };
+                let result = run_and_check(seed);
+                if let Some(report) = &result.failure {
+                    // A sweep names each failure in two lines; `replay` tells the rest.
+                    let shown = if always_show_progress {
+                        let head: Vec<&str> = report.lines().take(2).collect();
+                        format!("{}\n  {}\n", head.join("\n"), report.lines().last().unwrap_or(""))
+                    } else {
+                        report.clone()
+                    };
+                    progress.suspend(|| eprint!("{shown}"));
+                    let failed = failures.fetch_add(1, Ordering::SeqCst) + 1;
+                    progress.set_message(format!("{failed} failed"));
+                }
+                progress.inc(1);
+                results.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(result);
+            });
+        }
+    });
+    progress.finish_and_clear();
+    results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn print_stats(results: &[SeedResult]) {

@@ -12,6 +12,7 @@ use crate::trace::{self, Entry};
 const FAILURE_CONTEXT_EVENTS: usize = 50;
 
 pub struct SeedResult {
+    pub seed: u64,
     pub hash: String,
     pub verdict: Verdict,
     pub faults_fired: BTreeMap<FaultKind, u64>,
@@ -32,6 +33,7 @@ pub fn run_and_check(seed: u64) -> SeedResult {
                 .unwrap_or_else(|| "a panic without a message".to_owned());
             let report = format!("seed {seed} PANICKED: {message}\n{}", reproduce(seed));
             SeedResult {
+                seed,
                 hash: String::new(),
                 verdict: Verdict::default(),
                 faults_fired: BTreeMap::new(),
@@ -63,7 +65,15 @@ fn judge(seed: u64, outcome: &Outcome) -> SeedResult {
         out.push_str(&reproduce(seed));
         out
     });
-    SeedResult { hash, verdict, faults_fired: outcome.faults_fired.clone(), failure }
+    SeedResult { seed, hash, verdict, faults_fired: outcome.faults_fired.clone(), failure }
+}
+
+impl SeedResult {
+    /// The invariant this seed broke, `panicked` for a panic, `None` when it passed.
+    pub fn failed_invariant(&self) -> Option<&'static str> {
+        self.failure.as_ref()?;
+        Some(self.verdict.violation.as_ref().map_or("panicked", |violation| violation.invariant))
+    }
 }
 
 fn reproduce(seed: u64) -> String {
