@@ -55,8 +55,6 @@ impl Drop for DedupHold {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::core::ids::{AgentId, HeartbeatId};
 
@@ -73,7 +71,9 @@ mod tests {
             let gate = Arc::clone(&gate);
             async move { gate.hold(&key(), "d").await }
         });
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
         assert!(!waiting.is_finished(), "the same reply waits for the first holder");
         drop(first);
         let second = waiting.await.expect("task");

@@ -145,6 +145,8 @@ struct PauseModel {
     /// or a later life's start-up): only then must no run start.
     life: u32,
     applied: bool,
+    /// The engine said it resumed the agent (in this life): it is over for good.
+    resumed: bool,
 }
 
 /// A live engine clears an ended pause at its next wake-up, well within this.
@@ -153,10 +155,10 @@ const PAUSE_CLEAR_BOUND: Duration = Duration::from_secs(DRIVER_SLEEP_SECS_MAX);
 impl PauseModel {
     /// Clearly holding, clearly over, or too close to the end to judge.
     fn state(&self, entry: &Entry) -> Option<bool> {
-        // Whichever end comes first ends it (ADR 0005): a backward wall jump after the wall
-        // passed `until` does not revive it in the same life.
-        if let Some((ended, _)) = self.ended_at {
-            return (entry.elapsed.abs_diff(ended) > PAUSE_BOUNDARY_SLACK).then_some(false);
+        // Whichever end comes first ends it (ADR 0005): once the engine saw it end, a
+        // backward wall jump does not revive it in the same life.
+        if self.resumed {
+            return Some(false);
         }
         let slack = SignedDuration::try_from(PAUSE_BOUNDARY_SLACK).unwrap_or(SignedDuration::ZERO);
         let near_wall = entry.wall.duration_since(self.until).abs() <= slack;
@@ -164,7 +166,13 @@ impl PauseModel {
         if near_wall || near_mono {
             return None;
         }
-        Some(entry.wall < self.until && entry.elapsed < self.end)
+        let holds = entry.wall < self.until && entry.elapsed < self.end;
+        if holds && self.ended_at.is_some() {
+            // The wall passed `until` and came back before the engine said it resumed:
+            // whether it saw the end depends on when it looked.
+            return None;
+        }
+        Some(holds)
     }
 }
 
@@ -350,6 +358,14 @@ impl Model<'_> {
             EngineEvent::Paused { agent, .. } => {
                 if let Some(pause) = self.pauses.get_mut(agent) {
                     pause.applied = true;
+                    // A `Resumed` heard before this belonged to the pause it replaced.
+                    pause.resumed = false;
+                }
+                Ok(())
+            }
+            EngineEvent::Resumed { agent } => {
+                if let Some(pause) = self.pauses.get_mut(agent) {
+                    pause.resumed = true;
                 }
                 Ok(())
             }
@@ -529,6 +545,7 @@ impl Model<'_> {
             pause.end = entry.elapsed + left.min(max);
             pause.ended_at = None;
             pause.applied = true;
+            pause.resumed = false;
         }
     }
 
@@ -603,8 +620,15 @@ impl Model<'_> {
             }
             DurableWrite::Pause { agent, until, minutes } => {
                 let end = entry.elapsed + Duration::from_secs(u64::from(*minutes) * 60);
-                let pause =
-                    PauseModel { until: *until, end, ended_at: None, clear_failed: false, life, applied: false };
+                let pause = PauseModel {
+                    until: *until,
+                    end,
+                    ended_at: None,
+                    clear_failed: false,
+                    life,
+                    applied: false,
+                    resumed: false,
+                };
                 self.pauses.insert(agent.clone(), pause);
             }
             DurableWrite::ClearPause { agent } => {
