@@ -87,6 +87,16 @@ impl ActiveHours {
     pub fn zone_name(&self) -> &str {
         &self.zone_name
     }
+
+    /// Where the window opens, as (hour, minute) of local time.
+    pub fn start_hour_minute(&self) -> (u16, u16) {
+        (self.start_minute / 60, self.start_minute % 60)
+    }
+
+    /// How long the window is open each day, in minutes (a window may wrap midnight).
+    pub fn length_minutes(&self) -> u16 {
+        (self.end_minute + MINUTES_PER_DAY - self.start_minute) % MINUTES_PER_DAY
+    }
 }
 
 /// Looks up an IANA zone by name, refusing fixed offsets.

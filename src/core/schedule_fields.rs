@@ -88,6 +88,53 @@ pub fn parse_at(text: &str, zone: &TimeZone) -> Result<Timestamp, String> {
     local.to_zoned(zone.clone()).map(|zoned| zoned.timestamp()).map_err(|e| e.to_string())
 }
 
+/// An `every` schedule made to meet its active hours (ADR 0010). Daily (`every = "24h"`,
+/// Spacebot's `interval_secs = 86400`) with a window means "once a day, in the window":
+/// it becomes a cron at the window's opening, in the window's zone, so it runs there every
+/// day whatever the time the daemon started and across DST changes. Any other `every`
+/// whose slots keep a fixed set of times of day (its interval shares a factor with a day
+/// larger than the window) could miss the window forever, depending on when it was armed:
+/// refused, with what to write instead. Other schedules pass unchanged.
+///
+/// # Errors
+/// A message saying why the slots could miss the window and what to write instead.
+pub fn fit_every_to_window(schedule: Schedule, window: Option<&ActiveHours>) -> Result<Schedule, String> {
+    let (Schedule::Every(interval), Some(window)) = (&schedule, window) else { return Ok(schedule) };
+    let (hour, minute) = window.start_hour_minute();
+    let daily_cron = format!("{minute} {hour} * * *");
+    let interval_secs = interval.as_secs();
+    if interval_secs == SECS_PER_DAY && interval.subsec_nanos() == 0 {
+        return CronSchedule::parse(&daily_cron, window.zone_name()).map(Schedule::Cron).map_err(|e| e.to_string());
+    }
+    // The slots' times of day are the arming time plus multiples of gcd(interval, day).
+    let spacing_secs = gcd(interval_secs.max(1), SECS_PER_DAY);
+    let window_secs = u64::from(window.length_minutes()) * 60;
+    if spacing_secs > window_secs {
+        let spacing = crate::core::duration::format_duration(std::time::Duration::from_secs(spacing_secs));
+        return Err(format!(
+            "every {} falls at the same times of day, {spacing} apart, and the window {}-{} ({}) is shorter, \
+             so it could miss the window every day; for once a day in the window write every = 24h (it runs \
+             at {}) or a cron like {daily_cron:?}, or use an interval of at most {} minutes",
+            crate::core::duration::format_duration(*interval),
+            window.start_text(),
+            window.end_text(),
+            window.zone_name(),
+            window.start_text(),
+            window.length_minutes(),
+        ));
+    }
+    Ok(schedule)
+}
+
+const SECS_PER_DAY: u64 = 24 * 60 * 60;
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 /// Refuses a cron that would never run: one with no occurrence after `from` (30 February),
 /// or whose every occurrence falls outside its active hours. Searches from `from` for [`CRON_ACTIVE_SEARCH_DAYS`] days or
 /// [`CRON_ACTIVE_SEARCH_SLOTS_MAX`] occurrences; a schedule too dense to search that far
@@ -133,6 +180,55 @@ pub fn check_cron_meets_window(
         window.end_text(),
         window.zone_name()
     ))
+}
+
+#[cfg(test)]
+mod window_fit_tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn window(start: &str, end: &str) -> ActiveHours {
+        ActiveHours::new(start, end, "Europe/Berlin").expect("valid window")
+    }
+
+    #[test]
+    fn daily_with_a_window_becomes_a_cron_at_its_opening_in_its_zone() {
+        let fitted = fit_every_to_window(Schedule::Every(Duration::from_secs(86_400)), Some(&window("09:00", "10:00")));
+        let Ok(Schedule::Cron(cron)) = fitted else { panic!("a daily cron, got {fitted:?}") };
+        assert_eq!((cron.expression(), cron.zone_name()), ("0 9 * * *", "Europe/Berlin"));
+        let late = fit_every_to_window(Schedule::Every(Duration::from_secs(86_400)), Some(&window("22:30", "01:00")));
+        assert!(matches!(late, Ok(Schedule::Cron(cron)) if cron.expression() == "30 22 * * *"));
+    }
+
+    #[test]
+    fn intervals_whose_slots_could_miss_the_window_are_refused() {
+        for (secs, start, end) in [
+            (2 * 86_400, "09:00", "17:00"),
+            (12 * 3_600, "09:00", "10:00"),
+            (3_600, "09:00", "09:30"),
+            (90, "09:00", "09:01"),
+        ] {
+            let fitted = fit_every_to_window(Schedule::Every(Duration::from_secs(secs)), Some(&window(start, end)));
+            let Err(problem) = fitted else { panic!("every {secs}s in {start}-{end} accepted") };
+            assert!(problem.contains("could miss the window"), "{problem}");
+        }
+    }
+
+    #[test]
+    fn intervals_that_sweep_the_day_or_fit_the_window_pass_unchanged() {
+        for (secs, start, end) in [
+            (1_800, "09:00", "10:00"),
+            (3_600, "09:00", "17:00"),
+            (25 * 3_600, "09:00", "10:00"),
+            (7 * 60, "09:00", "09:05"),
+        ] {
+            let every = Schedule::Every(Duration::from_secs(secs));
+            assert_eq!(fit_every_to_window(every.clone(), Some(&window(start, end))), Ok(every));
+        }
+        let daily = Schedule::Every(Duration::from_secs(86_400));
+        assert_eq!(fit_every_to_window(daily.clone(), None), Ok(daily), "no window, nothing to fit");
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use crate::core::heartbeat_file::HEARTBEAT_PROMPT_DEFAULT;
 use crate::core::ids::HeartbeatKey;
 use crate::core::policy::RunPolicy;
 use crate::core::schedule::Schedule;
+use crate::core::schedule_fields::fit_every_to_window;
 use crate::limits::{AGENT_HEARTBEAT_EVERY_SECS_DEFAULT, AGENT_HEARTBEAT_SPACING_SECS_MIN, INTERVAL_SECS_MAX};
 
 /// `[defaults.heartbeat]` and `[agents.heartbeat]`: every field optional, the agent's
@@ -96,6 +97,9 @@ impl Validator<'_> {
         };
         let target = self.target(&field, raw.target, None, jobs.webhooks)?;
         let active_hours = self.active_hours(&field, raw.active_hours, None, None, jobs.timezone)?;
+        // A daily heartbeat with a window runs at its opening; one that could miss it is refused.
+        let schedule = fit_every_to_window(Schedule::Every(every), active_hours.as_ref())
+            .map_err(|problem| self.error(format!("{field}.every"), problem))?;
         let timeout = self.timeout(&format!("{field}.timeout"), raw.timeout.as_deref(), jobs.run_timeout)?;
         let ack_max_chars = self.ack_max_chars(&field, raw.ack_max_chars, agent_ack_max_chars)?;
         if raw.model.as_deref().is_some_and(|model| model.trim().is_empty()) {
@@ -105,7 +109,7 @@ impl Validator<'_> {
             key: HeartbeatKey::agent_heartbeat(jobs.agent),
             kind: JobKind::Agent,
             prompt,
-            schedule: Schedule::Every(every),
+            schedule,
             // One run at a time, never stacked (spec H16); after downtime, one run.
             policy: RunPolicy::default(),
             delete_after_run: false,

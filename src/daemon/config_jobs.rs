@@ -12,7 +12,7 @@ use crate::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use crate::core::ids::{HeartbeatId, HeartbeatKey};
 use crate::core::policy::{CatchUp, Overlap, RunPolicy};
 use crate::core::schedule::Schedule;
-use crate::core::schedule_fields::{check_cron_meets_window, ScheduleFields};
+use crate::core::schedule_fields::{check_cron_meets_window, fit_every_to_window, ScheduleFields};
 use crate::limits::{
     CATCHUP_WINDOW_SECS_MAX, ERROR_BACKOFF_SECS_DEFAULT, ERROR_BACKOFF_SECS_MAX, ERROR_BACKOFF_STEPS_MAX,
     JITTER_SECS_MAX, PROMPT_CHARS_MAX,
@@ -84,7 +84,8 @@ impl Validator<'_> {
         let target = self.target(field, raw.target, raw.delivery_target, defaults.webhooks)?;
         let active_hours =
             self.active_hours(field, raw.active_hours, raw.active_start_hour, raw.active_end_hour, defaults.timezone)?;
-        self.window_check(field, &schedule, active_hours.as_ref())?;
+        let every_field = if raw.interval_secs.is_some() { "interval_secs" } else { "every" };
+        let schedule = self.fit_to_window(field, every_field, schedule, active_hours.as_ref())?;
         let shared = Shared { key, prompt, schedule, target, active_hours, policy, timeout: raw.timeout };
         self.definition(field, JobKind::Heartbeat, shared, defaults)
     }
@@ -154,7 +155,7 @@ impl Validator<'_> {
             }
         };
         let active_hours = self.active_hours(field, raw.active_hours, None, None, defaults.timezone)?;
-        self.window_check(&format!("{field}.schedule"), &schedule, active_hours.as_ref())?;
+        let schedule = self.fit_to_window(&format!("{field}.schedule"), "every", schedule, active_hours.as_ref())?;
         let shared = Shared { key, prompt, schedule, target, active_hours, policy, timeout: raw.timeout };
         let def = self.definition(field, kind, shared, defaults)?;
         Ok((raw.enabled != Some(false)).then_some(def))
@@ -233,10 +234,23 @@ impl Validator<'_> {
         })
     }
 
-    fn window_check(&self, field: &str, schedule: &Schedule, window: Option<&ActiveHours>) -> Result<(), ConfigError> {
+    /// The schedule made to meet its active hours: a daily `every` runs at the window's
+    /// opening; one that could miss the window, or a cron that never meets it, is refused.
+    fn fit_to_window(
+        &self,
+        field: &str,
+        every_field: &str,
+        schedule: Schedule,
+        window: Option<&ActiveHours>,
+    ) -> Result<Schedule, ConfigError> {
         let from = Timestamp::from_second(WINDOW_CHECK_FROM_UNIX_SECS).unwrap_or(Timestamp::UNIX_EPOCH);
-        let field = if field.ends_with(".schedule") { field.to_owned() } else { format!("{field}.cron") };
-        check_cron_meets_window(schedule, window, from).map_err(|problem| self.error(field, problem))
+        let in_table = field.ends_with(".schedule");
+        let every_field = if in_table { format!("{field}.every") } else { format!("{field}.{every_field}") };
+        let schedule =
+            fit_every_to_window(schedule, window).map_err(|problem| self.error(every_field.clone(), problem))?;
+        let cron_field = if in_table { field.to_owned() } else { format!("{field}.cron") };
+        check_cron_meets_window(&schedule, window, from).map_err(|problem| self.error(cron_field, problem))?;
+        Ok(schedule)
     }
 
     fn policy(&self, field: &str, raw: RawPolicy, schedule: &Schedule) -> Result<(RunPolicy, bool), ConfigError> {

@@ -2,6 +2,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::*;
+use crate::core::cron::CronSchedule;
 use crate::core::schedule::Schedule;
 
 fn parse_text(text: &str) -> Result<Config, ConfigError> {
@@ -31,7 +32,9 @@ fn shipped_examples_load() {
     let kinds: Vec<&str> = full.heartbeats.iter().map(|def| def.kind.as_str()).collect();
     assert_eq!(kinds, ["agent", "heartbeat", "heartbeat", "cron", "cron-main", "cron"]);
     let spacebot = &full.heartbeats[2];
-    assert_eq!(spacebot.schedule, Schedule::Every(Duration::from_secs(86_400)));
+    // Spacebot's daily heartbeat with a one-hour window runs at the window's opening (ADR 0010).
+    let daily = CronSchedule::parse("0 9 * * *", "Europe/Berlin").expect("valid");
+    assert_eq!(spacebot.schedule, Schedule::Cron(daily));
     assert_eq!(spacebot.target.to_string(), "webhook:ops");
     let window = spacebot.active_hours.as_ref().expect("window");
     assert_eq!(
@@ -341,4 +344,15 @@ fn visibility_levels_and_the_budget_are_read_and_checked() {
         assert!(error.field.starts_with(field), "{text}\n{error}");
         assert!(error.problem.contains(problem), "{field}: {:?} should mention {problem:?}", error.problem);
     }
+}
+
+#[test]
+fn an_every_that_could_miss_its_window_is_refused_naming_the_field() {
+    let config = with_heartbeat("target = \"stdout\"\nevery = \"12h\"\nactive_hours = { start = \"09:00\", end = \"10:00\", timezone = \"UTC\" }");
+    let error = parse(&config, Path::new("c.toml")).expect_err("12h slots can miss a one-hour window");
+    let message = error.to_string();
+    assert!(message.contains("agents[0].heartbeats[0].every") && message.contains("could miss the window"), "{message}");
+    let spacebot = with_heartbeat("target = \"stdout\"\ninterval_secs = 172800\nactive_start_hour = 9\nactive_end_hour = 10");
+    let message = parse(&spacebot, Path::new("c.toml")).expect_err("every two days").to_string();
+    assert!(message.contains("heartbeats[0].interval_secs"), "{message}");
 }

@@ -24,7 +24,7 @@ use crate::core::heartbeat::{Heartbeat, HeartbeatDef, JobKind, Origin};
 use crate::core::ids::{HeartbeatId, HeartbeatKey};
 use crate::core::policy::{CatchUp, Overlap, RunPolicy};
 use crate::core::schedule::Schedule;
-use crate::core::schedule_fields::{check_cron_meets_window, ScheduleFields};
+use crate::core::schedule_fields::{check_cron_meets_window, fit_every_to_window, ScheduleFields};
 use crate::limits::{JITTER_SECS_MAX, PROMPT_CHARS_MAX, TOOL_RUNS_LISTED_MAX};
 use crate::ports::llm::ToolSpec;
 
@@ -258,6 +258,8 @@ fn build(
     check_spacing(&schedule, settings.model_interval_min, context.control.clock().wall())?;
     let target = target(context, kind, arguments, existing)?;
     let active_hours = window(context, arguments, existing)?;
+    let schedule =
+        fit_every_to_window(schedule, active_hours.as_ref()).map_err(|problem| format!("`every`: {problem}"))?;
     check_cron_meets_window(&schedule, active_hours.as_ref(), context.control.clock().wall())
         .map_err(|problem| format!("`cron`: {problem}"))?;
     let policy = policy(arguments, existing.map(|def| def.policy))?;
