@@ -343,6 +343,64 @@ fn a_bad_config_is_refused_with_the_file_field_and_problem() {
     assert!(!dir.path().join("systole.db").exists(), "a refused config touches no store");
 }
 
+fn refused_with(config_text: &str, dir: &Path) -> String {
+    let path = dir.join("start.toml");
+    std::fs::write(&path, config_text).expect("write");
+    let output = systole(&["serve", "--config", path.to_str().expect("utf-8")]).output().expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "exit status 2: {stderr}");
+    assert!(!stderr.contains("Some(") && !stderr.contains("AgentId("), "no debug formatting: {stderr}");
+    stderr
+}
+
+#[test]
+fn start_up_errors_name_the_field_the_path_and_the_key() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let llm = "[llm]\nprovider = \"scripted\"\n";
+    let missing = refused_with(&format!("[store]\npath = \"/nonexistent/state.db\"\n{llm}"), dir.path());
+    assert!(missing.contains("store.path: cannot create /nonexistent/state.db: no such directory"), "{missing}");
+    let folder = dir.path().to_str().expect("utf-8").to_owned();
+    let directory = refused_with(&format!("[store]\npath = {folder:?}\n{llm}"), dir.path());
+    assert!(directory.contains(&format!("store.path: {folder} is a directory")), "{directory}");
+    let typed = refused_with(
+        &format!(
+            "{llm}[[agents]]\nid = \"main\"\n[[agents.heartbeats]]\nid = \"x\"\nprompt = \"p\"\ninterval_secs = -1\n"
+        ),
+        dir.path(),
+    );
+    assert!(typed.contains("agents[0].heartbeats[0].interval_secs"), "names the key: {typed}");
+    let twice = refused_with(&format!("{llm}[[agents]]\nid = \"main\"\n[[agents]]\nid = \"main\"\n"), dir.path());
+    assert!(twice.contains("agents[1].id: \"main\" is used by an earlier agent"), "{twice}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_daemon_on_the_same_store_is_refused_naming_the_file_and_the_process() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("one.toml");
+    std::fs::write(&config, "[store]\npath = \"shared.db\"\n[llm]\nprovider = \"scripted\"\n").expect("write");
+    let first = spawn_daemon(&config, &dir.path().join("first.log"));
+    let lock = dir.path().join("shared.db.daemon-lock");
+    let first_pid = first.id().to_string();
+    wait_until("the first daemon holds the store", || {
+        std::fs::read_to_string(&lock).is_ok_and(|text| text.trim() == first_pid)
+    })
+    .await;
+    let output = systole(&["serve", "--config", config.to_str().expect("utf-8")]).output().expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("shared.db is in use by another `systole serve`"), "{stderr}");
+    assert!(stderr.contains(&format!("process {first_pid}")), "names the running process: {stderr}");
+    stop_daemon(first);
+    // The lock goes with the process: a new daemon starts on the same file.
+    let second = spawn_daemon(&config, &dir.path().join("second.log"));
+    let second_pid = second.id().to_string();
+    wait_until("the second daemon holds the store", || {
+        std::fs::read_to_string(&lock).is_ok_and(|text| text.trim() == second_pid)
+    })
+    .await;
+    stop_daemon(second);
+}
+
 fn write_agent_config(dir: &Path, address: SocketAddr) -> PathBuf {
     let heartbeat = |agent_block: &str, id: &str, prompt: &str| {
         format!("{agent_block}\n[[agents.heartbeats]]\nid = \"{id}\"\nprompt = \"{prompt}\"\nevery = \"1s\"\ntarget = \"webhook:ops\"\n")

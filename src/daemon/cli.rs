@@ -10,6 +10,7 @@ use crate::daemon::config;
 use crate::daemon::list;
 use crate::daemon::preview::{preview, PreviewSpec};
 use crate::daemon::serve::serve;
+use crate::daemon::store_file;
 use crate::daemon::DaemonError;
 use crate::ports::clock::Clock;
 use crate::store::sqlite::SqliteStore;
@@ -132,11 +133,13 @@ async fn job_command(kind: JobKind, command: JobCommand) -> Result<(), DaemonErr
     match command {
         JobCommand::List { config, json } => {
             let config = config::load(&config)?;
+            store_file::check_path(&config)?;
             let store = SqliteStore::open(&config.store_path).await?;
             print!("{}", list::list(&store, kind, json).await?);
         }
         JobCommand::Runs { config, id, agent, limit, json } => {
             let config = config::load(&config)?;
+            store_file::check_path(&config)?;
             let store = SqliteStore::open(&config.store_path).await?;
             let key = list::resolve(&store, kind, agent.as_deref(), &id).await?;
             print!("{}", list::runs(&store, &key, limit, json).await?);

@@ -286,19 +286,28 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 /// When the text is not valid TOML of this shape, or a value is refused.
 pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let file = path.display().to_string();
-    let raw: RawConfig = toml::from_str(text).map_err(|error| toml_error(&file, text, &error))?;
+    let document = toml::Deserializer::parse(text).map_err(|error| toml_error(&file, text, &error, ""))?;
+    // The path of the key a type error is about (`agents[0].heartbeats[1].interval_secs`).
+    let raw: RawConfig = serde_path_to_error::deserialize(document).map_err(|error| {
+        let path = error.path().to_string();
+        toml_error(&file, text, error.inner(), if path == "." { "" } else { &path })
+    })?;
     Validator { file, path }.config(raw)
 }
 
-fn toml_error(file: &str, text: &str, error: &toml::de::Error) -> ConfigError {
-    let field = match error.span() {
-        Some(span) => {
-            let before = &text[..span.start.min(text.len())];
-            let line = before.matches('\n').count() + 1;
-            let column = before.rsplit('\n').next().map_or(0, |tail| tail.chars().count()) + 1;
-            format!("line {line}, column {column}")
-        }
-        None => "(document)".to_owned(),
+/// A TOML error as a config error: the key's path when known, and the line and column.
+fn toml_error(file: &str, text: &str, error: &toml::de::Error, key: &str) -> ConfigError {
+    let place = error.span().map(|span| {
+        let before = text.get(..span.start.min(text.len())).unwrap_or("");
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |tail| tail.chars().count()) + 1;
+        format!("line {line}, column {column}")
+    });
+    let field = match (key.is_empty(), place) {
+        (false, Some(place)) => format!("{key} ({place})"),
+        (false, None) => key.to_owned(),
+        (true, Some(place)) => place,
+        (true, None) => "(document)".to_owned(),
     };
     ConfigError { file: file.to_owned(), field, problem: error.message().to_owned() }
 }
@@ -362,7 +371,7 @@ impl Validator<'_> {
             let id = AgentId::new(agent.id.clone())
                 .map_err(|e| self.error(format!("{field}.id"), format!("{:?} {e}", agent.id)))?;
             if !agent_ids.insert(id.clone()) {
-                return Err(self.error(format!("{field}.id"), format!("{id:?} is used by an earlier agent")));
+                return Err(self.error(format!("{field}.id"), format!("{:?} is used by an earlier agent", id.as_str())));
             }
             let timezone = match &agent.timezone {
                 Some(zone) => {

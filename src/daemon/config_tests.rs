@@ -351,8 +351,12 @@ fn an_every_that_could_miss_its_window_is_refused_naming_the_field() {
     let config = with_heartbeat("target = \"stdout\"\nevery = \"12h\"\nactive_hours = { start = \"09:00\", end = \"10:00\", timezone = \"UTC\" }");
     let error = parse(&config, Path::new("c.toml")).expect_err("12h slots can miss a one-hour window");
     let message = error.to_string();
-    assert!(message.contains("agents[0].heartbeats[0].every") && message.contains("could miss the window"), "{message}");
-    let spacebot = with_heartbeat("target = \"stdout\"\ninterval_secs = 172800\nactive_start_hour = 9\nactive_end_hour = 10");
+    assert!(
+        message.contains("agents[0].heartbeats[0].every") && message.contains("could miss the window"),
+        "{message}"
+    );
+    let spacebot =
+        with_heartbeat("target = \"stdout\"\ninterval_secs = 172800\nactive_start_hour = 9\nactive_end_hour = 10");
     let message = parse(&spacebot, Path::new("c.toml")).expect_err("every two days").to_string();
     assert!(message.contains("heartbeats[0].interval_secs"), "{message}");
 }

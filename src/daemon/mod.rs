@@ -5,6 +5,7 @@ pub mod config;
 pub mod list;
 pub mod preview;
 pub mod serve;
+pub mod store_file;
 
 use crate::daemon::config::ConfigError;
 use crate::driver::EngineError;

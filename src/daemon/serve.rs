@@ -13,6 +13,7 @@ use crate::adapters::scripted_llm::ScriptedLlm;
 use crate::adapters::system_clock::SystemClock;
 use crate::adapters::webhook::WebhookSender;
 use crate::daemon::config::{Config, LlmConfig};
+use crate::daemon::store_file::{self, DaemonLock};
 use crate::daemon::DaemonError;
 use crate::driver::{self, EngineOptions, Ports};
 use crate::ports::clock::Clock;
@@ -48,6 +49,9 @@ pub fn build_llm(config: &LlmConfig, clock: Arc<dyn Clock>) -> Result<Arc<dyn Ll
 /// # Errors
 /// When the store cannot be opened or seeded, or the LLM provider cannot be built.
 pub async fn serve(config: Config) -> Result<(), DaemonError> {
+    store_file::check_path(&config)?;
+    // One daemon per store: two would compete for every slot and the write lock.
+    let _lock = DaemonLock::acquire(&config)?;
     let store = Arc::new(SqliteStore::open(&config.store_path).await?);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let llm = build_llm(&config.llm, Arc::clone(&clock))?;

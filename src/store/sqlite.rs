@@ -61,7 +61,10 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS))
             .foreign_keys(true);
-        let pool = SqlitePoolOptions::new().max_connections(CONNECTIONS_MAX).connect_with(options).await?;
+        let pool =
+            SqlitePoolOptions::new().max_connections(CONNECTIONS_MAX).connect_with(options).await.map_err(|error| {
+                StoreError::Backend(format!("cannot open the database {}: {error}", path.display()))
+            })?;
         // sqlx takes no lock for SQLite migrations, so two processes opening a new or old
         // database at once (the daemon and `heartbeat list`) could both apply one; a lock
         // file next to the database makes them take turns.
