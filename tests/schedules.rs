@@ -8,6 +8,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use common::{cron_def, def, key, options, Behaviour, Rig};
+use systole::core::breaker::DISABLED_BY_BREAKER;
 use systole::core::heartbeat::{HeartbeatDef, Origin};
 use systole::core::policy::{CatchUp, Overlap, RunPolicy};
 use systole::core::schedule::Schedule;
@@ -47,7 +48,7 @@ async fn a_cron_runs_at_its_calendar_times_and_a_backward_jump_never_repeats_one
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_at_job_runs_once_then_is_deleted_and_a_failed_one_stays_disabled() {
+async fn an_at_job_runs_once_then_is_deleted_and_a_failed_one_retries_until_the_breaker() {
     let rig = Rig::new();
     let mut done = cron_def("main", "remind", "* * * * *", "UTC");
     done.schedule = Schedule::At(ts("2026-01-05T12:10:00Z"));
@@ -68,16 +69,44 @@ async fn an_at_job_runs_once_then_is_deleted_and_a_failed_one_stays_disabled() {
     assert!(rig.starts("main", "remind").is_empty(), "not before its time");
     rig.advance(2 * 60).await;
     assert_eq!(slots(&rig.starts("main", "remind")), vec![ts("2026-01-05T12:10:00Z")]);
-    assert_eq!(rig.starts("main", "broken").len(), 1);
     rig.advance(3_600).await;
+    // A failed one-shot follows the error backoff (30 s, then 60 s) under new slots, until
+    // the breaker trips at the third failure.
+    let retries = vec![ts("2026-01-05T12:10:00Z"), ts("2026-01-05T12:10:30Z"), ts("2026-01-05T12:11:30Z")];
+    assert_eq!(slots(&rig.starts("main", "broken")), retries);
     assert_eq!(rig.starts("main", "remind").len(), 1, "once only");
     let stored = rig.store.load_heartbeats().await.expect("load");
     assert!(stored.iter().all(|h| h.def.key != key("main", "remind")), "deleted after its successful run");
     let broken = stored.iter().find(|h| h.def.key == key("main", "broken")).expect("a failed one-shot is kept");
-    assert_eq!((broken.state.enabled, broken.state.disabled_reason.as_deref()), (false, Some(NO_MORE_SLOTS)));
+    assert_eq!((broken.state.enabled, broken.state.disabled_reason.as_deref()), (false, Some(DISABLED_BY_BREAKER)));
     assert_eq!(rig.store.executions(&key("main", "remind"), 10).await.expect("read").len(), 1, "its log stays");
     let configured = stored.iter().find(|h| h.def.key == key("main", "configured")).expect("config keeps it");
     assert!(!configured.state.enabled, "a config one-shot is disabled, not deleted: seeding would bring it back");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_at_job_that_then_succeeds_retires_and_a_restart_keeps_its_retry() {
+    let rig = Rig::new();
+    let mut once = cron_def("main", "once", "* * * * *", "UTC");
+    once.schedule = Schedule::At(ts("2026-01-05T12:01:00Z"));
+    once.delete_after_run = true;
+    once.origin = Origin::Runtime;
+    rig.llm.set("once", Behaviour::Fail);
+    let engine = rig.start(&[]).await;
+    engine.upsert(once).await.expect("create");
+    rig.advance(61).await;
+    assert_eq!(rig.starts("main", "once").len(), 1, "failed once");
+    // A restart in the middle of the backoff keeps the retry it had armed.
+    engine.shutdown(Duration::from_secs(1)).await;
+    rig.llm.set("once", Behaviour::Reply("done".to_owned()));
+    let engine = rig.start(&[]).await;
+    rig.advance(120).await;
+    let runs = slots(&rig.starts("main", "once"));
+    assert_eq!(runs.len(), 2, "one retry after the restart: {runs:?}");
+    assert!(runs[1] > runs[0]);
+    let stored = rig.store.load_heartbeats().await.expect("load");
+    assert!(stored.iter().all(|h| h.def.key != key("main", "once")), "its retry succeeded: deleted");
     engine.shutdown(Duration::from_secs(1)).await;
 }
 

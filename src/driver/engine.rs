@@ -11,16 +11,17 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
 use crate::core::budget::DayLedger;
 use crate::core::flood::FloodGuard;
-use crate::core::guard::{self, GuardInput};
+use crate::core::guard::{self, GuardInput, SkipReason};
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, JobKind, Origin};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::{Pause, PauseRecord};
 use crate::core::policy::{backoff_delay, jitter_offset, on_overlap, CatchUp, OverlapDecision};
-use crate::core::slots::SlotTimer;
+use crate::core::schedule::Schedule;
+use crate::core::slots::{add, truncate_to_millis, SlotTimer};
 use crate::core::timer_queue::TimerQueue;
 use crate::core::wake::{PendingWake, WakeReason};
 use crate::driver::events::EngineEvent;
@@ -209,7 +210,7 @@ impl Driver {
             let clock = Arc::clone(&self.context.clock);
             tokio::select! {
                 biased;
-                Some(record) = self.completions.recv() => self.complete(record),
+                Some(record) = self.completions.recv() => self.complete(record).await,
                 command = self.commands.recv() => match command {
                     Some(Command::Shutdown { grace, done }) => {
                         let abandoned = self.drain(grace).await;
@@ -290,6 +291,7 @@ impl Driver {
         let mut claims = Vec::new();
         let mut claimed_now: BTreeMap<HeartbeatKey, usize> = BTreeMap::new();
         let mut skips = Vec::new();
+        let mut retries = Vec::new();
         let spent = self.spent_budgets(due.iter().map(|(key, _)| key.agent.clone()).collect(), now).await;
         for (key, slot) in due {
             let alerts_disabled = self.entries.get(&key).is_some_and(|entry| self.shows_nothing(&entry.def));
@@ -318,6 +320,12 @@ impl Driver {
                     claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot });
                 }
                 Err(reason) => {
+                    if reason == SkipReason::Backoff && entry.exhausted {
+                        // A one-shot's retry came before its backoff ended (a forward wall
+                        // jump): it tries again when the backoff is over.
+                        let left = entry.backoff_until.map_or(Duration::ZERO, |until| until.saturating_since(now.mono));
+                        retries.push((key.clone(), left, slot));
+                    }
                     self.context.events.emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot, reason });
                     self.context.run_events.publish(RunEvent::skipped(key.clone(), slot, now.wall, reason));
                     skips.push(SkipRecord { key, slot, at: now.wall, reason, next_slot });
@@ -329,6 +337,9 @@ impl Driver {
             if let Err(error) = self.context.store.record_skips(&skips).await {
                 self.store_failed("record_skips", error.to_string(), "the skips are only in the log");
             }
+        }
+        for (key, after, above) in retries {
+            self.arm_retry(&key, now, after, above).await;
         }
         if !claims.is_empty() {
             self.claim_and_start(claims, now).await;
@@ -398,7 +409,7 @@ impl Driver {
         self.runs.insert((claim.key, slot), task);
     }
 
-    fn complete(&mut self, finished: FinishedRun) {
+    async fn complete(&mut self, finished: FinishedRun) {
         let FinishedRun { record, breaker, withheld } = finished;
         if breaker.is_some() {
             self.count_llm_calls(&record);
@@ -436,6 +447,8 @@ impl Driver {
         let Some(step) = breaker else { return };
         if step.tripped {
             entry.enabled = false;
+            // Disabled by the breaker, which says why: not retired over it as `no-more-slots`.
+            entry.exhausted = false;
             entry.waiting.clear();
             self.disarm(&record.key);
             let event =
@@ -444,6 +457,9 @@ impl Driver {
         } else if step.consecutive_failures > 0 {
             let delay = backoff_delay(&self.context.error_backoff, step.consecutive_failures);
             entry.backoff_until = Some(now.mono + delay);
+            if entry.exhausted {
+                self.arm_retry(&record.key, now, delay, record.slot).await;
+            }
         } else {
             entry.backoff_until = None;
         }
@@ -638,6 +654,22 @@ impl Driver {
     }
 
     /// Stores a re-armed heartbeat's next slot, so a restart resumes there.
+    /// A one-shot (`at`) whose run failed tries again once its backoff is over, under a
+    /// new slot (the retry's time, above `above`), until it succeeds or the breaker trips,
+    /// like any other job. Only a schedule with no slot left (`exhausted`) gets one.
+    async fn arm_retry(&mut self, key: &HeartbeatKey, now: Now, after: Duration, above: Timestamp) {
+        let Some(entry) = self.entries.get_mut(key) else { return };
+        if !entry.enabled || !matches!(entry.def.schedule, Schedule::At(_)) {
+            return;
+        }
+        let earliest = above.checked_add(SignedDuration::from_millis(1)).unwrap_or(above);
+        let slot = truncate_to_millis(add(now.wall, after)).max(earliest);
+        entry.exhausted = false;
+        let timer = SlotTimer::resume(now, &entry.def.schedule, entry.jitter(), slot);
+        self.arm(key.clone(), timer);
+        self.store_next_slot(key.clone(), slot).await;
+    }
+
     async fn store_next_slot(&mut self, key: HeartbeatKey, next_slot: Timestamp) {
         if let Err(error) = self.context.store.set_next_slots(&[(key, next_slot)]).await {
             self.store_failed("set_next_slots", error.to_string(), "a restart arms it from its previous slot");
@@ -662,7 +694,7 @@ impl Driver {
         while !self.runs.is_empty() {
             tokio::select! {
                 biased;
-                Some(record) = self.completions.recv() => self.complete(record),
+                Some(record) = self.completions.recv() => self.complete(record).await,
                 // A run's tool may be waiting on a change; apply it so the run can finish.
                 Some(command) = self.commands.recv() => match command {
                     Command::Change { change, applied } => {

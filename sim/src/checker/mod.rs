@@ -52,8 +52,9 @@ pub const CALENDAR_TIME: &str = "calendar-time";
 pub const NO_TOKEN_DELIVERED: &str = "no-token-delivered";
 pub const NO_DUPLICATE_DAY: &str = "no-duplicate-within-24h";
 pub const CLAIM_GONE_JUSTIFIED: &str = "claim-gone-justified";
+pub const AT_RETRIES: &str = "at-retries";
 
-pub const INVARIANTS: [&str; 29] = [
+pub const INVARIANTS: [&str; 30] = [
     guards::BUDGET,
     guards::VISIBILITY,
     agents::EMPTY_FILE_NO_CALL,
@@ -83,6 +84,7 @@ pub const INVARIANTS: [&str; 29] = [
     NO_TOKEN_DELIVERED,
     NO_DUPLICATE_DAY,
     CLAIM_GONE_JUSTIFIED,
+    AT_RETRIES,
 ];
 
 /// How close to the engine's own reading of a deadline the checker stops judging: the
@@ -232,6 +234,8 @@ struct Model<'a> {
     deliveries: BTreeMap<HeartbeatKey, Vec<(String, Timestamp, Timestamp, bool)>>,
     /// Heartbeats the engine retired (schedule out of slots) since they were last put.
     retired: BTreeSet<HeartbeatKey>,
+    /// Whether each heartbeat's latest recorded run (since it was last put) failed.
+    last_failed: BTreeMap<HeartbeatKey, bool>,
     /// A failure's backoff: (when the failure became durable, when the backoff ends).
     backoffs: BTreeMap<HeartbeatKey, (Duration, Duration)>,
     /// Backoffs an enable or a new definition lifted in the store: the driver may skip a
@@ -270,6 +274,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         changed_at: BTreeMap::new(),
         deliveries: BTreeMap::new(),
         retired: BTreeSet::new(),
+        last_failed: BTreeMap::new(),
         agents: agents::AgentModel::default(),
         guards: guards::GuardModel::default(),
     };
@@ -380,6 +385,13 @@ impl Model<'_> {
             }
             EngineEvent::Retired { key, .. } => {
                 self.retired.insert(key.clone());
+                // A failed one-shot retries after its backoff until it succeeds or the
+                // breaker disables it: it is never retired on a failure.
+                self.count(AT_RETRIES);
+                let one_shot = self.defs.get(key).is_some_and(|def| matches!(def.schedule, Schedule::At(_)));
+                if one_shot && self.last_failed.get(key) == Some(&true) && self.present.get(key) == Some(&true) {
+                    return fail(AT_RETRIES, format!("{key} (at) was retired after a failed run instead of retrying"));
+                }
                 Ok(())
             }
             // A failed claim drops the slot, a backlog slot too: a run needs a claim.
@@ -574,6 +586,7 @@ impl Model<'_> {
                     return fail(BREAKER_EXACT, message);
                 }
                 self.failures.insert(key.clone(), expected);
+                self.last_failed.insert(key.clone(), *failed);
                 if *failed && !expected_trip {
                     let delay = backoff_delay(&self.options.error_backoff, expected);
                     self.backoffs.insert(key.clone(), (entry.elapsed, entry.elapsed + delay));
@@ -606,6 +619,7 @@ impl Model<'_> {
                 self.changed_at.insert(key.clone(), entry.elapsed);
                 self.defs.insert(key.clone(), (**def).clone());
                 self.retired.remove(key);
+                self.last_failed.remove(key);
                 self.present.insert(key.clone(), true);
                 self.failures.insert(key.clone(), 0);
                 self.lift_backoff(key);
