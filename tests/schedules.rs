@@ -12,7 +12,6 @@ use systole::core::breaker::DISABLED_BY_BREAKER;
 use systole::core::heartbeat::{HeartbeatDef, Origin};
 use systole::core::policy::{CatchUp, Overlap, RunPolicy};
 use systole::core::schedule::Schedule;
-use systole::driver::engine::NO_MORE_SLOTS;
 use systole::driver::events::EngineEvent;
 use systole::ports::clock::Clock;
 use systole::ports::store::{ExecutionStatus, Store};
