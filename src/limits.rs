@@ -149,3 +149,7 @@ pub const LLM_CALLS_PER_DAY_DEFAULT: u64 = 2_000;
 pub const LLM_CALLS_PER_DAY_LIMIT: u64 = 1_000_000;
 /// Run events a slow subscriber may fall behind by before it misses some (it is told how many).
 pub const RUN_EVENTS_BUFFERED_MAX: usize = 1_024;
+
+/// A failed one-shot's retry that a guard held (quiet hours, a pause) tries again after at
+/// least this long, so a long hold costs a skip row per period, not one per wake.
+pub const AT_RETRY_AFTER_HOLD_SECS_MIN: u64 = 60;

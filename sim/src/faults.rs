@@ -195,6 +195,11 @@ impl Injector {
     }
 
     /// Counts a fault the harness injected itself (clock faults).
+    /// Whether faults are still being injected (the safety phase, before healing).
+    pub fn is_active(&self) -> bool {
+        self.lock().active
+    }
+
     pub fn count(&self, kind: FaultKind) {
         *self.lock().fired.entry(kind).or_default() += 1;
     }

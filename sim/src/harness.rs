@@ -59,6 +59,7 @@ async fn simulate(options: SimOptions) -> (Vec<Entry>, std::collections::BTreeMa
         lives: Default::default(),
         llm_rng: Mutex::new(rng(options.seed, Stream::Llm)),
         workspace: Arc::new(MemoryWorkspace::default()),
+        flaky_calls: Mutex::default(),
         options,
     });
     for (agent, file) in &world.options.files {

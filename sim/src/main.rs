@@ -48,6 +48,9 @@ enum Command {
         /// Seeds that once failed, one a line ('#' starts a comment).
         #[arg(long, default_value = "regressions.txt")]
         regressions: PathBuf,
+        /// Stop at the first failing seed (the mutant check: one failure is a catch).
+        #[arg(long)]
+        fail_fast: bool,
     },
     /// Run N fresh seeds from a start derived from the commit (or --from), on all cores,
     /// with a progress bar and the failures counted by invariant. No regression list.
@@ -75,7 +78,9 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Run { seeds, from, jobs, stats, regressions } => run(seeds, from, jobs, stats, &regressions),
+        Command::Run { seeds, from, jobs, stats, regressions, fail_fast } => {
+            run(seeds, from, jobs, stats, &regressions, fail_fast)
+        }
         Command::Sweep { seeds, from, jobs } => sweep(seeds, from, jobs),
         Command::Replay { seed } => {
             let (timeline, passed) = report::timeline(seed);
@@ -102,12 +107,12 @@ fn regression_seeds(path: &PathBuf) -> Vec<u64> {
         .collect()
 }
 
-fn run(count: u64, from: u64, jobs: Option<usize>, stats: bool, regressions: &PathBuf) -> ExitCode {
+fn run(count: u64, from: u64, jobs: Option<usize>, stats: bool, regressions: &PathBuf, fail_fast: bool) -> ExitCode {
     let mut seeds: BTreeSet<u64> = (from..from.saturating_add(count)).collect();
     let regression = regression_seeds(regressions);
     seeds.extend(regression.iter().copied());
     let seeds: Vec<u64> = seeds.into_iter().collect();
-    let results = run_all(&seeds, jobs, false);
+    let results = run_all(&seeds, jobs, false, fail_fast);
     if stats {
         print_stats(&results);
     }
@@ -142,7 +147,7 @@ fn sweep(count: u64, from: Option<u64>, jobs: Option<usize>) -> ExitCode {
     let from = from.unwrap_or_else(|| sweep_start_from_commit(&commit));
     println!("sweep of {count} seeds from {from} (commit {commit})");
     let seeds: Vec<u64> = (from..from.saturating_add(count)).collect();
-    let results = run_all(&seeds, jobs, true);
+    let results = run_all(&seeds, jobs, true, false);
     let mut by_invariant: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     for result in &results {
         if let Some(name) = result.failed_invariant() {
@@ -173,7 +178,7 @@ const SWEEP_SEEDS_SHOWN_MAX: usize = 10;
 
 /// Runs `seeds` on `jobs` threads (default: every core). A progress bar shows on a
 /// terminal, or always when `always_show_progress` (a sweep is long).
-fn run_all(seeds: &[u64], jobs: Option<usize>, always_show_progress: bool) -> Vec<SeedResult> {
+fn run_all(seeds: &[u64], jobs: Option<usize>, always_show_progress: bool, fail_fast: bool) -> Vec<SeedResult> {
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let progress = if always_show_progress || std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(seeds.len() as u64);
@@ -191,6 +196,9 @@ fn run_all(seeds: &[u64], jobs: Option<usize>, always_show_progress: bool) -> Ve
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| loop {
+                if fail_fast && failures.load(Ordering::SeqCst) > 0 {
+                    break;
+                }
                 let index = next.fetch_add(1, Ordering::SeqCst);
                 let Some(&seed) = seeds.get(index) else { break };
                 let result = run_and_check(seed);

@@ -33,6 +33,8 @@ const INTERVALS_SECS: [u64; 8] = [60, 120, 300, 600, 900, 1_800, 3_600, 7_200];
 const AGENTS_MAX: usize = 3;
 const HEARTBEATS_PER_AGENT_MAX: usize = 4;
 const OPS_MAX: usize = 6;
+/// How many one-shots get a prompt whose first calls fail.
+const ONE_SHOT_FLAKY_PROBABILITY: f64 = 0.5;
 const TIMEOUT_SECS_MIN: u64 = 20;
 const TIMEOUT_SECS_MAX: u64 = 120;
 
@@ -248,6 +250,11 @@ pub fn vary_schedules(
             def.schedule = Schedule::At(start.checked_add(SignedDuration::from_secs(offset)).unwrap_or(start));
             def.kind = JobKind::Cron;
             def.delete_after_run = rng.random_bool(0.7);
+            if rng.random_bool(ONE_SHOT_FLAKY_PROBABILITY) {
+                // Its first calls fail: the retry after the backoff, and the breaker, get run.
+                let failures = rng.random_range(1..=3);
+                def.prompt = format!("{}\n{}{failures}]", def.prompt, crate::ports::llm::FLAKY_MARKER);
+            }
         }
         def.policy = RunPolicy {
             catch_up: [CatchUp::Skip, CatchUp::Once, CatchUp::All][rng.random_range(0..3)],

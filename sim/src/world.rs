@@ -30,6 +30,8 @@ pub struct World {
     pub llm_rng: Mutex<ChaCha8Rng>,
     /// The agents' workspaces: files survive crashes, like a disk.
     pub workspace: Arc<MemoryWorkspace>,
+    /// Calls failed so far per flaky prompt (see `FLAKY_MARKER`), across lives.
+    pub flaky_calls: Mutex<std::collections::BTreeMap<String, u32>>,
 }
 
 impl World {

@@ -27,7 +27,7 @@ use crate::core::wake::{PendingWake, WakeReason};
 use crate::driver::events::EngineEvent;
 use crate::driver::run::{run_claimed, FinishedRun, RunContext};
 use crate::driver::run_events::RunEvent;
-use crate::limits::DUE_PER_WAKE_MAX;
+use crate::limits::{AT_RETRY_AFTER_HOLD_SECS_MIN, DUE_PER_WAKE_MAX};
 use crate::ports::clock::{Mono, Now};
 use crate::ports::store::{ClaimOutcome, ExecutionStatus, SkipRecord, SlotClaim};
 
@@ -78,6 +78,8 @@ struct Entry {
     exhausted: bool,
     /// The next slot it had when it lost its timer (disabled): the floor of its next timer.
     next_slot_floor: Option<Timestamp>,
+    /// A one-shot whose run failed: its slots are retries, held ones are tried again.
+    retrying: bool,
 }
 
 impl Entry {
@@ -91,6 +93,7 @@ impl Entry {
             last_succeeded: false,
             exhausted: false,
             next_slot_floor,
+            retrying: false,
         }
     }
 
@@ -165,6 +168,8 @@ impl Driver {
             if heartbeat.state.consecutive_failures > 0 {
                 let delay = backoff_delay(&self.context.error_backoff, heartbeat.state.consecutive_failures);
                 entry.backoff_until = Some(now.mono + delay);
+                // A one-shot that failed is retrying: its stored next slot is the retry.
+                entry.retrying = matches!(entry.def.schedule, Schedule::At(_));
             }
             if entry.enabled {
                 let (schedule, jitter) = (&entry.def.schedule, entry.jitter());
@@ -320,11 +325,15 @@ impl Driver {
                     claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot });
                 }
                 Err(reason) => {
-                    if reason == SkipReason::Backoff && entry.exhausted {
-                        // A one-shot's retry came before its backoff ended (a forward wall
-                        // jump): it tries again when the backoff is over.
-                        let left = entry.backoff_until.map_or(Duration::ZERO, |until| until.saturating_since(now.mono));
-                        retries.push((key.clone(), left, slot));
+                    if entry.exhausted && entry.retrying && reason != SkipReason::Disabled {
+                        let until = entry.backoff_until.unwrap_or(now.mono);
+                        // A failed one-shot's retry was held (quiet hours, a pause, a backoff
+                        // a forward wall jump cut short): it tries again when the backoff is
+                        // over, or after the longest backoff step if it already is.
+                        let left = until.saturating_since(now.mono);
+                        let floor = Duration::from_secs(AT_RETRY_AFTER_HOLD_SECS_MIN);
+                        let longest = self.context.error_backoff.last().copied().unwrap_or(floor).max(floor);
+                        retries.push((key.clone(), if left.is_zero() { longest } else { left }, slot));
                     }
                     self.context.events.emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot, reason });
                     self.context.run_events.publish(RunEvent::skipped(key.clone(), slot, now.wall, reason));
@@ -355,9 +364,14 @@ impl Driver {
             Ok(outcomes) => outcomes,
             Err(error) => {
                 self.store_failed("claim_slots", error.to_string(), "the slots are not run: a run needs a claim");
+                let first = self.context.error_backoff.first().copied().unwrap_or(Duration::ZERO);
                 for claim in claims {
-                    let event = EngineEvent::ClaimFailed { key: claim.key, slot: claim.slot };
+                    let event = EngineEvent::ClaimFailed { key: claim.key.clone(), slot: claim.slot };
                     self.context.events.emit(now.wall, &event);
+                    // A one-shot has no next slot to go on with: it tries again instead.
+                    if self.entries.get(&claim.key).is_some_and(|entry| entry.exhausted) {
+                        self.arm_retry(&claim.key, now, first, claim.slot).await;
+                    }
                 }
                 return;
             }
@@ -439,12 +453,21 @@ impl Driver {
         let Some(entry) = self.entries.get_mut(&record.key) else { return };
         entry.runs_in_flight = entry.runs_in_flight.saturating_sub(1);
         entry.last_succeeded = record.status == ExecutionStatus::Succeeded;
+        entry.retrying &= !entry.last_succeeded;
         if entry.def.kind == JobKind::CronMain && entry.last_succeeded {
             // Its event is queued (or was already): the agent heartbeat processes it now.
             self.request_wake(&record.key.agent, WakeReason::Cron, None, now);
         }
         let Some(entry) = self.entries.get_mut(&record.key) else { return };
-        let Some(step) = breaker else { return };
+        let Some(step) = breaker else {
+            // The result did not reach the store, so the breaker did not count it; a failed
+            // one-shot still tries again, after the first backoff step.
+            if record.status != ExecutionStatus::Succeeded && entry.exhausted {
+                let first = self.context.error_backoff.first().copied().unwrap_or(Duration::ZERO);
+                self.arm_retry(&record.key, now, first, record.slot).await;
+            }
+            return;
+        };
         if step.tripped {
             entry.enabled = false;
             // Disabled by the breaker, which says why: not retired over it as `no-more-slots`.
@@ -501,9 +524,14 @@ impl Driver {
                 entry.waiting.clear();
                 if enabled {
                     // Enabling clears the breaker count in the store, and the backoff with it.
-                    entry.backoff_until = None;
+                    let failed_before = entry.backoff_until.take().is_some() || !entry.last_succeeded;
                     self.backoff_from_store(&key, now).await;
-                    self.rearm(key, now, floor).await;
+                    self.rearm(key.clone(), now, floor).await;
+                    // A one-shot whose run failed (the breaker tripped it, say) tries once more.
+                    let retry = self.entries.get(&key).is_some_and(|entry| entry.exhausted && failed_before);
+                    if retry {
+                        self.arm_retry(&key, now, Duration::ZERO, floor.unwrap_or(now.wall)).await;
+                    }
                 } else {
                     self.disarm(&key);
                 }
@@ -665,6 +693,7 @@ impl Driver {
         let earliest = above.checked_add(SignedDuration::from_millis(1)).unwrap_or(above);
         let slot = truncate_to_millis(add(now.wall, after)).max(earliest);
         entry.exhausted = false;
+        entry.retrying = true;
         let timer = SlotTimer::resume(now, &entry.def.schedule, entry.jitter(), slot);
         self.arm(key.clone(), timer);
         self.store_next_slot(key.clone(), slot).await;

@@ -389,7 +389,11 @@ impl Model<'_> {
                 // breaker disables it: it is never retired on a failure.
                 self.count(AT_RETRIES);
                 let one_shot = self.defs.get(key).is_some_and(|def| matches!(def.schedule, Schedule::At(_)));
-                if one_shot && self.last_failed.get(key) == Some(&true) && self.present.get(key) == Some(&true) {
+                // (The engine writes the retirement, a disable, before it says so: `stopped`
+                // tells an operator's disable or a deletion from it.)
+                let stopped_otherwise =
+                    self.stopped.get(key).is_some_and(|stop| stop.why != "disabled" || stop.acknowledged);
+                if one_shot && self.last_failed.get(key) == Some(&true) && !stopped_otherwise {
                     return fail(AT_RETRIES, format!("{key} (at) was retired after a failed run instead of retrying"));
                 }
                 Ok(())
@@ -448,9 +452,13 @@ impl Model<'_> {
                 }
                 Ok(())
             }
-            EngineEvent::RunFinished { key, slot, duration, recorded, llm_calls, finished_at, .. } => {
+            EngineEvent::RunFinished { key, slot, status, duration, recorded, llm_calls, finished_at, .. } => {
                 if *recorded {
                     self.run_recorded(key, *finished_at, *llm_calls);
+                }
+                // What the engine knows of its last run, recorded or not, decides a one-shot.
+                if self.present.contains_key(key) {
+                    self.last_failed.insert(key.clone(), *status != systole::ports::store::ExecutionStatus::Succeeded);
                 }
                 if let Some(OpenRun { calls, shared: false }) = self.open_runs.remove(&(life, key.clone(), *slot)) {
                     self.count(LOOP_CAP);
@@ -586,7 +594,6 @@ impl Model<'_> {
                     return fail(BREAKER_EXACT, message);
                 }
                 self.failures.insert(key.clone(), expected);
-                self.last_failed.insert(key.clone(), *failed);
                 if *failed && !expected_trip {
                     let delay = backoff_delay(&self.options.error_backoff, expected);
                     self.backoffs.insert(key.clone(), (entry.elapsed, entry.elapsed + delay));

@@ -43,6 +43,28 @@ impl SimLlm {
     }
 }
 
+/// A prompt that ends in `[fails N]` fails its first N calls (an LLM error), whatever the
+/// rates: the workload gives it to one-shots, so their retry path is common.
+pub const FLAKY_MARKER: &str = "[fails ";
+
+impl SimLlm {
+    fn flaky_fails(&self, prompt: &str) -> bool {
+        if !self.world.injector.is_active() {
+            return false; // healed: no fault of any kind
+        }
+        let Some(rest) = prompt.rsplit_once(FLAKY_MARKER).map(|(_, rest)| rest) else { return false };
+        let Some(limit) = rest.strip_suffix(']').and_then(|n| n.parse::<u32>().ok()) else { return false };
+        let mut calls = self.world.flaky_calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let failed = calls.entry(prompt.to_owned()).or_default();
+        if *failed >= limit {
+            return false;
+        }
+        *failed += 1;
+        self.world.injector.count(FaultKind::LlmError);
+        true
+    }
+}
+
 /// Tool calls whose id starts with this keep the model calling tools for the whole run.
 const ENDLESS_ID: &str = "endless";
 /// Model-made heartbeats are `model-0` to `model-3`, so creates, updates and deletes meet.
@@ -124,7 +146,7 @@ impl Llm for SimLlm {
             self.answer(&prompt, "hang");
             std::future::pending::<()>().await;
         }
-        if injector.roll(FaultKind::LlmError) {
+        if self.flaky_fails(&prompt) || injector.roll(FaultKind::LlmError) {
             self.world.fault(FaultKind::LlmError, &prompt);
             self.answer(&prompt, "error 500");
             return Err(LlmError::Status { status: 500, body: "injected".to_owned() });
