@@ -408,6 +408,17 @@ impl Model<'_> {
                         format!("{key} slot {slot}: claim refused as deleted, but it exists"),
                     );
                 }
+                // Only a timer that fired as the delete was being applied may still try:
+                // once the delete is acknowledged (or in a later life), the timer is gone.
+                self.count(STOPPED_NEVER_RUNS);
+                if let Some(stop) = self.stopped.get(key).filter(|stop| stop.why == "deleted") {
+                    if stop.acknowledged || life > stop.life {
+                        return fail(
+                            STOPPED_NEVER_RUNS,
+                            format!("{key} tried to claim slot {slot} after it was deleted"),
+                        );
+                    }
+                }
                 self.catch_up_next(key, *slot)
             }
             EngineEvent::StoreFailed { operation: "clear_pause", .. } => {
