@@ -412,8 +412,9 @@ async fn sqlite_concurrent_writers_of_every_kind_never_fail_with_locked() {
         let store = if writer % 2 == 0 { first.clone() } else { second.clone() };
         tasks.push(tokio::spawn(async move {
             let agent = AgentId::new(format!("agent-{writer}")).expect("id");
+            // Put, not seeded: seeding one writer's config would remove the others' jobs.
             let job = def(agent.as_str(), "job", 60);
-            store.seed_config(std::slice::from_ref(&job), at(0)).await?;
+            store.put_heartbeat(&job, at(0)).await?;
             for round in 0..ROUNDS {
                 let slot = 60 * (2 * round + 1);
                 store.claim_slots(&[claim(&job.key, slot)]).await?;
@@ -447,4 +448,20 @@ async fn sqlite_concurrent_writers_of_every_kind_never_fail_with_locked() {
     }
     let runs = first.executions(&key("agent-0", "job"), 1_000).await.expect("read");
     assert_eq!(runs.len() as i64, 2 * ROUNDS, "every run and skip of one writer is stored");
+}
+
+#[tokio::test]
+async fn a_claim_for_a_heartbeat_the_store_no_longer_has_is_refused() {
+    with_each_store(|store| async move {
+        let job = def("main", "gone", 60);
+        store.put_heartbeat(&job, at(0)).await.expect("put");
+        assert!(store.delete_heartbeat(&job.key).await.expect("delete"));
+        let outcomes = store.claim_slots(&[claim(&job.key, 60)]).await.expect("claim");
+        assert_eq!(outcomes, [ClaimOutcome::Gone]);
+        assert!(store.executions(&job.key, 10).await.expect("read").is_empty(), "nothing was claimed");
+        // Made again under the same id, it claims as any other.
+        store.put_heartbeat(&job, at(100)).await.expect("put again");
+        assert_eq!(store.claim_slots(&[claim(&job.key, 120)]).await.expect("claim"), [ClaimOutcome::Claimed]);
+    })
+    .await;
 }

@@ -95,7 +95,11 @@ impl ActiveHours {
 
     /// How long the window is open each day, in minutes (a window may wrap midnight).
     pub fn length_minutes(&self) -> u16 {
-        (self.end_minute + MINUTES_PER_DAY - self.start_minute) % MINUTES_PER_DAY
+        if self.end_minute > self.start_minute {
+            self.end_minute - self.start_minute // `00:00`-`24:00` is the whole day
+        } else {
+            self.end_minute + MINUTES_PER_DAY - self.start_minute
+        }
     }
 }
 

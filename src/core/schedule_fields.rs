@@ -228,6 +228,10 @@ mod window_fit_tests {
         }
         let daily = Schedule::Every(Duration::from_secs(86_400));
         assert_eq!(fit_every_to_window(daily.clone(), None), Ok(daily), "no window, nothing to fit");
+        let whole_day = window("00:00", "24:00");
+        assert_eq!(whole_day.length_minutes(), 1_440);
+        let every = Schedule::Every(Duration::from_secs(2 * 3_600));
+        assert_eq!(fit_every_to_window(every.clone(), Some(&whole_day)), Ok(every), "a whole-day window fits all");
     }
 }
 

@@ -106,12 +106,12 @@ fn every_refusal_names_the_file_and_field() {
 }
 
 #[test]
-fn unknown_keys_and_wrong_types_point_at_the_line() {
+fn unknown_keys_and_wrong_types_name_the_key_and_point_at_the_line() {
     let error = refused(&with_heartbeat("every = \"1m\"\ntarget = \"stdout\"\nintervl = 5"));
-    assert_eq!(error.field, "line 10, column 1");
+    assert_eq!(error.field, "agents[0].heartbeats[0].intervl (line 10, column 1)");
     assert!(error.problem.contains("unknown field `intervl`"), "{}", error.problem);
     let error = refused(&format!("{LLM}[engine]\nbreaker_failures = \"three\"\n"));
-    assert!(error.field.starts_with("line 4"), "{}", error.field);
+    assert!(error.field.starts_with("engine.breaker_failures (line 4"), "{}", error.field);
     let error = refused("[llm\n");
     assert!(error.field.starts_with("line 1"), "{}", error.field);
 }
