@@ -122,6 +122,31 @@ mod tests {
     }
 
     #[test]
+    fn cronie_rules_show_in_the_preview() {
+        let local = |preview: Preview| -> Vec<String> {
+            preview.lines.iter().map(|line| line.split_whitespace().next().unwrap_or("").to_owned()).collect()
+        };
+        // A range is fixed-time: the repeated 01:30 runs once.
+        let range = run(cron("30 1-3 * * *"), Some("America/New_York"), "2026-11-01T04:00:00Z", 3).expect("preview");
+        assert!(range.description.contains("fixed-time"), "{}", range.description);
+        assert_eq!(
+            local(range),
+            ["2026-11-01T01:30:00-04:00", "2026-11-01T02:30:00-05:00", "2026-11-01T03:30:00-05:00"]
+        );
+        // A list in the spring gap runs once, right after it.
+        let list = run(cron("0,20 2 * * *"), Some("Australia/Sydney"), "2026-10-03T12:00:00Z", 1).expect("preview");
+        assert_eq!(local(list), ["2026-10-04T03:00:00+11:00"]);
+        // `*/2` in a day field with a weekday: both must match.
+        let days = run(cron("0 0 */2 * 1"), Some("UTC"), "2026-01-01T00:00:00Z", 2).expect("preview");
+        assert_eq!(local(days), ["2026-01-05T00:00:00+00:00", "2026-01-19T00:00:00+00:00"]);
+        let weekly = run(cron("@weekly"), Some("UTC"), "2026-01-01T00:00:00Z", 1).expect("preview");
+        assert_eq!(local(weekly), ["2026-01-04T00:00:00+00:00"]);
+        let refused =
+            run(cron("0,,5 * * * *"), Some("UTC"), "2026-01-01T00:00:00Z", 1).map(|_| ()).expect_err("refused");
+        assert!(refused.to_string().contains("minute field"), "{refused}");
+    }
+
+    #[test]
     fn an_offset_change_is_noted() {
         let preview = run(cron("0 12 * * *"), Some("Europe/Berlin"), "2026-03-27T00:00:00Z", 3).expect("preview");
         assert!(preview.lines[2].contains("UTC offset now +02"), "{:?}", preview.lines);
