@@ -80,6 +80,8 @@ struct Entry {
     next_slot_floor: Option<Timestamp>,
     /// A one-shot whose run failed: its slots are retries, held ones are tried again.
     retrying: bool,
+    /// The latest slot a retry was armed for: the next one goes above it.
+    retry_slot: Option<Timestamp>,
 }
 
 impl Entry {
@@ -94,6 +96,7 @@ impl Entry {
             exhausted: false,
             next_slot_floor,
             retrying: false,
+            retry_slot: None,
         }
     }
 
@@ -168,8 +171,12 @@ impl Driver {
             if heartbeat.state.consecutive_failures > 0 {
                 let delay = backoff_delay(&self.context.error_backoff, heartbeat.state.consecutive_failures);
                 entry.backoff_until = Some(now.mono + delay);
-                // A one-shot that failed is retrying: its stored next slot is the retry.
-                entry.retrying = matches!(entry.def.schedule, Schedule::At(_));
+            }
+            // A one-shot whose stored next slot is past its instant is retrying (a failed
+            // run, recorded or not, or a failed claim armed that slot).
+            if let (Schedule::At(at), Some(next_slot)) = (&entry.def.schedule, heartbeat.state.next_slot) {
+                entry.retrying = heartbeat.state.consecutive_failures > 0 || next_slot > truncate_to_millis(*at);
+                entry.retry_slot = entry.retrying.then_some(next_slot);
             }
             if entry.enabled {
                 let (schedule, jitter) = (&entry.def.schedule, entry.jitter());
@@ -326,14 +333,9 @@ impl Driver {
                 }
                 Err(reason) => {
                     if entry.exhausted && entry.retrying && reason != SkipReason::Disabled {
-                        let until = entry.backoff_until.unwrap_or(now.mono);
                         // A failed one-shot's retry was held (quiet hours, a pause, a backoff
-                        // a forward wall jump cut short): it tries again when the backoff is
-                        // over, or after the longest backoff step if it already is.
-                        let left = until.saturating_since(now.mono);
-                        let floor = Duration::from_secs(AT_RETRY_AFTER_HOLD_SECS_MIN);
-                        let longest = self.context.error_backoff.last().copied().unwrap_or(floor).max(floor);
-                        retries.push((key.clone(), if left.is_zero() { longest } else { left }, slot));
+                        // a forward wall jump cut short): it tries again later.
+                        retries.push((key.clone(), slot));
                     }
                     self.context.events.emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot, reason });
                     self.context.run_events.publish(RunEvent::skipped(key.clone(), slot, now.wall, reason));
@@ -347,7 +349,8 @@ impl Driver {
                 self.store_failed("record_skips", error.to_string(), "the skips are only in the log");
             }
         }
-        for (key, after, above) in retries {
+        for (key, above) in retries {
+            let after = self.hold_retry_delay(&key, now);
             self.arm_retry(&key, now, after, above).await;
         }
         if !claims.is_empty() {
@@ -586,6 +589,15 @@ impl Driver {
             .collect();
         for key in done {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
+            if entry.retrying && entry.enabled && !entry.last_succeeded {
+                // A failed one-shot is never retired for want of slots, whatever took its
+                // retry slot (a lost claim after a crash, say): it tries again.
+                let now = self.context.clock.now();
+                let after = self.hold_retry_delay(&key, now);
+                let above = self.entries.get(&key).and_then(|entry| entry.retry_slot).unwrap_or(now.wall);
+                self.arm_retry(&key, now, after, above).await;
+                continue;
+            }
             entry.exhausted = false;
             let delete = entry.def.delete_after_run && entry.last_succeeded && entry.def.origin == Origin::Runtime;
             let now = self.context.clock.wall();
@@ -682,6 +694,23 @@ impl Driver {
     }
 
     /// Stores a re-armed heartbeat's next slot, so a restart resumes there.
+    /// When a one-shot's held retry tries again: when its backoff is over, or after the
+    /// longest backoff step (at least `AT_RETRY_AFTER_HOLD_SECS_MIN`) if it already is.
+    fn hold_retry_delay(&self, key: &HeartbeatKey, now: Now) -> Duration {
+        let left = self
+            .entries
+            .get(key)
+            .and_then(|entry| entry.backoff_until)
+            .map_or(Duration::ZERO, |until| until.saturating_since(now.mono));
+        let floor = Duration::from_secs(AT_RETRY_AFTER_HOLD_SECS_MIN);
+        let longest = self.context.error_backoff.last().copied().unwrap_or(floor).max(floor);
+        if left.is_zero() {
+            longest
+        } else {
+            left
+        }
+    }
+
     /// A one-shot (`at`) whose run failed tries again once its backoff is over, under a
     /// new slot (the retry's time, above `above`), until it succeeds or the breaker trips,
     /// like any other job. Only a schedule with no slot left (`exhausted`) gets one.
@@ -694,6 +723,7 @@ impl Driver {
         let slot = truncate_to_millis(add(now.wall, after)).max(earliest);
         entry.exhausted = false;
         entry.retrying = true;
+        entry.retry_slot = Some(slot);
         let timer = SlotTimer::resume(now, &entry.def.schedule, entry.jitter(), slot);
         self.arm(key.clone(), timer);
         self.store_next_slot(key.clone(), slot).await;
