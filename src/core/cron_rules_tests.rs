@@ -5,22 +5,8 @@
 use jiff::tz::AmbiguousOffset;
 use proptest::prelude::*;
 
+use super::tests::{next_n, ts};
 use super::*;
-
-fn ts(text: &str) -> Timestamp {
-    text.parse().expect("test timestamp")
-}
-
-fn next_n(expression: &str, zone: &str, from: &str, count: usize) -> Vec<String> {
-    let schedule = CronSchedule::parse(expression, zone).expect("valid");
-    let mut at = ts(from);
-    (0..count)
-        .map(|_| {
-            at = schedule.next_after(at).expect("an occurrence");
-            at.to_string()
-        })
-        .collect()
-}
 
 fn refused(expression: &str) -> String {
     match CronSchedule::parse(expression, "UTC") {

@@ -5,11 +5,11 @@ use proptest::prelude::*;
 
 use super::*;
 
-fn ts(text: &str) -> Timestamp {
+pub(super) fn ts(text: &str) -> Timestamp {
     text.parse().expect("test timestamp")
 }
 
-fn next_n(expression: &str, zone: &str, from: &str, count: usize) -> Vec<String> {
+pub(super) fn next_n(expression: &str, zone: &str, from: &str, count: usize) -> Vec<String> {
     let schedule = CronSchedule::parse(expression, zone).expect("valid");
     let mut at = ts(from);
     let mut out = Vec::new();
