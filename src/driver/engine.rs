@@ -693,7 +693,6 @@ impl Driver {
         armed.or_else(|| self.entries.get(key).and_then(|entry| entry.next_slot_floor))
     }
 
-    /// Stores a re-armed heartbeat's next slot, so a restart resumes there.
     /// When a one-shot's held retry tries again: when its backoff is over, or after the
     /// longest backoff step (at least `AT_RETRY_AFTER_HOLD_SECS_MIN`) if it already is.
     fn hold_retry_delay(&self, key: &HeartbeatKey, now: Now) -> Duration {
@@ -729,6 +728,7 @@ impl Driver {
         self.store_next_slot(key.clone(), slot).await;
     }
 
+    /// Stores a re-armed heartbeat's next slot, so a restart resumes there.
     async fn store_next_slot(&mut self, key: HeartbeatKey, next_slot: Timestamp) {
         if let Err(error) = self.context.store.set_next_slots(&[(key, next_slot)]).await {
             self.store_failed("set_next_slots", error.to_string(), "a restart arms it from its previous slot");
