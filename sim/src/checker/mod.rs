@@ -234,8 +234,12 @@ struct Model<'a> {
     deliveries: BTreeMap<HeartbeatKey, Vec<(String, Timestamp, Timestamp, bool)>>,
     /// Heartbeats the engine retired (schedule out of slots) since they were last put.
     retired: BTreeSet<HeartbeatKey>,
-    /// Whether each heartbeat's latest recorded run (since it was last put) failed.
+    /// Whether each heartbeat's latest run (since it was last put) failed, and when it
+    /// finished (elapsed).
     last_failed: BTreeMap<HeartbeatKey, bool>,
+    last_finished: BTreeMap<HeartbeatKey, Duration>,
+    /// When a heartbeat was first disabled since it was last enabled or put (elapsed).
+    disabled_at: BTreeMap<HeartbeatKey, Duration>,
     /// A failure's backoff: (when the failure became durable, when the backoff ends).
     backoffs: BTreeMap<HeartbeatKey, (Duration, Duration)>,
     /// Backoffs an enable or a new definition lifted in the store: the driver may skip a
@@ -275,6 +279,8 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         deliveries: BTreeMap::new(),
         retired: BTreeSet::new(),
         last_failed: BTreeMap::new(),
+        last_finished: BTreeMap::new(),
+        disabled_at: BTreeMap::new(),
         agents: agents::AgentModel::default(),
         guards: guards::GuardModel::default(),
     };
@@ -389,10 +395,14 @@ impl Model<'_> {
                 // breaker disables it: it is never retired on a failure.
                 self.count(AT_RETRIES);
                 let one_shot = self.defs.get(key).is_some_and(|def| matches!(def.schedule, Schedule::At(_)));
-                // (The engine writes the retirement, a disable, before it says so: `stopped`
-                // tells an operator's disable or a deletion from it.)
+                // Not when it was disabled before its run finished (the engine knew, and
+                // retires what is disabled), deleted, or tripped.
+                let disabled_first = match (self.disabled_at.get(key), self.last_finished.get(key)) {
+                    (Some(disabled), Some(finished)) => disabled < finished,
+                    _ => false,
+                };
                 let stopped_otherwise =
-                    self.stopped.get(key).is_some_and(|stop| stop.why != "disabled" || stop.acknowledged);
+                    disabled_first || self.stopped.get(key).is_some_and(|stop| stop.why != "disabled");
                 if one_shot && self.last_failed.get(key) == Some(&true) && !stopped_otherwise {
                     return fail(AT_RETRIES, format!("{key} (at) was retired after a failed run instead of retrying"));
                 }
@@ -470,6 +480,7 @@ impl Model<'_> {
                 // What the engine knows of its last run, recorded or not, decides a one-shot.
                 if self.present.contains_key(key) {
                     self.last_failed.insert(key.clone(), *status != systole::ports::store::ExecutionStatus::Succeeded);
+                    self.last_finished.insert(key.clone(), entry.elapsed);
                 }
                 if let Some(OpenRun { calls, shared: false }) = self.open_runs.remove(&(life, key.clone(), *slot)) {
                     self.count(LOOP_CAP);
@@ -627,8 +638,10 @@ impl Model<'_> {
                         self.failures.insert(key.clone(), 0);
                         self.lift_backoff(key);
                         self.stopped.remove(key);
+                        self.disabled_at.remove(key);
                     } else {
                         self.stopped.insert(key.clone(), Stop { life, acknowledged: false, why: "disabled" });
+                        self.disabled_at.entry(key.clone()).or_insert(entry.elapsed);
                     }
                 }
             }
@@ -638,6 +651,7 @@ impl Model<'_> {
                 self.defs.insert(key.clone(), (**def).clone());
                 self.retired.remove(key);
                 self.last_failed.remove(key);
+                self.disabled_at.remove(key);
                 self.present.insert(key.clone(), true);
                 self.failures.insert(key.clone(), 0);
                 self.lift_backoff(key);

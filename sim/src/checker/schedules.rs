@@ -111,7 +111,12 @@ impl Model<'_> {
         let (Some(def), Some(armed)) = (self.defs.get(key).cloned(), self.armed.get(key).and_then(|a| a.last())) else {
             return Ok(());
         };
-        let armed = armed.1;
+        let (armed_at, armed) = *armed;
+        if self.changed_at.get(key).is_some_and(|changed| *changed > armed_at) {
+            // The timer that fired was armed under the definition before a change the driver
+            // has not applied yet (a model's replace in flight): the new one cannot judge it.
+            return Ok(());
+        }
         let jitter = jitter_offset(key, def.policy.jitter_max);
         let until = entry.wall - signed(jitter);
         let mut passed = vec![armed];
