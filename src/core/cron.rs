@@ -36,7 +36,7 @@ pub enum CronScheduleError {
 
 impl CronScheduleError {
     fn syntax(expression: &str, error: &CronSyntaxError) -> Self {
-        Self::Expression { expression: cron_fields::quote_expression(expression.trim()), problem: error.to_string() }
+        Self::Expression { expression: cron_fields::quote(expression.trim()), problem: error.to_string() }
     }
 }
 

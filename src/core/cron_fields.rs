@@ -209,17 +209,12 @@ fn value(text: &str, spec: &FieldSpec) -> Result<u32, String> {
 }
 
 /// At most `QUOTE_CHARS_MAX` characters of `text`, so a huge input is not echoed whole.
-fn quote(text: &str) -> String {
+pub fn quote(text: &str) -> String {
     if text.chars().count() <= QUOTE_CHARS_MAX {
         return text.to_owned();
     }
     let cut: String = text.chars().take(QUOTE_CHARS_MAX).collect();
     format!("{cut}...")
-}
-
-/// `text` cut for an error message, as `quote` does.
-pub fn quote_expression(text: &str) -> String {
-    quote(text)
 }
 
 fn has(bits: u64, at: u32) -> bool {
