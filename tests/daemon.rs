@@ -25,6 +25,9 @@ struct Servers {
     tool_results: Mutex<BTreeMap<String, Vec<String>>>,
     tools_offered: Mutex<std::collections::BTreeSet<String>>,
     deliveries: Mutex<Vec<(Option<String>, Value)>>,
+    /// Set once the test has seen the model-made heartbeat listed: only then does its run
+    /// delete it, so a slow `list` on a loaded machine cannot miss it.
+    created_may_delete: std::sync::atomic::AtomicBool,
 }
 
 impl Servers {
@@ -96,7 +99,10 @@ async fn chat(State(servers): State<Arc<Servers>>, Json(body): Json<Value>) -> a
             json!({ "action": "create", "id": "created", "prompt": "created-run", "every": "5s", "delivery_target": "webhook:ops" }),
         ),
         ("created-run", true) if calls == 1 => text_reply(json!("hello from a heartbeat the model made")),
-        ("created-run", true) => tool_reply("heartbeat", json!({ "action": "delete", "id": "created" })),
+        ("created-run", true) if servers.created_may_delete.load(std::sync::atomic::Ordering::SeqCst) => {
+            tool_reply("heartbeat", json!({ "action": "delete", "id": "created" }))
+        }
+        ("created-run", true) => text_reply(json!("")),
         (p, _) if p.starts_with("- [CRON:digest] relay-digest\n\n") => text_reply(json!("digest: 3 new items")),
         _ => text_reply(json!(null)),
     }
@@ -437,17 +443,18 @@ async fn daemon_agent_loop_pauses_caps_refuses_creates_and_deletes() {
     let config = write_agent_config(dir.path(), address);
     let daemon = spawn_daemon(&config, &dir.path().join("agents.log"));
 
-    // The heartbeat the model creates shows in `heartbeat list` (between its creation at
-    // about 1 s and its self-deletion on its second run, about 10 s later: wide enough for
-    // `list` processes on a loaded machine).
+    // The heartbeat the model creates shows in `heartbeat list`; it deletes itself only after
+    // the test has seen it there.
     wait_until("the model's heartbeat is listed", || {
         list_json(&config)
             .iter()
             .any(|row| row["id"] == "created" && row["agent"] == "maker2" && row["origin"] == "runtime")
     })
     .await;
+    servers.created_may_delete.store(true, std::sync::atomic::Ordering::SeqCst);
     wait_until("the created heartbeat deleted itself and the loop was disabled", || {
-        servers.calls("created-run") >= 2 && servers.calls("loop-forever") >= 15
+        servers.tool_results.lock().expect("lock").get("created-run").is_some_and(|r| !r.is_empty())
+            && servers.calls("loop-forever") >= 15
     })
     .await;
     let talker_before = servers.deliveries_of("talker").len();
