@@ -16,10 +16,13 @@
 
 pub mod adapters;
 pub mod agent;
+#[cfg(not(madsim))]
+pub mod api;
 pub mod core;
 #[cfg(not(madsim))]
 pub mod daemon;
 pub mod driver;
 pub mod limits;
+pub mod metrics;
 pub mod ports;
 pub mod store;

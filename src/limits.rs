@@ -153,3 +153,16 @@ pub const RUN_EVENTS_BUFFERED_MAX: usize = 1_024;
 /// A failed one-shot's retry that a guard held (quiet hours, a pause) tries again after at
 /// least this long, so a long hold costs a skip row per period, not one per wake.
 pub const AT_RETRY_AFTER_HOLD_SECS_MIN: u64 = 60;
+
+/// The largest request body the operator API reads (a prompt of `PROMPT_CHARS_MAX`
+/// characters fits, in any script).
+pub const API_BODY_BYTES_MAX: usize = 128 * 1024;
+/// Runs one page of `GET .../runs` lists unless `limit` says otherwise, and the most it may ask.
+pub const API_RUNS_PAGE_DEFAULT: usize = 20;
+pub const API_RUNS_PAGE_MAX: usize = 500;
+/// A user turn begun over the API ends by itself after this long unless its client ends it
+/// (so a crashed client cannot hold the agent's lane), and the longest it may ask for.
+pub const USER_TURN_SECS_DEFAULT: u64 = 300;
+pub const USER_TURN_SECS_MAX: u64 = 3_600;
+/// Characters of a system event sent over the API.
+pub const SYSTEM_EVENT_CHARS_MAX: usize = 4_096;

@@ -134,6 +134,8 @@ fn write_config(dir: &Path, address: SocketAddr) -> PathBuf {
         r#"
 [store]
 path = "state.db"
+[api]
+listen = "127.0.0.1:0"
 
 [llm]
 base_url = "http://{address}/v1"
@@ -383,7 +385,11 @@ fn start_up_errors_name_the_field_the_path_and_the_key() {
 async fn a_second_daemon_on_the_same_store_is_refused_naming_the_file_and_the_process() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("one.toml");
-    std::fs::write(&config, "[store]\npath = \"shared.db\"\n[llm]\nprovider = \"scripted\"\n").expect("write");
+    std::fs::write(
+        &config,
+        "[api]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"shared.db\"\n[llm]\nprovider = \"scripted\"\n",
+    )
+    .expect("write");
     let first = spawn_daemon(&config, &dir.path().join("first.log"));
     let lock = dir.path().join("shared.db.daemon-lock");
     let first_pid = first.id().to_string();
@@ -412,7 +418,7 @@ fn write_agent_config(dir: &Path, address: SocketAddr) -> PathBuf {
         format!("{agent_block}\n[[agents.heartbeats]]\nid = \"{id}\"\nprompt = \"{prompt}\"\nevery = \"1s\"\ntarget = \"webhook:ops\"\n")
     };
     let mut config = format!(
-        "[store]\npath = \"state.db\"\n[llm]\nbase_url = \"http://{address}/v1\"\nmodel = \"m\"\nattempts = 1\n\
+        "[api]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"state.db\"\n[llm]\nbase_url = \"http://{address}/v1\"\nmodel = \"m\"\nattempts = 1\n\
          [adapters.webhook.ops]\nurl = \"http://{address}/hook\"\n[engine]\nshutdown_grace = \"5s\"\nerror_backoff = [\"0s\"]\n"
     );
     config += &heartbeat("[[agents]]\nid = \"sleepy\"", "nap", "please-pause");
@@ -506,7 +512,7 @@ async fn daemon_agent_heartbeat_relays_main_mode_jobs_and_skips_an_empty_file() 
     std::fs::write(dir.path().join("home").join("HEARTBEAT.md"), "# Heartbeat\n- [ ]\n").expect("file");
     let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3);
     let config = format!(
-        "[store]\npath = \"state.db\"\n[llm]\nbase_url = \"http://{address}/v1\"\nmodel = \"m\"\nattempts = 1\n\
+        "[api]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"state.db\"\n[llm]\nbase_url = \"http://{address}/v1\"\nmodel = \"m\"\nattempts = 1\n\
          [adapters.webhook.ops]\nurl = \"http://{address}/hook\"\n[engine]\nshutdown_grace = \"5s\"\n\
          [defaults.heartbeat]\nevery = \"30s\"\ntarget = \"webhook:ops\"\n\
          [[agents]]\nid = \"home\"\nworkspace = \"home\"\n\

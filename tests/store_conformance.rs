@@ -465,3 +465,23 @@ async fn a_claim_for_a_heartbeat_the_store_no_longer_has_is_refused() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_run_log_pages_newest_first_before_a_cursor() {
+    with_each_store(|store| async move {
+        let (a, b) = (key("main", "a"), key("main", "b"));
+        store.seed_config(&[def("main", "a", 60), def("main", "b", 60)], at(0)).await.expect("seed");
+        let claims: Vec<SlotClaim> = (1..=5).map(|n| claim(&a, 60 * n)).chain([claim(&b, 150)]).collect();
+        store.claim_slots(&claims).await.expect("claim");
+        let slots = |runs: Vec<systole::ports::store::Execution>| runs.iter().map(|run| run.slot).collect::<Vec<_>>();
+        let first = store.executions_page(&a, None, 2).await.expect("page");
+        assert_eq!(slots(first), vec![at(300), at(240)]);
+        let second = store.executions_page(&a, Some(at(240)), 2).await.expect("page");
+        assert_eq!(slots(second), vec![at(180), at(120)], "strictly before the cursor, other heartbeats left out");
+        let last = store.executions_page(&a, Some(at(120)), 2).await.expect("page");
+        assert_eq!(slots(last), vec![at(60)]);
+        assert!(store.executions_page(&a, Some(at(60)), 2).await.expect("page").is_empty());
+        assert!(store.executions_page(&a, Some(Timestamp::MIN), 2).await.expect("page").is_empty());
+    })
+    .await;
+}

@@ -81,6 +81,8 @@ pub struct Config {
     pub workspaces: BTreeMap<AgentId, PathBuf>,
     /// What each target shows of runs.
     pub visibility: VisibilityRules,
+    /// The operator API.
+    pub api: ApiConfig,
 }
 
 #[derive(Deserialize, Default)]
@@ -99,6 +101,8 @@ struct RawConfig {
     visibility: visibility::RawVisibility,
     #[serde(default)]
     agents: Vec<RawAgent>,
+    #[serde(default)]
+    api: api::RawApi,
 }
 
 #[derive(Deserialize, Default)]
@@ -350,6 +354,7 @@ impl Validator<'_> {
 
     fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
         let store_path = self.store_path(raw.store)?;
+        let api = self.api(raw.api)?;
         let llm = raw.llm.ok_or_else(|| {
             self.error("llm", "is missing; add an [llm] table (provider = \"scripted\" works offline)")
         })?;
@@ -440,6 +445,7 @@ impl Validator<'_> {
             agent_default,
             workspaces,
             visibility,
+            api,
         })
     }
 
@@ -689,6 +695,10 @@ mod jobs;
 
 #[path = "config_agent.rs"]
 mod agent_heartbeat;
+
+#[path = "config_api.rs"]
+mod api;
+pub use api::{ApiConfig, TokenSource, API_LISTEN_DEFAULT, API_TOKEN_ENV_DEFAULT};
 
 #[path = "config_visibility.rs"]
 mod visibility;

@@ -5,6 +5,7 @@ pub mod config;
 pub mod list;
 pub mod preview;
 pub mod serve;
+pub mod serve_api;
 pub mod store_file;
 
 use crate::daemon::config::ConfigError;

@@ -12,12 +12,19 @@ use crate::adapters::router::AdapterRouter;
 use crate::adapters::scripted_llm::ScriptedLlm;
 use crate::adapters::system_clock::SystemClock;
 use crate::adapters::webhook::WebhookSender;
+use crate::api::feed::EventFeed;
+use crate::api::ApiState;
 use crate::daemon::config::{Config, LlmConfig};
+use crate::daemon::serve_api;
 use crate::daemon::store_file::{self, DaemonLock};
 use crate::daemon::DaemonError;
+use crate::driver::events::{EventSink, TracingSink};
 use crate::driver::{self, EngineOptions, Ports};
+use crate::metrics::metered::{MeteredLlm, MeteredMessenger, MeteredSink};
+use crate::metrics::Metrics;
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
+use crate::ports::store::Store;
 use crate::store::sqlite::SqliteStore;
 
 /// Builds the configured LLM provider.
@@ -52,14 +59,26 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     store_file::check_path(&config)?;
     // One daemon per store: two would compete for every slot and the write lock.
     let _lock = DaemonLock::acquire(&config)?;
-    let store = Arc::new(SqliteStore::open(&config.store_path).await?);
+    let token = serve_api::resolve_token(&config.api.token)?;
+    // Bound before anything starts, so a taken port fails the start-up, not later.
+    let listener = match config.api.listen {
+        Some(address) => Some(serve_api::bind(address, token.as_deref()).await?),
+        None => None,
+    };
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.store_path).await?);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    let metrics = Arc::new(Metrics::default());
+    let feed = Arc::new(EventFeed::default());
     let llm = build_llm(&config.llm, Arc::clone(&clock))?;
+    let llm = Arc::new(MeteredLlm { inner: llm, clock: Arc::clone(&clock), metrics: Arc::clone(&metrics) });
     // Retry jitter needs randomness; the real daemon seeds it from the OS once, here.
     let rng = ChaCha8Rng::from_os_rng();
     let messenger = Arc::new(AdapterRouter::new(WebhookSender::new(Arc::clone(&clock), rng), config.webhooks.clone()));
+    let messenger = Arc::new(MeteredMessenger { inner: messenger, metrics: Arc::clone(&metrics) });
     let workspace = Arc::new(DirWorkspace::new(config.workspaces.clone()));
-    let ports = Ports::new(clock, llm, messenger, store).with_workspace(workspace);
+    let mut ports = Ports::new(Arc::clone(&clock), llm, messenger, Arc::clone(&store)).with_workspace(workspace);
+    let sinks: Vec<Arc<dyn EventSink>> = vec![Arc::new(TracingSink), feed.clone()];
+    ports.events = Arc::new(MeteredSink { next: sinks, metrics: Arc::clone(&metrics) });
     let options = EngineOptions {
         breaker_failures_max: config.engine.breaker_failures_max,
         error_backoff: config.engine.error_backoff.clone(),
@@ -79,8 +98,27 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         removed = report.removed.len(),
         "config seeded"
     );
+    let api = match listener {
+        Some(listener) => {
+            let state = ApiState {
+                engine: engine.client(),
+                store,
+                clock,
+                agents: Arc::new(config.agents.clone()),
+                agent_default: Arc::new(config.agent_default.clone()),
+                metrics,
+                feed,
+                user_turns: Arc::default(),
+                token,
+            };
+            Some(ApiServer::start(listener, state, &config.store_path)?)
+        }
+        None => None,
+    };
     tracing::info!(heartbeats = config.heartbeats.len(), "systole is running; stop with Ctrl-C");
     wait_for_stop_signal().await?;
+    // The API goes first: nothing can change the engine while it drains.
+    drop(api);
     tracing::info!(grace_secs = config.engine.shutdown_grace.as_secs(), "stopping: letting in-flight runs finish");
     let abandoned = engine.shutdown(config.engine.shutdown_grace).await;
     if abandoned > 0 {
@@ -100,5 +138,40 @@ async fn wait_for_stop_signal() -> Result<(), DaemonError> {
     tokio::select! {
         result = tokio::signal::ctrl_c() => result.map_err(|e| DaemonError::Startup(format!("cannot watch SIGINT: {e}"))),
         _ = terminate.recv() => Ok(()),
+    }
+}
+
+/// The API served in the background; dropping it stops it and removes the address file.
+struct ApiServer {
+    task: tokio::task::JoinHandle<()>,
+    address_file: std::path::PathBuf,
+}
+
+impl ApiServer {
+    fn start(
+        listener: tokio::net::TcpListener,
+        state: ApiState,
+        store_path: &std::path::Path,
+    ) -> Result<Self, DaemonError> {
+        let address = listener.local_addr().map_err(|e| DaemonError::Startup(format!("api.listen: {e}")))?;
+        let address_file = serve_api::address_file(store_path);
+        std::fs::write(&address_file, format!("http://{address}\n"))
+            .map_err(|e| DaemonError::Startup(format!("cannot write {}: {e}", address_file.display())))?;
+        let protected = if state.token.is_some() { "bearer token required" } else { "no token: loopback only" };
+        let app = crate::api::router(state);
+        let task = tokio::spawn(async move {
+            if let Err(error) = axum::serve(listener, app).await {
+                tracing::error!(%error, "the API server stopped");
+            }
+        });
+        tracing::info!(url = %format!("http://{address}"), protected, "operator API listening");
+        Ok(Self { task, address_file })
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.address_file);
     }
 }

@@ -75,6 +75,17 @@ impl Control {
         Ok(pause)
     }
 
+    /// Ends the agent's pause now. Returns whether one was stored.
+    ///
+    /// # Errors
+    /// When the store write fails (the pause stays) or the engine has stopped.
+    pub async fn resume(&self, agent: &AgentId) -> Result<bool, EngineError> {
+        let stored = self.store.load_pauses().await?.iter().any(|(paused, _)| paused == agent);
+        self.store.clear_pause(agent).await?;
+        self.send(Change::Resume(agent.clone())).await?;
+        Ok(stored)
+    }
+
     /// Sends a change and waits until the driver has applied it.
     async fn send(&self, change: Change) -> Result<(), EngineError> {
         let (applied, done) = oneshot::channel();

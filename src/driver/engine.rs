@@ -2,6 +2,7 @@
 //! decides what each due slot does, and dispatches runs concurrently (bounded).
 
 mod budget;
+pub(crate) mod operator;
 mod wakes;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -43,6 +44,15 @@ pub(crate) enum Command {
         change: Change,
         applied: oneshot::Sender<()>,
     },
+    /// Every job with the guard's verdict for now.
+    Inspect {
+        answer: oneshot::Sender<Vec<operator::JobView>>,
+    },
+    /// Run a job now, once, through the normal claim.
+    Trigger {
+        key: HeartbeatKey,
+        answer: oneshot::Sender<operator::TriggerOutcome>,
+    },
     /// `request_now`: answers whether the agent has an agent heartbeat to wake.
     Wake {
         agent: AgentId,
@@ -60,6 +70,8 @@ pub(crate) enum Change {
     Delete(HeartbeatKey),
     SetEnabled(HeartbeatKey, bool),
     Pause(AgentId, Pause),
+    /// An operator ended the agent's pause early.
+    Resume(AgentId),
 }
 
 /// The driver's view of one heartbeat.
@@ -122,6 +134,10 @@ pub(crate) struct Driver {
     agent_slots: BTreeMap<AgentId, Timestamp>,
     /// LLM calls per agent in its current local day.
     ledgers: BTreeMap<AgentId, DayLedger>,
+    /// Slots an operator triggered, decided in the next turn of the loop.
+    triggered: Vec<(HeartbeatKey, Timestamp)>,
+    /// The latest slot triggered per job, so two triggers in one millisecond stay two slots.
+    trigger_floor: BTreeMap<HeartbeatKey, Timestamp>,
     permits: Arc<Semaphore>,
     commands: mpsc::Receiver<Command>,
     completions_tx: mpsc::UnboundedSender<FinishedRun>,
@@ -142,6 +158,8 @@ impl Driver {
             prepared: BTreeMap::new(),
             agent_slots: BTreeMap::new(),
             ledgers: BTreeMap::new(),
+            triggered: Vec::new(),
+            trigger_floor: BTreeMap::new(),
             permits: Arc::new(Semaphore::new(runs_in_flight_max.max(1))),
             commands,
             completions_tx,
@@ -237,6 +255,14 @@ impl Driver {
                         let now = self.context.clock.now();
                         let _ = accepted.send(self.request_wake(&agent, reason, None, now));
                     }
+                    Some(Command::Inspect { answer }) => {
+                        let now = self.context.clock.now();
+                        let _ = answer.send(self.inspect(now).await);
+                    }
+                    Some(Command::Trigger { key, answer }) => {
+                        let now = self.context.clock.now();
+                        let _ = answer.send(self.trigger(&key, now));
+                    }
                     None => {
                         self.drain(Duration::ZERO).await;
                         return;
@@ -250,8 +276,11 @@ impl Driver {
     /// Fires due timers, then decides every slot that is due to start: the fired ones and
     /// those waiting their turn behind a finished run.
     async fn fire_due(&mut self, now: Now) {
-        let mut due: Vec<(HeartbeatKey, Timestamp)> = Vec::new();
-        // First the slots waiting behind a finished run: they are older than any that fires now.
+        // Slots an operator triggered come first; they are explicit requests (see `operator`).
+        let triggered: std::collections::BTreeSet<(HeartbeatKey, Timestamp)> =
+            std::mem::take(&mut self.triggered).into_iter().collect();
+        let mut due: Vec<(HeartbeatKey, Timestamp)> = triggered.iter().cloned().collect();
+        // Then the slots waiting behind a finished run: they are older than any that fires now.
         for (key, entry) in &mut self.entries {
             if entry.runs_in_flight == 0 {
                 if let Some(slot) = entry.waiting.pop_front() {
@@ -306,8 +335,9 @@ impl Driver {
         let mut retries = Vec::new();
         let spent = self.spent_budgets(due.iter().map(|(key, _)| key.agent.clone()).collect(), now).await;
         for (key, slot) in due {
+            let explicit = triggered.contains(&(key.clone(), slot));
             let alerts_disabled = self.entries.get(&key).is_some_and(|entry| self.shows_nothing(&entry.def));
-            let paused = self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now));
+            let paused = !explicit && self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now));
             let next_slot = self.timers.timer(&key).map_or(slot, |timer| timer.next_slot);
             let Some(entry) = self.entries.get_mut(&key) else { continue };
             let in_flight = entry.runs_in_flight + claimed_now.get(&key).copied().unwrap_or(0);
@@ -315,13 +345,13 @@ impl Driver {
             let input = GuardInput {
                 enabled: entry.enabled,
                 paused,
-                active_hours: entry.def.active_hours.as_ref(),
+                active_hours: if explicit { None } else { entry.def.active_hours.as_ref() },
                 heartbeat_file_empty: false,
                 user_busy: false,
                 alerts_disabled,
                 flooded: false,
                 over_budget: Self::held_by_budget(&entry.def, &spent),
-                in_backoff: entry.backoff_until.is_some_and(|until| now.mono < until),
+                in_backoff: !explicit && entry.backoff_until.is_some_and(|until| now.mono < until),
                 run_in_flight: overlap == OverlapDecision::Skip,
                 wall_now: now.wall,
             };
@@ -506,6 +536,11 @@ impl Driver {
                 self.entries.insert(key.clone(), entry);
                 self.backoff_from_store(&key, now).await;
                 self.rearm(key, now, floor).await;
+            }
+            Change::Resume(agent) => {
+                if self.pauses.remove(&agent).is_some() {
+                    self.context.events.emit(now.wall, &EngineEvent::Resumed { agent });
+                }
             }
             Change::Delete(key) => {
                 self.entries.remove(&key);
@@ -763,6 +798,8 @@ impl Driver {
                     Command::Wake { accepted, .. } => {
                         let _ = accepted.send(false);
                     }
+                    // Nothing new starts while draining; the callers hear the engine stopped.
+                    Command::Inspect { .. } | Command::Trigger { .. } => {}
                     Command::Shutdown { done, .. } => {
                         let _ = done.send(0);
                     }

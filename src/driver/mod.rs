@@ -26,6 +26,7 @@ use crate::core::pause::Pause;
 use crate::core::visibility::VisibilityRules;
 use crate::core::wake::WakeReason;
 use crate::driver::control::Control;
+pub use crate::driver::engine::operator::{JobView, TriggerOutcome};
 use crate::driver::engine::{Command, Driver};
 use crate::driver::events::{EngineEvent, EventSink, TracingSink};
 use crate::driver::lanes::{Lanes, UserTurn};
@@ -35,7 +36,7 @@ use crate::limits::{BREAKER_FAILURES_MAX_DEFAULT, ERROR_BACKOFF_SECS_DEFAULT, RU
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
 use crate::ports::messenger::Messenger;
-use crate::ports::store::{SeedReport, Store, StoreError};
+use crate::ports::store::{Queued, SeedReport, Store, StoreError};
 use crate::ports::workspace::Workspace;
 
 /// The ports an engine runs on. Swap these and nothing else to simulate it.
@@ -107,12 +108,29 @@ pub enum EngineError {
 
 /// Controls a running engine. Every change is written to the store first, then applied
 /// to the running schedule: when a call returns `Ok`, the change is durable and live.
+///
+/// It derefs to an [`EngineClient`], which has every call but `shutdown` and can be
+/// cloned into tasks (the HTTP API's handlers, say).
 pub struct EngineHandle {
+    client: EngineClient,
+    driver: JoinHandle<()>,
+}
+
+/// The calls of a running engine, cloneable; see [`EngineHandle`].
+#[derive(Clone)]
+pub struct EngineClient {
     control: Control,
     commands: mpsc::Sender<Command>,
-    driver: JoinHandle<()>,
     lanes: Arc<Lanes>,
     run_events: Arc<RunEvents>,
+}
+
+impl std::ops::Deref for EngineHandle {
+    type Target = EngineClient;
+
+    fn deref(&self) -> &EngineClient {
+        &self.client
+    }
 }
 
 const COMMAND_QUEUE_MAX: usize = 1_024;
@@ -172,10 +190,10 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
     let mut driver = Driver::new(context, options.runs_in_flight_max, receiver);
     driver.load(heartbeats, pauses).await;
     let driver = tokio::spawn(driver.run());
-    Ok(EngineHandle { control, commands, driver, lanes, run_events })
+    Ok(EngineHandle { client: EngineClient { control, commands, lanes, run_events }, driver })
 }
 
-impl EngineHandle {
+impl EngineClient {
     /// Creates or replaces a heartbeat at run time; it waits one full interval.
     ///
     /// # Errors
@@ -206,6 +224,45 @@ impl EngineHandle {
     /// When the store write fails (no pause) or the engine has stopped.
     pub async fn pause(&self, agent: &AgentId, minutes: u32) -> Result<Pause, EngineError> {
         self.control.pause(agent, minutes).await
+    }
+
+    /// Ends an agent's pause early. Returns whether it had one.
+    ///
+    /// # Errors
+    /// When the store write fails (the pause stays) or the engine has stopped.
+    pub async fn resume(&self, agent: &AgentId) -> Result<bool, EngineError> {
+        self.control.resume(agent).await
+    }
+
+    /// Every job as the driver sees it now, with the guard's verdict for a slot due now.
+    ///
+    /// # Errors
+    /// When the engine has stopped.
+    pub async fn inspect(&self) -> Result<Vec<JobView>, EngineError> {
+        let (answer, view) = oneshot::channel();
+        self.commands.send(Command::Inspect { answer }).await.map_err(|_| EngineError::Stopped)?;
+        view.await.map_err(|_| EngineError::Stopped)
+    }
+
+    /// Runs a job now, once, through the normal claim (see [`TriggerOutcome`]).
+    ///
+    /// # Errors
+    /// When the engine has stopped.
+    pub async fn trigger(&self, key: &HeartbeatKey) -> Result<TriggerOutcome, EngineError> {
+        let (answer, outcome) = oneshot::channel();
+        let command = Command::Trigger { key: key.clone(), answer };
+        self.commands.send(command).await.map_err(|_| EngineError::Stopped)?;
+        outcome.await.map_err(|_| EngineError::Stopped)
+    }
+
+    /// Queues a system event for `agent`'s heartbeat (the `HEARTBEAT.md` one), which reads
+    /// it on its next run, as a main-mode cron job's event. Durable before it returns.
+    ///
+    /// # Errors
+    /// When the store write fails (nothing queued).
+    pub async fn queue_system_event(&self, agent: &AgentId, text: &str) -> Result<Queued, EngineError> {
+        let at = self.control.clock().wall();
+        Ok(self.control.store().queue_system_event(agent, text, at).await?)
     }
 
     /// Asks `agent`'s heartbeat (the `HEARTBEAT.md` one) to run now. Requests within
@@ -243,12 +300,19 @@ impl EngineHandle {
     pub fn control(&self) -> &Control {
         &self.control
     }
+}
+
+impl EngineHandle {
+    /// A cloneable client of this engine.
+    pub fn client(&self) -> EngineClient {
+        self.client.clone()
+    }
 
     /// Stops scheduling, lets in-flight runs finish within `grace`, and waits for the
     /// driver to end. Returns how many runs were abandoned at the end of the grace period.
     pub async fn shutdown(self, grace: Duration) -> usize {
         let (done, abandoned) = oneshot::channel();
-        if self.commands.send(Command::Shutdown { grace, done }).await.is_err() {
+        if self.client.commands.send(Command::Shutdown { grace, done }).await.is_err() {
             return 0;
         }
         let abandoned = abandoned.await.unwrap_or(0);

@@ -274,7 +274,18 @@ pub trait Store: Send + Sync + 'static {
     async fn consecutive_failures(&self, key: &HeartbeatKey) -> Result<Option<u32>, StoreError>;
 
     /// The newest `limit` executions of a heartbeat, newest first.
-    async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError>;
+    async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {
+        self.executions_page(key, None, limit).await
+    }
+
+    /// The newest `limit` executions of a heartbeat whose slot is before `before` (all
+    /// when `None`), newest first: a page of the run log, the last slot its cursor.
+    async fn executions_page(
+        &self,
+        key: &HeartbeatKey,
+        before: Option<Timestamp>,
+        limit: usize,
+    ) -> Result<Vec<Execution>, StoreError>;
 
     /// Whether `key` delivered a reply with this digest in a run that finished at or after
     /// `since` (duplicate suppression).

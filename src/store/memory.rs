@@ -275,9 +275,17 @@ impl Store for MemoryStore {
         Ok(self.lock().pauses.iter().map(|(agent, pause)| (agent.clone(), *pause)).collect())
     }
 
-    async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {
+    async fn executions_page(
+        &self,
+        key: &HeartbeatKey,
+        before: Option<Timestamp>,
+        limit: usize,
+    ) -> Result<Vec<Execution>, StoreError> {
         let state = self.lock();
-        let mine = state.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX));
+        let mine = match before {
+            Some(before) => state.executions.range((key.clone(), Timestamp::MIN)..(key.clone(), before)),
+            None => state.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX)),
+        };
         Ok(mine.rev().take(limit).map(|(_, execution)| execution.clone()).collect())
     }
 

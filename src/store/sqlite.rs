@@ -382,14 +382,20 @@ impl Store for SqliteStore {
             .collect()
     }
 
-    async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {
+    async fn executions_page(
+        &self,
+        key: &HeartbeatKey,
+        before: Option<Timestamp>,
+        limit: usize,
+    ) -> Result<Vec<Execution>, StoreError> {
         let rows = sqlx::query(
             "SELECT agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason, delivery, \
              duration_ms, error, output_preview, stop_reason, reply FROM executions WHERE agent_id = ? \
-             AND heartbeat_id = ? ORDER BY slot_ms DESC LIMIT ?",
+             AND heartbeat_id = ? AND slot_ms < ? ORDER BY slot_ms DESC LIMIT ?",
         )
         .bind(key.agent.as_str())
         .bind(key.heartbeat.as_str())
+        .bind(before.map_or(i64::MAX, |before| before.as_millisecond()))
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(&self.pool)
         .await?;

@@ -162,8 +162,13 @@ impl Store for SimStore {
         self.read(self.world.durable.consecutive_failures(key)).await
     }
 
-    async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {
-        self.read(self.world.durable.executions(key, limit)).await
+    async fn executions_page(
+        &self,
+        key: &HeartbeatKey,
+        before: Option<Timestamp>,
+        limit: usize,
+    ) -> Result<Vec<Execution>, StoreError> {
+        self.read(self.world.durable.executions_page(key, before, limit)).await
     }
 
     async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {

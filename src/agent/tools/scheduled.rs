@@ -80,7 +80,40 @@ struct Window {
     timezone: Option<String>,
 }
 
-type Refusal = String;
+/// Why a call was refused; the API maps the kind to its status code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No such job.
+    NotFound(String),
+    /// The id is taken, or the agent has as many jobs as it may.
+    Conflict(String),
+    /// The arguments are wrong; the text names the field.
+    Invalid(String),
+    /// The store or the engine did not answer.
+    Unavailable(String),
+}
+
+impl Refusal {
+    pub fn message(&self) -> &str {
+        match self {
+            Refusal::NotFound(text) | Refusal::Conflict(text) | Refusal::Invalid(text) | Refusal::Unavailable(text) => {
+                text
+            }
+        }
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(text: String) -> Self {
+        Refusal::Invalid(text)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(text: &str) -> Self {
+        Refusal::Invalid(text.to_owned())
+    }
+}
 
 #[async_trait]
 impl Tool for ScheduledTool {
@@ -143,9 +176,27 @@ impl Tool for ScheduledTool {
         };
         match act(context, self.kind, arguments).await {
             Ok(text) => ToolOutcome::ok(text),
-            Err(refusal) => ToolOutcome::error(refusal),
+            Err(refusal) => ToolOutcome::error(refusal.message()),
         }
     }
+}
+
+/// What the operator API does with a job: the tool's own path, with the tool's
+/// guardrails (the caller sets the minimum interval in `context.settings`). `arguments`
+/// is the tool's argument object, `action` included.
+///
+/// # Errors
+/// The refusal, when nothing was changed.
+pub async fn act_as_operator(
+    context: &ToolContext,
+    kind: JobKind,
+    arguments: serde_json::Value,
+) -> Result<String, Refusal> {
+    let arguments: Arguments = serde_path_to_error::deserialize(arguments).map_err(|error| {
+        let path = error.path().to_string();
+        Refusal::Invalid(if path == "." { error.inner().to_string() } else { format!("`{path}`: {}", error.inner()) })
+    })?;
+    act(context, kind, arguments).await
 }
 
 async fn act(context: &ToolContext, kind: JobKind, arguments: Arguments) -> Result<String, Refusal> {
@@ -158,35 +209,44 @@ async fn act(context: &ToolContext, kind: JobKind, arguments: Arguments) -> Resu
             let key = key(context, arguments.id.as_deref())?;
             if let Some(existing) = all_mine.iter().find(|h| h.def.key == key) {
                 let what = existing.def.kind.as_str();
-                return Err(format!("a {what} {:?} exists already; use action \"update\"", key.heartbeat.as_str()));
+                let id = key.heartbeat.as_str();
+                return Err(Refusal::Conflict(format!("a {what} {id:?} exists already; use action \"update\"")));
             }
             if all_mine.len() >= context.settings.heartbeats_max {
-                return Err(format!(
+                return Err(Refusal::Conflict(format!(
                     "this agent has {} heartbeats and cron jobs, the most it may have; delete one first",
                     all_mine.len()
-                ));
+                )));
             }
             let def = build(context, kind, key, &arguments, None)?;
             let summary = describe(&def);
-            context.control.upsert(def).await.map_err(|e| format!("not saved: {e}"))?;
+            context.control.upsert(def).await.map_err(|e| Refusal::Unavailable(format!("not saved: {e}")))?;
             Ok(format!("created {summary}"))
         }
         "update" => {
             let existing = find(context, noun, &mine, arguments.id.as_deref())?;
             let def = build(context, kind, existing.def.key.clone(), &arguments, Some(&existing.def))?;
             let summary = describe(&def);
-            context.control.upsert(def).await.map_err(|e| format!("not saved: {e}"))?;
+            context.control.upsert(def).await.map_err(|e| Refusal::Unavailable(format!("not saved: {e}")))?;
             Ok(format!("updated {summary}"))
         }
         "delete" | "remove" => {
             let existing = find(context, noun, &mine, arguments.id.as_deref())?;
-            context.control.delete(&existing.def.key).await.map_err(|e| format!("not deleted: {e}"))?;
+            context
+                .control
+                .delete(&existing.def.key)
+                .await
+                .map_err(|e| Refusal::Unavailable(format!("not deleted: {e}")))?;
             Ok(format!("deleted {}", existing.def.key.heartbeat))
         }
         action @ ("enable" | "disable") => {
             let existing = find(context, noun, &mine, arguments.id.as_deref())?;
             let enabled = action == "enable";
-            context.control.set_enabled(&existing.def.key, enabled).await.map_err(|e| format!("not changed: {e}"))?;
+            context
+                .control
+                .set_enabled(&existing.def.key, enabled)
+                .await
+                .map_err(|e| Refusal::Unavailable(format!("not changed: {e}")))?;
             Ok(format!("{action}d {}", existing.def.key.heartbeat))
         }
         "runs" => {
@@ -196,7 +256,7 @@ async fn act(context: &ToolContext, kind: JobKind, arguments: Arguments) -> Resu
                 .store()
                 .executions(&existing.def.key, TOOL_RUNS_LISTED_MAX)
                 .await
-                .map_err(|e| format!("the store is unavailable: {e}"))?;
+                .map_err(|e| Refusal::Unavailable(format!("the store is unavailable: {e}")))?;
             let rows: Vec<serde_json::Value> = runs
                 .iter()
                 .map(|run| {
@@ -211,16 +271,23 @@ async fn act(context: &ToolContext, kind: JobKind, arguments: Arguments) -> Resu
                 .collect();
             Ok(serde_json::to_string(&rows).unwrap_or_else(|_| "[]".to_owned()))
         }
-        other => Err(format!("unknown action {other:?}; use list, create, update, delete, enable, disable or runs")),
+        other => {
+            Err(format!("unknown action {other:?}; use list, create, update, delete, enable, disable or runs").into())
+        }
     }
 }
 
 async fn own_definitions(context: &ToolContext) -> Result<Vec<Heartbeat>, Refusal> {
-    let all = context.control.store().load_heartbeats().await.map_err(|e| format!("the store is unavailable: {e}"))?;
+    let all = context
+        .control
+        .store()
+        .load_heartbeats()
+        .await
+        .map_err(|e| Refusal::Unavailable(format!("the store is unavailable: {e}")))?;
     Ok(all.into_iter().filter(|h| h.def.key.agent == context.agent).collect())
 }
 
-fn key(context: &ToolContext, id: Option<&str>) -> Result<HeartbeatKey, Refusal> {
+fn key(context: &ToolContext, id: Option<&str>) -> Result<HeartbeatKey, String> {
     let id = id.ok_or("`id` is required")?;
     let heartbeat = HeartbeatId::new(id).map_err(|e| format!("id {id:?} {e}"))?;
     if heartbeat.is_reserved() {
@@ -231,10 +298,9 @@ fn key(context: &ToolContext, id: Option<&str>) -> Result<HeartbeatKey, Refusal>
 
 fn find(context: &ToolContext, noun: &str, mine: &[Heartbeat], id: Option<&str>) -> Result<Heartbeat, Refusal> {
     let key = key(context, id)?;
-    mine.iter()
-        .find(|h| h.def.key == key)
-        .cloned()
-        .ok_or_else(|| format!("there is no {noun} {:?}; use action \"list\" to see them", key.heartbeat.as_str()))
+    mine.iter().find(|h| h.def.key == key).cloned().ok_or_else(|| {
+        Refusal::NotFound(format!("there is no {noun} {:?}; use action \"list\" to see them", key.heartbeat.as_str()))
+    })
 }
 
 /// A full definition from the arguments, on top of `existing` for an update.
@@ -244,7 +310,7 @@ fn build(
     key: HeartbeatKey,
     arguments: &Arguments,
     existing: Option<&HeartbeatDef>,
-) -> Result<HeartbeatDef, Refusal> {
+) -> Result<HeartbeatDef, String> {
     let settings = &context.settings;
     let prompt = match (&arguments.prompt, existing) {
         (Some(prompt), _) => prompt.clone(),
@@ -283,11 +349,7 @@ fn build(
     })
 }
 
-fn schedule(
-    context: &ToolContext,
-    arguments: &Arguments,
-    existing: Option<&HeartbeatDef>,
-) -> Result<Schedule, Refusal> {
+fn schedule(context: &ToolContext, arguments: &Arguments, existing: Option<&HeartbeatDef>) -> Result<Schedule, String> {
     let nested = arguments.schedule.as_ref();
     let flat_given = arguments.every.is_some()
         || arguments.interval_secs.is_some()
@@ -324,7 +386,7 @@ fn schedule(
 }
 
 /// Runs a model creates must be at least `minimum` apart, whatever the schedule kind.
-fn check_spacing(schedule: &Schedule, minimum: Duration, now: jiff::Timestamp) -> Result<(), Refusal> {
+fn check_spacing(schedule: &Schedule, minimum: Duration, now: jiff::Timestamp) -> Result<(), String> {
     let too_close = |gap: Duration| {
         format!(
             "runs {} apart is too short an interval; heartbeats and jobs you create must run at least {} apart",
@@ -361,7 +423,7 @@ fn target(
     kind: JobKind,
     arguments: &Arguments,
     existing: Option<&HeartbeatDef>,
-) -> Result<DeliveryTarget, Refusal> {
+) -> Result<DeliveryTarget, String> {
     let is_cron = kind.listed_as() == JobKind::Cron;
     let silent = match (is_cron, arguments.delivery.as_deref()) {
         (_, None) => false,
@@ -388,7 +450,7 @@ fn target(
     Ok(target)
 }
 
-fn allowed_target(context: &ToolContext, text: &str) -> Result<DeliveryTarget, Refusal> {
+fn allowed_target(context: &ToolContext, text: &str) -> Result<DeliveryTarget, String> {
     let target = DeliveryTarget::parse(text).map_err(|e| e.to_string())?;
     if !target.is_silent() && !context.settings.allowed_targets.contains(&target.to_string()) {
         return Err(format!("{text:?} is not a configured target; use one of {}", targets(context)));
@@ -396,7 +458,7 @@ fn allowed_target(context: &ToolContext, text: &str) -> Result<DeliveryTarget, R
     Ok(target)
 }
 
-fn policy(arguments: &Arguments, existing: Option<RunPolicy>) -> Result<RunPolicy, Refusal> {
+fn policy(arguments: &Arguments, existing: Option<RunPolicy>) -> Result<RunPolicy, String> {
     let mut policy = existing.unwrap_or_default();
     if let Some(text) = &arguments.catch_up {
         policy.catch_up =
@@ -420,7 +482,7 @@ fn window(
     context: &ToolContext,
     arguments: &Arguments,
     existing: Option<&HeartbeatDef>,
-) -> Result<Option<ActiveHours>, Refusal> {
+) -> Result<Option<ActiveHours>, String> {
     let zone = &context.settings.timezone;
     match (&arguments.active_hours, arguments.active_start_hour, arguments.active_end_hour) {
         (Some(window), None, None) => {

@@ -1,0 +1,200 @@
+//! `/v1/agents`: list and show agents (pause, today's budget, last run event), pause and
+//! resume their timed heartbeats, wake the agent heartbeat, and queue system events.
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use jiff::tz::TimeZone;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::api::error::{ApiError, Body};
+use crate::api::feed::run_event_json;
+use crate::api::jobs::known_agent;
+use crate::api::status::PauseView;
+use crate::api::ApiState;
+use crate::core::budget::day_start;
+use crate::core::heartbeat::JobKind;
+use crate::core::ids::AgentId;
+use crate::core::wake::WakeReason;
+use crate::limits::{PAUSE_MINUTES_MIN, SYSTEM_EVENT_CHARS_MAX};
+use crate::ports::store::Queued;
+
+async fn agent_json(state: &ApiState, agent: &AgentId, pauses: &PauseView) -> Result<Value, ApiError> {
+    let settings = state.settings(agent);
+    let zone = TimeZone::get(&settings.timezone).unwrap_or(TimeZone::UTC);
+    let day = day_start(state.clock.wall(), &zone);
+    let used = state.store.llm_calls_since(agent, day).await?;
+    let jobs = state.store.load_heartbeats().await?;
+    let mine = jobs.iter().filter(|job| job.def.key.agent == *agent);
+    Ok(json!({
+        "id": agent.as_str(),
+        "configured": state.agents.contains_key(agent),
+        "timezone": settings.timezone,
+        "paused_until": pauses.until(agent).map(|until| until.to_string()),
+        "jobs": mine.clone().count(),
+        "has_agent_heartbeat": mine.clone().any(|job| job.def.kind == JobKind::Agent),
+        "budget": { "llm_calls_today": used, "llm_calls_per_day": settings.llm_calls_per_day, "day_started_at": day.to_string() },
+        "last_event": state.engine.run_events().last(agent).map(|event| run_event_json(&event)),
+    }))
+}
+
+pub async fn list(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+    let pauses = PauseView::load(&state).await?;
+    let mut agents: std::collections::BTreeSet<AgentId> = state.agents.keys().cloned().collect();
+    agents.extend(state.store.load_heartbeats().await?.into_iter().map(|job| job.def.key.agent));
+    let mut items = Vec::new();
+    for agent in &agents {
+        items.push(agent_json(&state, agent, &pauses).await?);
+    }
+    Ok(Json(json!({ "items": items })))
+}
+
+pub async fn show(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Path(agent) = path?;
+    let agent = known_agent(&state, &agent).await?;
+    let pauses = PauseView::load(&state).await?;
+    Ok(Json(agent_json(&state, &agent, &pauses).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PauseBody {
+    minutes: u32,
+}
+
+/// Pauses the agent's timed heartbeats, as its `pause_heartbeats` tool would, within the
+/// same limits.
+pub async fn pause(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+    Body(body): Body<PauseBody>,
+) -> Result<Json<Value>, ApiError> {
+    let Path(agent) = path?;
+    let agent = known_agent(&state, &agent).await?;
+    let max = state.settings(&agent).pause_minutes_max;
+    if !(PAUSE_MINUTES_MIN..=max).contains(&body.minutes) {
+        return Err(ApiError::invalid(
+            "minutes",
+            format!("{} is out of range; from {PAUSE_MINUTES_MIN} to {max}", body.minutes),
+        ));
+    }
+    let pause = state.engine.pause(&agent, body.minutes).await?;
+    Ok(Json(json!({ "agent": agent.as_str(), "paused_until": pause.record.until.to_string() })))
+}
+
+pub async fn resume(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Path(agent) = path?;
+    let agent = known_agent(&state, &agent).await?;
+    let was_paused = state.engine.resume(&agent).await?;
+    Ok(Json(json!({ "agent": agent.as_str(), "was_paused": was_paused })))
+}
+
+/// Refuses an agent without an agent heartbeat: nothing would read its events or wake.
+async fn require_agent_heartbeat(state: &ApiState, agent: &AgentId) -> Result<(), ApiError> {
+    let jobs = state.store.load_heartbeats().await?;
+    if jobs.iter().any(|job| job.def.key.agent == *agent && job.def.kind == JobKind::Agent) {
+        Ok(())
+    } else {
+        Err(ApiError::conflict(format!(
+            "agent {agent} has no agent heartbeat (give it a `workspace` with a HEARTBEAT.md in the config)"
+        )))
+    }
+}
+
+fn event_text(text: &str) -> Result<&str, ApiError> {
+    let length = text.chars().count();
+    if text.trim().is_empty() || length > SYSTEM_EVENT_CHARS_MAX {
+        return Err(ApiError::invalid("text", format!("must have between 1 and {SYSTEM_EVENT_CHARS_MAX} characters")));
+    }
+    Ok(text)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WakeBody {
+    /// `manual`, `hook:NAME` or `exec-event`.
+    reason: Option<String>,
+    /// Queued as a system event the woken run reads.
+    text: Option<String>,
+}
+
+/// Wakes the agent heartbeat now (merged with other requests and held by its flood guard).
+pub async fn wake(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+    Body(body): Body<WakeBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let Path(agent) = path?;
+    let agent = known_agent(&state, &agent).await?;
+    let reason = match body.reason.as_deref().unwrap_or("manual") {
+        "manual" => WakeReason::Manual,
+        "exec-event" => WakeReason::ExecEvent,
+        hook if hook.strip_prefix("hook:").is_some_and(|name| !name.trim().is_empty()) => WakeReason::Hook,
+        other => {
+            return Err(ApiError::invalid(
+                "reason",
+                format!("{other:?} is not \"manual\", \"hook:NAME\" or \"exec-event\""),
+            ))
+        }
+    };
+    let text = body.text.as_deref().map(event_text).transpose()?;
+    require_agent_heartbeat(&state, &agent).await?;
+    let queued = match text {
+        Some(text) => Some(state.engine.queue_system_event(&agent, text).await?),
+        None => None,
+    };
+    state.engine.request_now(&agent, reason).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "agent": agent.as_str(), "reason": reason.as_str(), "event": queued_json(queued) })),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventBody {
+    text: String,
+    /// `next-heartbeat` (default): read on the agent heartbeat's next run; `now`: wake it.
+    mode: Option<String>,
+}
+
+/// Queues a system event for the agent heartbeat (OpenClaw's `system event`).
+pub async fn system_event(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+    Body(body): Body<EventBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let Path(agent) = path?;
+    let agent = known_agent(&state, &agent).await?;
+    let now = match body.mode.as_deref().unwrap_or("next-heartbeat") {
+        "now" => true,
+        "next-heartbeat" => false,
+        other => return Err(ApiError::invalid("mode", format!("{other:?} is not \"now\" or \"next-heartbeat\""))),
+    };
+    let text = event_text(&body.text)?;
+    require_agent_heartbeat(&state, &agent).await?;
+    let queued = state.engine.queue_system_event(&agent, text).await?;
+    if now {
+        state.engine.request_now(&agent, WakeReason::Manual).await?;
+    }
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "agent": agent.as_str(), "event": queued_json(Some(queued)), "woken": now })),
+    ))
+}
+
+fn queued_json(queued: Option<Queued>) -> Value {
+    match queued {
+        None => Value::Null,
+        Some(Queued::Added { id, dropped }) => json!({ "id": id, "dropped": dropped }),
+        Some(Queued::Duplicate) => json!({ "duplicate": true }),
+    }
+}

@@ -1,0 +1,272 @@
+//! `/v1/agents/{agent}/heartbeats` and `/v1/agents/{agent}/cron`: list, create, show,
+//! update, delete, enable, disable, trigger and the run log. Create and update go through
+//! the `heartbeat` and `cron` tools' own path, with their guardrails, except that the
+//! operator may go below the model's minimum interval. Jobs from the config file are
+//! changed in the file (and reloaded), not here: update and delete refuse them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use jiff::Timestamp;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::agent::tools::scheduled::act_as_operator;
+use crate::agent::tools::ToolContext;
+use crate::api::error::{ApiError, Body};
+use crate::api::status::{job_json, PauseView};
+use crate::api::ApiState;
+use crate::core::heartbeat::{Heartbeat, JobKind, Origin};
+use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use crate::daemon::list::execution_json;
+use crate::driver::TriggerOutcome;
+use crate::limits::{API_RUNS_PAGE_DEFAULT, API_RUNS_PAGE_MAX, INTERVAL_SECS_MIN};
+
+/// Which list a path names.
+fn collection(text: &str) -> Result<JobKind, ApiError> {
+    match text {
+        "heartbeats" => Ok(JobKind::Heartbeat),
+        "cron" => Ok(JobKind::Cron),
+        other => Err(ApiError::not_found(format!("no route .../{other}; an agent has `heartbeats` and `cron`"))),
+    }
+}
+
+/// An agent the engine knows: configured, or owning a job in the store.
+pub async fn known_agent(state: &ApiState, text: &str) -> Result<AgentId, ApiError> {
+    let unknown = || ApiError::not_found(format!("no agent {text:?}"));
+    let agent = AgentId::new(text).map_err(|_| unknown())?;
+    if state.agents.contains_key(&agent) {
+        return Ok(agent);
+    }
+    let jobs = state.store.load_heartbeats().await?;
+    if jobs.iter().any(|job| job.def.key.agent == agent) {
+        Ok(agent)
+    } else {
+        Err(unknown())
+    }
+}
+
+/// The job `id` of `agent` in the list `kind` (the agent heartbeat lists with heartbeats,
+/// main-mode jobs with cron).
+async fn find(state: &ApiState, agent: &str, kind: JobKind, id: &str) -> Result<Heartbeat, ApiError> {
+    let agent = known_agent(state, agent).await?;
+    let noun = kind.as_str();
+    let missing = || ApiError::not_found(format!("agent {agent} has no {noun} {id:?}"));
+    let heartbeat = HeartbeatId::new(id).map_err(|_| missing())?;
+    let key = HeartbeatKey { agent: agent.clone(), heartbeat };
+    let jobs = state.store.load_heartbeats().await?;
+    jobs.into_iter().find(|job| job.def.key == key && job.def.kind.listed_as() == kind).ok_or_else(missing)
+}
+
+/// The job as the API shows it, with the driver's view of it.
+async fn row(state: &ApiState, job: &Heartbeat, with_prompt: bool) -> Result<Value, ApiError> {
+    let last = state.store.executions(&job.def.key, 1).await?;
+    let views = state.engine.inspect().await?;
+    let view = views.iter().find(|view| view.key == job.def.key);
+    let pauses = PauseView::load(state).await?;
+    let mut value = job_json(job, last.first(), view, pauses.until(&job.def.key.agent));
+    if with_prompt {
+        value["prompt"] = json!(job.def.prompt);
+        value["timeout_secs"] = json!(job.def.timeout.as_secs());
+        value["jitter_secs"] = json!(job.def.policy.jitter_max.as_secs());
+        value["delete_after_run"] = json!(job.def.delete_after_run);
+        value["dedup"] = json!(job.def.dedup);
+    }
+    Ok(value)
+}
+
+pub async fn list(
+    State(state): State<ApiState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Path((agent, kind)) = path?;
+    let kind = collection(&kind)?;
+    let agent = known_agent(&state, &agent).await?;
+    let jobs = state.store.load_heartbeats().await?;
+    let views = state.engine.inspect().await?;
+    let pauses = PauseView::load(&state).await?;
+    let mut rows = Vec::new();
+    for job in jobs.iter().filter(|job| job.def.key.agent == agent && job.def.kind.listed_as() == kind) {
+        let last = state.store.executions(&job.def.key, 1).await?;
+        let view = views.iter().find(|view| view.key == job.def.key);
+        rows.push(job_json(job, last.first(), view, pauses.until(&agent)));
+    }
+    Ok(Json(json!({ "items": rows })))
+}
+
+pub async fn show(
+    State(state): State<ApiState>,
+    path: Result<Path<(String, String, String)>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Path((agent, kind, id)) = path?;
+    let job = find(&state, &agent, collection(&kind)?, &id).await?;
+    Ok(Json(row(&state, &job, true).await?))
+}
+
+/// The tool context an operator's change runs in: the agent's guardrails, but the
+/// shortest interval any config may give.
+fn operator_context(state: &ApiState, agent: &AgentId) -> ToolContext {
+    let mut settings = state.settings(agent).clone();
+    settings.model_interval_min = Duration::from_secs(INTERVAL_SECS_MIN);
+    ToolContext { agent: agent.clone(), settings: Arc::new(settings), control: state.engine.control().clone() }
+}
+
+/// The tool's arguments from a request body: the body's fields, the action and the id.
+fn arguments(mut body: Map<String, Value>, action: &str, id: Option<&str>) -> Result<Value, ApiError> {
+    if body.contains_key("action") {
+        return Err(ApiError::invalid("action", "is given by the route, not the body"));
+    }
+    if let Some(id) = id {
+        if body.contains_key("id") {
+            return Err(ApiError::invalid("id", "is given by the route, not the body"));
+        }
+        body.insert("id".to_owned(), json!(id));
+    }
+    body.insert("action".to_owned(), json!(action));
+    Ok(Value::Object(body))
+}
+
+pub async fn create(
+    State(state): State<ApiState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    Body(body): Body<Map<String, Value>>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let Path((agent, kind)) = path?;
+    let kind = collection(&kind)?;
+    let agent = known_agent(&state, &agent).await?;
+    if !state.agents.contains_key(&agent) {
+        return Err(ApiError::not_found(format!("agent {agent} is not in the config; add it there first")));
+    }
+    let id = body.get("id").and_then(Value::as_str).map(str::to_owned);
+    act_as_operator(&operator_context(&state, &agent), kind, arguments(body, "create", None)?).await?;
+    let job = find(&state, agent.as_str(), kind, id.as_deref().unwrap_or_default()).await?;
+    Ok((StatusCode::CREATED, Json(row(&state, &job, true).await?)))
+}
+
+fn refuse_config_job(job: &Heartbeat, verb: &str) -> Result<(), ApiError> {
+    if job.def.origin == Origin::Config {
+        let id = job.def.key.heartbeat.as_str();
+        return Err(ApiError::conflict(format!(
+            "{id:?} comes from the config file; {verb} it there and reload (`POST /v1/reload` or SIGHUP)"
+        )));
+    }
+    Ok(())
+}
+
+pub async fn update(
+    State(state): State<ApiState>,
+    path: Result<Path<(String, String, String)>, PathRejection>,
+    Body(body): Body<Map<String, Value>>,
+) -> Result<Json<Value>, ApiError> {
+    let Path((agent, kind, id)) = path?;
+    let kind = collection(&kind)?;
+    let job = find(&state, &agent, kind, &id).await?;
+    refuse_config_job(&job, "change")?;
+    let context = operator_context(&state, &job.def.key.agent);
+    act_as_operator(&context, job.def.kind, arguments(body, "update", Some(&id))?).await?;
+    let job = find(&state, &agent, kind, &id).await?;
+    Ok(Json(row(&state, &job, true).await?))
+}
+
+pub async fn remove(
+    State(state): State<ApiState>,
+    path: Result<Path<(String, String, String)>, PathRejection>,
+) -> Result<StatusCode, ApiError> {
+    let Path((agent, kind, id)) = path?;
+    let job = find(&state, &agent, collection(&kind)?, &id).await?;
+    refuse_config_job(&job, "remove")?;
+    state.engine.delete(&job.def.key).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn set_enabled(
+    state: ApiState,
+    path: Result<Path<(String, String, String)>, PathRejection>,
+    enabled: bool,
+) -> Result<Json<Value>, ApiError> {
+    let Path((agent, kind, id)) = path?;
+    let kind = collection(&kind)?;
+    let job = find(&state, &agent, kind, &id).await?;
+    state.engine.set_enabled(&job.def.key, enabled).await?;
+    let job = find(&state, &agent, kind, &id).await?;
+    Ok(Json(row(&state, &job, false).await?))
+}
+
+/// Enables a job; this also clears a tripped breaker and its failure count.
+pub async fn enable(
+    State(state): State<ApiState>,
+    path: Result<Path<(String, String, String)>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    set_enabled(state, path, true).await
+}
+
+pub async fn disable(
+    State(state): State<ApiState>,
+    path: Result<Path<(String, String, String)>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    set_enabled(state, path, false).await
+}
+
+/// Runs a job now, once, under a slot of its own (see `TriggerOutcome`). Answers 202: the
+/// run's result shows in its run log and on `/v1/events`.
+pub async fn trigger(
+    State(state): State<ApiState>,
+    path: Result<Path<(String, String, String)>, PathRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let Path((agent, kind, id)) = path?;
+    let job = find(&state, &agent, collection(&kind)?, &id).await?;
+    match state.engine.trigger(&job.def.key).await? {
+        TriggerOutcome::Queued { slot } => Ok((StatusCode::ACCEPTED, Json(json!({ "slot": slot.to_string() })))),
+        TriggerOutcome::WakeRequested => Ok((StatusCode::ACCEPTED, Json(json!({ "wake_requested": true })))),
+        TriggerOutcome::NotFound => Err(ApiError::not_found(format!("{id:?} was deleted"))),
+        TriggerOutcome::Disabled => {
+            Err(ApiError::conflict(format!("{id:?} is disabled; enable it first (that also clears a tripped breaker)")))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunsQuery {
+    limit: Option<String>,
+    /// The cursor: runs whose slot is before this RFC 3339 time.
+    before: Option<String>,
+}
+
+/// The run log, newest first, a page at a time: `next_cursor` goes in `before`.
+pub async fn runs(
+    State(state): State<ApiState>,
+    path: Result<Path<(String, String, String)>, PathRejection>,
+    query: Result<Query<RunsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Path((agent, kind, id)) = path?;
+    let Query(query) = query?;
+    let limit = match query.limit.as_deref() {
+        None => API_RUNS_PAGE_DEFAULT,
+        Some(text) => match text.parse::<usize>() {
+            Ok(limit) if (1..=API_RUNS_PAGE_MAX).contains(&limit) => limit,
+            _ => {
+                return Err(ApiError::invalid(
+                    "limit",
+                    format!("{text:?} is not a number from 1 to {API_RUNS_PAGE_MAX}"),
+                ))
+            }
+        },
+    };
+    let before = match query.before.as_deref() {
+        None => None,
+        Some(text) => Some(
+            text.parse::<Timestamp>()
+                .map_err(|_| ApiError::invalid("before", format!("{text:?} is not an RFC 3339 time")))?,
+        ),
+    };
+    let job = find(&state, &agent, collection(&kind)?, &id).await?;
+    let page = state.store.executions_page(&job.def.key, before, limit).await?;
+    let next_cursor = (page.len() == limit).then(|| page.last().map(|run| run.slot.to_string())).flatten();
+    let items: Vec<Value> = page.iter().map(execution_json).collect();
+    Ok(Json(json!({ "items": items, "next_cursor": next_cursor })))
+}

@@ -1,0 +1,111 @@
+//! The operator API: steer a running engine over HTTP (JSON in and out). Served by
+//! `systole serve`; the CLI's `status`, `agent` and job verbs are its clients.
+//!
+//! Every route but `GET /healthz` needs the bearer token when one is set. Errors are
+//! `{"error": {"code", "message"}}` (see [`error`]); a refused request changes nothing.
+
+pub mod agents;
+pub mod auth;
+pub mod error;
+pub mod feed;
+pub mod jobs;
+pub mod status;
+pub mod user_turns;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::header;
+use axum::middleware;
+use axum::response::IntoResponse;
+use axum::routing::{delete, get, post};
+use axum::Router;
+
+use crate::agent::settings::AgentSettings;
+use crate::api::error::ApiError;
+use crate::api::feed::EventFeed;
+use crate::api::user_turns::UserTurns;
+use crate::core::ids::AgentId;
+use crate::driver::EngineClient;
+use crate::limits::API_BODY_BYTES_MAX;
+use crate::metrics::Metrics;
+use crate::ports::clock::Clock;
+use crate::ports::store::Store;
+
+/// What every handler may reach.
+#[derive(Clone)]
+pub struct ApiState {
+    pub engine: EngineClient,
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    /// The configured agents' settings; others get `agent_default`.
+    pub agents: Arc<BTreeMap<AgentId, AgentSettings>>,
+    pub agent_default: Arc<AgentSettings>,
+    pub metrics: Arc<Metrics>,
+    pub feed: Arc<EventFeed>,
+    pub user_turns: Arc<UserTurns>,
+    /// The bearer token every route but `/healthz` needs, when set.
+    pub token: Option<Arc<str>>,
+}
+
+impl ApiState {
+    pub fn settings(&self, agent: &AgentId) -> &AgentSettings {
+        self.agents.get(agent).unwrap_or(&self.agent_default)
+    }
+}
+
+/// Every route, with the token check and the body limit.
+pub fn router(state: ApiState) -> Router {
+    let v1 = Router::new()
+        .route("/status", get(status::status))
+        .route("/agents", get(agents::list))
+        .route("/agents/{agent}", get(agents::show))
+        .route("/agents/{agent}/pause", post(agents::pause))
+        .route("/agents/{agent}/resume", post(agents::resume))
+        .route("/agents/{agent}/wake", post(agents::wake))
+        .route("/agents/{agent}/events", post(agents::system_event))
+        .route("/agents/{agent}/user-turns", post(user_turns::begin))
+        .route("/agents/{agent}/user-turns/{turn}", delete(user_turns::end))
+        .route("/agents/{agent}/{collection}", get(jobs::list).post(jobs::create))
+        .route("/agents/{agent}/{collection}/{id}", get(jobs::show).patch(jobs::update).delete(jobs::remove))
+        .route("/agents/{agent}/{collection}/{id}/enable", post(jobs::enable))
+        .route("/agents/{agent}/{collection}/{id}/disable", post(jobs::disable))
+        .route("/agents/{agent}/{collection}/{id}/trigger", post(jobs::trigger))
+        .route("/agents/{agent}/{collection}/{id}/runs", get(jobs::runs))
+        .route("/events", get(feed::stream));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .nest("/v1", v1)
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), auth::require_token))
+        .layer(DefaultBodyLimit::max(API_BODY_BYTES_MAX))
+        .with_state(state)
+}
+
+async fn healthz() -> impl IntoResponse {
+    axum::Json(serde_json::json!({ "status": "ok" }))
+}
+
+async fn metrics(State(state): State<ApiState>) -> Result<impl IntoResponse, ApiError> {
+    let views = state.engine.inspect().await?;
+    let paused = state.store.load_pauses().await?;
+    let now = state.clock.wall();
+    let mut counts: BTreeMap<&'static str, u64> = BTreeMap::from([("enabled", 0), ("disabled", 0), ("paused", 0)]);
+    for view in &views {
+        let agent_paused = paused.iter().any(|(agent, pause)| *agent == view.key.agent && pause.until > now);
+        let state = match (view.enabled, agent_paused) {
+            (false, _) => "disabled",
+            (true, true) => "paused",
+            (true, false) => "enabled",
+        };
+        *counts.entry(state).or_default() += 1;
+    }
+    let text = state.metrics.render(&counts);
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route; see the README's API section")
+}

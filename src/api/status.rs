@@ -1,0 +1,96 @@
+//! `GET /v1/status`: every agent and job with what it will do next and, when a slot due
+//! now would not run, why: the reason comes from the guard chain the engine runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use axum::extract::State;
+use axum::Json;
+use jiff::Timestamp;
+use serde_json::{json, Value};
+
+use crate::api::error::ApiError;
+use crate::api::ApiState;
+use crate::core::guard::SkipReason;
+use crate::core::heartbeat::Heartbeat;
+use crate::core::ids::AgentId;
+use crate::daemon::list::heartbeat_json;
+use crate::driver::JobView;
+use crate::ports::store::Execution;
+
+/// The pauses in the store that still hold.
+pub struct PauseView {
+    until: BTreeMap<AgentId, Timestamp>,
+}
+
+impl PauseView {
+    pub async fn load(state: &ApiState) -> Result<Self, ApiError> {
+        let now = state.clock.wall();
+        let pauses = state.store.load_pauses().await?;
+        let until = pauses.into_iter().filter(|(_, pause)| pause.until > now).map(|(a, p)| (a, p.until)).collect();
+        Ok(Self { until })
+    }
+
+    pub fn until(&self, agent: &AgentId) -> Option<Timestamp> {
+        self.until.get(agent).copied()
+    }
+}
+
+/// A job's row: its definition and state (as `heartbeat list --json`), and the driver's
+/// view: armed next slot, runs in flight, and `would_run_now` with the reason.
+pub fn job_json(
+    job: &Heartbeat,
+    last: Option<&Execution>,
+    view: Option<&JobView>,
+    paused_until: Option<Timestamp>,
+) -> Value {
+    let mut value = heartbeat_json(job, last);
+    let verdict = view.map(|view| view.would_run_now);
+    let reason = match verdict {
+        None | Some(Ok(())) => None,
+        Some(Err(SkipReason::Paused)) => {
+            Some(paused_until.map_or_else(|| "paused".to_owned(), |until| format!("paused until {until}")))
+        }
+        Some(Err(SkipReason::Backoff)) => Some(
+            view.and_then(|view| view.backoff_until)
+                .map_or_else(|| "backoff".to_owned(), |until| format!("backoff until {until}")),
+        ),
+        Some(Err(SkipReason::Disabled)) => Some(match &job.state.disabled_reason {
+            Some(why) => format!("disabled: {why}"),
+            None => "disabled".to_owned(),
+        }),
+        Some(Err(other)) => Some(other.as_str().to_owned()),
+    };
+    value["would_run_now"] = json!(verdict.map(|verdict| verdict.is_ok()));
+    value["reason"] = json!(reason);
+    value["skip_reason_now"] = json!(verdict.and_then(Result::err).map(SkipReason::as_str));
+    value["paused_until"] = json!(paused_until.map(|until| until.to_string()));
+    if let Some(view) = view {
+        value["next_run_at"] = json!(view.next_slot.map(|slot| slot.to_string()));
+        value["runs_in_flight"] = json!(view.runs_in_flight);
+        value["backoff_until"] = json!(view.backoff_until.map(|until| until.to_string()));
+    }
+    value
+}
+
+pub async fn status(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+    let jobs = state.store.load_heartbeats().await?;
+    let views = state.engine.inspect().await?;
+    let pauses = PauseView::load(&state).await?;
+    let mut agents: BTreeSet<AgentId> = state.agents.keys().cloned().collect();
+    agents.extend(jobs.iter().map(|job| job.def.key.agent.clone()));
+    let mut rows = Vec::new();
+    for agent in agents {
+        let mut items = Vec::new();
+        for job in jobs.iter().filter(|job| job.def.key.agent == agent) {
+            let last = state.store.executions(&job.def.key, 1).await?;
+            let view = views.iter().find(|view| view.key == job.def.key);
+            items.push(job_json(job, last.first(), view, pauses.until(&agent)));
+        }
+        rows.push(json!({
+            "id": agent.as_str(),
+            "paused_until": pauses.until(&agent).map(|until| until.to_string()),
+            "jobs": items,
+        }));
+    }
+    Ok(Json(json!({ "now": state.clock.wall().to_string(), "agents": rows })))
+}

@@ -1,0 +1,114 @@
+//! What an operator asks of the running driver beyond changes: a look at every job with
+//! the guard's verdict for "now" (the same chain a due slot goes through), and a run on
+//! demand through the normal claim.
+
+use std::collections::BTreeSet;
+
+use jiff::Timestamp;
+
+use super::Driver;
+use crate::core::guard::{self, GuardInput, SkipReason};
+use crate::core::heartbeat::JobKind;
+use crate::core::ids::HeartbeatKey;
+use crate::core::policy::{on_overlap, OverlapDecision};
+use crate::core::slots::truncate_to_millis;
+use crate::core::wake::WakeReason;
+use crate::ports::clock::Now;
+
+/// One job as the driver sees it at an instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobView {
+    pub key: HeartbeatKey,
+    pub kind: JobKind,
+    pub enabled: bool,
+    /// The next slot its timer is armed for (none when disabled or exhausted).
+    pub next_slot: Option<Timestamp>,
+    pub runs_in_flight: usize,
+    /// Slots waiting behind a run (catch-up `all`, `buffer_one`).
+    pub waiting: usize,
+    /// Until when a failed run's backoff holds its timed slots, on the wall clock.
+    pub backoff_until: Option<Timestamp>,
+    /// What the guard chain says of a timed slot due now: `Ok` or the reason it would skip.
+    pub would_run_now: Result<(), SkipReason>,
+}
+
+/// What a trigger did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TriggerOutcome {
+    /// The slot is decided in this turn of the loop (run, or skipped with a reason the
+    /// run log shows) under this slot.
+    Queued {
+        slot: Timestamp,
+    },
+    /// The agent heartbeat was asked to run (a manual wake, merged with others).
+    WakeRequested,
+    NotFound,
+    /// Disabled jobs do not run; enabling also clears a tripped breaker.
+    Disabled,
+}
+
+impl Driver {
+    /// Every job with what a slot due `now` would meet. The agent heartbeat's file and lane
+    /// are read when it runs, so they do not show here.
+    pub(super) async fn inspect(&mut self, now: Now) -> Vec<JobView> {
+        let agents: BTreeSet<_> = self.entries.keys().map(|key| key.agent.clone()).collect();
+        let spent = self.spent_budgets(agents, now).await;
+        let mut views = Vec::with_capacity(self.entries.len());
+        for (key, entry) in &self.entries {
+            let in_backoff = entry.backoff_until.is_some_and(|until| now.mono < until);
+            let overlap = on_overlap(entry.def.policy.overlap, entry.runs_in_flight, entry.waiting.len());
+            let flooded = entry.def.kind == JobKind::Agent
+                && self.floods.get(&key.agent).is_some_and(|flood| flood.check(now.mono).is_err());
+            let input = GuardInput {
+                enabled: entry.enabled,
+                paused: self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now)),
+                active_hours: entry.def.active_hours.as_ref(),
+                heartbeat_file_empty: false,
+                user_busy: false,
+                alerts_disabled: self.shows_nothing(&entry.def),
+                flooded,
+                over_budget: Self::held_by_budget(&entry.def, &spent),
+                in_backoff,
+                run_in_flight: overlap == OverlapDecision::Skip,
+                wall_now: now.wall,
+            };
+            let backoff_left = entry.backoff_until.filter(|_| in_backoff).map(|until| until.saturating_since(now.mono));
+            views.push(JobView {
+                key: key.clone(),
+                kind: entry.def.kind,
+                enabled: entry.enabled,
+                next_slot: self.timers.timer(key).map(|timer| timer.next_slot),
+                runs_in_flight: entry.runs_in_flight,
+                waiting: entry.waiting.len(),
+                backoff_until: backoff_left.map(|left| crate::core::slots::add(now.wall, left)),
+                would_run_now: guard::check(input),
+            });
+        }
+        views
+    }
+
+    /// Runs `key` now, once, as an explicit request: its slot is the current time and is
+    /// claimed like any other, so it runs at most once; a pause, quiet hours and a backoff
+    /// do not hold it (they hold timed runs only, as for an explicit wake), while the
+    /// budget, the overlap policy and a target that shows nothing still do.
+    pub(super) fn trigger(&mut self, key: &HeartbeatKey, now: Now) -> TriggerOutcome {
+        let Some(entry) = self.entries.get(key) else { return TriggerOutcome::NotFound };
+        if !entry.enabled {
+            return TriggerOutcome::Disabled;
+        }
+        if entry.def.kind == JobKind::Agent {
+            self.request_wake(&key.agent, WakeReason::Manual, None, now);
+            return TriggerOutcome::WakeRequested;
+        }
+        // Above the previous trigger's slot, so two triggers in one millisecond are two slots.
+        let mut slot = truncate_to_millis(now.wall);
+        if let Some(floor) = self.trigger_floor.get(key) {
+            if slot <= *floor {
+                slot = floor.checked_add(jiff::SignedDuration::from_millis(1)).unwrap_or(*floor);
+            }
+        }
+        self.trigger_floor.insert(key.clone(), slot);
+        self.triggered.push((key.clone(), slot));
+        TriggerOutcome::Queued { slot }
+    }
+}

@@ -1,0 +1,526 @@
+//! The operator API of the real daemon, over HTTP: the `systole` binary with the real clock
+//! and SQLite, against a local OpenAI-compatible server and webhook receiver (127.0.0.1).
+//! Every refusal is checked to have changed nothing.
+#![allow(clippy::disallowed_methods)] // this test waits on a real process in real time
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use axum::{Json, Router};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const WAIT_SECS_MAX: u64 = 30;
+const TOKEN: &str = "test-token-5f1c";
+
+#[derive(Default)]
+struct Peers {
+    /// Every first user message the model was sent, in order.
+    prompts: Mutex<Vec<String>>,
+    deliveries: Mutex<Vec<Value>>,
+}
+
+impl Peers {
+    fn prompts_containing(&self, text: &str) -> usize {
+        self.prompts.lock().expect("lock").iter().filter(|p| p.contains(text)).count()
+    }
+}
+
+async fn chat(State(peers): State<Arc<Peers>>, Json(body): Json<Value>) -> axum::response::Response {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let prompt = messages.iter().find(|m| m["role"] == "user").and_then(|m| m["content"].as_str()).unwrap_or("");
+    peers.prompts.lock().expect("lock").push(prompt.to_owned());
+    if prompt.contains("always-fail") {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "model exploded").into_response();
+    }
+    let message = json!({ "role": "assistant", "content": format!("reply to {}", prompt.len()) });
+    Json(json!({ "choices": [{ "index": 0, "message": message, "finish_reason": "stop" }] })).into_response()
+}
+
+async fn hook(State(peers): State<Arc<Peers>>, Json(body): Json<Value>) -> StatusCode {
+    peers.deliveries.lock().expect("lock").push(body);
+    StatusCode::NO_CONTENT
+}
+
+async fn start_peers() -> (Arc<Peers>, std::net::SocketAddr) {
+    let peers = Arc::new(Peers::default());
+    let app = Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/hook", post(hook))
+        .with_state(Arc::clone(&peers));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
+    (peers, address)
+}
+
+struct Daemon {
+    child: Child,
+    url: String,
+    http: reqwest::Client,
+    dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    async fn start(peer: std::net::SocketAddr, extra: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join("home")).expect("workspace");
+        std::fs::write(dir.path().join("home").join("HEARTBEAT.md"), "- look at the inbox\n").expect("file");
+        // A window that certainly excludes now: it opens two hours from now (UTC).
+        let hour = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).hour();
+        let (start, end) = ((hour + 2) % 24, (hour + 3) % 24);
+        let config = format!(
+            "[api]\nlisten = \"127.0.0.1:0\"\n{extra}\
+             [store]\npath = \"state.db\"\n\
+             [llm]\nbase_url = \"http://{peer}/v1\"\nmodel = \"m\"\nattempts = 1\n\
+             [adapters.webhook.ops]\nurl = \"http://{peer}/hook\"\n\
+             [engine]\nshutdown_grace = \"5s\"\nerror_backoff = [\"0s\"]\nbreaker_failures = 2\n\
+             [[agents]]\nid = \"ops\"\n\
+             [[agents.heartbeats]]\nid = \"quiet\"\nprompt = \"quiet-prompt\"\nevery = \"1h\"\ntarget = \"webhook:ops\"\n\
+             active_hours = {{ start = \"{start:02}:00\", end = \"{end:02}:00\", timezone = \"UTC\" }}\n\
+             [[agents.heartbeats]]\nid = \"flaky\"\nprompt = \"always-fail\"\nevery = \"1s\"\ntarget = \"webhook:ops\"\n\
+             [[agents]]\nid = \"home\"\nworkspace = \"home\"\n[agents.heartbeat]\ntarget = \"webhook:ops\"\n"
+        );
+        let path = dir.path().join("systole.toml");
+        std::fs::write(&path, config).expect("write config");
+        let log = std::fs::File::create(dir.path().join("daemon.log")).expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_systole"))
+            .args(["serve", "--config", path.to_str().expect("utf-8")])
+            .env("SYSTOLE_API_TOKEN", TOKEN)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start daemon");
+        let address_file = dir.path().join("state.db.api");
+        let mut url = String::new();
+        for _ in 0..WAIT_SECS_MAX * 10 {
+            if let Ok(text) = std::fs::read_to_string(&address_file) {
+                url = text.trim().to_owned();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(!url.is_empty(), "the daemon wrote its API address to {}", address_file.display());
+        Self { child, url, http: reqwest::Client::new(), dir }
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("systole.toml")
+    }
+
+    /// A request with the token; the body is sent as given (so malformed JSON can be).
+    async fn call(&self, method: Method, path: &str, body: Option<&str>) -> (u16, Value) {
+        self.call_with(method, path, body, Some(TOKEN)).await
+    }
+
+    async fn call_with(&self, method: Method, path: &str, body: Option<&str>, token: Option<&str>) -> (u16, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.url));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.header("content-type", "application/json").body(body.to_owned());
+        }
+        let response = request.send().await.expect("the API answers");
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        let value =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(json!({ "text": text })) };
+        (status, value)
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let (status, body) = self.call(Method::GET, path, None).await;
+        assert_eq!(status, 200, "GET {path}: {body}");
+        body
+    }
+
+    fn stop(mut self) {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("SIGTERM");
+        assert!(status.success());
+        let exit = self.child.wait().expect("daemon exits");
+        assert!(exit.success(), "daemon exits cleanly on SIGTERM: {exit}");
+        assert!(!self.dir.path().join("state.db.api").exists(), "the address file goes with the daemon");
+    }
+}
+
+async fn wait_until(what: &str, mut done: impl AsyncFnMut() -> bool) {
+    for _ in 0..WAIT_SECS_MAX * 10 {
+        if done().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out after {WAIT_SECS_MAX} s waiting for: {what}");
+}
+
+fn job<'a>(status: &'a Value, agent: &str, id: &str) -> &'a Value {
+    status["agents"]
+        .as_array()
+        .and_then(|agents| agents.iter().find(|a| a["id"] == agent))
+        .and_then(|a| a["jobs"].as_array())
+        .and_then(|jobs| jobs.iter().find(|j| j["id"] == id))
+        .unwrap_or_else(|| panic!("{agent}/{id} in the status: {status:#}"))
+}
+
+/// What must not change when a request is refused: every job's definition and state.
+async fn snapshot(daemon: &Daemon) -> Vec<Value> {
+    let mut rows = Vec::new();
+    for agent in ["ops", "home"] {
+        for collection in ["heartbeats", "cron"] {
+            let list = daemon.get(&format!("/v1/agents/{agent}/{collection}")).await;
+            for item in list["items"].as_array().cloned().unwrap_or_default() {
+                let id = item["id"].as_str().unwrap_or_default().to_owned();
+                let mut shown = daemon.get(&format!("/v1/agents/{agent}/{collection}/{id}")).await;
+                // What moves by itself while the daemon runs is not what a refusal may change.
+                for moving in [
+                    "last_status",
+                    "last_skip_reason",
+                    "last_slot",
+                    "next_run_at",
+                    "consecutive_failures",
+                    "runs_in_flight",
+                    "backoff_until",
+                    "would_run_now",
+                    "reason",
+                    "skip_reason_now",
+                    "enabled",
+                    "disabled_reason",
+                ] {
+                    shown[moving] = Value::Null;
+                }
+                rows.push(shown);
+            }
+        }
+    }
+    rows
+}
+
+/// A request that must be refused: method, path, body, status, error code, a word the message has.
+type Refusal = (Method, &'static str, Option<&'static str>, u16, &'static str, &'static str);
+
+fn assert_error(status: u16, body: &Value, expected: u16, code: &str, mentions: &str) {
+    assert_eq!(status, expected, "{body}");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(mentions), "{message:?} should mention {mentions:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_status_and_refusals_that_change_nothing() {
+    let (_peers, peer) = start_peers().await;
+    let daemon = Daemon::start(peer, "").await;
+
+    // Health needs no token; everything else does, and a wrong one is refused.
+    let (status, body) = daemon.call_with(Method::GET, "/healthz", None, None).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("ok")));
+    let (status, body) = daemon.call_with(Method::GET, "/v1/status", None, None).await;
+    assert_error(status, &body, 401, "unauthorized", "Authorization: Bearer");
+    let (status, body) = daemon.call_with(Method::GET, "/v1/status", None, Some("nope")).await;
+    assert_error(status, &body, 401, "unauthorized", "wrong");
+    let (status, body) = daemon.call_with(Method::POST, "/v1/agents/ops/pause", Some(r#"{"minutes":5}"#), None).await;
+    assert_error(status, &body, 401, "unauthorized", "Bearer");
+    assert!(
+        job(&daemon.get("/v1/status").await, "ops", "quiet")["paused_until"].is_null(),
+        "the refused pause did nothing"
+    );
+
+    // The status says why a slot due now would not run, from the engine's guard chain.
+    let status = daemon.get("/v1/status").await;
+    let quiet = job(&status, "ops", "quiet");
+    assert_eq!(quiet["would_run_now"], false, "{quiet:#}");
+    assert_eq!(quiet["reason"], "quiet-hours");
+    assert!(quiet["next_run_at"].is_string());
+    assert_eq!(job(&status, "home", "main")["kind"], "agent");
+
+    let before = snapshot(&daemon).await;
+    let refusals: [Refusal; 16] = [
+        (Method::POST, "/v1/agents/ops/heartbeats", Some("{not json"), 400, "malformed", "not JSON"),
+        (Method::POST, "/v1/agents/ops/heartbeats", Some("[1, 2]"), 400, "malformed", "object"),
+        (
+            Method::POST,
+            "/v1/agents/ops/heartbeats",
+            Some(r#"{"id":"x","prompt":"p","every":"soon","target":"webhook:ops"}"#),
+            422,
+            "invalid",
+            "`every`",
+        ),
+        (
+            Method::POST,
+            "/v1/agents/ops/heartbeats",
+            Some(r#"{"id":"x","prompt":"p","every":"1m","target":"webhook:ops","colour":"red"}"#),
+            422,
+            "invalid",
+            "colour",
+        ),
+        (
+            Method::POST,
+            "/v1/agents/ops/heartbeats",
+            Some(r#"{"id":"x","every":"1m","target":"webhook:ops"}"#),
+            422,
+            "invalid",
+            "`prompt`",
+        ),
+        (
+            Method::POST,
+            "/v1/agents/ops/heartbeats",
+            Some(r#"{"id":"x","prompt":"p","every":"1m","target":"webhook:elsewhere"}"#),
+            422,
+            "invalid",
+            "not a configured target",
+        ),
+        (
+            Method::POST,
+            "/v1/agents/ops/heartbeats",
+            Some(r#"{"id":"quiet","prompt":"p","every":"1m","target":"webhook:ops"}"#),
+            409,
+            "conflict",
+            "exists already",
+        ),
+        (
+            Method::POST,
+            "/v1/agents/nobody/heartbeats",
+            Some(r#"{"id":"x","prompt":"p","every":"1m","target":"webhook:ops"}"#),
+            404,
+            "not-found",
+            "nobody",
+        ),
+        (
+            Method::PATCH,
+            "/v1/agents/ops/heartbeats/quiet",
+            Some(r#"{"prompt":"changed"}"#),
+            409,
+            "conflict",
+            "config file",
+        ),
+        (Method::DELETE, "/v1/agents/ops/heartbeats/quiet", None, 409, "conflict", "config file"),
+        (Method::DELETE, "/v1/agents/ops/heartbeats/ghost", None, 404, "not-found", "ghost"),
+        (Method::POST, "/v1/agents/ops/pause", Some(r#"{"minutes":0}"#), 422, "invalid", "minutes"),
+        (Method::POST, "/v1/agents/ops/pause", Some(r#"{"minutes":"five"}"#), 422, "invalid", "minutes"),
+        (Method::POST, "/v1/agents/ops/wake", Some(r#"{"reason":"because"}"#), 422, "invalid", "reason"),
+        (
+            Method::POST,
+            "/v1/agents/ops/events",
+            Some(r#"{"text":"hello","mode":"now"}"#),
+            409,
+            "conflict",
+            "no agent heartbeat",
+        ),
+        (Method::GET, "/v1/no-such-route", None, 404, "not-found", "route"),
+    ];
+    for (method, path, body, expected, code, mentions) in refusals {
+        let (status, answer) = daemon.call(method.clone(), path, body).await;
+        assert_error(status, &answer, expected, code, mentions);
+    }
+    let (status, body) = daemon.call(Method::GET, "/v1/agents/ops/heartbeats/quiet/runs?limit=0", None).await;
+    assert_error(status, &body, 422, "invalid", "limit");
+    let (status, body) = daemon.call(Method::GET, "/v1/agents/ops/heartbeats/quiet/runs?before=yesterday", None).await;
+    assert_error(status, &body, 422, "invalid", "before");
+    let (status, body) = daemon.call(Method::POST, "/v1/agents/ops/user-turns", Some(r#"{"timeout_secs":0}"#)).await;
+    assert_error(status, &body, 422, "invalid", "timeout_secs");
+    assert_eq!(snapshot(&daemon).await, before, "refused requests changed nothing");
+    assert!(job(&daemon.get("/v1/status").await, "ops", "quiet")["paused_until"].is_null());
+    daemon.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_created_triggered_paged_paused_and_the_breaker_cleared() {
+    let (peers, peer) = start_peers().await;
+    let daemon = Daemon::start(peer, "").await;
+
+    // An operator may go below the model's minimum interval (60 s).
+    let body = r#"{"id":"fast","prompt":"fast-prompt","every":"1s","target":"webhook:ops"}"#;
+    let (status, created) = daemon.call(Method::POST, "/v1/agents/ops/heartbeats", Some(body)).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!((created["origin"].as_str(), created["every"].as_str()), (Some("runtime"), Some("1s")));
+    wait_until("the created heartbeat runs", async || peers.prompts_containing("fast-prompt") >= 2).await;
+
+    // Update, then a refused update leaves the first one in place.
+    let (status, updated) =
+        daemon.call(Method::PATCH, "/v1/agents/ops/heartbeats/fast", Some(r#"{"prompt":"faster-prompt"}"#)).await;
+    assert_eq!((status, updated["prompt"].as_str()), (200, Some("faster-prompt")), "{updated}");
+    let (status, body) = daemon.call(Method::PATCH, "/v1/agents/ops/heartbeats/fast", Some(r#"{"every":"-1s"}"#)).await;
+    assert_error(status, &body, 422, "invalid", "`every`");
+    let shown = daemon.get("/v1/agents/ops/heartbeats/fast").await;
+    assert_eq!((shown["prompt"].as_str(), shown["every"].as_str()), (Some("faster-prompt"), Some("1s")));
+
+    // Disabled: a trigger is refused; enabled again, a trigger runs once under its own slot.
+    let (status, disabled) = daemon.call(Method::POST, "/v1/agents/ops/heartbeats/quiet/disable", None).await;
+    assert_eq!((status, disabled["enabled"].as_bool()), (200, Some(false)), "{disabled}");
+    let (status, body) = daemon.call(Method::POST, "/v1/agents/ops/heartbeats/quiet/trigger", None).await;
+    assert_error(status, &body, 409, "conflict", "disabled");
+    let (status, enabled) = daemon.call(Method::POST, "/v1/agents/ops/heartbeats/quiet/enable", None).await;
+    assert_eq!((status, enabled["enabled"].as_bool()), (200, Some(true)), "{enabled}");
+    // Quiet hours hold timed runs only: the operator's trigger goes through them.
+    let (status, triggered) = daemon.call(Method::POST, "/v1/agents/ops/heartbeats/quiet/trigger", None).await;
+    assert_eq!(status, 202, "{triggered}");
+    let slot = triggered["slot"].as_str().expect("the trigger's slot").to_owned();
+    wait_until("the triggered run is logged", async || {
+        let runs = daemon.get("/v1/agents/ops/heartbeats/quiet/runs").await;
+        runs["items"]
+            .as_array()
+            .is_some_and(|runs| runs.iter().any(|r| r["scheduled_for"] == slot && r["status"] == "succeeded"))
+    })
+    .await;
+    assert_eq!(peers.prompts_containing("quiet-prompt"), 1, "one trigger, one run");
+
+    // The breaker tripped `flaky` after two failures; enabling clears it.
+    wait_until("the breaker trips flaky", async || {
+        job(&daemon.get("/v1/status").await, "ops", "flaky")["enabled"] == false
+    })
+    .await;
+    let flaky = job(&daemon.get("/v1/status").await, "ops", "flaky").clone();
+    assert_eq!(flaky["would_run_now"], false);
+    assert!(flaky["reason"].as_str().is_some_and(|r| r.starts_with("disabled: ")), "{flaky:#}");
+    let (status, enabled) = daemon.call(Method::POST, "/v1/agents/ops/heartbeats/flaky/enable", None).await;
+    assert_eq!(status, 200, "{enabled}");
+    assert_eq!(
+        (enabled["enabled"].as_bool(), enabled["consecutive_failures"].as_u64()),
+        (Some(true), Some(0)),
+        "{enabled}"
+    );
+
+    // The run log pages newest first; the cursor leads to older runs only.
+    let first = daemon.get("/v1/agents/ops/heartbeats/fast/runs?limit=1").await;
+    let cursor = first["next_cursor"].as_str().expect("a full page has a cursor").to_owned();
+    let older = daemon.get(&format!("/v1/agents/ops/heartbeats/fast/runs?limit=50&before={cursor}")).await;
+    let older = older["items"].as_array().expect("items").clone();
+    assert!(!older.is_empty());
+    assert!(older.iter().all(|run| run["scheduled_for"].as_str().expect("slot") < cursor.as_str()));
+
+    // Pause holds timed runs and shows in the status; resume ends it.
+    let (status, paused) = daemon.call(Method::POST, "/v1/agents/ops/pause", Some(r#"{"minutes":5}"#)).await;
+    assert_eq!(status, 200, "{paused}");
+    let fast = job(&daemon.get("/v1/status").await, "ops", "fast").clone();
+    assert_eq!(fast["skip_reason_now"], "paused", "{fast:#}");
+    assert!(fast["reason"].as_str().is_some_and(|r| r.starts_with("paused until ")), "{fast:#}");
+    let (status, resumed) = daemon.call(Method::POST, "/v1/agents/ops/resume", None).await;
+    assert_eq!((status, resumed["was_paused"].as_bool()), (200, Some(true)), "{resumed}");
+    assert_eq!(job(&daemon.get("/v1/status").await, "ops", "fast")["would_run_now"], true);
+
+    // A runtime job is deleted once; then it is gone.
+    let (status, _) = daemon.call(Method::DELETE, "/v1/agents/ops/heartbeats/fast", None).await;
+    assert_eq!(status, 204);
+    let (status, body) = daemon.call(Method::GET, "/v1/agents/ops/heartbeats/fast", None).await;
+    assert_error(status, &body, 404, "not-found", "fast");
+    daemon.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_wake_user_turns_metrics_and_the_live_stream() {
+    let (peers, peer) = start_peers().await;
+    let daemon = Daemon::start(peer, "").await;
+
+    // Follow the stream before anything happens.
+    let mut stream = daemon
+        .http
+        .get(format!("{}/v1/events", daemon.url))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("the event stream opens");
+    assert_eq!(stream.status().as_u16(), 200);
+
+    // A system event with mode `now` wakes the agent heartbeat, whose prompt carries it.
+    let body = r#"{"text":"deploy finished: 3 services","mode":"now"}"#;
+    let (status, queued) = daemon.call(Method::POST, "/v1/agents/home/events", Some(body)).await;
+    assert_eq!((status, queued["woken"].as_bool()), (202, Some(true)), "{queued}");
+    wait_until("the agent heartbeat read the event", async || peers.prompts_containing("deploy finished") >= 1).await;
+
+    // The stream showed the run.
+    let mut seen = String::new();
+    while !seen.contains("event: run") || !seen.contains("\"agent\":\"home\"") {
+        let chunk = stream.chunk().await.expect("stream").expect("the stream stays open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+
+    // A user turn holds the lane; ending it twice is a 404 the second time.
+    let (status, turn) = daemon.call(Method::POST, "/v1/agents/home/user-turns", Some("{}")).await;
+    assert_eq!(status, 201, "{turn}");
+    let id = turn["id"].as_str().expect("turn id").to_owned();
+    let (status, _) = daemon.call(Method::DELETE, &format!("/v1/agents/home/user-turns/{id}"), None).await;
+    assert_eq!(status, 204);
+    let (status, body) = daemon.call(Method::DELETE, &format!("/v1/agents/home/user-turns/{id}"), None).await;
+    assert_error(status, &body, 404, "not-found", "no user turn");
+
+    // The agent view shows the budget spent today and the last run event.
+    let home = daemon.get("/v1/agents/home").await;
+    assert!(home["budget"]["llm_calls_today"].as_u64().is_some_and(|calls| calls >= 1), "{home:#}");
+    assert_eq!(home["has_agent_heartbeat"], true);
+    assert_eq!(home["last_event"]["agent"], "home");
+
+    // Metrics: Prometheus text, every sample line well formed, the run counted.
+    wait_until("flaky's failures are counted", async || {
+        let (_, body) = daemon.call(Method::GET, "/metrics", None).await;
+        body["text"].as_str().is_some_and(|text| text.contains("systole_breaker_trips_total 1"))
+    })
+    .await;
+    let (status, body) = daemon.call(Method::GET, "/metrics", None).await;
+    assert_eq!(status, 200);
+    let text = body["text"].as_str().expect("text exposition").to_owned();
+    check_exposition(&text);
+    assert!(text.contains("systole_runs_total{agent=\"home\",heartbeat=\"main\",status=\"succeeded\"} 1"), "{text}");
+    assert!(text.contains("systole_runs_total{agent=\"ops\",heartbeat=\"flaky\",status=\"failed\"} 2"), "{text}");
+    assert!(text.contains("systole_heartbeats{state=\"disabled\"} 1"), "{text}");
+    assert!(text.contains("systole_deliveries_total{adapter=\"webhook\",outcome=\"delivered\"}"), "{text}");
+    let (status, _) = daemon.call_with(Method::GET, "/metrics", None, None).await;
+    assert_eq!(status, 401, "metrics need the token too");
+    assert!(daemon.config().exists());
+    daemon.stop();
+}
+
+/// Checks the text format's grammar: `# HELP`/`# TYPE` lines, then samples of the
+/// declared metric (histograms as `_bucket`, `_sum`, `_count`) with a float value.
+fn check_exposition(text: &str) {
+    let mut declared: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut parts = rest.split(' ');
+            let (name, kind) = (parts.next().expect("name"), parts.next().expect("type"));
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            declared.push((name.to_owned(), kind.to_owned()));
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("sample without value: {line}"));
+        assert!(value == "+Inf" || value.parse::<f64>().is_ok(), "value of {line}");
+        let name = series.split('{').next().expect("name");
+        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{line}");
+        if let Some(labels) = series.strip_prefix(name).filter(|l| !l.is_empty()) {
+            assert!(labels.starts_with('{') && labels.ends_with('}'), "{line}");
+        }
+        let (family, kind) = declared.last().unwrap_or_else(|| panic!("sample before its TYPE: {line}"));
+        let allowed: Vec<String> = if kind == "histogram" {
+            ["_bucket", "_sum", "_count"].iter().map(|suffix| format!("{family}{suffix}")).collect()
+        } else {
+            vec![family.clone()]
+        };
+        assert!(allowed.iter().any(|a| a == name), "{name} is not part of {family}: {line}");
+    }
+    assert!(declared.len() >= 9, "every metric declared: {declared:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_address_without_a_token_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("open.toml");
+    std::fs::write(&config, "[api]\nlisten = \"0.0.0.0:0\"\n[llm]\nprovider = \"scripted\"\n").expect("write");
+    let output = Command::new(env!("CARGO_BIN_EXE_systole"))
+        .args(["serve", "--config", config.to_str().expect("utf-8")])
+        .env_remove("SYSTOLE_API_TOKEN")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("api.listen: 0.0.0.0:0 is reachable from other machines"), "{stderr}");
+    assert!(!Path::new(&dir.path().join("systole.db.api")).exists());
+}
