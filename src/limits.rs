@@ -166,3 +166,5 @@ pub const USER_TURN_SECS_DEFAULT: u64 = 300;
 pub const USER_TURN_SECS_MAX: u64 = 3_600;
 /// Characters of a system event sent over the API.
 pub const SYSTEM_EVENT_CHARS_MAX: usize = 4_096;
+/// How long the CLI waits for one answer of the operator API.
+pub const CLI_REQUEST_TIMEOUT_SECS: u64 = 30;

@@ -142,12 +142,14 @@ impl Daemon {
         body
     }
 
-    fn stop(mut self) {
+    /// Stops the daemon; the returned folder keeps its config and store for what follows.
+    fn stop(mut self) -> tempfile::TempDir {
         let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("SIGTERM");
         assert!(status.success());
         let exit = self.child.wait().expect("daemon exits");
         assert!(exit.success(), "daemon exits cleanly on SIGTERM: {exit}");
         assert!(!self.dir.path().join("state.db.api").exists(), "the address file goes with the daemon");
+        self.dir
     }
 }
 
@@ -327,7 +329,7 @@ async fn tokens_status_and_refusals_that_change_nothing() {
     assert_error(status, &body, 422, "invalid", "timeout_secs");
     assert_eq!(snapshot(&daemon).await, before, "refused requests changed nothing");
     assert!(job(&daemon.get("/v1/status").await, "ops", "quiet")["paused_until"].is_null());
-    daemon.stop();
+    let _ = daemon.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -410,7 +412,7 @@ async fn jobs_are_created_triggered_paged_paused_and_the_breaker_cleared() {
     assert_eq!(status, 204);
     let (status, body) = daemon.call(Method::GET, "/v1/agents/ops/heartbeats/fast", None).await;
     assert_error(status, &body, 404, "not-found", "fast");
-    daemon.stop();
+    let _ = daemon.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -473,7 +475,7 @@ async fn events_wake_user_turns_metrics_and_the_live_stream() {
     let (status, _) = daemon.call_with(Method::GET, "/metrics", None, None).await;
     assert_eq!(status, 401, "metrics need the token too");
     assert!(daemon.config().exists());
-    daemon.stop();
+    let _ = daemon.stop();
 }
 
 /// Checks the text format's grammar: `# HELP`/`# TYPE` lines, then samples of the
@@ -523,4 +525,88 @@ async fn a_public_address_without_a_token_is_refused() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("api.listen: 0.0.0.0:0 is reachable from other machines"), "{stderr}");
     assert!(!Path::new(&dir.path().join("systole.db.api")).exists());
+}
+
+/// The CLI as the API's client: it finds the daemon through its config, prints tables in
+/// the agent's zone, and exits 2 for what the user can fix, 1 when no daemon answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_steers_the_daemon_and_says_what_went_wrong() {
+    let (peers, peer) = start_peers().await;
+    let daemon = Daemon::start(peer, "").await;
+    let config = daemon.config();
+    let cli = |args: &[&str], token: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_systole"));
+        command.args(args).env("SYSTOLE_CONFIG", &config).env_remove("SYSTOLE_URL");
+        match token {
+            Some(token) => command.env("SYSTOLE_API_TOKEN", token),
+            None => command.env_remove("SYSTOLE_API_TOKEN"),
+        };
+        let output = command.output().expect("run the CLI");
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (output.status.code(), text(&output.stdout), text(&output.stderr))
+    };
+
+    let (code, table, stderr) = cli(&["status"], Some(TOKEN));
+    assert_eq!(code, Some(0), "{stderr}");
+    let quiet = table.lines().find(|line| line.contains(" quiet ")).unwrap_or_else(|| panic!("{table}"));
+    assert!(quiet.contains("held: quiet-hours") && quiet.contains("+00:00 (in "), "{quiet}");
+
+    let (code, out, stderr) = cli(&["heartbeat", "trigger", "quiet"], Some(TOKEN));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(out.starts_with("triggered ops/quiet under slot "), "{out}");
+    wait_until("the CLI's trigger ran", async || peers.prompts_containing("quiet-prompt") == 1).await;
+
+    let (code, out, stderr) = cli(&["agent", "pause", "ops", "--minutes", "3"], Some(TOKEN));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(out.starts_with("ops paused until "), "{out}");
+    let (_, shown, _) = cli(&["heartbeat", "show", "quiet", "--json"], Some(TOKEN));
+    let shown: Value = serde_json::from_str(&shown).expect("show --json prints JSON");
+    assert!(shown["reason"].as_str().is_some_and(|r| r.starts_with("paused until ")), "{shown:#}");
+    let (code, out, _) = cli(&["agent", "resume", "ops"], Some(TOKEN));
+    assert_eq!((code, out.as_str()), (Some(0), "ops resumed\n"));
+
+    let body = [
+        "heartbeat",
+        "create",
+        "made",
+        "--agent",
+        "ops",
+        "--prompt",
+        "made-prompt",
+        "--every",
+        "1h",
+        "--target",
+        "webhook:ops",
+    ];
+    let (code, out, stderr) = cli(&body, Some(TOKEN));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(out.contains("origin") && out.contains("runtime"), "{out}");
+    let (code, out, _) = cli(&["heartbeat", "list", "--agent", "ops", "--json"], Some(TOKEN));
+    assert_eq!(code, Some(0));
+    assert!(out.ends_with("]\n") && out.contains("\"made\""), "{out}");
+
+    // Mistakes the user can fix exit 2 and say what is wrong.
+    let (code, _, stderr) = cli(&["heartbeat", "enable", "ghost"], Some(TOKEN));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("no heartbeat \"ghost\""), "{stderr}");
+    let (code, _, stderr) = cli(&["heartbeat", "list", "--agent", "nobody"], Some(TOKEN));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("no agent \"nobody\""), "{stderr}");
+    let (code, _, stderr) = cli(&["heartbeat", "runs", "ghost", "--agent", "ops"], Some(TOKEN));
+    assert_eq!(code, Some(2), "{stderr}");
+    let (code, _, stderr) = cli(&["status"], None);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("SYSTOLE_API_TOKEN"), "{stderr}");
+    let (code, _, stderr) = cli(&["agent", "pause", "ops", "--minutes", "0"], Some(TOKEN));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("minutes: 0 is out of range"), "{stderr}");
+    let _kept = daemon.stop();
+
+    // With the daemon gone, the API verbs say so; the store-reading ones still work.
+    let (code, _, stderr) = cli(&["status", "--url", "http://127.0.0.1:9"], Some(TOKEN));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("no daemon answers at http://127.0.0.1:9") && stderr.contains("refused"), "{stderr}");
+    let (code, out, stderr) = cli(&["heartbeat", "list"], None);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(out.contains("quiet"), "{out}");
 }

@@ -88,6 +88,7 @@ pub async fn status(State(state): State<ApiState>) -> Result<Json<Value>, ApiErr
         }
         rows.push(json!({
             "id": agent.as_str(),
+            "timezone": state.settings(&agent).timezone,
             "paused_until": pauses.until(&agent).map(|until| until.to_string()),
             "jobs": items,
         }));

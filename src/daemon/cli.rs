@@ -1,25 +1,45 @@
-//! The command line.
+//! The command line: `serve`, the verbs that steer a running daemon through its API
+//! (`status`, `heartbeat`, `cron`, `agent`, `events`), and offline tools (`config check`,
+//! `schedule preview`, `completions`). `heartbeat list|runs` read the store, so they work
+//! whether a daemon runs or not.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use reqwest::Method;
+use serde_json::json;
 
 use crate::adapters::system_clock::SystemClock;
 use crate::core::heartbeat::JobKind;
-use crate::daemon::config;
+use crate::daemon::client::{segment, ApiClient};
+use crate::daemon::config::{self, API_LISTEN_DEFAULT};
 use crate::daemon::list;
 use crate::daemon::preview::{preview, PreviewSpec};
+use crate::daemon::remote::{self, job_body, job_call, job_path};
 use crate::daemon::serve::serve;
+use crate::daemon::serve_api::api_url;
 use crate::daemon::store_file;
 use crate::daemon::DaemonError;
 use crate::ports::clock::Clock;
 use crate::store::sqlite::SqliteStore;
 
 const RUNS_LIMIT_DEFAULT: usize = 20;
+/// The config file when neither `--config` nor `$SYSTOLE_CONFIG` names one.
+pub const CONFIG_PATH_DEFAULT: &str = "systole.toml";
 
 #[derive(Debug, Parser)]
 #[command(name = "systole", version, about = "A heartbeat and cron engine for AI agents")]
 pub struct Cli {
+    /// The config file.
+    #[arg(long, global = true, env = "SYSTOLE_CONFIG", default_value = CONFIG_PATH_DEFAULT)]
+    pub config: PathBuf,
+    /// The running daemon's API (default: the address the daemon wrote beside its store,
+    /// then the config's [api] listen).
+    #[arg(long, global = true, env = "SYSTOLE_URL")]
+    pub url: Option<String>,
+    /// Log level (error, warn, info, debug, trace) or a RUST_LOG filter; RUST_LOG wins.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -27,25 +47,48 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the engine with the real clock until SIGINT/SIGTERM.
-    Serve {
+    Serve,
+    /// Every agent and job of the running daemon: next run, last result, and why a slot
+    /// due now would not run.
+    Status {
         #[arg(long)]
-        config: PathBuf,
+        json: bool,
     },
-    /// Inspect heartbeats.
+    /// Heartbeats (`[[agents.heartbeats]]`, the agent heartbeat, those the `heartbeat` tool made).
     Heartbeat {
         #[command(subcommand)]
         command: JobCommand,
     },
-    /// Inspect cron jobs (`[[agents.cron]]` and those the `cron` tool made).
+    /// Cron jobs (`[[agents.cron]]` and those the `cron` tool made).
     Cron {
         #[command(subcommand)]
         command: JobCommand,
+    },
+    /// Agents: pause, resume, wake, system events.
+    Agent {
+        #[command(subcommand)]
+        command: AgentCommand,
+    },
+    /// Follow the running daemon's events live (runs and state changes), one per line.
+    Events,
+    /// Work with config files.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
     },
     /// Work with schedules.
     Schedule {
         #[command(subcommand)]
         command: ScheduleCommand,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate a config file without starting anything; exit 2 naming the field if it is wrong.
+    Check { file: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
@@ -72,28 +115,176 @@ pub enum ScheduleCommand {
     },
 }
 
+/// Which job: its id, and its agent when several agents have one by that id.
+#[derive(Debug, Args)]
+pub struct JobRef {
+    /// The heartbeat or cron job id.
+    pub id: String,
+    #[arg(long)]
+    pub agent: Option<String>,
+}
+
+/// What `create` and `update` set; `update` changes only what is given.
+#[derive(Debug, Args)]
+pub struct JobFields {
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// An interval, like 30m.
+    #[arg(long)]
+    pub every: Option<String>,
+    /// A cron expression.
+    #[arg(long)]
+    pub cron: Option<String>,
+    /// The IANA zone of --cron or --at.
+    #[arg(long)]
+    pub timezone: Option<String>,
+    /// One time, RFC 3339.
+    #[arg(long)]
+    pub at: Option<String>,
+    /// Where replies go, like webhook:ops.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Cron jobs: announce or silent.
+    #[arg(long)]
+    pub delivery: Option<String>,
+    /// Active hours, HH:MM to HH:MM in the agent's zone.
+    #[arg(long)]
+    pub active_start: Option<String>,
+    #[arg(long)]
+    pub active_end: Option<String>,
+    /// skip, once or all.
+    #[arg(long)]
+    pub catch_up: Option<String>,
+    /// skip, buffer_one or allow_all.
+    #[arg(long)]
+    pub overlap: Option<String>,
+    /// A stable spread of runs, like 5m.
+    #[arg(long)]
+    pub jitter: Option<String>,
+}
+
+impl JobFields {
+    fn body(self) -> Result<serde_json::Value, DaemonError> {
+        let pairs = [
+            ("prompt", self.prompt),
+            ("every", self.every),
+            ("cron", self.cron),
+            ("timezone", self.timezone),
+            ("at", self.at),
+            ("target", self.target),
+            ("delivery", self.delivery),
+            ("catch_up", self.catch_up),
+            ("overlap", self.overlap),
+            ("jitter", self.jitter),
+        ];
+        job_body(&pairs, (self.active_start, self.active_end))
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum JobCommand {
-    /// List every one in the store with its state.
+    /// List every one in the store with its state (works with no daemon running).
     List {
+        /// Only this agent's.
         #[arg(long)]
-        config: PathBuf,
+        agent: Option<String>,
         #[arg(long)]
         json: bool,
     },
-    /// Show the newest runs of one, each with the slot it stands for.
+    /// Show the newest runs of one, each with the slot it stands for (from the store).
     Runs {
-        #[arg(long)]
-        config: PathBuf,
-        /// The heartbeat or cron job id.
-        id: String,
-        /// The agent, when several agents have a heartbeat with this id.
-        #[arg(long)]
-        agent: Option<String>,
+        #[command(flatten)]
+        job: JobRef,
         #[arg(long, default_value_t = RUNS_LIMIT_DEFAULT)]
         limit: usize,
         #[arg(long)]
         json: bool,
+    },
+    /// Show one, with what the running engine says of it.
+    Show {
+        #[command(flatten)]
+        job: JobRef,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create one at run time (the config's own are changed in the file).
+    Create {
+        id: String,
+        #[arg(long)]
+        agent: String,
+        #[command(flatten)]
+        fields: JobFields,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change one made at run time.
+    Update {
+        #[command(flatten)]
+        job: JobRef,
+        #[command(flatten)]
+        fields: JobFields,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete one made at run time.
+    Delete {
+        #[command(flatten)]
+        job: JobRef,
+    },
+    /// Enable one; this also clears a tripped circuit breaker.
+    Enable {
+        #[command(flatten)]
+        job: JobRef,
+    },
+    Disable {
+        #[command(flatten)]
+        job: JobRef,
+    },
+    /// Run one now, once (a pause, quiet hours and a backoff do not hold it).
+    Trigger {
+        #[command(flatten)]
+        job: JobRef,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause state, today's LLM budget, last run event.
+    Show {
+        agent: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause the agent's timed heartbeats.
+    Pause {
+        agent: String,
+        #[arg(long)]
+        minutes: u32,
+    },
+    /// End a pause early.
+    Resume { agent: String },
+    /// Wake the agent heartbeat now.
+    Wake {
+        agent: String,
+        /// manual, hook:NAME or exec-event.
+        #[arg(long, default_value = "manual")]
+        reason: String,
+        /// Queued as a system event the woken run reads.
+        #[arg(long)]
+        text: Option<String>,
+    },
+    /// Queue a system event for the agent heartbeat.
+    Event {
+        agent: String,
+        #[arg(long)]
+        text: String,
+        /// next-heartbeat (default) or now.
+        #[arg(long, default_value = "next-heartbeat")]
+        mode: String,
     },
 }
 
@@ -102,10 +293,31 @@ pub enum JobCommand {
 /// # Errors
 /// Whatever the command could not do, with the exit code in [`DaemonError::exit_code`].
 pub async fn run(cli: Cli) -> Result<(), DaemonError> {
-    match cli.command {
-        Command::Serve { config } => serve(config::load(&config)?).await,
-        Command::Heartbeat { command } => job_command(JobKind::Heartbeat, command).await,
-        Command::Cron { command } => job_command(JobKind::Cron, command).await,
+    let Cli { config, url, command, .. } = cli;
+    match command {
+        Command::Serve => serve(config::load(&config)?).await,
+        Command::Status { json } => {
+            print!("{}", remote::status(&client(&config, url)?, json).await?);
+            Ok(())
+        }
+        Command::Heartbeat { command } => job_command(JobKind::Heartbeat, command, &config, url).await,
+        Command::Cron { command } => job_command(JobKind::Cron, command, &config, url).await,
+        Command::Agent { command } => agent_command(command, &client(&config, url)?).await,
+        Command::Events => remote::follow(&client(&config, url)?).await,
+        Command::Config { command: ConfigCommand::Check { file } } => {
+            let config = config::load(&file)?;
+            let agents = config.agents.len();
+            println!(
+                "{}: valid: {agents} agent(s), {} heartbeat(s) and cron job(s)",
+                file.display(),
+                config.heartbeats.len()
+            );
+            Ok(())
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "systole", &mut std::io::stdout());
+            Ok(())
+        }
         Command::Schedule { command: ScheduleCommand::Preview { cron, every, at, tz, from, count } } => {
             let spec = match (cron, every, at) {
                 (Some(expression), _, _) => PreviewSpec::Cron { expression },
@@ -129,21 +341,128 @@ pub async fn run(cli: Cli) -> Result<(), DaemonError> {
     }
 }
 
-async fn job_command(kind: JobKind, command: JobCommand) -> Result<(), DaemonError> {
-    match command {
-        JobCommand::List { config, json } => {
-            let config = config::load(&config)?;
+/// The API client: `--url`, else the running daemon's address file or the config's
+/// listen address, else the default address when there is no config file at all.
+fn client(config: &Path, url: Option<String>) -> Result<ApiClient, DaemonError> {
+    let url = match url {
+        Some(url) => url,
+        None if !config.exists() && config == Path::new(CONFIG_PATH_DEFAULT) => format!("http://{API_LISTEN_DEFAULT}"),
+        None => {
+            let config = config::load(config)?;
+            api_url(&config).ok_or_else(|| {
+                DaemonError::Usage("the config turns the API off ([api] listen = \"\"); pass --url".to_owned())
+            })?
+        }
+    };
+    ApiClient::new(&url)
+}
+
+async fn job_command(
+    kind: JobKind,
+    command: JobCommand,
+    config: &Path,
+    url: Option<String>,
+) -> Result<(), DaemonError> {
+    let text = match command {
+        JobCommand::List { agent, json } => {
+            let config = config::load(config)?;
             store_file::check_path(&config)?;
             let store = SqliteStore::open(&config.store_path).await?;
-            print!("{}", list::list(&store, kind, json).await?);
+            list::list(&store, kind, agent.as_deref(), &config, json).await?
         }
-        JobCommand::Runs { config, id, agent, limit, json } => {
-            let config = config::load(&config)?;
+        JobCommand::Runs { job, limit, json } => {
+            let config = config::load(config)?;
             store_file::check_path(&config)?;
             let store = SqliteStore::open(&config.store_path).await?;
-            let key = list::resolve(&store, kind, agent.as_deref(), &id).await?;
-            print!("{}", list::runs(&store, &key, limit, json).await?);
+            let key = list::resolve(&store, kind, job.agent.as_deref(), &job.id).await?;
+            list::runs(&store, &key, limit, json).await?
         }
-    }
+        JobCommand::Show { job, json } => {
+            let client = client(config, url)?;
+            let agent = remote::agent_of(&client, kind, &job.id, job.agent.as_deref()).await?;
+            job_call(&client, Method::GET, &job_path(kind, &agent, &job.id, ""), None, json).await?
+        }
+        JobCommand::Create { id, agent, fields, json } => {
+            let client = client(config, url)?;
+            let mut body = fields.body()?;
+            body["id"] = json!(id);
+            let collection = if kind == JobKind::Cron { "cron" } else { "heartbeats" };
+            let path = format!("/v1/agents/{}/{collection}", segment(&agent));
+            job_call(&client, Method::POST, &path, Some(body), json).await?
+        }
+        JobCommand::Update { job, fields, json } => {
+            let client = client(config, url)?;
+            let agent = remote::agent_of(&client, kind, &job.id, job.agent.as_deref()).await?;
+            job_call(&client, Method::PATCH, &job_path(kind, &agent, &job.id, ""), Some(fields.body()?), json).await?
+        }
+        JobCommand::Delete { job } => {
+            let client = client(config, url)?;
+            let agent = remote::agent_of(&client, kind, &job.id, job.agent.as_deref()).await?;
+            client.call(Method::DELETE, &job_path(kind, &agent, &job.id, ""), None).await?;
+            format!("deleted {agent}/{}\n", job.id)
+        }
+        JobCommand::Enable { job } => toggle(kind, job, config, url, "enable").await?,
+        JobCommand::Disable { job } => toggle(kind, job, config, url, "disable").await?,
+        JobCommand::Trigger { job } => {
+            let client = client(config, url)?;
+            let agent = remote::agent_of(&client, kind, &job.id, job.agent.as_deref()).await?;
+            let answer = client.call(Method::POST, &job_path(kind, &agent, &job.id, "trigger"), None).await?;
+            match answer["slot"].as_str() {
+                Some(slot) => format!("triggered {agent}/{} under slot {slot}; see `runs` for its result\n", job.id),
+                None => format!("woke the agent heartbeat of {agent}\n"),
+            }
+        }
+    };
+    print!("{text}");
+    Ok(())
+}
+
+async fn toggle(
+    kind: JobKind,
+    job: JobRef,
+    config: &Path,
+    url: Option<String>,
+    action: &str,
+) -> Result<String, DaemonError> {
+    let client = client(config, url)?;
+    let agent = remote::agent_of(&client, kind, &job.id, job.agent.as_deref()).await?;
+    let answer = client.call(Method::POST, &job_path(kind, &agent, &job.id, action), None).await?;
+    let enabled = if answer["enabled"] == true { "enabled" } else { "disabled" };
+    Ok(format!("{agent}/{} is {enabled}\n", job.id))
+}
+
+async fn agent_command(command: AgentCommand, client: &ApiClient) -> Result<(), DaemonError> {
+    let path = |agent: &str, action: &str| format!("/v1/agents/{}/{action}", segment(agent));
+    let text = match command {
+        AgentCommand::List { json } => remote::agents(client, json).await?,
+        AgentCommand::Show { agent, json } => {
+            let answer = client.call(Method::GET, &format!("/v1/agents/{}", segment(&agent)), None).await?;
+            remote::answer_text(&answer, json)
+        }
+        AgentCommand::Pause { agent, minutes } => {
+            let answer =
+                client.call(Method::POST, &path(&agent, "pause"), Some(&json!({ "minutes": minutes }))).await?;
+            format!("{agent} paused until {}\n", answer["paused_until"].as_str().unwrap_or("?"))
+        }
+        AgentCommand::Resume { agent } => {
+            let answer = client.call(Method::POST, &path(&agent, "resume"), None).await?;
+            if answer["was_paused"] == true {
+                format!("{agent} resumed\n")
+            } else {
+                format!("{agent} was not paused\n")
+            }
+        }
+        AgentCommand::Wake { agent, reason, text } => {
+            let body = json!({ "reason": reason, "text": text });
+            client.call(Method::POST, &path(&agent, "wake"), Some(&body)).await?;
+            format!("woke the agent heartbeat of {agent}\n")
+        }
+        AgentCommand::Event { agent, text, mode } => {
+            let body = json!({ "text": text, "mode": mode });
+            let answer = client.call(Method::POST, &path(&agent, "events"), Some(&body)).await?;
+            remote::answer_text(&answer, false)
+        }
+    };
+    print!("{text}");
     Ok(())
 }

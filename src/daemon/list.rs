@@ -6,8 +6,11 @@ use serde_json::{json, Value};
 use crate::core::duration::format_duration;
 use crate::core::heartbeat::{Heartbeat, JobKind};
 use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use crate::daemon::config::Config;
+use crate::daemon::remote::local_time;
 use crate::daemon::DaemonError;
 use crate::ports::store::{Execution, Store};
+use jiff::tz::TimeZone;
 
 /// One heartbeat as `heartbeat list --json` prints it.
 pub fn heartbeat_json(heartbeat: &Heartbeat, last: Option<&Execution>) -> Value {
@@ -56,26 +59,43 @@ pub fn execution_json(execution: &Execution) -> Value {
     })
 }
 
-/// Prints every heartbeat (or every cron job), as a table or as a JSON array.
+/// Prints every heartbeat (or every cron job), of one agent if given, as a table (times in
+/// each agent's zone, with the offset) or as a JSON array.
 ///
 /// # Errors
-/// When the store cannot be read.
-pub async fn list(store: &dyn Store, kind: JobKind, as_json: bool) -> Result<String, DaemonError> {
+/// When the store cannot be read, or the agent is unknown.
+pub async fn list(
+    store: &dyn Store,
+    kind: JobKind,
+    agent: Option<&str>,
+    config: &Config,
+    as_json: bool,
+) -> Result<String, DaemonError> {
     let mut heartbeats = store.load_heartbeats().await?;
     heartbeats.retain(|heartbeat| heartbeat.def.kind.listed_as() == kind);
+    if let Some(agent) = agent {
+        let known = AgentId::new(agent).is_ok_and(|id| config.agents.contains_key(&id))
+            || heartbeats.iter().any(|h| h.def.key.agent.as_str() == agent);
+        if !known {
+            return Err(DaemonError::Usage(format!("no agent {agent:?} in {} or its store", config.file.display())));
+        }
+        heartbeats.retain(|heartbeat| heartbeat.def.key.agent.as_str() == agent);
+    }
     let mut rows = Vec::with_capacity(heartbeats.len());
     for heartbeat in &heartbeats {
         let last = store.executions(&heartbeat.def.key, 1).await?;
         rows.push(heartbeat_json(heartbeat, last.first()));
     }
     if as_json {
-        return Ok(serde_json::to_string_pretty(&rows).unwrap_or_else(|_| "[]".to_owned()));
+        let mut text = serde_json::to_string_pretty(&rows).unwrap_or_else(|_| "[]".to_owned());
+        text.push('\n');
+        return Ok(text);
     }
     let mut out = format!(
-        "{:<12} {:<20} {:<30} {:<8} {:<6} {:<25} {}\n",
+        "{:<12} {:<20} {:<30} {:<8} {:<6} {:<26} {}\n",
         "AGENT", "ID", "SCHEDULE", "ENABLED", "FAILS", "NEXT RUN", "LAST"
     );
-    for row in &rows {
+    for (row, heartbeat) in rows.iter().zip(&heartbeats) {
         let text = |key: &str| row[key].as_str().unwrap_or("-").to_owned();
         let last = match (row["last_status"].as_str(), row["last_skip_reason"].as_str()) {
             (Some(status), Some(reason)) => format!("{status} ({reason})"),
@@ -87,14 +107,21 @@ pub async fn list(store: &dyn Store, kind: JobKind, as_json: bool) -> Result<Str
             (_, Some(reason)) => format!("no: {reason}"),
             _ => "no".to_owned(),
         };
+        let settings = config.agents.get(&heartbeat.def.key.agent).unwrap_or(&config.agent_default);
+        let zone = TimeZone::get(&settings.timezone).unwrap_or(TimeZone::UTC);
+        let next = heartbeat
+            .state
+            .next_slot
+            .filter(|_| heartbeat.state.enabled)
+            .map_or("-".to_owned(), |at| local_time(at, &zone));
         out.push_str(&format!(
-            "{:<12} {:<20} {:<30} {:<8} {:<6} {:<25} {}\n",
+            "{:<12} {:<20} {:<30} {:<8} {:<6} {:<26} {}\n",
             text("agent"),
             text("id"),
             text("schedule"),
             enabled,
             row["consecutive_failures"].to_string(),
-            text("next_run_at"),
+            next,
             last
         ));
     }
@@ -114,20 +141,24 @@ pub async fn resolve(
 ) -> Result<HeartbeatKey, DaemonError> {
     let noun = kind.as_str();
     let heartbeat = HeartbeatId::new(id).map_err(|e| DaemonError::Usage(format!("heartbeat id {id:?} {e}")))?;
-    if let Some(agent) = agent {
-        let agent = AgentId::new(agent).map_err(|e| DaemonError::Usage(format!("agent id {agent:?} {e}")))?;
-        return Ok(HeartbeatKey { agent, heartbeat });
-    }
+    let agent = match agent {
+        Some(agent) => Some(AgentId::new(agent).map_err(|e| DaemonError::Usage(format!("agent id {agent:?} {e}")))?),
+        None => None,
+    };
     let matches: Vec<HeartbeatKey> = store
         .load_heartbeats()
         .await?
         .into_iter()
         .filter(|h| h.def.kind.listed_as() == kind && h.def.key.heartbeat == heartbeat)
+        .filter(|h| agent.as_ref().is_none_or(|agent| h.def.key.agent == *agent))
         .map(|h| h.def.key)
         .collect();
     match matches.as_slice() {
         [key] => Ok(key.clone()),
-        [] => Err(DaemonError::Usage(format!("no {noun} {id:?} in the store"))),
+        [] => Err(DaemonError::Usage(match agent {
+            Some(agent) => format!("agent {agent} has no {noun} {id:?} in the store"),
+            None => format!("no {noun} {id:?} in the store"),
+        })),
         _ => Err(DaemonError::Usage(format!("several agents have a {noun} {id:?}; pass --agent"))),
     }
 }
@@ -140,9 +171,14 @@ pub async fn runs(store: &dyn Store, key: &HeartbeatKey, limit: usize, as_json: 
     let executions = store.executions(key, limit).await?;
     let rows: Vec<Value> = executions.iter().map(execution_json).collect();
     if as_json {
-        return Ok(serde_json::to_string_pretty(&rows).unwrap_or_else(|_| "[]".to_owned()));
+        let mut text = serde_json::to_string_pretty(&rows).unwrap_or_else(|_| "[]".to_owned());
+        text.push('\n');
+        return Ok(text);
     }
-    let mut out = format!("{:<26} {:<12} {:<11} {:>8}  {}\n", "SCHEDULED FOR", "STATUS", "DELIVERY", "MS", "DETAIL");
+    let mut out = format!(
+        "{:<26} {:<12} {:<11} {:<9} {:<16} {:>8}  {}\n",
+        "SCHEDULED FOR", "STATUS", "DELIVERY", "REPLY", "STOP", "MS", "DETAIL"
+    );
     for execution in &executions {
         let detail = execution
             .skip_reason
@@ -151,10 +187,12 @@ pub async fn runs(store: &dyn Store, key: &HeartbeatKey, limit: usize, as_json: 
             .or_else(|| execution.output_preview.clone())
             .unwrap_or_default();
         out.push_str(&format!(
-            "{:<26} {:<12} {:<11} {:>8}  {}\n",
+            "{:<26} {:<12} {:<11} {:<9} {:<16} {:>8}  {}\n",
             execution.slot.to_string(),
             execution.status.as_str(),
             execution.delivery.map_or("-", |d| d.as_str()),
+            execution.reply.map_or("-", |r| r.as_str()),
+            execution.stop_reason.map_or("-", |r| r.as_str()),
             execution.duration.map_or("-".to_owned(), |d| d.as_millis().to_string()),
             detail.replace('\n', " ")
         ));

@@ -1,9 +1,11 @@
 //! The `systole` binary's side: config, CLI, and the daemon wiring of the real ports.
 
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod list;
 pub mod preview;
+pub mod remote;
 pub mod serve;
 pub mod serve_api;
 pub mod store_file;
@@ -24,6 +26,9 @@ pub enum DaemonError {
     Startup(String),
     #[error("{0}")]
     Usage(String),
+    /// The daemon's API could not be reached.
+    #[error("{0}")]
+    Remote(String),
 }
 
 impl DaemonError {
@@ -31,7 +36,7 @@ impl DaemonError {
     pub fn exit_code(&self) -> u8 {
         match self {
             DaemonError::Config(_) | DaemonError::Usage(_) => 2,
-            DaemonError::Store(_) | DaemonError::Engine(_) | DaemonError::Startup(_) => 1,
+            DaemonError::Store(_) | DaemonError::Engine(_) | DaemonError::Startup(_) | DaemonError::Remote(_) => 1,
         }
     }
 }

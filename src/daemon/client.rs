@@ -1,0 +1,100 @@
+//! The CLI's side of the operator API: one request, its errors in words a user can act
+//! on (no daemon at the address, a missing or wrong token, the API's own refusal).
+
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::daemon::config::API_TOKEN_ENV_DEFAULT;
+use crate::daemon::DaemonError;
+use crate::limits::CLI_REQUEST_TIMEOUT_SECS;
+
+pub struct ApiClient {
+    base: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl ApiClient {
+    /// A client of the API at `base` (like `http://127.0.0.1:7420`), with the token from
+    /// `SYSTOLE_API_TOKEN` when set.
+    ///
+    /// # Errors
+    /// When the HTTP client cannot be built.
+    pub fn new(base: &str) -> Result<Self, DaemonError> {
+        let token = std::env::var(API_TOKEN_ENV_DEFAULT).ok().filter(|token| !token.trim().is_empty());
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(CLI_REQUEST_TIMEOUT_SECS))
+            .build()
+            .map_err(|e| DaemonError::Startup(format!("cannot build an HTTP client: {e}")))?;
+        Ok(Self { base: base.trim_end_matches('/').to_owned(), token, http })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A request builder with the token, for callers that stream the answer.
+    pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, self.url(path));
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    /// Sends one request; a 2xx answer's JSON (`Null` when empty).
+    ///
+    /// # Errors
+    /// No daemon answers (1), the token is missing or wrong (2), the API refused the
+    /// request (2 for the caller's mistakes, 1 for the daemon's trouble).
+    pub async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value, DaemonError> {
+        let mut request = self.request(method, path);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(|error| self.unreachable(&error))?;
+        let status = response.status();
+        let text = response.text().await.map_err(|error| self.unreachable(&error))?;
+        let value: Value = if text.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        if status.is_success() {
+            return Ok(value);
+        }
+        let message = value["error"]["message"].as_str().map_or_else(|| value.to_string(), str::to_owned);
+        if status.as_u16() == 401 {
+            return Err(DaemonError::Usage(format!(
+                "the API refused the token: {message} (set {API_TOKEN_ENV_DEFAULT} to the daemon's token)"
+            )));
+        }
+        if status.is_client_error() {
+            Err(DaemonError::Usage(message))
+        } else {
+            Err(DaemonError::Startup(format!("the daemon answered {status}: {message}")))
+        }
+    }
+
+    fn unreachable(&self, error: &reqwest::Error) -> DaemonError {
+        // The root cause (connection refused, name not resolved) is what a user acts on.
+        let mut cause: &dyn std::error::Error = error;
+        while let Some(source) = cause.source() {
+            cause = source;
+        }
+        DaemonError::Remote(format!(
+            "no daemon answers at {} ({cause}); is `systole serve` running with this config? (--url overrides)",
+            self.base
+        ))
+    }
+}
+
+/// A path segment for a user-given id, so `a/b` cannot reach another route.
+pub fn segment(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (byte as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
