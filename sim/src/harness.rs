@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 
 use systole::adapters::memory_workspace::MemoryWorkspace;
 use systole::adapters::virtual_clock::VirtualClock;
-use systole::driver::{self, EngineHandle, EngineOptions, Ports};
+use systole::driver::{self, EngineHandle, EngineOptions, Ports, TriggerOutcome};
 use systole::ports::clock::Clock;
 use systole::ports::store::{ExecutionStatus, Store};
 use systole::store::memory::MemoryStore;
@@ -200,6 +200,11 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
                 Ok(true)
             }
             Op::Wake(agent, reason) => engine.request_now(agent, *reason).await,
+            Op::Trigger(key) => {
+                engine.trigger(key).await.map(|outcome| matches!(outcome, TriggerOutcome::Queued { .. }))
+            }
+            Op::Pause(agent, minutes) => engine.pause(agent, *minutes).await.map(|_| true),
+            Op::Resume(agent) => engine.resume(agent).await,
             Op::UserTurn(agent, hold) => {
                 // Held by a task of this life: a crash ends the conversation with the process.
                 let (lanes, agent, hold, clock) = (engine.lanes(), agent.clone(), *hold, Arc::clone(&world.clock));

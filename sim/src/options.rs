@@ -26,6 +26,8 @@ pub enum Stream {
     Schedules = 3,
     /// The agent layer: agent heartbeats, main-mode cron jobs, wakes, user turns, files.
     Agents = 4,
+    /// The operator's API calls: triggers, pauses, resumes.
+    Operator = 5,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -116,6 +118,14 @@ impl SimOptions {
         let layer = agents::agent_layer(&mut self::rng(seed, Stream::Agents), &heartbeats, safety);
         heartbeats.extend(layer.heartbeats);
         ops.extend(layer.ops);
+        // Triggers aim at timed jobs; the agent heartbeat's manual run is a wake, drawn above.
+        let jobs: Vec<_> = heartbeats
+            .iter()
+            .filter(|def| def.kind != systole::core::heartbeat::JobKind::Agent)
+            .map(|def| def.key.clone())
+            .chain(ops.iter().filter_map(|op| op.op.def().map(|def| def.key.clone())))
+            .collect();
+        ops.extend(workload::operator_ops(&mut self::rng(seed, Stream::Operator), &jobs, safety));
         ops.sort_by_key(|op| op.after);
         let mut fault_rates = FaultRates::swarm(&mut rng);
         fault_rates.add_reply_shapes(&mut schedules_rng);

@@ -306,6 +306,9 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         EngineEvent::ClaimGone { key, slot } => {
             w.tag(22).key(key).time(*slot);
         }
+        EngineEvent::Triggered { key, slot } => {
+            w.tag(23).key(key).time(*slot);
+        }
         EngineEvent::RunFinished {
             key,
             slot,
@@ -428,6 +431,7 @@ fn describe_engine_event(event: &EngineEvent) -> String {
             format!("retired {key}: no more slots ({})", if *deleted { "deleted" } else { "disabled" })
         }
         EngineEvent::RunStarted { key, slot } => format!("run started {key} slot {slot}"),
+        EngineEvent::Triggered { key, slot } => format!("triggered {key} under slot {slot}"),
         EngineEvent::RunFinished {
             key, slot, status, delivery, duration, error, reply, recorded, llm_calls, ..
         } => format!(

@@ -33,6 +33,10 @@ const INTERVALS_SECS: [u64; 8] = [60, 120, 300, 600, 900, 1_800, 3_600, 7_200];
 const AGENTS_MAX: usize = 3;
 const HEARTBEATS_PER_AGENT_MAX: usize = 4;
 const OPS_MAX: usize = 6;
+/// Operator ops (trigger, pause, resume) per seed, at most.
+const OPERATOR_OPS_MAX: usize = 6;
+/// The longest pause an operator op asks for (the engine's default maximum is 60).
+const OPERATOR_PAUSE_MINUTES_MAX: u32 = 30;
 /// How many one-shots get a prompt whose first calls fail.
 const ONE_SHOT_FLAKY_PROBABILITY: f64 = 0.5;
 const TIMEOUT_SECS_MIN: u64 = 20;
@@ -106,6 +110,11 @@ pub enum Op {
     Wake(AgentId, WakeReason),
     /// A user conversation that holds the agent's lane this long.
     UserTurn(AgentId, Duration),
+    /// An operator runs a job now, once (the API's `trigger`).
+    Trigger(HeartbeatKey),
+    /// An operator pauses an agent's timed heartbeats for this many minutes, or ends a pause.
+    Pause(AgentId, u32),
+    Resume(AgentId),
 }
 
 impl Op {
@@ -113,8 +122,8 @@ impl Op {
     pub fn key(&self) -> Option<&HeartbeatKey> {
         match self {
             Op::Create(def) => Some(&def.key),
-            Op::Delete(key) | Op::Disable(key) | Op::Enable(key) => Some(key),
-            Op::SetFile(..) | Op::Wake(..) | Op::UserTurn(..) => None,
+            Op::Delete(key) | Op::Disable(key) | Op::Enable(key) | Op::Trigger(key) => Some(key),
+            Op::SetFile(..) | Op::Wake(..) | Op::UserTurn(..) | Op::Pause(..) | Op::Resume(..) => None,
         }
     }
 
@@ -139,6 +148,9 @@ impl Op {
             Op::SetFile(agent, None) => format!("remove HEARTBEAT.md of {agent}"),
             Op::Wake(agent, reason) => format!("wake {agent} ({})", reason.as_str()),
             Op::UserTurn(agent, hold) => format!("user turn with {agent} for {}s", hold.as_secs()),
+            Op::Trigger(key) => format!("trigger {key}"),
+            Op::Pause(agent, minutes) => format!("operator pauses {agent} for {minutes} min"),
+            Op::Resume(agent) => format!("operator resumes {agent}"),
         }
     }
 }
@@ -184,6 +196,30 @@ pub fn runtime_ops(rng: &mut ChaCha8Rng, config: &[HeartbeatDef], safety: Durati
             _ => true,
         }
     });
+    ops
+}
+
+/// What an operator does through the API during the safety phase: trigger jobs (config
+/// ones and those created at run time), pause agents and end pauses early. Drawn from a
+/// stream of their own, so a seed's other ops are the ones it had before these existed.
+pub fn operator_ops(rng: &mut ChaCha8Rng, jobs: &[HeartbeatKey], safety: Duration) -> Vec<ScheduledOp> {
+    let mut ops = Vec::new();
+    if jobs.is_empty() {
+        return ops;
+    }
+    let agents: Vec<AgentId> = jobs.iter().map(|key| key.agent.clone()).collect();
+    for _ in 0..rng.random_range(0..=OPERATOR_OPS_MAX) {
+        let after = Duration::from_secs(rng.random_range(1..safety.as_secs()));
+        let op = match rng.random_range(0..4) {
+            0 | 1 => Op::Trigger(jobs[rng.random_range(0..jobs.len())].clone()),
+            2 => Op::Pause(
+                agents[rng.random_range(0..agents.len())].clone(),
+                rng.random_range(1..=OPERATOR_PAUSE_MINUTES_MAX),
+            ),
+            _ => Op::Resume(agents[rng.random_range(0..agents.len())].clone()),
+        };
+        ops.push(ScheduledOp { after, op });
+    }
     ops
 }
 

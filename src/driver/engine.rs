@@ -136,6 +136,9 @@ pub(crate) struct Driver {
     ledgers: BTreeMap<AgentId, DayLedger>,
     /// Slots an operator triggered, decided in the next turn of the loop.
     triggered: Vec<(HeartbeatKey, Timestamp)>,
+    /// Triggered slots not decided yet (one may wait behind a run, `buffer_one`): explicit
+    /// requests until they run or skip.
+    explicit: std::collections::BTreeSet<(HeartbeatKey, Timestamp)>,
     /// The latest slot triggered per job, so two triggers in one millisecond stay two slots.
     trigger_floor: BTreeMap<HeartbeatKey, Timestamp>,
     permits: Arc<Semaphore>,
@@ -159,6 +162,7 @@ impl Driver {
             agent_slots: BTreeMap::new(),
             ledgers: BTreeMap::new(),
             triggered: Vec::new(),
+            explicit: std::collections::BTreeSet::new(),
             trigger_floor: BTreeMap::new(),
             permits: Arc::new(Semaphore::new(runs_in_flight_max.max(1))),
             commands,
@@ -277,9 +281,7 @@ impl Driver {
     /// those waiting their turn behind a finished run.
     async fn fire_due(&mut self, now: Now) {
         // Slots an operator triggered come first; they are explicit requests (see `operator`).
-        let triggered: std::collections::BTreeSet<(HeartbeatKey, Timestamp)> =
-            std::mem::take(&mut self.triggered).into_iter().collect();
-        let mut due: Vec<(HeartbeatKey, Timestamp)> = triggered.iter().cloned().collect();
+        let mut due: Vec<(HeartbeatKey, Timestamp)> = std::mem::take(&mut self.triggered);
         // Then the slots waiting behind a finished run: they are older than any that fires now.
         for (key, entry) in &mut self.entries {
             if entry.runs_in_flight == 0 {
@@ -335,7 +337,8 @@ impl Driver {
         let mut retries = Vec::new();
         let spent = self.spent_budgets(due.iter().map(|(key, _)| key.agent.clone()).collect(), now).await;
         for (key, slot) in due {
-            let explicit = triggered.contains(&(key.clone(), slot));
+            // Decided now, unless held behind a run: then it stays explicit until it is.
+            let explicit = self.explicit.remove(&(key.clone(), slot));
             let alerts_disabled = self.entries.get(&key).is_some_and(|entry| self.shows_nothing(&entry.def));
             let paused = !explicit && self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now));
             let next_slot = self.timers.timer(&key).map_or(slot, |timer| timer.next_slot);
@@ -356,7 +359,12 @@ impl Driver {
                 wall_now: now.wall,
             };
             match guard::check(input) {
-                Ok(()) if overlap == OverlapDecision::Hold => entry.waiting.push_back(slot),
+                Ok(()) if overlap == OverlapDecision::Hold => {
+                    entry.waiting.push_back(slot);
+                    if explicit {
+                        self.explicit.insert((key, slot));
+                    }
+                }
                 Ok(()) => {
                     *claimed_now.entry(key.clone()).or_default() += 1;
                     claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot });
@@ -506,6 +514,7 @@ impl Driver {
             // Disabled by the breaker, which says why: not retired over it as `no-more-slots`.
             entry.exhausted = false;
             entry.waiting.clear();
+            self.explicit.retain(|(key, _)| *key != record.key);
             self.disarm(&record.key);
             let event =
                 EngineEvent::BreakerTripped { key: record.key, consecutive_failures: step.consecutive_failures };
@@ -543,6 +552,7 @@ impl Driver {
                 }
             }
             Change::Delete(key) => {
+                self.explicit.retain(|(explicit_key, _)| *explicit_key != key);
                 self.entries.remove(&key);
                 self.disarm(&key);
             }
@@ -560,6 +570,7 @@ impl Driver {
                 let Some(entry) = self.entries.get_mut(&key) else { return };
                 entry.enabled = enabled;
                 entry.waiting.clear();
+                self.explicit.retain(|(explicit_key, _)| *explicit_key != key);
                 if enabled {
                     // Enabling clears the breaker count in the store, and the backoff with it.
                     let failed_before = entry.backoff_until.take().is_some() || !entry.last_succeeded;

@@ -62,6 +62,12 @@ pub enum EngineEvent {
         key: HeartbeatKey,
         slot: Timestamp,
     },
+    /// An operator asked for a run now: `slot` is decided in the next turn of the loop,
+    /// as an explicit request (see `TriggerOutcome`).
+    Triggered {
+        key: HeartbeatKey,
+        slot: Timestamp,
+    },
     RunStarted {
         key: HeartbeatKey,
         slot: Timestamp,
@@ -175,6 +181,9 @@ impl EventSink for TracingSink {
             EngineEvent::ClaimGone { key, slot } => {
                 tracing::info!(%at, heartbeat = %key, %slot, "heartbeat deleted as its slot came; not running it");
             }
+            EngineEvent::Triggered { key, slot } => {
+                tracing::info!(%at, heartbeat = %key, %slot, "triggered by an operator; runs now")
+            }
             EngineEvent::RunStarted { key, slot } => tracing::info!(%at, heartbeat = %key, %slot, "run started"),
             EngineEvent::RunFinished {
                 key,
@@ -187,11 +196,18 @@ impl EventSink for TracingSink {
                 recorded,
                 llm_calls,
                 ..
-            } => {
+            } if *status == ExecutionStatus::Succeeded => {
                 tracing::info!(
                     %at, heartbeat = %key, %slot, status = status.as_str(), delivery = delivery.as_str(),
                     reply = reply.map_or("-", ReplyKind::as_str), llm_calls,
-                    duration_ms = duration.as_millis() as u64, error = error.as_deref().unwrap_or(""), recorded, "run finished"
+                    duration_ms = duration.as_millis() as u64, recorded, "run finished"
+                )
+            }
+            // A failed run is something to look at.
+            EngineEvent::RunFinished { key, slot, status, delivery, duration, error, recorded, llm_calls, .. } => {
+                tracing::warn!(
+                    %at, heartbeat = %key, %slot, status = status.as_str(), delivery = delivery.as_str(), llm_calls,
+                    duration_ms = duration.as_millis() as u64, error = error.as_deref().unwrap_or(""), recorded, "run failed"
                 )
             }
             EngineEvent::BreakerTripped { key, consecutive_failures } => tracing::warn!(

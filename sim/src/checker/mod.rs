@@ -53,8 +53,14 @@ pub const NO_TOKEN_DELIVERED: &str = "no-token-delivered";
 pub const NO_DUPLICATE_DAY: &str = "no-duplicate-within-24h";
 pub const CLAIM_GONE_JUSTIFIED: &str = "claim-gone-justified";
 pub const AT_RETRIES: &str = "at-retries";
+/// An operator's trigger is an explicit request: a pause, quiet hours and a backoff never
+/// skip it (the budget, the overlap policy, a disable and a silent target may).
+pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
+/// Every trigger is decided (run or skipped, under its own slot) unless its process died
+/// first or its job was deleted.
+pub const TRIGGER_DECIDED: &str = "trigger-decided";
 
-pub const INVARIANTS: [&str; 30] = [
+pub const INVARIANTS: [&str; 32] = [
     guards::BUDGET,
     guards::VISIBILITY,
     agents::EMPTY_FILE_NO_CALL,
@@ -85,6 +91,8 @@ pub const INVARIANTS: [&str; 30] = [
     NO_DUPLICATE_DAY,
     CLAIM_GONE_JUSTIFIED,
     AT_RETRIES,
+    TRIGGER_EXPLICIT,
+    TRIGGER_DECIDED,
 ];
 
 /// How close to the engine's own reading of a deadline the checker stops judging: the
@@ -149,6 +157,9 @@ struct PauseModel {
     applied: bool,
     /// The engine said it resumed the agent (in this life): it is over for good.
     resumed: bool,
+    /// The store no longer has it (an operator's resume, or the engine clearing it): no
+    /// run is held by it, but the engine may skip as paused until it says `Resumed`.
+    cleared: bool,
 }
 
 /// A live engine clears an ended pause at its next wake-up, well within this.
@@ -249,6 +260,15 @@ struct Model<'a> {
     agents: agents::AgentModel,
     /// LLM calls per agent and day; budget skips.
     guards: guards::GuardModel,
+    /// Triggers not decided yet, with the life that took them.
+    triggers_pending: BTreeMap<(HeartbeatKey, Timestamp), u32>,
+    /// The trigger the event being checked decides: an operator's slot, not one of the
+    /// schedule's, so the schedule rules leave it. (After a backward wall jump the schedule
+    /// may later reach the same instant; that decision is the schedule's.)
+    deciding_trigger: Option<(HeartbeatKey, Timestamp)>,
+    /// Runs of triggers going: their result is not the schedule's (a one-shot whose manual
+    /// run failed still has its own slot, which skips and retires like any other).
+    trigger_runs: BTreeSet<(HeartbeatKey, Timestamp)>,
 }
 
 /// Checks every invariant over `entries`; stops at the first violation.
@@ -283,6 +303,9 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         disabled_at: BTreeMap::new(),
         agents: agents::AgentModel::default(),
         guards: guards::GuardModel::default(),
+        triggers_pending: BTreeMap::new(),
+        deciding_trigger: None,
+        trigger_runs: BTreeSet::new(),
     };
     for (index, entry) in entries.iter().enumerate() {
         if let Err((invariant, message)) = model.step(entry) {
@@ -322,6 +345,7 @@ impl Model<'_> {
                 self.last_crash_at = Some(entry.elapsed);
                 self.engine_running = false;
                 self.open_runs.retain(|(run_life, _, _), _| run_life != life);
+                self.triggers_pending.retain(|_, trigger_life| trigger_life != life);
                 self.agents.crashed(*life);
                 Ok(())
             }
@@ -352,6 +376,7 @@ impl Model<'_> {
                 Ok(())
             }
             Event::End { heartbeats } => {
+                self.triggers_decided()?;
                 self.events_processed(entry.elapsed, heartbeats)?;
                 self.liveness(entry.elapsed, heartbeats)?;
                 self.slots_expected(entry, heartbeats)
@@ -365,7 +390,40 @@ impl Model<'_> {
     }
 
     fn engine_event(&mut self, entry: &Entry, life: u32, event: &EngineEvent) -> Step {
+        self.deciding_trigger = None;
         match event {
+            EngineEvent::RunStarted { key, slot }
+            | EngineEvent::Skipped { key, slot, .. }
+            | EngineEvent::ClaimLost { key, slot }
+            | EngineEvent::ClaimFailed { key, slot }
+            | EngineEvent::ClaimGone { key, slot } => {
+                let trigger = (key.clone(), *slot);
+                if self.triggers_pending.remove(&trigger).is_some() {
+                    self.count(TRIGGER_DECIDED);
+                    self.deciding_trigger = Some(trigger);
+                }
+            }
+            _ => {}
+        }
+        match event {
+            EngineEvent::Triggered { key, slot } => {
+                self.triggers_pending.insert((key.clone(), *slot), life);
+                Ok(())
+            }
+            EngineEvent::Skipped { key, reason, slot } if self.is_trigger(key, *slot) => {
+                self.count(TRIGGER_EXPLICIT);
+                if matches!(reason, SkipReason::Paused | SkipReason::QuietHours | SkipReason::Backoff) {
+                    let reason = reason.as_str();
+                    return fail(
+                        TRIGGER_EXPLICIT,
+                        format!("{key}: the operator's trigger (slot {slot}) was skipped as {reason}"),
+                    );
+                }
+                if *reason == SkipReason::Budget {
+                    self.budget_skip(entry, key);
+                }
+                Ok(())
+            }
             EngineEvent::Paused { agent, .. } => {
                 if let Some(pause) = self.pauses.get_mut(agent) {
                     pause.applied = true;
@@ -438,6 +496,9 @@ impl Model<'_> {
                 Ok(())
             }
             EngineEvent::RunStarted { key, slot } => {
+                if self.is_trigger(key, *slot) {
+                    self.trigger_runs.insert((key.clone(), *slot));
+                }
                 self.note_decision(key, entry, *slot, Decision::Run);
                 self.catch_up_next(key, *slot)?;
                 self.run_started(entry, life, key, *slot)?;
@@ -478,7 +539,8 @@ impl Model<'_> {
                     self.run_recorded(key, *finished_at, *llm_calls);
                 }
                 // What the engine knows of its last run, recorded or not, decides a one-shot.
-                if self.present.contains_key(key) {
+                let manual = self.trigger_runs.remove(&(key.clone(), *slot));
+                if self.present.contains_key(key) && !manual {
                     self.last_failed.insert(key.clone(), *status != systole::ports::store::ExecutionStatus::Succeeded);
                     self.last_finished.insert(key.clone(), entry.elapsed);
                 }
@@ -500,7 +562,17 @@ impl Model<'_> {
         }
     }
 
+    /// Whether the event being checked decides an operator's trigger of `key` at `slot`.
+    fn is_trigger(&self, key: &HeartbeatKey, slot: Timestamp) -> bool {
+        self.deciding_trigger
+            .as_ref()
+            .is_some_and(|(trigger_key, trigger_slot)| trigger_key == key && *trigger_slot == slot)
+    }
+
     fn note_decision(&mut self, key: &HeartbeatKey, entry: &Entry, slot: Timestamp, decision: Decision) {
+        if self.is_trigger(key, slot) {
+            return; // an operator's slot, not one of the schedule's
+        }
         self.decided.entry(key.clone()).or_default().insert(slot, entry.elapsed);
         if self.healed_at.is_some() {
             self.decisions.entry(key.clone()).or_default().push((entry.elapsed, entry.wall, decision));
@@ -532,10 +604,11 @@ impl Model<'_> {
                 return fail(STOPPED_NEVER_RUNS, format!("{key} started slot {slot} after it was {}", stop.why));
             }
         }
-        // An explicit wake of the agent heartbeat goes through a pause and quiet hours.
-        let explicit = self.agents.explicit(key);
+        // An explicit wake of the agent heartbeat, or an operator's trigger, goes through a
+        // pause and quiet hours.
+        let explicit = self.agents.explicit(key) || self.is_trigger(key, slot);
         self.count(PAUSE_HOLDS);
-        if let Some(pause) = self.pauses.get(&key.agent).filter(|_| !explicit) {
+        if let Some(pause) = self.pauses.get(&key.agent).filter(|pause| !explicit && !pause.cleared) {
             let binding = pause.applied || life > pause.life;
             if binding && pause.state(entry) == Some(true) {
                 let message = format!("{key} started slot {slot} while its agent was paused until {}", pause.until);
@@ -577,6 +650,9 @@ impl Model<'_> {
         let max = Duration::from_secs(u64::from(PAUSE_MINUTES_MAX_DEFAULT) * 60);
         let crashed_at = self.last_crash_at;
         self.pauses.retain(|_, pause| {
+            if pause.cleared {
+                return false; // the store no longer has it
+            }
             let seen_ending =
                 matches!((pause.ended_at, crashed_at), (Some((ended, true)), Some(crash)) if ended + PAUSE_CLEAR_BOUND < crash);
             !seen_ending || pause.clear_failed
@@ -589,6 +665,17 @@ impl Model<'_> {
             pause.applied = true;
             pause.resumed = false;
         }
+    }
+
+    /// Every trigger of a process still alive was decided, unless its job is gone.
+    fn triggers_decided(&mut self) -> Step {
+        for (key, slot) in self.triggers_pending.keys() {
+            *self.checks.entry(TRIGGER_DECIDED).or_default() += 1;
+            if self.present.contains_key(key) {
+                return fail(TRIGGER_DECIDED, format!("{key}: the operator's trigger (slot {slot}) was never decided"));
+            }
+        }
+        Ok(())
     }
 
     fn durable(&mut self, entry: &Entry, life: u32, write: &DurableWrite) -> Step {
@@ -674,11 +761,14 @@ impl Model<'_> {
                     life,
                     applied: false,
                     resumed: false,
+                    cleared: false,
                 };
                 self.pauses.insert(agent.clone(), pause);
             }
             DurableWrite::ClearPause { agent } => {
-                self.pauses.remove(agent);
+                if let Some(pause) = self.pauses.get_mut(agent) {
+                    pause.cleared = true;
+                }
             }
             DurableWrite::EventQueued { agent, id, text, dropped } => {
                 self.event_queued(entry, agent, *id, text, *dropped);
@@ -697,7 +787,9 @@ impl Model<'_> {
             Op::Disable(_) => state == Some(false),
             // A run in flight may trip the breaker between the write and the ack.
             Op::Enable(_) => state.is_some(),
-            Op::SetFile(..) | Op::Wake(..) | Op::UserTurn(..) => true,
+            Op::SetFile(..) | Op::Wake(..) | Op::UserTurn(..) | Op::Trigger(..) | Op::Pause(..) | Op::Resume(..) => {
+                true
+            }
         };
         // A one-shot may run and be retired before its creator hears back; after that, an
         // enable or disable finds nothing (or a retired one) to change.

@@ -23,6 +23,9 @@ const CATCH_UP_WALK_MAX: usize = 100_000;
 impl Model<'_> {
     /// Slot order, the catch-up policy, and the error backoff, at each run's start.
     pub(super) fn schedule_rules(&mut self, entry: &Entry, key: &HeartbeatKey, slot: Timestamp) -> Step {
+        if self.is_trigger(key, slot) {
+            return Ok(()); // an operator's slot: the time it was asked for, outside the schedule
+        }
         self.count(SLOT_ORDER);
         if let Some(last) = self.last_started.insert(key.clone(), slot) {
             if slot <= last {
@@ -170,6 +173,9 @@ impl Model<'_> {
 
     /// A decision of `slot`: if a catch-up backlog is owed, it must be its next slot.
     pub(super) fn catch_up_next(&mut self, key: &HeartbeatKey, slot: Timestamp) -> Step {
+        if self.is_trigger(key, slot) {
+            return Ok(());
+        }
         let Some(due) = self.catch_up_due.get_mut(key) else { return Ok(()) };
         let Some((expected, fired_at)) = due.pop_front() else { return Ok(()) };
         self.count(CATCH_UP);

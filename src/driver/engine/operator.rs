@@ -13,6 +13,7 @@ use crate::core::ids::HeartbeatKey;
 use crate::core::policy::{on_overlap, OverlapDecision};
 use crate::core::slots::truncate_to_millis;
 use crate::core::wake::WakeReason;
+use crate::driver::events::EngineEvent;
 use crate::ports::clock::Now;
 
 /// One job as the driver sees it at an instant.
@@ -109,6 +110,8 @@ impl Driver {
         }
         self.trigger_floor.insert(key.clone(), slot);
         self.triggered.push((key.clone(), slot));
+        self.explicit.insert((key.clone(), slot));
+        self.context.events.emit(now.wall, &EngineEvent::Triggered { key: key.clone(), slot });
         TriggerOutcome::Queued { slot }
     }
 }
