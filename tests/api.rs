@@ -610,3 +610,178 @@ async fn the_cli_steers_the_daemon_and_says_what_went_wrong() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(out.contains("quiet"), "{out}");
 }
+
+/// A reload applies the file's heartbeats at once (new ones run, changed ones re-armed,
+/// removed ones stop), refuses a file that does not validate without changing anything,
+/// and SIGHUP does the same as the route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_follows_the_file_and_refuses_a_broken_one() {
+    let (peers, peer) = start_peers().await;
+    let daemon = Daemon::start(peer, "").await;
+    let config = daemon.config();
+    let original = std::fs::read_to_string(&config).expect("config");
+
+    // Broken: refused with start-up's own error, and nothing changes.
+    std::fs::write(&config, original.replace("every = \"1h\"", "every = \"often\"")).expect("write");
+    let before = snapshot(&daemon).await;
+    let (status, body) = daemon.call(Method::POST, "/v1/reload", None).await;
+    assert_error(status, &body, 422, "invalid", "agents[0].heartbeats[0]");
+    assert_eq!(snapshot(&daemon).await, before);
+
+    // Changed: `quiet` gets a new prompt, `flaky` goes, `fresh` comes.
+    let changed = original
+        .replace("prompt = \"quiet-prompt\"", "prompt = \"quieter-prompt\"")
+        .replace("id = \"flaky\"\nprompt = \"always-fail\"", "id = \"fresh\"\nprompt = \"fresh-prompt\"")
+        .replace("[llm]\n", "[llm]\ntimeout = \"30s\"\n");
+    std::fs::write(&config, &changed).expect("write");
+    let (status, report) = daemon.call(Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["inserted"], json!(["ops/fresh"]), "{report}");
+    assert_eq!(report["updated"], json!(["ops/quiet"]), "{report}");
+    assert_eq!(report["removed"], json!(["ops/flaky"]), "{report}");
+    assert_eq!(report["restart_needed"], json!(["llm"]), "{report}");
+    wait_until("the new heartbeat runs without a restart", async || peers.prompts_containing("fresh-prompt") >= 2)
+        .await;
+    let (status, _) = daemon.call(Method::GET, "/v1/agents/ops/heartbeats/flaky", None).await;
+    assert_eq!(status, 404, "the removed heartbeat is gone");
+    let quiet = daemon.get("/v1/agents/ops/heartbeats/quiet").await;
+    assert_eq!(quiet["prompt"], "quieter-prompt");
+
+    // SIGHUP: the file's `fresh` goes again.
+    std::fs::write(&config, &original).expect("write");
+    let pid = daemon.child.id().to_string();
+    assert!(Command::new("kill").args(["-HUP", &pid]).status().expect("SIGHUP").success());
+    wait_until("SIGHUP reloaded the file", async || {
+        daemon.call(Method::GET, "/v1/agents/ops/heartbeats/fresh", None).await.0 == 404
+    })
+    .await;
+    let fresh_runs = peers.prompts_containing("fresh-prompt");
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(peers.prompts_containing("fresh-prompt"), fresh_runs, "a removed heartbeat stops");
+    let flaky = daemon.get("/v1/agents/ops/heartbeats/flaky").await;
+    assert_eq!(flaky["origin"], "config", "flaky is back: {flaky}");
+    let _ = daemon.stop();
+}
+
+/// A WebDriver session on Debian's chromium, through chromedriver's HTTP protocol.
+struct Browser {
+    driver: Child,
+    base: String,
+    session: String,
+    http: reqwest::Client,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    async fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver runs (Debian's chromium and chromium-driver; .ci/run installs them)");
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        wait_until("chromedriver answers", async || http.get(format!("{base}/status")).send().await.is_ok()).await;
+        let profile = tempfile::tempdir().expect("profile dir");
+        let args = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ];
+        let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        args.push(format!("--user-data-dir={}", profile.path().display()));
+        let capabilities = json!({ "capabilities": { "alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": { "binary": "/usr/bin/chromium", "args": args }
+        } } });
+        let answer: Value = http
+            .post(format!("{base}/session"))
+            .json(&capabilities)
+            .send()
+            .await
+            .expect("new session")
+            .json()
+            .await
+            .expect("JSON");
+        let session = answer["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("a session: {answer}")).to_owned();
+        Self { driver, base, session, http, _profile: profile }
+    }
+
+    async fn command(&self, path: &str, body: Value) -> Value {
+        let url = format!("{}/session/{}/{path}", self.base, self.session);
+        let answer: Value =
+            self.http.post(url).json(&body).send().await.expect("webdriver").json().await.expect("JSON");
+        answer["value"].clone()
+    }
+
+    async fn open(&self, url: &str) {
+        self.command("url", json!({ "url": url })).await;
+    }
+
+    /// Runs `script` in the page and returns what it returns.
+    async fn run(&self, script: &str) -> Value {
+        self.command("execute/sync", json!({ "script": script, "args": [] })).await
+    }
+
+    async fn stop(mut self) {
+        let _ = self.http.delete(format!("{}/session/{}", self.base, self.session)).send().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// The status page in a real headless Chromium: it lists the jobs, a trigger through the
+/// API changes the row live (through the event stream), and its buttons act.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_updates_live_in_a_real_browser() {
+    let (_peers, peer) = start_peers().await;
+    let daemon = Daemon::start(peer, "").await;
+    let browser = Browser::start().await;
+    browser.open(&format!("{}/#token={TOKEN}", daemon.url)).await;
+    let row = r#"const r = document.querySelector('tr[data-job="ops/quiet"]');
+        return r ? { text: r.innerText, indicator: r.querySelector('.dot').dataset.indicator } : null;"#;
+    let mut seen = Value::Null;
+    for _ in 0..WAIT_SECS_MAX * 10 {
+        seen = browser.run(row).await;
+        if seen["indicator"] == "idle" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen["indicator"], "idle", "never ran yet: {seen}");
+    assert!(seen["text"].as_str().is_some_and(|t| t.contains("quiet-hours")), "{seen}");
+
+    // A trigger through the API: the open page hears of it and the row turns yellow
+    // (the model's reply was delivered: an alert).
+    let (status, _) = daemon.call(Method::POST, "/v1/agents/ops/heartbeats/quiet/trigger", None).await;
+    assert_eq!(status, 202);
+    for _ in 0..WAIT_SECS_MAX * 10 {
+        seen = browser.run(row).await;
+        if seen["indicator"] == "alert" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen["indicator"], "alert", "{seen}");
+    assert!(seen["text"].as_str().is_some_and(|t| t.contains("succeeded")), "{seen}");
+    let events = browser.run("return document.getElementById('events').innerText;").await;
+    assert!(events.as_str().is_some_and(|e| e.contains("ops/quiet sent")), "{events}");
+
+    // Its Disable button disables it.
+    browser
+        .run(r#"[...document.querySelectorAll('tr[data-job="ops/quiet"] button')].find(b => b.textContent === 'Disable').click(); return true;"#)
+        .await;
+    wait_until("the page's button disabled the job", async || {
+        daemon.get("/v1/agents/ops/heartbeats/quiet").await["enabled"] == false
+    })
+    .await;
+    browser.stop().await;
+    let _ = daemon.stop();
+}

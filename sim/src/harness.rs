@@ -60,6 +60,7 @@ async fn simulate(options: SimOptions) -> (Vec<Entry>, std::collections::BTreeMa
         llm_rng: Mutex::new(rng(options.seed, Stream::Llm)),
         workspace: Arc::new(MemoryWorkspace::default()),
         flaky_calls: Mutex::default(),
+        config: Mutex::new(options.heartbeats.clone()),
         options,
     });
     for (agent, file) in &world.options.files {
@@ -159,7 +160,8 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
     options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);
     options.agent_default.llm_calls_per_day = world.options.llm_calls_per_day;
     options.visibility.defaults = world.options.visibility;
-    let engine = match driver::boot(ports, &world.options.heartbeats, options).await {
+    let config = world.config.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    let engine = match driver::boot(ports, &config, options).await {
         Ok((engine, _)) => engine,
         Err(error) => {
             // A daemon whose start-up fails exits; its supervisor starts it again.
@@ -205,6 +207,12 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
             }
             Op::Pause(agent, minutes) => engine.pause(agent, *minutes).await.map(|_| true),
             Op::Resume(agent) => engine.resume(agent).await,
+            Op::Reload(defs) => {
+                // The file changes first; a crash before the reload is applied still
+                // restarts on the new file.
+                *world.config.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = defs.clone();
+                engine.reload_heartbeats(defs).await.map(|_| true)
+            }
             Op::UserTurn(agent, hold) => {
                 // Held by a task of this life: a crash ends the conversation with the process.
                 let (lanes, agent, hold, clock) = (engine.lanes(), agent.clone(), *hold, Arc::clone(&world.clock));
@@ -218,7 +226,7 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
         };
         life.ensure_alive().await;
         match result {
-            Ok(_) => world.record(Event::OpAcked { life: life.number, op }),
+            Ok(applied) => world.record(Event::OpAcked { life: life.number, op, applied }),
             Err(error) => world.record(Event::OpFailed { life: life.number, op, error: error.to_string() }),
         }
     }

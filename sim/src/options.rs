@@ -125,7 +125,7 @@ impl SimOptions {
             .map(|def| def.key.clone())
             .chain(ops.iter().filter_map(|op| op.op.def().map(|def| def.key.clone())))
             .collect();
-        ops.extend(workload::operator_ops(&mut self::rng(seed, Stream::Operator), &jobs, safety));
+        ops.extend(workload::operator_ops(&mut self::rng(seed, Stream::Operator), &heartbeats, &jobs, safety));
         ops.sort_by_key(|op| op.after);
         let mut fault_rates = FaultRates::swarm(&mut rng);
         fault_rates.add_reply_shapes(&mut schedules_rng);
@@ -153,7 +153,17 @@ impl SimOptions {
     /// Every heartbeat the run may ever have: config ones and those created by ops.
     pub fn all_defs(&self) -> Vec<HeartbeatDef> {
         let mut defs = self.heartbeats.clone();
-        defs.extend(self.ops.iter().filter_map(|op| op.op.def().cloned()));
+        for op in &self.ops {
+            let added: Vec<HeartbeatDef> = match &op.op {
+                crate::workload::Op::Reload(reloaded) => reloaded.clone(),
+                other => other.def().cloned().into_iter().collect(),
+            };
+            for def in added {
+                if !defs.iter().any(|known| known.key == def.key) {
+                    defs.push(def);
+                }
+            }
+        }
         defs
     }
     /// A readable account of the options, one fact a line.

@@ -58,6 +58,8 @@ pub enum Event {
     OpAcked {
         life: u32,
         op: Op,
+        /// What the engine answered: for an enable, disable or delete, whether it existed.
+        applied: bool,
     },
     OpFailed {
         life: u32,
@@ -231,8 +233,8 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
         Event::Delivered { life, heartbeat, idempotency_key, text } => {
             w.tag(8).u64(u64::from(*life)).key(heartbeat).str(idempotency_key).str(text);
         }
-        Event::OpAcked { life, op } => {
-            w.tag(9).u64(u64::from(*life)).str(&op.describe());
+        Event::OpAcked { life, op, applied } => {
+            w.tag(9).u64(u64::from(*life)).str(&op.describe()).bool(*applied);
         }
         Event::OpFailed { life, op, error } => {
             w.tag(10).u64(u64::from(*life)).str(&op.describe()).str(error);
@@ -383,7 +385,13 @@ pub fn describe(entry: &Entry) -> String {
         Event::Delivered { life, heartbeat, idempotency_key, text } => {
             format!("[life {life}] delivered {heartbeat} key={idempotency_key} {text:?}")
         }
-        Event::OpAcked { life, op } => format!("[life {life}] op acknowledged: {}", op.describe()),
+        Event::OpAcked { life, op, applied } => {
+            format!(
+                "[life {life}] op acknowledged: {}{}",
+                op.describe(),
+                if *applied { "" } else { " (nothing to change)" }
+            )
+        }
         Event::OpFailed { life, op, error } => format!("[life {life}] op failed: {} ({error})", op.describe()),
         Event::Durable { life, write } => format!("[life {life}] durable: {}", describe_write(write)),
         Event::WorkspaceChanged { agent, content } => match content {

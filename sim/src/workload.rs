@@ -33,6 +33,8 @@ const INTERVALS_SECS: [u64; 8] = [60, 120, 300, 600, 900, 1_800, 3_600, 7_200];
 const AGENTS_MAX: usize = 3;
 const HEARTBEATS_PER_AGENT_MAX: usize = 4;
 const OPS_MAX: usize = 6;
+/// How many seeds reload their config once during the safety phase.
+const RELOAD_PROBABILITY: f64 = 0.3;
 /// Operator ops (trigger, pause, resume) per seed, at most.
 const OPERATOR_OPS_MAX: usize = 6;
 /// The longest pause an operator op asks for (the engine's default maximum is 60).
@@ -115,6 +117,8 @@ pub enum Op {
     /// An operator pauses an agent's timed heartbeats for this many minutes, or ends a pause.
     Pause(AgentId, u32),
     Resume(AgentId),
+    /// The config file now has these heartbeats; the operator reloads it.
+    Reload(Vec<HeartbeatDef>),
 }
 
 impl Op {
@@ -123,7 +127,7 @@ impl Op {
         match self {
             Op::Create(def) => Some(&def.key),
             Op::Delete(key) | Op::Disable(key) | Op::Enable(key) | Op::Trigger(key) => Some(key),
-            Op::SetFile(..) | Op::Wake(..) | Op::UserTurn(..) | Op::Pause(..) | Op::Resume(..) => None,
+            Op::SetFile(..) | Op::Wake(..) | Op::UserTurn(..) | Op::Pause(..) | Op::Resume(..) | Op::Reload(..) => None,
         }
     }
 
@@ -151,6 +155,10 @@ impl Op {
             Op::Trigger(key) => format!("trigger {key}"),
             Op::Pause(agent, minutes) => format!("operator pauses {agent} for {minutes} min"),
             Op::Resume(agent) => format!("operator resumes {agent}"),
+            Op::Reload(defs) => {
+                let keys: Vec<String> = defs.iter().map(|def| def.key.to_string()).collect();
+                format!("reload the config: now {}", keys.join(", "))
+            }
         }
     }
 }
@@ -202,8 +210,17 @@ pub fn runtime_ops(rng: &mut ChaCha8Rng, config: &[HeartbeatDef], safety: Durati
 /// What an operator does through the API during the safety phase: trigger jobs (config
 /// ones and those created at run time), pause agents and end pauses early. Drawn from a
 /// stream of their own, so a seed's other ops are the ones it had before these existed.
-pub fn operator_ops(rng: &mut ChaCha8Rng, jobs: &[HeartbeatKey], safety: Duration) -> Vec<ScheduledOp> {
+pub fn operator_ops(
+    rng: &mut ChaCha8Rng,
+    config: &[HeartbeatDef],
+    jobs: &[HeartbeatKey],
+    safety: Duration,
+) -> Vec<ScheduledOp> {
     let mut ops = Vec::new();
+    if rng.random_bool(RELOAD_PROBABILITY) {
+        let after = Duration::from_secs(rng.random_range(1..safety.as_secs()));
+        ops.push(ScheduledOp { after, op: Op::Reload(reloaded_config(rng, config)) });
+    }
     if jobs.is_empty() {
         return ops;
     }
@@ -221,6 +238,24 @@ pub fn operator_ops(rng: &mut ChaCha8Rng, jobs: &[HeartbeatKey], safety: Duratio
         ops.push(ScheduledOp { after, op });
     }
     ops
+}
+
+/// The config after an edit: one timed heartbeat gone, one with a new interval, one new.
+/// The agent layer's heartbeats stay as they were.
+fn reloaded_config(rng: &mut ChaCha8Rng, config: &[HeartbeatDef]) -> Vec<HeartbeatDef> {
+    let mut defs = config.to_vec();
+    let timed: Vec<usize> = (0..defs.len()).filter(|&index| defs[index].kind == JobKind::Heartbeat).collect();
+    if let Some(&index) = timed.get(rng.random_range(0..timed.len().max(1))) {
+        let interval = Duration::from_secs(INTERVALS_SECS[rng.random_range(0..INTERVALS_SECS.len())]);
+        defs[index].schedule = Schedule::Every(interval);
+    }
+    if timed.len() > 1 && rng.random_bool(0.5) {
+        let gone = timed[rng.random_range(0..timed.len())];
+        defs.remove(gone);
+    }
+    let agent = rng.random_range(0..AGENTS_MAX);
+    defs.push(random_def(rng, key(agent, "reloaded"), Origin::Config));
+    defs
 }
 
 pub fn describe_def(def: &HeartbeatDef) -> String {

@@ -32,6 +32,9 @@ pub struct World {
     pub workspace: Arc<MemoryWorkspace>,
     /// Calls failed so far per flaky prompt (see `FLAKY_MARKER`), across lives.
     pub flaky_calls: Mutex<std::collections::BTreeMap<String, u32>>,
+    /// The config file's heartbeats now: the options' at first, a reload's after it (a
+    /// restart seeds what the file says, like the daemon).
+    pub config: Mutex<Vec<systole::core::heartbeat::HeartbeatDef>>,
 }
 
 impl World {

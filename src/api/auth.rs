@@ -11,7 +11,8 @@ use crate::api::ApiState;
 
 pub async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {
     let Some(token) = state.token.as_deref() else { return next.run(request).await };
-    if request.uri().path() == "/healthz" {
+    // Health, and the page itself (it reads everything it shows with the token).
+    if matches!(request.uri().path(), "/healthz" | "/") {
         return next.run(request).await;
     }
     let given = request.headers().get(AUTHORIZATION).and_then(|value| value.to_str().ok());

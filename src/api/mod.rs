@@ -9,6 +9,7 @@ pub mod auth;
 pub mod error;
 pub mod feed;
 pub mod jobs;
+pub mod reload;
 pub mod status;
 pub mod user_turns;
 
@@ -47,6 +48,8 @@ pub struct ApiState {
     pub user_turns: Arc<UserTurns>,
     /// The bearer token every route but `/healthz` needs, when set.
     pub token: Option<Arc<str>>,
+    /// Re-reads the config (`POST /v1/reload`); `None` for an engine without a config file.
+    pub reloader: Option<Arc<dyn reload::Reloader>>,
 }
 
 impl ApiState {
@@ -73,8 +76,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/agents/{agent}/{collection}/{id}/disable", post(jobs::disable))
         .route("/agents/{agent}/{collection}/{id}/trigger", post(jobs::trigger))
         .route("/agents/{agent}/{collection}/{id}/runs", get(jobs::runs))
-        .route("/events", get(feed::stream));
+        .route("/events", get(feed::stream))
+        .route("/reload", post(reload::reload));
     Router::new()
+        .route("/", get(status_page))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .nest("/v1", v1)
@@ -82,6 +87,12 @@ pub fn router(state: ApiState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), auth::require_token))
         .layer(DefaultBodyLimit::max(API_BODY_BYTES_MAX))
         .with_state(state)
+}
+
+/// The status page: one file, no build step, no external assets. It holds no data; what
+/// it shows it reads from the API with the token.
+async fn status_page() -> axum::response::Html<&'static str> {
+    axum::response::Html(include_str!("status_page.html"))
 }
 
 async fn healthz() -> impl IntoResponse {

@@ -35,6 +35,7 @@ pub fn heartbeat_json(heartbeat: &Heartbeat, last: Option<&Execution>) -> Value 
         "origin": def.origin.as_str(),
         "next_run_at": heartbeat.state.enabled.then_some(heartbeat.state.next_slot).flatten().map(|t| t.to_string()),
         "last_status": last.map(|e| e.status.as_str()),
+        "last_reply": last.and_then(|e| e.reply).map(|r| r.as_str()),
         "last_skip_reason": last.and_then(|e| e.skip_reason).map(|r| r.as_str()),
         "last_slot": last.map(|e| e.slot.to_string()),
     })

@@ -5,6 +5,7 @@ pub mod client;
 pub mod config;
 pub mod list;
 pub mod preview;
+pub mod reload;
 pub mod remote;
 pub mod serve;
 pub mod serve_api;

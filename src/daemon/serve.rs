@@ -13,8 +13,10 @@ use crate::adapters::scripted_llm::ScriptedLlm;
 use crate::adapters::system_clock::SystemClock;
 use crate::adapters::webhook::WebhookSender;
 use crate::api::feed::EventFeed;
+use crate::api::reload::Reloader;
 use crate::api::ApiState;
 use crate::daemon::config::{Config, LlmConfig};
+use crate::daemon::reload::ConfigReloader;
 use crate::daemon::serve_api;
 use crate::daemon::store_file::{self, DaemonLock};
 use crate::daemon::DaemonError;
@@ -98,6 +100,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         removed = report.removed.len(),
         "config seeded"
     );
+    let reloader: Arc<dyn Reloader> = Arc::new(ConfigReloader::new(config.clone(), engine.client()));
     let api = match listener {
         Some(listener) => {
             let state = ApiState {
@@ -110,17 +113,43 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
                 feed,
                 user_turns: Arc::default(),
                 token,
+                reloader: Some(Arc::clone(&reloader)),
             };
             Some(ApiServer::start(listener, state, &config.store_path)?)
         }
         None => None,
     };
-    tracing::info!(heartbeats = config.heartbeats.len(), "systole is running; stop with Ctrl-C");
-    wait_for_stop_signal().await?;
+    tracing::info!(heartbeats = config.heartbeats.len(), "systole is running; stop with Ctrl-C, reload with SIGHUP");
+    let mut signals = Signals::watch()?;
+    while signals.next().await == Signal::Reload {
+        match reloader.reload().await {
+            Ok(report) => tracing::info!(%report, "config reloaded (SIGHUP)"),
+            Err(error) => tracing::error!(?error, "config not reloaded (SIGHUP); nothing changed"),
+        }
+    }
     // The API goes first: nothing can change the engine while it drains.
     drop(api);
-    tracing::info!(grace_secs = config.engine.shutdown_grace.as_secs(), "stopping: letting in-flight runs finish");
-    let abandoned = engine.shutdown(config.engine.shutdown_grace).await;
+    let going: Vec<String> = engine
+        .inspect()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|view| view.runs_in_flight > 0)
+        .map(|view| view.key.to_string())
+        .collect();
+    tracing::info!(
+        grace_secs = config.engine.shutdown_grace.as_secs(),
+        runs = ?going,
+        "stopping: letting in-flight runs finish (a second Ctrl-C stops at once)"
+    );
+    let abandoned = tokio::select! {
+        abandoned = engine.shutdown(config.engine.shutdown_grace) => abandoned,
+        () = signals.stop_again() => {
+            // Like a crash: the next start-up records the runs as interrupted.
+            tracing::warn!(runs = ?going, "stopped at once; the runs still going will be recorded as interrupted");
+            return Ok(());
+        }
+    };
     if abandoned > 0 {
         tracing::warn!(
             abandoned,
@@ -131,13 +160,43 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     Ok(())
 }
 
-async fn wait_for_stop_signal() -> Result<(), DaemonError> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate =
-        signal(SignalKind::terminate()).map_err(|e| DaemonError::Startup(format!("cannot watch SIGTERM: {e}")))?;
-    tokio::select! {
-        result = tokio::signal::ctrl_c() => result.map_err(|e| DaemonError::Startup(format!("cannot watch SIGINT: {e}"))),
-        _ = terminate.recv() => Ok(()),
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signal {
+    Stop,
+    Reload,
+}
+
+/// SIGINT and SIGTERM stop the daemon, SIGHUP reloads its config.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn watch() -> Result<Self, DaemonError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let watch = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|e| DaemonError::Startup(format!("cannot watch {name}: {e}")))
+        };
+        Ok(Self {
+            interrupt: watch(SignalKind::interrupt(), "SIGINT")?,
+            terminate: watch(SignalKind::terminate(), "SIGTERM")?,
+            hangup: watch(SignalKind::hangup(), "SIGHUP")?,
+        })
+    }
+
+    async fn next(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.interrupt.recv() => Signal::Stop,
+            _ = self.terminate.recv() => Signal::Stop,
+            _ = self.hangup.recv() => Signal::Reload,
+        }
+    }
+
+    /// The second stop signal, while the first one's shutdown waits for runs.
+    async fn stop_again(&mut self) {
+        while self.next().await != Signal::Stop {}
     }
 }
 

@@ -12,7 +12,7 @@ use crate::core::pause::Pause;
 use crate::driver::engine::{Change, Command};
 use crate::driver::EngineError;
 use crate::ports::clock::Clock;
-use crate::ports::store::Store;
+use crate::ports::store::{SeedReport, Store};
 
 #[derive(Clone)]
 pub struct Control {
@@ -84,6 +84,25 @@ impl Control {
         self.store.clear_pause(agent).await?;
         self.send(Change::Resume(agent.clone())).await?;
         Ok(stored)
+    }
+
+    /// Seeds `defs` as the config's heartbeats (see [`Store::seed_config`]) and applies the
+    /// outcome to the running schedule: new and changed ones are (re-)armed, removed ones
+    /// stop, unchanged ones keep their timers and slots. What a config reload does.
+    ///
+    /// # Errors
+    /// When the store write fails (nothing changed) or the engine has stopped.
+    pub async fn reseed(&self, defs: &[HeartbeatDef]) -> Result<SeedReport, EngineError> {
+        let report = self.store.seed_config(defs, self.clock.wall()).await?;
+        for key in report.inserted.iter().chain(&report.updated) {
+            if let Some(def) = defs.iter().find(|def| def.key == *key) {
+                self.send(Change::Upsert(Box::new(def.clone()))).await?;
+            }
+        }
+        for key in &report.removed {
+            self.send(Change::Delete(key.clone())).await?;
+        }
+        Ok(report)
     }
 
     /// Sends a change and waits until the driver has applied it.

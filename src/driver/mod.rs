@@ -226,6 +226,14 @@ impl EngineClient {
         self.control.pause(agent, minutes).await
     }
 
+    /// Re-seeds the config's heartbeats after the config changed (see [`Control::reseed`]).
+    ///
+    /// # Errors
+    /// When the store write fails (nothing changed) or the engine has stopped.
+    pub async fn reload_heartbeats(&self, defs: &[HeartbeatDef]) -> Result<SeedReport, EngineError> {
+        self.control.reseed(defs).await
+    }
+
     /// Ends an agent's pause early. Returns whether it had one.
     ///
     /// # Errors

@@ -240,6 +240,12 @@ struct Model<'a> {
     /// applies such a change (dropping what waits) a moment after the write, and may fire
     /// a timer in between.
     changed_at: BTreeMap<HeartbeatKey, Duration>,
+    /// The trace positions of each heartbeat's latest change in the store and latest
+    /// arming: within one instant of simulated time, only the order tells which came first.
+    changed_seq: BTreeMap<HeartbeatKey, usize>,
+    armed_seq: BTreeMap<HeartbeatKey, usize>,
+    /// The position of the entry being checked.
+    seq: usize,
     /// Deliveries per heartbeat: the reply's normal form, the wall time, the slot, and
     /// whether its run's success is durable (only then does the engine know of it).
     deliveries: BTreeMap<HeartbeatKey, Vec<(String, Timestamp, Timestamp, bool)>>,
@@ -296,6 +302,9 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         lifted_backoffs: BTreeMap::new(),
         catch_up_due: BTreeMap::new(),
         changed_at: BTreeMap::new(),
+        changed_seq: BTreeMap::new(),
+        armed_seq: BTreeMap::new(),
+        seq: 0,
         deliveries: BTreeMap::new(),
         retired: BTreeSet::new(),
         last_failed: BTreeMap::new(),
@@ -308,6 +317,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         trigger_runs: BTreeSet::new(),
     };
     for (index, entry) in entries.iter().enumerate() {
+        model.seq = index;
         if let Err((invariant, message)) = model.step(entry) {
             let violation = Violation { invariant, index, elapsed: entry.elapsed, wall: entry.wall, message };
             return Verdict { checks: model.checks, violation: Some(violation) };
@@ -368,7 +378,7 @@ impl Model<'_> {
                 self.reply_delivered(entry, heartbeat, idempotency_key, text)
             }
             Event::Durable { life, write } => self.durable(entry, *life, write),
-            Event::OpAcked { op, .. } => self.acknowledged(op),
+            Event::OpAcked { op, applied, .. } => self.acknowledged(op, *applied),
             Event::Healed => {
                 self.healed_at = Some(entry.elapsed);
                 let elapsed = SignedDuration::try_from(entry.elapsed).unwrap_or(SignedDuration::ZERO);
@@ -445,6 +455,7 @@ impl Model<'_> {
             EngineEvent::CaughtUp { key, slot, runs, missed } => self.catch_up_fired(entry, key, *slot, *runs, *missed),
             EngineEvent::Armed { key, next_slot } => {
                 self.armed.entry(key.clone()).or_default().push((entry.elapsed, *next_slot));
+                self.armed_seq.insert(key.clone(), self.seq);
                 Ok(())
             }
             EngineEvent::Retired { key, .. } => {
@@ -719,6 +730,7 @@ impl Model<'_> {
             }
             DurableWrite::SetEnabled { key, enabled } => {
                 self.changed_at.insert(key.clone(), entry.elapsed);
+                self.changed_seq.insert(key.clone(), self.seq);
                 if let Some(present) = self.present.get_mut(key) {
                     *present = *enabled;
                     if *enabled {
@@ -735,6 +747,7 @@ impl Model<'_> {
             DurableWrite::Put { def } => {
                 let key = &def.key;
                 self.changed_at.insert(key.clone(), entry.elapsed);
+                self.changed_seq.insert(key.clone(), self.seq);
                 self.defs.insert(key.clone(), (**def).clone());
                 self.retired.remove(key);
                 self.last_failed.remove(key);
@@ -777,19 +790,25 @@ impl Model<'_> {
         Ok(())
     }
 
-    fn acknowledged(&mut self, op: &Op) -> Step {
+    fn acknowledged(&mut self, op: &Op, applied: bool) -> Step {
         let Some(key) = op.key() else { return Ok(()) };
         self.count(ACKNOWLEDGED_DURABLE);
         let state = self.present.get(key).copied();
         let durable = match op {
             Op::Create(_) => state == Some(true),
             Op::Delete(_) => state.is_none(),
+            // The engine said there was nothing to change (a reload removed it, say).
+            Op::Disable(_) | Op::Enable(_) if !applied => state.is_none(),
             Op::Disable(_) => state == Some(false),
             // A run in flight may trip the breaker between the write and the ack.
             Op::Enable(_) => state.is_some(),
-            Op::SetFile(..) | Op::Wake(..) | Op::UserTurn(..) | Op::Trigger(..) | Op::Pause(..) | Op::Resume(..) => {
-                true
-            }
+            Op::SetFile(..)
+            | Op::Wake(..)
+            | Op::UserTurn(..)
+            | Op::Trigger(..)
+            | Op::Pause(..)
+            | Op::Resume(..)
+            | Op::Reload(..) => true,
         };
         // A one-shot may run and be retired before its creator hears back; after that, an
         // enable or disable finds nothing (or a retired one) to change.

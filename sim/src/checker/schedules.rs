@@ -114,8 +114,9 @@ impl Model<'_> {
         let (Some(def), Some(armed)) = (self.defs.get(key).cloned(), self.armed.get(key).and_then(|a| a.last())) else {
             return Ok(());
         };
-        let (armed_at, armed) = *armed;
-        if self.changed_at.get(key).is_some_and(|changed| *changed > armed_at) {
+        let (_, armed) = *armed;
+        let armed_seq = self.armed_seq.get(key).copied().unwrap_or(0);
+        if self.changed_seq.get(key).is_some_and(|changed| *changed > armed_seq) {
             // The timer that fired was armed under the definition before a change the driver
             // has not applied yet (a model's replace in flight): the new one cannot judge it.
             return Ok(());

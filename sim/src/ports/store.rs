@@ -73,7 +73,14 @@ impl Store for SimStore {
     }
 
     async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
-        self.write("seed_config", self.world.durable.seed_config(defs, at), none).await
+        // What seeding changed, as the writes the checker follows (a reload changes the config).
+        let writes = |report: &SeedReport| {
+            let put =
+                report.inserted.iter().chain(&report.updated).filter_map(|key| defs.iter().find(|def| def.key == *key));
+            let puts = put.map(|def| DurableWrite::Put { def: Box::new(def.clone()) });
+            puts.chain(report.removed.iter().map(|key| DurableWrite::Delete { key: key.clone() })).collect()
+        };
+        self.write("seed_config", self.world.durable.seed_config(defs, at), writes).await
     }
 
     async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
