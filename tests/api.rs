@@ -785,3 +785,39 @@ async fn the_status_page_updates_live_in_a_real_browser() {
     browser.stop().await;
     let _ = daemon.stop();
 }
+
+/// The served OpenAPI document passes the reference validator (openapi-spec-validator,
+/// installed by .ci/run), and every documented operation answers with something other
+/// than "no such route" (a 404 from the fallback) or 405.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_validates_and_every_operation_is_served() {
+    let (_peers, peer) = start_peers().await;
+    let daemon = Daemon::start(peer, "").await;
+    let document = daemon.get("/v1/openapi.json").await;
+    let file = daemon.dir.path().join("openapi.json");
+    std::fs::write(&file, document.to_string()).expect("write");
+    let output = Command::new("python3")
+        .args(["-m", "openapi_spec_validator", file.to_str().expect("utf-8")])
+        .output()
+        .expect("python3 runs (pip install openapi-spec-validator; .ci/run does)");
+    let said = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the document does not validate: {said}");
+    assert!(said.contains("OK"), "{said}");
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        let concrete = path
+            .replace("{agent}", "ops")
+            .replace("{collection}", "heartbeats")
+            .replace("{id}", "quiet")
+            .replace("{turn}", "1");
+        for method in item.as_object().expect("operations").keys() {
+            if path.ends_with("/events") && method == "get" || path == "/v1/reload" {
+                continue; // a stream that does not end, and a reload of the file in use
+            }
+            let method = Method::from_bytes(method.to_uppercase().as_bytes()).expect("method");
+            let (status, body) = daemon.call(method.clone(), &concrete, None).await;
+            let fallback = status == 404 && body["error"]["message"].as_str().is_some_and(|m| m.contains("no such route"));
+            assert!(!fallback && status != 405, "{method} {concrete}: {status} {body}");
+        }
+    }
+    let _ = daemon.stop();
+}

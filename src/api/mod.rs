@@ -9,6 +9,7 @@ pub mod auth;
 pub mod error;
 pub mod feed;
 pub mod jobs;
+pub mod openapi;
 pub mod reload;
 pub mod status;
 pub mod user_turns;
@@ -77,7 +78,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/agents/{agent}/{collection}/{id}/trigger", post(jobs::trigger))
         .route("/agents/{agent}/{collection}/{id}/runs", get(jobs::runs))
         .route("/events", get(feed::stream))
-        .route("/reload", post(reload::reload));
+        .route("/reload", post(reload::reload))
+        .route("/openapi.json", get(openapi::serve));
     Router::new()
         .route("/", get(status_page))
         .route("/healthz", get(healthz))
