@@ -815,7 +815,8 @@ async fn the_openapi_document_validates_and_every_operation_is_served() {
             }
             let method = Method::from_bytes(method.to_uppercase().as_bytes()).expect("method");
             let (status, body) = daemon.call(method.clone(), &concrete, None).await;
-            let fallback = status == 404 && body["error"]["message"].as_str().is_some_and(|m| m.contains("no such route"));
+            let fallback =
+                status == 404 && body["error"]["message"].as_str().is_some_and(|m| m.contains("no such route"));
             assert!(!fallback && status != 405, "{method} {concrete}: {status} {body}");
         }
     }

@@ -311,6 +311,9 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         EngineEvent::Triggered { key, slot } => {
             w.tag(23).key(key).time(*slot);
         }
+        EngineEvent::DefinitionApplied { key } => {
+            w.tag(24).key(key);
+        }
         EngineEvent::RunFinished {
             key,
             slot,
@@ -440,6 +443,7 @@ fn describe_engine_event(event: &EngineEvent) -> String {
         }
         EngineEvent::RunStarted { key, slot } => format!("run started {key} slot {slot}"),
         EngineEvent::Triggered { key, slot } => format!("triggered {key} under slot {slot}"),
+        EngineEvent::DefinitionApplied { key } => format!("definition of {key} applied"),
         EngineEvent::RunFinished {
             key, slot, status, delivery, duration, error, reply, recorded, llm_calls, ..
         } => format!(

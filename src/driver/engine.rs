@@ -543,6 +543,7 @@ impl Driver {
                 let mut entry = Entry::new(def, true, None);
                 entry.runs_in_flight = runs_in_flight;
                 self.entries.insert(key.clone(), entry);
+                self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key: key.clone() });
                 self.backoff_from_store(&key, now).await;
                 self.rearm(key, now, floor).await;
             }

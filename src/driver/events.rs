@@ -21,6 +21,11 @@ pub enum EngineEvent {
         key: HeartbeatKey,
         next_slot: Timestamp,
     },
+    /// A created or replaced definition now runs in the driver: its slots from here on
+    /// follow it (a timer of the old one may fire between the store write and this).
+    DefinitionApplied {
+        key: HeartbeatKey,
+    },
     /// A heartbeat lost its timer (deleted, disabled).
     Disarmed {
         key: HeartbeatKey,
@@ -163,6 +168,7 @@ impl EventSink for TracingSink {
             }
             EngineEvent::Armed { key, next_slot } => tracing::debug!(%at, heartbeat = %key, %next_slot, "armed"),
             EngineEvent::Disarmed { key } => tracing::info!(%at, heartbeat = %key, "disarmed"),
+            EngineEvent::DefinitionApplied { key } => tracing::debug!(%at, heartbeat = %key, "definition applied"),
             EngineEvent::CaughtUp { key, slot, runs, missed } => {
                 tracing::info!(%at, heartbeat = %key, %slot, runs, missed, "catching up on slots that passed");
             }

@@ -215,6 +215,7 @@ struct Model<'a> {
     /// Every definition the run has seen: config ones, and those put at run time.
     defs: BTreeMap<HeartbeatKey, HeartbeatDef>,
     pauses: BTreeMap<AgentId, PauseModel>,
+    /// When the last started engine died.
     last_crash_at: Option<Duration>,
     /// Whether an engine has finished start-up and not died since.
     engine_running: bool,
@@ -240,12 +241,10 @@ struct Model<'a> {
     /// applies such a change (dropping what waits) a moment after the write, and may fire
     /// a timer in between.
     changed_at: BTreeMap<HeartbeatKey, Duration>,
-    /// The trace positions of each heartbeat's latest change in the store and latest
-    /// arming: within one instant of simulated time, only the order tells which came first.
-    changed_seq: BTreeMap<HeartbeatKey, usize>,
-    armed_seq: BTreeMap<HeartbeatKey, usize>,
-    /// The position of the entry being checked.
-    seq: usize,
+    /// The definition each heartbeat runs under in the driver: the store's once the engine
+    /// says it applied it (or a start-up loaded it). Between a store write and that, a timer
+    /// of the old one may fire, and only the old one can judge it.
+    running_defs: BTreeMap<HeartbeatKey, HeartbeatDef>,
     /// Deliveries per heartbeat: the reply's normal form, the wall time, the slot, and
     /// whether its run's success is durable (only then does the engine know of it).
     deliveries: BTreeMap<HeartbeatKey, Vec<(String, Timestamp, Timestamp, bool)>>,
@@ -302,9 +301,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         lifted_backoffs: BTreeMap::new(),
         catch_up_due: BTreeMap::new(),
         changed_at: BTreeMap::new(),
-        changed_seq: BTreeMap::new(),
-        armed_seq: BTreeMap::new(),
-        seq: 0,
+        running_defs: options.heartbeats.iter().map(|def| (def.key.clone(), def.clone())).collect(),
         deliveries: BTreeMap::new(),
         retired: BTreeSet::new(),
         last_failed: BTreeMap::new(),
@@ -317,7 +314,6 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         trigger_runs: BTreeSet::new(),
     };
     for (index, entry) in entries.iter().enumerate() {
-        model.seq = index;
         if let Err((invariant, message)) = model.step(entry) {
             let violation = Violation { invariant, index, elapsed: entry.elapsed, wall: entry.wall, message };
             return Verdict { checks: model.checks, violation: Some(violation) };
@@ -352,7 +348,11 @@ impl Model<'_> {
             Event::Crash { life } => {
                 // Slots waiting in a backlog die with the process ("at most once with crashes").
                 self.catch_up_due.clear();
-                self.last_crash_at = Some(entry.elapsed);
+                // Only the death of a running engine ends the time it had to clear an ended
+                // pause; a start-up that failed ran nothing.
+                if self.engine_running {
+                    self.last_crash_at = Some(entry.elapsed);
+                }
                 self.engine_running = false;
                 self.open_runs.retain(|(run_life, _, _), _| run_life != life);
                 self.triggers_pending.retain(|_, trigger_life| trigger_life != life);
@@ -360,6 +360,8 @@ impl Model<'_> {
                 Ok(())
             }
             Event::Started { life, running_rows, heartbeats } => {
+                // A start-up loads every definition from the store.
+                self.running_defs.extend(self.defs.iter().map(|(key, def)| (key.clone(), def.clone())));
                 self.restart_pauses(entry);
                 self.restart_backoffs(entry);
                 self.engine_running = true;
@@ -416,6 +418,12 @@ impl Model<'_> {
             _ => {}
         }
         match event {
+            EngineEvent::DefinitionApplied { key } => {
+                if let Some(def) = self.defs.get(key) {
+                    self.running_defs.insert(key.clone(), def.clone());
+                }
+                Ok(())
+            }
             EngineEvent::Triggered { key, slot } => {
                 self.triggers_pending.insert((key.clone(), *slot), life);
                 Ok(())
@@ -455,7 +463,6 @@ impl Model<'_> {
             EngineEvent::CaughtUp { key, slot, runs, missed } => self.catch_up_fired(entry, key, *slot, *runs, *missed),
             EngineEvent::Armed { key, next_slot } => {
                 self.armed.entry(key.clone()).or_default().push((entry.elapsed, *next_slot));
-                self.armed_seq.insert(key.clone(), self.seq);
                 Ok(())
             }
             EngineEvent::Retired { key, .. } => {
@@ -730,7 +737,6 @@ impl Model<'_> {
             }
             DurableWrite::SetEnabled { key, enabled } => {
                 self.changed_at.insert(key.clone(), entry.elapsed);
-                self.changed_seq.insert(key.clone(), self.seq);
                 if let Some(present) = self.present.get_mut(key) {
                     *present = *enabled;
                     if *enabled {
@@ -747,7 +753,6 @@ impl Model<'_> {
             DurableWrite::Put { def } => {
                 let key = &def.key;
                 self.changed_at.insert(key.clone(), entry.elapsed);
-                self.changed_seq.insert(key.clone(), self.seq);
                 self.defs.insert(key.clone(), (**def).clone());
                 self.retired.remove(key);
                 self.last_failed.remove(key);

@@ -47,7 +47,7 @@ impl Model<'_> {
                 return fail(BACKOFF, message);
             }
         }
-        let Some(def) = self.defs.get(key).cloned() else { return Ok(()) };
+        let Some(def) = self.running_defs.get(key).cloned() else { return Ok(()) };
         if key.heartbeat.is_reserved() {
             // The agent heartbeat runs on wakes; its schedule only requests them, and a
             // wake is recorded under the time it is decided (`agents` checks those runs).
@@ -111,16 +111,14 @@ impl Model<'_> {
         runs_count: u64,
         missed: u64,
     ) -> Step {
-        let (Some(def), Some(armed)) = (self.defs.get(key).cloned(), self.armed.get(key).and_then(|a| a.last())) else {
+        // Judged by the definition the driver runs: a replace written to the store but not
+        // applied yet (a model's or a reload's, in flight) does not judge the old timer.
+        let (Some(def), Some(armed)) =
+            (self.running_defs.get(key).cloned(), self.armed.get(key).and_then(|a| a.last()))
+        else {
             return Ok(());
         };
         let (_, armed) = *armed;
-        let armed_seq = self.armed_seq.get(key).copied().unwrap_or(0);
-        if self.changed_seq.get(key).is_some_and(|changed| *changed > armed_seq) {
-            // The timer that fired was armed under the definition before a change the driver
-            // has not applied yet (a model's replace in flight): the new one cannot judge it.
-            return Ok(());
-        }
         let jitter = jitter_offset(key, def.policy.jitter_max);
         let until = entry.wall - signed(jitter);
         let mut passed = vec![armed];
