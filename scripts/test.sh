@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "== test dependencies (installed only when missing)"
+bash scripts/install-test-deps.sh
+
 echo "== format"
 cargo fmt --all --check
 

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# What the tests need beyond the Rust toolchain, installed only when missing: the status
+# page's test drives Debian's chromium through chromedriver, and the API's test checks the
+# OpenAPI document with the reference validator.
+set -euo pipefail
+
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "installing chromium and chromium-driver (Debian packages) for the status page's test"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+
+if ! python3 -c "import openapi_spec_validator" >/dev/null 2>&1; then
+    echo "installing openapi-spec-validator (PyPI) for the API's test"
+    python3 -m pip install --quiet --disable-pip-version-check openapi-spec-validator
+fi
