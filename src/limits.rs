@@ -168,3 +168,5 @@ pub const USER_TURN_SECS_MAX: u64 = 3_600;
 pub const SYSTEM_EVENT_CHARS_MAX: usize = 4_096;
 /// How long the CLI waits for one answer of the operator API.
 pub const CLI_REQUEST_TIMEOUT_SECS: u64 = 30;
+/// The most slots one backfill runs (each one costs an LLM run).
+pub const BACKFILL_SLOTS_MAX: usize = 100;

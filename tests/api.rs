@@ -822,3 +822,48 @@ async fn the_openapi_document_validates_and_every_operation_is_served() {
     }
     let _ = daemon.stop();
 }
+
+/// A backfill runs the slots a past window held, each once under its own slot; a second
+/// backfill of the same window runs nothing again; windows it cannot serve are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_runs_each_past_slot_once() {
+    let (peers, peer) = start_peers().await;
+    let daemon = Daemon::start(peer, "").await;
+    let body =
+        r#"{"id":"yearly","prompt":"yearly-prompt","cron":"0 0 1 1,7 *","timezone":"UTC","target":"webhook:ops"}"#;
+    let (status, created) = daemon.call(Method::POST, "/v1/agents/ops/cron", Some(body)).await;
+    assert_eq!(status, 201, "{created}");
+    let year = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).year() - 1;
+    let window = format!(r#"{{"from":"{year}-01-01T00:00:00Z","to":"{year}-12-31T00:00:00Z"}}"#);
+    let (status, answer) = daemon.call(Method::POST, "/v1/agents/ops/cron/yearly/backfill", Some(&window)).await;
+    assert_eq!(status, 202, "{answer}");
+    let january = format!("{year}-01-01T00:00:00Z");
+    let july = format!("{year}-07-01T00:00:00Z");
+    assert_eq!(answer["slots"], json!([january, july]));
+    wait_until("both backfilled slots ran", async || peers.prompts_containing("yearly-prompt") == 2).await;
+    let runs = daemon.get("/v1/agents/ops/cron/yearly/runs").await;
+    let slots: Vec<&str> =
+        runs["items"].as_array().expect("items").iter().filter_map(|r| r["scheduled_for"].as_str()).collect();
+    assert_eq!(slots, vec![july.as_str(), january.as_str()], "each under its own slot, newest first");
+
+    // Again: both slots are decided already, so nothing runs twice.
+    let (status, _) = daemon.call(Method::POST, "/v1/agents/ops/cron/yearly/backfill", Some(&window)).await;
+    assert_eq!(status, 202);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(peers.prompts_containing("yearly-prompt"), 2, "a backfill never runs a slot twice");
+
+    let hourly = r#"{"id":"hourly","prompt":"hourly-prompt","cron":"0 * * * *","target":"webhook:ops"}"#;
+    assert_eq!(daemon.call(Method::POST, "/v1/agents/ops/cron", Some(hourly)).await.0, 201);
+    let (status, body) = daemon.call(Method::POST, "/v1/agents/ops/cron/hourly/backfill", Some(&window)).await;
+    assert_error(status, &body, 422, "invalid", "more than 100 slots");
+    let (status, body) = daemon.call(Method::POST, "/v1/agents/ops/heartbeats/quiet/backfill", Some(&window)).await;
+    assert_error(status, &body, 422, "invalid", "no fixed slots");
+    let future = r#"{"from":"2020-01-01T00:00:00Z","to":"2999-01-01T00:00:00Z"}"#;
+    let (status, body) = daemon.call(Method::POST, "/v1/agents/ops/cron/yearly/backfill", Some(future)).await;
+    assert_error(status, &body, 422, "invalid", "to: ");
+    let (status, body) =
+        daemon.call(Method::POST, "/v1/agents/ops/cron/yearly/backfill", Some(r#"{"from":"x","to":"y"}"#)).await;
+    assert_error(status, &body, 422, "invalid", "from: \"x\"");
+    assert_eq!(peers.prompts_containing("hourly-prompt"), 0, "refused backfills ran nothing");
+    let _ = daemon.stop();
+}

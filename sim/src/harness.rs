@@ -207,6 +207,7 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
             }
             Op::Pause(agent, minutes) => engine.pause(agent, *minutes).await.map(|_| true),
             Op::Resume(agent) => engine.resume(agent).await,
+            Op::Backfill(key, span) => backfill(world, engine, key, *span).await,
             Op::Reload(defs) => {
                 // The file changes first; a crash before the reload is applied still
                 // restarts on the new file.
@@ -229,5 +230,26 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
             Ok(applied) => world.record(Event::OpAcked { life: life.number, op, applied }),
             Err(error) => world.record(Event::OpFailed { life: life.number, op, error: error.to_string() }),
         }
+    }
+}
+
+/// An operator's backfill: the slots of the last `span` by the wall clock, as the API
+/// computes them. A window it cannot serve (an `every` schedule, too many slots) is
+/// refused before the engine hears of it, like the API's 422.
+async fn backfill(
+    world: &World,
+    engine: &EngineHandle,
+    key: &systole::core::ids::HeartbeatKey,
+    span: Duration,
+) -> Result<bool, systole::driver::EngineError> {
+    let heartbeats = world.durable.load_heartbeats().await.unwrap_or_default();
+    let Some(job) = heartbeats.into_iter().find(|job| job.def.key == *key) else { return Ok(false) };
+    let now = world.clock.wall();
+    let from = now.checked_sub(jiff::SignedDuration::try_from(span).unwrap_or_default()).unwrap_or(now);
+    match systole::core::backfill::window_slots(&job.def.schedule, from, now, now) {
+        Ok(slots) => {
+            engine.backfill(key, slots).await.map(|outcome| matches!(outcome, TriggerOutcome::Backfilling { .. }))
+        }
+        Err(_) => Ok(false),
     }
 }

@@ -37,6 +37,10 @@ const OPS_MAX: usize = 6;
 const RELOAD_PROBABILITY: f64 = 0.3;
 /// Operator ops (trigger, pause, resume) per seed, at most.
 const OPERATOR_OPS_MAX: usize = 6;
+/// Backfills per seed, at most, and the spans of past time they cover.
+const BACKFILLS_MAX: usize = 2;
+const BACKFILL_SPAN_SECS_MIN: u64 = 600;
+const BACKFILL_SPAN_SECS_MAX: u64 = 6 * 3_600;
 /// The longest pause an operator op asks for (the engine's default maximum is 60).
 const OPERATOR_PAUSE_MINUTES_MAX: u32 = 30;
 /// How many one-shots get a prompt whose first calls fail.
@@ -119,6 +123,8 @@ pub enum Op {
     Resume(AgentId),
     /// The config file now has these heartbeats; the operator reloads it.
     Reload(Vec<HeartbeatDef>),
+    /// An operator backfills the job's slots of the last this long.
+    Backfill(HeartbeatKey, Duration),
 }
 
 impl Op {
@@ -126,7 +132,7 @@ impl Op {
     pub fn key(&self) -> Option<&HeartbeatKey> {
         match self {
             Op::Create(def) => Some(&def.key),
-            Op::Delete(key) | Op::Disable(key) | Op::Enable(key) | Op::Trigger(key) => Some(key),
+            Op::Delete(key) | Op::Disable(key) | Op::Enable(key) | Op::Trigger(key) | Op::Backfill(key, _) => Some(key),
             Op::SetFile(..) | Op::Wake(..) | Op::UserTurn(..) | Op::Pause(..) | Op::Resume(..) | Op::Reload(..) => None,
         }
     }
@@ -155,6 +161,7 @@ impl Op {
             Op::Trigger(key) => format!("trigger {key}"),
             Op::Pause(agent, minutes) => format!("operator pauses {agent} for {minutes} min"),
             Op::Resume(agent) => format!("operator resumes {agent}"),
+            Op::Backfill(key, span) => format!("backfill {key} over the last {}s", span.as_secs()),
             Op::Reload(defs) => {
                 let keys: Vec<String> = defs.iter().map(|def| def.key.to_string()).collect();
                 format!("reload the config: now {}", keys.join(", "))
@@ -236,6 +243,12 @@ pub fn operator_ops(
             _ => Op::Resume(agents[rng.random_range(0..agents.len())].clone()),
         };
         ops.push(ScheduledOp { after, op });
+    }
+    // Drawn after the others, so adding them left a seed's other operator ops as they were.
+    for _ in 0..rng.random_range(0..=BACKFILLS_MAX) {
+        let after = Duration::from_secs(rng.random_range(1..safety.as_secs()));
+        let span = Duration::from_secs(rng.random_range(BACKFILL_SPAN_SECS_MIN..=BACKFILL_SPAN_SECS_MAX));
+        ops.push(ScheduledOp { after, op: Op::Backfill(jobs[rng.random_range(0..jobs.len())].clone(), span) });
     }
     ops
 }

@@ -20,6 +20,7 @@ use crate::agent::tools::ToolContext;
 use crate::api::error::{ApiError, Body};
 use crate::api::status::{job_json, PauseView};
 use crate::api::ApiState;
+use crate::core::backfill::{window_slots, BackfillError};
 use crate::core::heartbeat::{Heartbeat, JobKind, Origin};
 use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::daemon::list::execution_json;
@@ -222,9 +223,44 @@ pub async fn trigger(
     match state.engine.trigger(&job.def.key).await? {
         TriggerOutcome::Queued { slot } => Ok((StatusCode::ACCEPTED, Json(json!({ "slot": slot.to_string() })))),
         TriggerOutcome::WakeRequested => Ok((StatusCode::ACCEPTED, Json(json!({ "wake_requested": true })))),
+        TriggerOutcome::Backfilling { slots } => Ok((StatusCode::ACCEPTED, Json(json!({ "slots": slots })))),
         TriggerOutcome::NotFound => Err(ApiError::not_found(format!("{id:?} was deleted"))),
         TriggerOutcome::Disabled => {
             Err(ApiError::conflict(format!("{id:?} is disabled; enable it first (that also clears a tripped breaker)")))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackfillBody {
+    from: String,
+    to: String,
+}
+
+/// Runs the slots a past window held that were never decided, oldest first, each under
+/// its own slot (like Temporal's backfill); bounded by `BACKFILL_SLOTS_MAX`.
+pub async fn backfill(
+    State(state): State<ApiState>,
+    path: Result<Path<(String, String, String)>, PathRejection>,
+    Body(body): Body<BackfillBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let Path((agent, kind, id)) = path?;
+    let time = |field: &str, text: &str| {
+        text.parse::<Timestamp>().map_err(|_| ApiError::invalid(field, format!("{text:?} is not an RFC 3339 time")))
+    };
+    let (from, to) = (time("from", &body.from)?, time("to", &body.to)?);
+    let job = find(&state, &agent, collection(&kind)?, &id).await?;
+    let slots = window_slots(&job.def.schedule, from, to, state.clock.wall()).map_err(|error| {
+        let field = if matches!(error, BackfillError::Future) { "to" } else { "from" };
+        ApiError::invalid(field, error)
+    })?;
+    match state.engine.backfill(&job.def.key, slots.clone()).await? {
+        TriggerOutcome::NotFound => Err(ApiError::not_found(format!("{id:?} was deleted"))),
+        TriggerOutcome::Disabled => Err(ApiError::conflict(format!("{id:?} is disabled; enable it first"))),
+        _ => {
+            let slots: Vec<String> = slots.iter().map(ToString::to_string).collect();
+            Ok((StatusCode::ACCEPTED, Json(json!({ "slots": slots }))))
         }
     }
 }

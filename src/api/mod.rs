@@ -76,6 +76,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/agents/{agent}/{collection}/{id}/enable", post(jobs::enable))
         .route("/agents/{agent}/{collection}/{id}/disable", post(jobs::disable))
         .route("/agents/{agent}/{collection}/{id}/trigger", post(jobs::trigger))
+        .route("/agents/{agent}/{collection}/{id}/backfill", post(jobs::backfill))
         .route("/agents/{agent}/{collection}/{id}/runs", get(jobs::runs))
         .route("/events", get(feed::stream))
         .route("/reload", post(reload::reload))

@@ -290,6 +290,20 @@ pub fn document() -> Value {
         },
     );
     add(
+        "/v1/agents/{agent}/{collection}/{id}/backfill",
+        "post",
+        Operation {
+            summary: "Run the slots a past window held that were never decided, oldest first",
+            params: JOB,
+            body: Some(object(
+                json!({ "from": { "type": "string", "format": "date-time" }, "to": { "type": "string", "format": "date-time" } }),
+                &["from", "to"],
+            )),
+            success: ("202", any_object()),
+            errors: &["400", "404", "409", "422"],
+        },
+    );
+    add(
         "/v1/agents/{agent}/{collection}/{id}/runs",
         "get",
         Operation {

@@ -2,6 +2,7 @@
 //! takes `now` and state as arguments and returns a decision.
 
 pub mod active_hours;
+pub mod backfill;
 pub mod breaker;
 pub mod budget;
 pub mod cron;

@@ -53,6 +53,12 @@ pub(crate) enum Command {
         key: HeartbeatKey,
         answer: oneshot::Sender<operator::TriggerOutcome>,
     },
+    /// Run these past slots of a job, oldest first, one after another.
+    Backfill {
+        key: HeartbeatKey,
+        slots: Vec<Timestamp>,
+        answer: oneshot::Sender<operator::TriggerOutcome>,
+    },
     /// `request_now`: answers whether the agent has an agent heartbeat to wake.
     Wake {
         agent: AgentId,
@@ -266,6 +272,10 @@ impl Driver {
                     Some(Command::Trigger { key, answer }) => {
                         let now = self.context.clock.now();
                         let _ = answer.send(self.trigger(&key, now));
+                    }
+                    Some(Command::Backfill { key, slots, answer }) => {
+                        let now = self.context.clock.now();
+                        let _ = answer.send(self.backfill(&key, slots, now));
                     }
                     None => {
                         self.drain(Duration::ZERO).await;
@@ -577,6 +587,7 @@ impl Driver {
                     let failed_before = entry.backoff_until.take().is_some() || !entry.last_succeeded;
                     self.backoff_from_store(&key, now).await;
                     self.rearm(key.clone(), now, floor).await;
+                    self.exhaust_if_decided(&key).await;
                     // A one-shot whose run failed (the breaker tripped it, say) tries once more.
                     let retry = self.entries.get(&key).is_some_and(|entry| entry.exhausted && failed_before);
                     if retry {
@@ -586,6 +597,28 @@ impl Driver {
                     self.disarm(&key);
                 }
             }
+        }
+    }
+
+    /// A one-shot re-armed for its slot when the store has decided that slot already (its
+    /// own run tripped the breaker, after earlier failures of triggered runs) has no slot
+    /// left: it is exhausted, and an enable retries it or retires it like any other.
+    async fn exhaust_if_decided(&mut self, key: &HeartbeatKey) {
+        let one_shot = self.entries.get(key).is_some_and(|entry| matches!(entry.def.schedule, Schedule::At(_)));
+        let Some(timer) = self.timers.timer(key).copied().filter(|_| one_shot) else { return };
+        let after = timer.next_slot.checked_add(SignedDuration::from_millis(1)).unwrap_or(timer.next_slot);
+        let decided = match self.context.store.executions_page(key, Some(after), 1).await {
+            Ok(latest) => latest.first().is_some_and(|execution| execution.slot == timer.next_slot),
+            Err(error) => {
+                self.store_failed("executions", error.to_string(), "its slot may be found claimed and retired");
+                false
+            }
+        };
+        if decided {
+            if let Some(entry) = self.entries.get_mut(key) {
+                entry.exhausted = true;
+            }
+            self.disarm(key);
         }
     }
 
@@ -811,7 +844,7 @@ impl Driver {
                         let _ = accepted.send(false);
                     }
                     // Nothing new starts while draining; the callers hear the engine stopped.
-                    Command::Inspect { .. } | Command::Trigger { .. } => {}
+                    Command::Inspect { .. } | Command::Trigger { .. } | Command::Backfill { .. } => {}
                     Command::Shutdown { done, .. } => {
                         let _ = done.send(0);
                     }

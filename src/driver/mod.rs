@@ -273,6 +273,21 @@ impl EngineClient {
         Ok(self.control.store().queue_system_event(agent, text, at).await?)
     }
 
+    /// Runs past `slots` of a job, oldest first (see `core::backfill::window_slots`).
+    ///
+    /// # Errors
+    /// When the engine has stopped.
+    pub async fn backfill(
+        &self,
+        key: &HeartbeatKey,
+        slots: Vec<jiff::Timestamp>,
+    ) -> Result<TriggerOutcome, EngineError> {
+        let (answer, outcome) = oneshot::channel();
+        let command = Command::Backfill { key: key.clone(), slots, answer };
+        self.commands.send(command).await.map_err(|_| EngineError::Stopped)?;
+        outcome.await.map_err(|_| EngineError::Stopped)
+    }
+
     /// Asks `agent`'s heartbeat (the `HEARTBEAT.md` one) to run now. Requests within
     /// `WAKE_COALESCE_MS` become one run named by the most important reason; a request
     /// made while it runs waits for the run to end. Returns whether the agent has an

@@ -265,8 +265,10 @@ struct Model<'a> {
     agents: agents::AgentModel,
     /// LLM calls per agent and day; budget skips.
     guards: guards::GuardModel,
-    /// Triggers not decided yet, with the life that took them.
-    triggers_pending: BTreeMap<(HeartbeatKey, Timestamp), u32>,
+    /// Triggers (and backfill slots) not decided yet, with the life that took them and
+    /// whether they are excused from being decided: a disable, a delete, a breaker trip or
+    /// a replace drops what waits behind a run.
+    triggers_pending: BTreeMap<(HeartbeatKey, Timestamp), (u32, bool)>,
     /// The trigger the event being checked decides: an operator's slot, not one of the
     /// schedule's, so the schedule rules leave it. (After a backward wall jump the schedule
     /// may later reach the same instant; that decision is the schedule's.)
@@ -355,7 +357,7 @@ impl Model<'_> {
                 }
                 self.engine_running = false;
                 self.open_runs.retain(|(run_life, _, _), _| run_life != life);
-                self.triggers_pending.retain(|_, trigger_life| trigger_life != life);
+                self.triggers_pending.retain(|_, (trigger_life, _)| trigger_life != life);
                 self.agents.crashed(*life);
                 Ok(())
             }
@@ -425,7 +427,7 @@ impl Model<'_> {
                 Ok(())
             }
             EngineEvent::Triggered { key, slot } => {
-                self.triggers_pending.insert((key.clone(), *slot), life);
+                self.triggers_pending.insert((key.clone(), *slot), (life, false));
                 Ok(())
             }
             EngineEvent::Skipped { key, reason, slot } if self.is_trigger(key, *slot) => {
@@ -557,8 +559,11 @@ impl Model<'_> {
                     self.run_recorded(key, *finished_at, *llm_calls);
                 }
                 // What the engine knows of its last run, recorded or not, decides a one-shot.
+                // A manual run that succeeds does what a one-shot was for and ends its retries;
+                // one that fails says nothing of the job's own slot.
                 let manual = self.trigger_runs.remove(&(key.clone(), *slot));
-                if self.present.contains_key(key) && !manual {
+                let succeeded = *status == systole::ports::store::ExecutionStatus::Succeeded;
+                if self.present.contains_key(key) && (!manual || succeeded) {
                     self.last_failed.insert(key.clone(), *status != systole::ports::store::ExecutionStatus::Succeeded);
                     self.last_finished.insert(key.clone(), entry.elapsed);
                 }
@@ -687,16 +692,34 @@ impl Model<'_> {
 
     /// Every trigger of a process still alive was decided, unless its job is gone.
     fn triggers_decided(&mut self) -> Step {
-        for (key, slot) in self.triggers_pending.keys() {
+        for ((key, slot), (_, excused)) in &self.triggers_pending {
             *self.checks.entry(TRIGGER_DECIDED).or_default() += 1;
-            if self.present.contains_key(key) {
+            if self.present.contains_key(key) && !excused {
                 return fail(TRIGGER_DECIDED, format!("{key}: the operator's trigger (slot {slot}) was never decided"));
             }
         }
         Ok(())
     }
 
+    /// What waits behind a run of `key` is dropped by a disable, a delete, a trip or a
+    /// replace: its triggers need not be decided any more.
+    fn excuse_triggers(&mut self, key: &HeartbeatKey) {
+        for ((trigger_key, _), (_, excused)) in &mut self.triggers_pending {
+            if trigger_key == key {
+                *excused = true;
+            }
+        }
+    }
+
     fn durable(&mut self, entry: &Entry, life: u32, write: &DurableWrite) -> Step {
+        match write {
+            DurableWrite::SetEnabled { key, enabled: false } | DurableWrite::Delete { key } => {
+                self.excuse_triggers(key)
+            }
+            DurableWrite::Put { def } => self.excuse_triggers(&def.key),
+            DurableWrite::Finish { key, tripped: true, .. } => self.excuse_triggers(key),
+            _ => {}
+        }
         match write {
             DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped, consumed } => {
                 self.events_consumed(key, *slot, consumed)?;
@@ -813,7 +836,8 @@ impl Model<'_> {
             | Op::Trigger(..)
             | Op::Pause(..)
             | Op::Resume(..)
-            | Op::Reload(..) => true,
+            | Op::Reload(..)
+            | Op::Backfill(..) => true,
         };
         // A one-shot may run and be retired before its creator hears back; after that, an
         // enable or disable finds nothing (or a retired one) to change.

@@ -46,6 +46,10 @@ pub enum TriggerOutcome {
     NotFound,
     /// Disabled jobs do not run; enabling also clears a tripped breaker.
     Disabled,
+    /// A backfill's slots wait their turn behind the job's runs, oldest first.
+    Backfilling {
+        slots: usize,
+    },
 }
 
 impl Driver {
@@ -113,5 +117,23 @@ impl Driver {
         self.explicit.insert((key.clone(), slot));
         self.context.events.emit(now.wall, &EngineEvent::Triggered { key: key.clone(), slot });
         TriggerOutcome::Queued { slot }
+    }
+
+    /// Runs past `slots` of `key` (a backfill), oldest first, one after another, each under
+    /// its own slot and claimed like any other, so one already decided is not run again.
+    /// Explicit requests, like a trigger.
+    pub(super) fn backfill(&mut self, key: &HeartbeatKey, mut slots: Vec<Timestamp>, now: Now) -> TriggerOutcome {
+        let Some(entry) = self.entries.get_mut(key) else { return TriggerOutcome::NotFound };
+        if !entry.enabled {
+            return TriggerOutcome::Disabled;
+        }
+        slots.sort();
+        slots.dedup();
+        for slot in &slots {
+            entry.waiting.push_back(*slot);
+            self.explicit.insert((key.clone(), *slot));
+            self.context.events.emit(now.wall, &EngineEvent::Triggered { key: key.clone(), slot: *slot });
+        }
+        TriggerOutcome::Backfilling { slots: slots.len() }
     }
 }
