@@ -245,6 +245,16 @@ pub enum JobCommand {
         #[command(flatten)]
         job: JobRef,
     },
+    /// Run the slots a past window held that were never decided, oldest first (cron and at).
+    Backfill {
+        #[command(flatten)]
+        job: JobRef,
+        /// RFC 3339, like 2026-11-20T00:00:00Z.
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        to: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -403,6 +413,15 @@ async fn job_command(
         }
         JobCommand::Enable { job } => toggle(kind, job, config, url, "enable").await?,
         JobCommand::Disable { job } => toggle(kind, job, config, url, "disable").await?,
+        JobCommand::Backfill { job, from, to } => {
+            let client = client(config, url)?;
+            let agent = remote::agent_of(&client, kind, &job.id, job.agent.as_deref()).await?;
+            let body = json!({ "from": from, "to": to });
+            let answer = client.call(Method::POST, &job_path(kind, &agent, &job.id, "backfill"), Some(&body)).await?;
+            let slots: Vec<&str> =
+                answer["slots"].as_array().into_iter().flatten().filter_map(|s| s.as_str()).collect();
+            format!("backfilling {agent}/{}: {} slot(s), oldest first: {}\n", job.id, slots.len(), slots.join(", "))
+        }
         JobCommand::Trigger { job } => {
             let client = client(config, url)?;
             let agent = remote::agent_of(&client, kind, &job.id, job.agent.as_deref()).await?;
