@@ -170,3 +170,5 @@ pub const SYSTEM_EVENT_CHARS_MAX: usize = 4_096;
 pub const CLI_REQUEST_TIMEOUT_SECS: u64 = 30;
 /// The most slots one backfill runs (each one costs an LLM run).
 pub const BACKFILL_SLOTS_MAX: usize = 100;
+/// Slots `status` walks to find a job's next run past quiet hours, a pause or a backoff.
+pub const NEXT_RUN_SCAN_SLOTS_MAX: usize = 10_000;

@@ -187,6 +187,7 @@ async fn snapshot(daemon: &Daemon) -> Vec<Value> {
                     "last_skip_reason",
                     "last_slot",
                     "next_run_at",
+                    "next_slot",
                     "consecutive_failures",
                     "runs_in_flight",
                     "backoff_until",
@@ -239,7 +240,13 @@ async fn tokens_status_and_refusals_that_change_nothing() {
     let quiet = job(&status, "ops", "quiet");
     assert_eq!(quiet["would_run_now"], false, "{quiet:#}");
     assert_eq!(quiet["reason"], "quiet-hours");
-    assert!(quiet["next_run_at"].is_string());
+    // Its next run is the first slot inside the window (opening two hours from now), not
+    // its next slot, which quiet hours will skip.
+    let next_run: jiff::Timestamp = quiet["next_run_at"].as_str().expect("next run").parse().expect("RFC 3339");
+    let next_slot: jiff::Timestamp = quiet["next_slot"].as_str().expect("next slot").parse().expect("RFC 3339");
+    let opens = (jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).hour() + 2) % 24;
+    assert_eq!(next_run.to_zoned(jiff::tz::TimeZone::UTC).hour(), opens, "{quiet:#}");
+    assert!(next_run > next_slot, "{quiet:#}");
     assert_eq!(job(&status, "home", "main")["kind"], "agent");
 
     let before = snapshot(&daemon).await;
@@ -562,6 +569,11 @@ async fn the_cli_steers_the_daemon_and_says_what_went_wrong() {
     let (_, shown, _) = cli(&["heartbeat", "show", "quiet", "--json"], Some(TOKEN));
     let shown: Value = serde_json::from_str(&shown).expect("show --json prints JSON");
     assert!(shown["reason"].as_str().is_some_and(|r| r.starts_with("paused until ")), "{shown:#}");
+    let (_, listed, _) = cli(&["heartbeat", "list", "--agent", "ops", "--json"], None);
+    let listed: Vec<Value> = serde_json::from_str(&listed).expect("list --json prints JSON");
+    assert!(listed.iter().all(|row| row["paused_until"].is_string()), "the pause shows in `list`: {listed:#?}");
+    let (_, table, _) = cli(&["heartbeat", "list", "--agent", "ops"], None);
+    assert!(table.lines().any(|line| line.contains(" quiet ") && line.contains("paused")), "{table}");
     let (code, out, _) = cli(&["agent", "resume", "ops"], Some(TOKEN));
     assert_eq!((code, out.as_str()), (Some(0), "ops resumed\n"));
 

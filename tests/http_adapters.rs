@@ -97,7 +97,11 @@ async fn an_unreachable_llm_is_reported_as_such() {
     // Bind then drop a listener: nothing listens on that port any more.
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port();
     let client = client(&format!("http://127.0.0.1:{port}"), 1);
-    assert!(matches!(client.complete(request()).await, Err(LlmError::Unreachable(_))));
+    match client.complete(request()).await {
+        // The root cause stays in the message: refused here, not "error sending request" alone.
+        Err(LlmError::Unreachable(text)) => assert!(text.to_lowercase().contains("connection refused"), "{text}"),
+        other => panic!("expected Unreachable, got {other:?}"),
+    }
 }
 
 fn delivery() -> Delivery {

@@ -9,6 +9,8 @@ pub mod virtual_clock;
 #[cfg(not(madsim))]
 pub mod dir_workspace;
 #[cfg(not(madsim))]
+pub mod http_error;
+#[cfg(not(madsim))]
 pub mod openai;
 #[cfg(not(madsim))]
 pub mod router;

@@ -160,7 +160,7 @@ fn transport_error(error: reqwest::Error) -> LlmError {
     if error.is_timeout() {
         LlmError::Timeout
     } else {
-        LlmError::Unreachable(error.to_string())
+        LlmError::Unreachable(crate::adapters::http_error::describe(&error))
     }
 }
 

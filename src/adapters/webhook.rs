@@ -77,7 +77,7 @@ impl WebhookSender {
                     Some(response.status())
                 }
                 Err(error) => {
-                    last_error = error.to_string();
+                    last_error = crate::adapters::http_error::describe(&error);
                     None
                 }
             };

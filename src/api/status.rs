@@ -13,6 +13,8 @@ use crate::api::ApiState;
 use crate::core::guard::SkipReason;
 use crate::core::heartbeat::Heartbeat;
 use crate::core::ids::AgentId;
+use crate::core::next_run::next_runnable;
+use crate::core::policy::jitter_offset;
 use crate::daemon::list::heartbeat_json;
 use crate::driver::JobView;
 use crate::ports::store::Execution;
@@ -65,7 +67,14 @@ pub fn job_json(
     value["skip_reason_now"] = json!(verdict.and_then(Result::err).map(SkipReason::as_str));
     value["paused_until"] = json!(paused_until.map(|until| until.to_string()));
     if let Some(view) = view {
-        value["next_run_at"] = json!(view.next_slot.map(|slot| slot.to_string()));
+        // The next slot a pause, a backoff or quiet hours will not skip.
+        let not_before = paused_until.max(view.backoff_until);
+        let jitter = jitter_offset(&job.def.key, job.def.policy.jitter_max);
+        let next_run = view
+            .next_slot
+            .and_then(|slot| next_runnable(&job.def.schedule, slot, jitter, job.def.active_hours.as_ref(), not_before));
+        value["next_slot"] = json!(view.next_slot.map(|slot| slot.to_string()));
+        value["next_run_at"] = json!(next_run.map(|at| at.to_string()));
         value["runs_in_flight"] = json!(view.runs_in_flight);
         value["backoff_until"] = json!(view.backoff_until.map(|until| until.to_string()));
     }

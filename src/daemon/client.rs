@@ -78,10 +78,7 @@ impl ApiClient {
 
     fn unreachable(&self, error: &reqwest::Error) -> DaemonError {
         // The root cause (connection refused, name not resolved) is what a user acts on.
-        let mut cause: &dyn std::error::Error = error;
-        while let Some(source) = cause.source() {
-            cause = source;
-        }
+        let cause = crate::adapters::http_error::describe(error);
         DaemonError::Remote(format!(
             "no daemon answers at {} ({cause}); is `systole serve` running with this config? (--url overrides)",
             self.base

@@ -3,12 +3,14 @@
 
 use serde_json::{json, Value};
 
+use crate::adapters::system_clock::SystemClock;
 use crate::core::duration::format_duration;
 use crate::core::heartbeat::{Heartbeat, JobKind};
 use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::daemon::config::Config;
 use crate::daemon::remote::local_time;
 use crate::daemon::DaemonError;
+use crate::ports::clock::Clock;
 use crate::ports::store::{Execution, Store};
 use jiff::tz::TimeZone;
 
@@ -82,10 +84,15 @@ pub async fn list(
         }
         heartbeats.retain(|heartbeat| heartbeat.def.key.agent.as_str() == agent);
     }
+    let now = SystemClock::new().wall();
+    let pauses = store.load_pauses().await?;
+    let paused_until = |agent: &AgentId| pauses.iter().find(|(a, p)| a == agent && p.until > now).map(|(_, p)| p.until);
     let mut rows = Vec::with_capacity(heartbeats.len());
     for heartbeat in &heartbeats {
         let last = store.executions(&heartbeat.def.key, 1).await?;
-        rows.push(heartbeat_json(heartbeat, last.first()));
+        let mut row = heartbeat_json(heartbeat, last.first());
+        row["paused_until"] = json!(paused_until(&heartbeat.def.key.agent).map(|until| until.to_string()));
+        rows.push(row);
     }
     if as_json {
         let mut text = serde_json::to_string_pretty(&rows).unwrap_or_else(|_| "[]".to_owned());
@@ -104,6 +111,7 @@ pub async fn list(
             _ => "-".to_owned(),
         };
         let enabled = match (row["enabled"].as_bool(), row["disabled_reason"].as_str()) {
+            (Some(true), _) if row["paused_until"].is_string() => "paused".to_owned(),
             (Some(true), _) => "yes".to_owned(),
             (_, Some(reason)) => format!("no: {reason}"),
             _ => "no".to_owned(),
