@@ -579,9 +579,13 @@ impl Driver {
             Change::SetEnabled(key, enabled) => {
                 let floor = self.slot_floor(&key);
                 let Some(entry) = self.entries.get_mut(&key) else { return };
+                // What waits behind a run (a backlog, a backfill, a held trigger) goes with a
+                // disable; an enable of a job that was enabled leaves it.
+                if !(enabled && entry.enabled) {
+                    entry.waiting.clear();
+                    self.explicit.retain(|(explicit_key, _)| *explicit_key != key);
+                }
                 entry.enabled = enabled;
-                entry.waiting.clear();
-                self.explicit.retain(|(explicit_key, _)| *explicit_key != key);
                 if enabled {
                     // Enabling clears the breaker count in the store, and the backoff with it.
                     let failed_before = entry.backoff_until.take().is_some() || !entry.last_succeeded;

@@ -105,11 +105,24 @@ impl Driver {
             self.request_wake(&key.agent, WakeReason::Manual, None, now);
             return TriggerOutcome::WakeRequested;
         }
-        // Above the previous trigger's slot, so two triggers in one millisecond are two slots.
+        // Above the previous trigger's slot, so two triggers in one millisecond are two
+        // slots; and never the instant of a slot of its own schedule or one waiting (a timer
+        // due this very millisecond), which would make one claim of two decisions.
         let mut slot = truncate_to_millis(now.wall);
         if let Some(floor) = self.trigger_floor.get(key) {
             if slot <= *floor {
                 slot = floor.checked_add(jiff::SignedDuration::from_millis(1)).unwrap_or(*floor);
+            }
+        }
+        let taken = |slot: Timestamp| {
+            self.timers.timer(key).is_some_and(|timer| timer.next_slot == slot)
+                || entry.waiting.contains(&slot)
+                || self.explicit.contains(&(key.clone(), slot))
+        };
+        while taken(slot) {
+            match slot.checked_add(jiff::SignedDuration::from_millis(1)) {
+                Ok(next) => slot = next,
+                Err(_) => break,
             }
         }
         self.trigger_floor.insert(key.clone(), slot);
