@@ -72,6 +72,8 @@ impl Daemon {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::create_dir(dir.path().join("home")).expect("workspace");
         std::fs::write(dir.path().join("home").join("HEARTBEAT.md"), "- look at the inbox\n").expect("file");
+        std::fs::create_dir(dir.path().join("builder")).expect("workspace");
+        std::fs::write(dir.path().join("builder").join("HEARTBEAT.md"), "- watch the builds\n").expect("file");
         // A window that certainly excludes now: it opens two hours from now (UTC).
         let hour = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).hour();
         let (start, end) = ((hour + 2) % 24, (hour + 3) % 24);
@@ -85,7 +87,8 @@ impl Daemon {
              [[agents.heartbeats]]\nid = \"quiet\"\nprompt = \"quiet-prompt\"\nevery = \"1h\"\ntarget = \"webhook:ops\"\n\
              active_hours = {{ start = \"{start:02}:00\", end = \"{end:02}:00\", timezone = \"UTC\" }}\n\
              [[agents.heartbeats]]\nid = \"flaky\"\nprompt = \"always-fail\"\nevery = \"1s\"\ntarget = \"webhook:ops\"\n\
-             [[agents]]\nid = \"home\"\nworkspace = \"home\"\n[agents.heartbeat]\ntarget = \"webhook:ops\"\n"
+             [[agents]]\nid = \"home\"\nworkspace = \"home\"\n[agents.heartbeat]\ntarget = \"webhook:ops\"\n\
+             [[agents]]\nid = \"builder\"\nworkspace = \"builder\"\n[agents.heartbeat]\ntarget = \"webhook:ops\"\n"
         );
         let path = dir.path().join("systole.toml");
         std::fs::write(&path, config).expect("write config");
@@ -449,6 +452,16 @@ async fn events_wake_user_turns_metrics_and_the_live_stream() {
         let chunk = stream.chunk().await.expect("stream").expect("the stream stays open");
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
+
+    // An exec event wakes the agent heartbeat with the spec's exec-event prompt.
+    let body = r#"{"reason":"exec-event","text":"cargo build: 0 errors"}"#;
+    let (status, woken) = daemon.call(Method::POST, "/v1/agents/builder/wake", Some(body)).await;
+    assert_eq!(status, 202, "{woken}");
+    wait_until("the exec event reached the model", async || {
+        peers.prompts_containing("- [EXEC] cargo build: 0 errors\n\nAn async command you ran earlier has completed.")
+            == 1
+    })
+    .await;
 
     // A user turn holds the lane; ending it twice is a 404 the second time.
     let (status, turn) = daemon.call(Method::POST, "/v1/agents/home/user-turns", Some("{}")).await;

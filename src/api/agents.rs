@@ -17,6 +17,7 @@ use crate::api::ApiState;
 use crate::core::budget::day_start;
 use crate::core::heartbeat::JobKind;
 use crate::core::ids::AgentId;
+use crate::core::system_events::exec_event_text;
 use crate::core::wake::WakeReason;
 use crate::limits::{PAUSE_MINUTES_MIN, SYSTEM_EVENT_CHARS_MAX};
 use crate::ports::store::Queued;
@@ -147,8 +148,11 @@ pub async fn wake(
     };
     let text = body.text.as_deref().map(event_text).transpose()?;
     require_agent_heartbeat(&state, &agent).await?;
+    // An exec event's text is the command's result: the woken run gets the spec's
+    // exec-event prompt for it.
+    let text = text.map(|text| if reason == WakeReason::ExecEvent { exec_event_text(text) } else { text.to_owned() });
     let queued = match text {
-        Some(text) => Some(state.engine.queue_system_event(&agent, text).await?),
+        Some(text) => Some(state.engine.queue_system_event(&agent, &text).await?),
         None => None,
     };
     state.engine.request_now(&agent, reason).await?;

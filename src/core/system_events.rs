@@ -14,6 +14,13 @@ pub const CRON_EVENT_PROMPT: &str = "Scheduled tasks have fired and their detail
 Process each task and relay the results. \
 If you completed all tasks successfully, include HEARTBEAT_OK at the end.";
 
+/// The spec's prompt for a heartbeat woken by async commands that finished (2.4), verbatim.
+pub const EXEC_EVENT_PROMPT: &str = "An async command you ran earlier has completed. The result is shown above. \
+Relay the output to the user — share relevant output on success, explain what went wrong on failure.";
+
+/// How an exec event's text starts in the queue (as a main-mode job's starts with `[CRON:id]`).
+pub const EXEC_EVENT_MARK: &str = "[EXEC] ";
+
 /// One queued event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SystemEvent {
@@ -28,11 +35,18 @@ pub fn cron_event_text(job: &str, payload: &str) -> String {
     format!("[CRON:{job}] {payload}")
 }
 
+/// What an exec event (an async command that finished, told over the API) puts into the queue.
+pub fn exec_event_text(result: &str) -> String {
+    format!("{EXEC_EVENT_MARK}{result}")
+}
+
 /// The prompt of a heartbeat run with events pending: the events as a list, then the
-/// cron-event prompt.
+/// exec-event prompt when every one is an exec event, else the cron-event prompt.
 pub fn cron_event_prompt(events: &[SystemEvent]) -> String {
     let listed: Vec<String> = events.iter().map(|event| format!("- {}", event.text)).collect();
-    format!("{}\n\n{CRON_EVENT_PROMPT}", listed.join("\n"))
+    let all_exec = !events.is_empty() && events.iter().all(|event| event.text.starts_with(EXEC_EVENT_MARK));
+    let prompt = if all_exec { EXEC_EVENT_PROMPT } else { CRON_EVENT_PROMPT };
+    format!("{}\n\n{prompt}", listed.join("\n"))
 }
 
 /// Whether a queued event is still within its time to live at `now` (wall clock: the TTL
@@ -56,6 +70,15 @@ pub fn overflow(pending: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exec_events_alone_get_the_exec_prompt() {
+        let at: Timestamp = "2026-11-23T10:00:00Z".parse().expect("time");
+        let exec = SystemEvent { id: 1, text: exec_event_text("make: done"), queued_at: at };
+        let cron = SystemEvent { id: 2, text: cron_event_text("digest", "sum up"), queued_at: at };
+        assert_eq!(cron_event_prompt(&[exec.clone()]), format!("- [EXEC] make: done\n\n{EXEC_EVENT_PROMPT}"));
+        assert!(cron_event_prompt(&[exec, cron]).ends_with(CRON_EVENT_PROMPT), "a mix is a scheduled-task run");
+    }
 
     fn event(id: u64, text: &str, queued_at: &str) -> SystemEvent {
         SystemEvent { id, text: text.to_owned(), queued_at: queued_at.parse().expect("test timestamp") }
