@@ -76,7 +76,10 @@ mod tests {
         let at: Timestamp = "2026-11-23T10:00:00Z".parse().expect("time");
         let exec = SystemEvent { id: 1, text: exec_event_text("make: done"), queued_at: at };
         let cron = SystemEvent { id: 2, text: cron_event_text("digest", "sum up"), queued_at: at };
-        assert_eq!(cron_event_prompt(&[exec.clone()]), format!("- [EXEC] make: done\n\n{EXEC_EVENT_PROMPT}"));
+        assert_eq!(
+            cron_event_prompt(std::slice::from_ref(&exec)),
+            format!("- [EXEC] make: done\n\n{EXEC_EVENT_PROMPT}")
+        );
         assert!(cron_event_prompt(&[exec, cron]).ends_with(CRON_EVENT_PROMPT), "a mix is a scheduled-task run");
     }
 
