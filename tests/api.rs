@@ -476,6 +476,9 @@ async fn events_wake_user_turns_metrics_and_the_live_stream() {
     let home = daemon.get("/v1/agents/home").await;
     assert!(home["budget"]["llm_calls_today"].as_u64().is_some_and(|calls| calls >= 1), "{home:#}");
     assert_eq!(home["has_agent_heartbeat"], true);
+    // It ran moments ago: the flood guard keeps the next start 30 s away.
+    assert_eq!(home["flood_guard"]["open"], false, "{home:#}");
+    assert!(home["flood_guard"]["opens_at"].is_string(), "{home:#}");
     assert_eq!(home["last_event"]["agent"], "home");
 
     // Metrics: Prometheus text, every sample line well formed, the run counted.

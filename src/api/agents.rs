@@ -29,6 +29,12 @@ async fn agent_json(state: &ApiState, agent: &AgentId, pauses: &PauseView) -> Re
     let used = state.store.llm_calls_since(agent, day).await?;
     let jobs = state.store.load_heartbeats().await?;
     let mine = jobs.iter().filter(|job| job.def.key.agent == *agent);
+    let views = state.engine.inspect().await?;
+    let own = views.iter().find(|view| view.key.agent == *agent && view.kind == JobKind::Agent);
+    let flood_guard = own.map(|view| match view.flood_guard_opens {
+        Some(opens) => json!({ "open": false, "opens_at": opens.to_string() }),
+        None => json!({ "open": true }),
+    });
     Ok(json!({
         "id": agent.as_str(),
         "configured": state.agents.contains_key(agent),
@@ -36,6 +42,7 @@ async fn agent_json(state: &ApiState, agent: &AgentId, pauses: &PauseView) -> Re
         "paused_until": pauses.until(agent).map(|until| until.to_string()),
         "jobs": mine.clone().count(),
         "has_agent_heartbeat": mine.clone().any(|job| job.def.kind == JobKind::Agent),
+        "flood_guard": flood_guard,
         "budget": { "llm_calls_today": used, "llm_calls_per_day": settings.llm_calls_per_day, "day_started_at": day.to_string() },
         "last_event": state.engine.run_events().last(agent).map(|event| run_event_json(&event)),
     }))

@@ -31,6 +31,8 @@ pub struct JobView {
     pub backoff_until: Option<Timestamp>,
     /// What the guard chain says of a timed slot due now: `Ok` or the reason it would skip.
     pub would_run_now: Result<(), SkipReason>,
+    /// The agent heartbeat only: when its flood guard opens again, if it is closed.
+    pub flood_guard_opens: Option<Timestamp>,
 }
 
 /// What a trigger did.
@@ -62,8 +64,10 @@ impl Driver {
         for (key, entry) in &self.entries {
             let in_backoff = entry.backoff_until.is_some_and(|until| now.mono < until);
             let overlap = on_overlap(entry.def.policy.overlap, entry.runs_in_flight, entry.waiting.len());
-            let flooded = entry.def.kind == JobKind::Agent
-                && self.floods.get(&key.agent).is_some_and(|flood| flood.check(now.mono).is_err());
+            let opens = (entry.def.kind == JobKind::Agent)
+                .then(|| self.floods.get(&key.agent).and_then(|flood| flood.check(now.mono).err()))
+                .flatten();
+            let flooded = opens.is_some();
             let input = GuardInput {
                 enabled: entry.enabled,
                 paused: self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now)),
@@ -87,6 +91,7 @@ impl Driver {
                 waiting: entry.waiting.len(),
                 backoff_until: backoff_left.map(|left| crate::core::slots::add(now.wall, left)),
                 would_run_now: guard::check(input),
+                flood_guard_opens: opens.map(|at| crate::core::slots::add(now.wall, at.saturating_since(now.mono))),
             });
         }
         views
