@@ -223,7 +223,10 @@ pub async fn trigger(
     match state.engine.trigger(&job.def.key).await? {
         TriggerOutcome::Queued { slot } => Ok((StatusCode::ACCEPTED, Json(json!({ "slot": slot.to_string() })))),
         TriggerOutcome::WakeRequested => Ok((StatusCode::ACCEPTED, Json(json!({ "wake_requested": true })))),
-        TriggerOutcome::Backfilling { slots } => Ok((StatusCode::ACCEPTED, Json(json!({ "slots": slots })))),
+        TriggerOutcome::Backfilling { slots } => {
+            let slots: Vec<String> = slots.iter().map(ToString::to_string).collect();
+            Ok((StatusCode::ACCEPTED, Json(json!({ "slots": slots }))))
+        }
         TriggerOutcome::NotFound => Err(ApiError::not_found(format!("{id:?} was deleted"))),
         TriggerOutcome::Disabled => {
             Err(ApiError::conflict(format!("{id:?} is disabled; enable it first (that also clears a tripped breaker)")))
@@ -255,12 +258,16 @@ pub async fn backfill(
         let field = if matches!(error, BackfillError::Future) { "to" } else { "from" };
         ApiError::invalid(field, error)
     })?;
-    match state.engine.backfill(&job.def.key, slots.clone()).await? {
+    match state.engine.backfill(&job.def.key, slots).await? {
         TriggerOutcome::NotFound => Err(ApiError::not_found(format!("{id:?} was deleted"))),
         TriggerOutcome::Disabled => Err(ApiError::conflict(format!("{id:?} is disabled; enable it first"))),
-        _ => {
+        // What was queued: slots from the armed one on are the schedule's own.
+        TriggerOutcome::Backfilling { slots } => {
             let slots: Vec<String> = slots.iter().map(ToString::to_string).collect();
             Ok((StatusCode::ACCEPTED, Json(json!({ "slots": slots }))))
+        }
+        TriggerOutcome::Queued { .. } | TriggerOutcome::WakeRequested => {
+            Err(ApiError::unavailable("unexpected answer"))
         }
     }
 }

@@ -36,7 +36,7 @@ pub struct JobView {
 }
 
 /// What a trigger did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TriggerOutcome {
     /// The slot is decided in this turn of the loop (run, or skipped with a reason the
     /// run log shows) under this slot.
@@ -50,7 +50,7 @@ pub enum TriggerOutcome {
     Disabled,
     /// A backfill's slots wait their turn behind the job's runs, oldest first.
     Backfilling {
-        slots: usize,
+        slots: Vec<Timestamp>,
     },
 }
 
@@ -145,13 +145,21 @@ impl Driver {
         if !entry.enabled {
             return TriggerOutcome::Disabled;
         }
+        // Slots from the armed one on are the schedule's to decide, and one already waiting
+        // or triggered is decided once: a backfill takes only what the schedule passed.
+        let armed = self.timers.timer(key).map(|timer| timer.next_slot);
         slots.sort();
         slots.dedup();
+        slots.retain(|slot| {
+            armed.is_none_or(|armed| *slot < armed)
+                && !entry.waiting.contains(slot)
+                && !self.explicit.contains(&(key.clone(), *slot))
+        });
         for slot in &slots {
             entry.waiting.push_back(*slot);
             self.explicit.insert((key.clone(), *slot));
             self.context.events.emit(now.wall, &EngineEvent::Triggered { key: key.clone(), slot: *slot });
         }
-        TriggerOutcome::Backfilling { slots: slots.len() }
+        TriggerOutcome::Backfilling { slots }
     }
 }
