@@ -758,6 +758,24 @@ impl Browser {
         self.command("execute/sync", json!({ "script": script, "args": [] })).await
     }
 
+    /// The page's row of `job` (its text and indicator), once its indicator is `wanted` or
+    /// the wait is over (then as it is).
+    async fn row_with_indicator(&self, job: &str, wanted: &str) -> Value {
+        let script = format!(
+            r#"const r = document.querySelector('tr[data-job="{job}"]');
+            return r ? {{ text: r.innerText, indicator: r.querySelector('.dot').dataset.indicator }} : null;"#
+        );
+        let mut seen = Value::Null;
+        for _ in 0..WAIT_SECS_MAX * 10 {
+            seen = self.run(&script).await;
+            if seen["indicator"] == wanted {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        seen
+    }
+
     async fn stop(mut self) {
         let _ = self.http.delete(format!("{}/session/{}", self.base, self.session)).send().await;
         let _ = self.driver.kill();
@@ -773,16 +791,7 @@ async fn the_status_page_updates_live_in_a_real_browser() {
     let daemon = Daemon::start(peer, "").await;
     let browser = Browser::start().await;
     browser.open(&format!("{}/#token={TOKEN}", daemon.url)).await;
-    let row = r#"const r = document.querySelector('tr[data-job="ops/quiet"]');
-        return r ? { text: r.innerText, indicator: r.querySelector('.dot').dataset.indicator } : null;"#;
-    let mut seen = Value::Null;
-    for _ in 0..WAIT_SECS_MAX * 10 {
-        seen = browser.run(row).await;
-        if seen["indicator"] == "idle" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let seen = browser.row_with_indicator("ops/quiet", "idle").await;
     assert_eq!(seen["indicator"], "idle", "never ran yet: {seen}");
     assert!(seen["text"].as_str().is_some_and(|t| t.contains("quiet-hours")), "{seen}");
 
@@ -790,13 +799,7 @@ async fn the_status_page_updates_live_in_a_real_browser() {
     // (the model's reply was delivered: an alert).
     let (status, _) = daemon.call(Method::POST, "/v1/agents/ops/heartbeats/quiet/trigger", None).await;
     assert_eq!(status, 202);
-    for _ in 0..WAIT_SECS_MAX * 10 {
-        seen = browser.run(row).await;
-        if seen["indicator"] == "alert" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let seen = browser.row_with_indicator("ops/quiet", "alert").await;
     assert_eq!(seen["indicator"], "alert", "{seen}");
     assert!(seen["text"].as_str().is_some_and(|t| t.contains("succeeded")), "{seen}");
     let events = browser.run("return document.getElementById('events').innerText;").await;
