@@ -253,6 +253,9 @@ struct Model<'a> {
     /// Whether each heartbeat's latest run (since it was last put) failed, and when it
     /// finished (elapsed).
     last_failed: BTreeMap<HeartbeatKey, bool>,
+    /// Failures the store never recorded: a crash takes the engine's knowledge of them
+    /// along (after the restart the row says `interrupted`, an outcome not known).
+    unrecorded_failures: BTreeSet<HeartbeatKey>,
     last_finished: BTreeMap<HeartbeatKey, Duration>,
     /// When a heartbeat was first disabled since it was last enabled or put (elapsed).
     disabled_at: BTreeMap<HeartbeatKey, Duration>,
@@ -307,6 +310,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         deliveries: BTreeMap::new(),
         retired: BTreeSet::new(),
         last_failed: BTreeMap::new(),
+        unrecorded_failures: BTreeSet::new(),
         last_finished: BTreeMap::new(),
         disabled_at: BTreeMap::new(),
         agents: agents::AgentModel::default(),
@@ -358,6 +362,9 @@ impl Model<'_> {
                 self.engine_running = false;
                 self.open_runs.retain(|(run_life, _, _), _| run_life != life);
                 self.triggers_pending.retain(|_, (trigger_life, _)| trigger_life != life);
+                for key in std::mem::take(&mut self.unrecorded_failures) {
+                    self.last_failed.remove(&key);
+                }
                 self.agents.crashed(*life);
                 Ok(())
             }
@@ -564,7 +571,13 @@ impl Model<'_> {
                 let manual = self.trigger_runs.remove(&(key.clone(), *slot));
                 let succeeded = *status == systole::ports::store::ExecutionStatus::Succeeded;
                 if self.present.contains_key(key) && (!manual || succeeded) {
-                    self.last_failed.insert(key.clone(), *status != systole::ports::store::ExecutionStatus::Succeeded);
+                    let failed = *status != systole::ports::store::ExecutionStatus::Succeeded;
+                    self.last_failed.insert(key.clone(), failed);
+                    if failed && !*recorded {
+                        self.unrecorded_failures.insert(key.clone());
+                    } else {
+                        self.unrecorded_failures.remove(key);
+                    }
                     self.last_finished.insert(key.clone(), entry.elapsed);
                 }
                 if let Some(OpenRun { calls, shared: false }) = self.open_runs.remove(&(life, key.clone(), *slot)) {
