@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 use crate::agent::tools::scheduled::act_as_operator;
 use crate::agent::tools::ToolContext;
 use crate::api::error::{ApiError, Body};
-use crate::api::status::{job_json, PauseView};
+use crate::api::status::job_rows;
 use crate::api::ApiState;
 use crate::core::backfill::{window_slots, BackfillError};
 use crate::core::heartbeat::{Heartbeat, JobKind, Origin};
@@ -65,11 +65,7 @@ async fn find(state: &ApiState, agent: &str, kind: JobKind, id: &str) -> Result<
 
 /// The job as the API shows it, with the driver's view of it.
 async fn row(state: &ApiState, job: &Heartbeat, with_prompt: bool) -> Result<Value, ApiError> {
-    let last = state.store.executions(&job.def.key, 1).await?;
-    let views = state.engine.inspect().await?;
-    let view = views.iter().find(|view| view.key == job.def.key);
-    let pauses = PauseView::load(state).await?;
-    let mut value = job_json(job, last.first(), view, pauses.until(&job.def.key.agent));
+    let mut value = job_rows(state, &[job]).await?.pop().unwrap_or(Value::Null);
     if with_prompt {
         value["prompt"] = json!(job.def.prompt);
         value["timeout_secs"] = json!(job.def.timeout.as_secs());
@@ -88,15 +84,9 @@ pub async fn list(
     let kind = collection(&kind)?;
     let agent = known_agent(&state, &agent).await?;
     let jobs = state.store.load_heartbeats().await?;
-    let views = state.engine.inspect().await?;
-    let pauses = PauseView::load(&state).await?;
-    let mut rows = Vec::new();
-    for job in jobs.iter().filter(|job| job.def.key.agent == agent && job.def.kind.listed_as() == kind) {
-        let last = state.store.executions(&job.def.key, 1).await?;
-        let view = views.iter().find(|view| view.key == job.def.key);
-        rows.push(job_json(job, last.first(), view, pauses.until(&agent)));
-    }
-    Ok(Json(json!({ "items": rows })))
+    let mine: Vec<&Heartbeat> =
+        jobs.iter().filter(|job| job.def.key.agent == agent && job.def.kind.listed_as() == kind).collect();
+    Ok(Json(json!({ "items": job_rows(&state, &mine).await? })))
 }
 
 pub async fn show(

@@ -81,20 +81,29 @@ pub fn job_json(
     value
 }
 
+/// The rows of `jobs` as the API shows them: each with its last run, the driver's view
+/// and its agent's pause, read once for all of them.
+pub async fn job_rows(state: &ApiState, jobs: &[&Heartbeat]) -> Result<Vec<Value>, ApiError> {
+    let views = state.engine.inspect().await?;
+    let pauses = PauseView::load(state).await?;
+    let mut rows = Vec::new();
+    for job in jobs.iter().copied() {
+        let last = state.store.executions(&job.def.key, 1).await?;
+        let view = views.iter().find(|view| view.key == job.def.key);
+        rows.push(job_json(job, last.first(), view, pauses.until(&job.def.key.agent)));
+    }
+    Ok(rows)
+}
+
 pub async fn status(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
     let jobs = state.store.load_heartbeats().await?;
-    let views = state.engine.inspect().await?;
     let pauses = PauseView::load(&state).await?;
     let mut agents: BTreeSet<AgentId> = state.agents.keys().cloned().collect();
     agents.extend(jobs.iter().map(|job| job.def.key.agent.clone()));
     let mut rows = Vec::new();
     for agent in agents {
-        let mut items = Vec::new();
-        for job in jobs.iter().filter(|job| job.def.key.agent == agent) {
-            let last = state.store.executions(&job.def.key, 1).await?;
-            let view = views.iter().find(|view| view.key == job.def.key);
-            items.push(job_json(job, last.first(), view, pauses.until(&agent)));
-        }
+        let mine: Vec<&Heartbeat> = jobs.iter().filter(|job| job.def.key.agent == agent).collect();
+        let items = job_rows(&state, &mine).await?;
         rows.push(json!({
             "id": agent.as_str(),
             "timezone": state.settings(&agent).timezone,
