@@ -10,6 +10,19 @@ pub const RUN_TIMEOUT_SECS_MAX: u64 = 3_600;
 
 /// Consecutive failures after which the circuit breaker disables a heartbeat.
 pub const BREAKER_FAILURES_MAX_DEFAULT: u32 = 3;
+/// How long a tripped breaker stays open before one probe run, per trip in a row (the
+/// last repeats): half-open recovery is on by default, so an outage is not forever.
+pub const BREAKER_COOLDOWN_SECS_DEFAULT: [u64; 3] = [3_600, 4 * 3_600, 24 * 3_600];
+/// The shortest cooldown step a config may ask for: a probe is an LLM run.
+pub const BREAKER_COOLDOWN_SECS_MIN: u64 = 60;
+/// The longest cooldown step a config may ask for (a week).
+pub const BREAKER_COOLDOWN_SECS_MAX: u64 = 7 * 24 * 3_600;
+/// Steps a `breaker_cooldown` list may have.
+pub const BREAKER_COOLDOWN_STEPS_MAX: usize = 10;
+/// When the store refused to open a breaker for its probe, how long until the engine tries again.
+pub const BREAKER_HALF_OPEN_RETRY_SECS: u64 = 30;
+/// Characters of a run's error an announcement of a trip quotes.
+pub const BREAKER_ANNOUNCEMENT_ERROR_CHARS_MAX: usize = 300;
 
 /// The shortest interval a config may give a heartbeat.
 pub const INTERVAL_SECS_MIN: u64 = 1;

@@ -280,6 +280,11 @@ async fn daemon_delivers_stays_silent_trips_the_breaker_and_keeps_it_across_rest
     assert_eq!(broken["enabled"], false);
     assert_eq!(broken["consecutive_failures"], 3);
     assert_eq!(broken["disabled_reason"], "circuit-breaker");
+    // The opening is announced once to the heartbeat's own target, marked as an alert.
+    let announced = servers.deliveries_of("broken");
+    assert_eq!(announced.len(), 1, "{announced:?}");
+    assert_eq!(announced[0].1["kind"], "breaker-opened");
+    assert!(announced[0].1["text"].as_str().is_some_and(|text| text.contains("try once more at")), "{announced:?}");
     let night = find(&rows, "night");
     assert_eq!(
         (night["last_status"].as_str(), night["last_skip_reason"].as_str()),

@@ -9,10 +9,14 @@ use jiff::SignedDuration;
 
 use common::{def, key, options_without_backoff, start, Behaviour, Rig};
 use systole::core::active_hours::ActiveHours;
+use systole::core::delivery_target::DeliveryTarget;
 use systole::core::guard::SkipReason;
 use systole::core::heartbeat::HeartbeatDef;
 use systole::driver::events::EngineEvent;
+use systole::driver::EngineOptions;
 use systole::limits::DRIVER_SLEEP_SECS_MAX;
+use systole::ports::clock::Clock;
+use systole::ports::messenger::DeliveryKind;
 use systole::ports::store::{DeliveryStatus, ExecutionStatus, Store};
 
 #[tokio::test(start_paused = true)]
@@ -75,6 +79,85 @@ async fn breaker_disables_after_exactly_three_failures_and_survives_restart() {
     engine.set_enabled(&key("main", "flaky"), true).await.expect("enable");
     rig.advance(11).await;
     assert_eq!(rig.llm.calls_for("flaky"), 4);
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_probes_after_each_cooldown_announces_once_and_closes_on_success() {
+    let rig = Rig::new();
+    rig.llm.set("flaky", Behaviour::Fail);
+    let options = || EngineOptions {
+        breaker_cooldown: vec![Duration::from_secs(600), Duration::from_secs(1_800)],
+        ..options_without_backoff()
+    };
+    let flaky = [def("main", "flaky", 60)];
+    let engine = rig.start_with(&flaky, options()).await;
+    rig.advance(185).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 3, "failures at 60 s, 120 s and 180 s open the breaker");
+    let announced = rig.messenger.deliveries.lock().expect("lock").clone();
+    assert_eq!(announced.len(), 1, "the opening is announced: {announced:?}");
+    assert_eq!(announced[0].kind, DeliveryKind::BreakerOpened);
+    assert!(announced[0].text.contains("failed 3 times in a row"), "{}", announced[0].text);
+    assert!(announced[0].text.contains("try once more at"), "{}", announced[0].text);
+    let probe_at = |index: usize| match &rig.events.matching(|e| matches!(e, EngineEvent::BreakerTripped { .. }))[index]
+    {
+        (_, EngineEvent::BreakerTripped { probe_at: Some(at), .. }) => *at,
+        other => panic!("expected a trip with a probe time, got {other:?}"),
+    };
+    let opened = rig.store.load_heartbeats().await.expect("read")[0].state.breaker_opened_at.expect("stored");
+    assert_eq!(probe_at(0).duration_since(opened), SignedDuration::from_secs(600), "the first step of the ladder");
+
+    // Open for its whole cooldown, then exactly one probe (which fails again).
+    rig.advance(590).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 3, "nothing runs while the breaker is open");
+    rig.advance(70).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 4, "one probe on the first slot after the cooldown");
+    assert_eq!(rig.events.matching(|e| matches!(e, EngineEvent::BreakerHalfOpen { .. })).len(), 1);
+    let stored = rig.store.load_heartbeats().await.expect("read");
+    assert_eq!(
+        (stored[0].state.enabled, stored[0].state.consecutive_failures),
+        (false, 4),
+        "the failed probe opened it"
+    );
+    let opened = stored[0].state.breaker_opened_at.expect("stored");
+    assert_eq!(probe_at(1).duration_since(opened), SignedDuration::from_secs(1_800), "the next step of the ladder");
+    assert_eq!(rig.messenger.deliveries.lock().expect("lock").len(), 1, "a failed probe is not announced again");
+
+    // A restart in the middle of the cooldown keeps what is left of it.
+    engine.shutdown(Duration::from_secs(1)).await;
+    rig.llm.set("flaky", Behaviour::Reply("inbox is back".into()));
+    let engine = rig.start_with(&flaky, options()).await;
+    let left = probe_at(1).duration_since(rig.clock.wall()).as_secs();
+    rig.advance(u64::try_from(left - 5).expect("in the future")).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 4, "still open after the restart");
+    rig.advance(70).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 5, "the probe after the second cooldown");
+    let kinds: Vec<_> = rig.messenger.deliveries.lock().expect("lock").iter().map(|d| d.kind).collect();
+    assert_eq!(kinds, vec![DeliveryKind::BreakerOpened, DeliveryKind::Reply, DeliveryKind::BreakerClosed]);
+    let stored = rig.store.load_heartbeats().await.expect("read");
+    assert_eq!((stored[0].state.enabled, stored[0].state.consecutive_failures), (true, 0), "closed");
+    assert_eq!(stored[0].state.breaker_opened_at, None);
+    rig.advance(60).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 6, "back on its schedule");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_cooldown_ladder_keeps_the_breaker_open_and_alerts_go_to_the_alerts_target() {
+    let rig = Rig::new();
+    rig.llm.set("flaky", Behaviour::Fail);
+    let options = EngineOptions {
+        breaker_cooldown: Vec::new(),
+        alerts_target: Some(DeliveryTarget::parse("test:ops").expect("valid")),
+        ..options_without_backoff()
+    };
+    let engine = rig.start_with(&[def("main", "flaky", 60)], options).await;
+    rig.advance(7 * 24 * 3_600).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 3, "no probe without a cooldown");
+    let announced = rig.messenger.deliveries.lock().expect("lock").clone();
+    assert_eq!(announced.len(), 1);
+    assert_eq!(announced[0].target.to_string(), "test:ops");
+    assert!(announced[0].text.contains("stays stopped until it is enabled"), "{}", announced[0].text);
     engine.shutdown(Duration::from_secs(1)).await;
 }
 

@@ -21,7 +21,7 @@ use systole::adapters::system_clock::SystemClock;
 use systole::adapters::webhook::{WebhookEndpoint, WebhookSender};
 use systole::core::delivery_target::DeliveryTarget;
 use systole::ports::llm::{ChatRequest, Llm, LlmError, Message};
-use systole::ports::messenger::{Delivery, DeliveryError};
+use systole::ports::messenger::{Delivery, DeliveryError, DeliveryKind};
 
 /// One canned answer: status, extra headers, body.
 type Answer = (u16, Vec<(&'static str, &'static str)>, &'static str);
@@ -111,6 +111,7 @@ fn delivery() -> Delivery {
         heartbeat: key("main", "inbox"),
         scheduled_for: start(),
         idempotency_key: "main/inbox/1".to_owned(),
+        kind: DeliveryKind::Reply,
     }
 }
 

@@ -127,8 +127,8 @@ async fn finishing_runs_records_outcomes_and_trips_the_breaker() {
         store.claim_slots(&[claim(&a, 180), claim(&b, 180)]).await.expect("claim");
         let steps =
             store.finish_runs(&[finished(&a, 180, false), finished(&b, 180, true)], BREAKER_MAX).await.expect("finish");
-        let tripped = BreakerStep { consecutive_failures: 3, tripped: true };
-        assert_eq!(steps, vec![tripped, BreakerStep { consecutive_failures: 0, tripped: false }]);
+        let tripped = BreakerStep { consecutive_failures: 3, tripped: true, opened: true, closed: false };
+        assert_eq!(steps, vec![tripped, BreakerStep::unchanged(0)]);
         let heartbeats = store.load_heartbeats().await.expect("load");
         assert_eq!((heartbeats[0].state.enabled, heartbeats[0].state.consecutive_failures), (false, 3));
         assert_eq!(heartbeats[0].state.disabled_reason.as_deref(), Some(DISABLED_BY_BREAKER));
@@ -328,6 +328,45 @@ async fn enabling_clears_the_breaker_and_disabling_keeps_the_reason() {
 }
 
 #[tokio::test]
+async fn a_half_open_breaker_keeps_its_count_and_only_opens_what_the_breaker_disabled() {
+    with_each_store(|store| async move {
+        let (a, b) = (key("main", "a"), key("main", "b"));
+        store.seed_config(&[def("main", "a", 60), def("main", "b", 60)], at(0)).await.expect("seed");
+        fail_times(store.as_ref(), &a, 60, 3).await;
+        let state = store.load_heartbeats().await.expect("load")[0].state.clone();
+        assert_eq!(state.breaker_opened_at, Some(at(181)), "opened when the tripping run finished");
+
+        assert!(store.half_open_breaker(&a).await.expect("half-open"));
+        let state = store.load_heartbeats().await.expect("load")[0].state.clone();
+        assert_eq!((state.enabled, state.consecutive_failures, state.disabled_reason), (true, 3, None));
+        assert!(!store.half_open_breaker(&a).await.expect("again"), "already enabled: nothing to open");
+
+        // The probe fails: open again at once, at the probe's finish.
+        store.claim_slots(&[claim(&a, 600)]).await.expect("claim");
+        let steps = store.finish_runs(&[finished(&a, 600, false)], BREAKER_MAX).await.expect("finish");
+        let reopened = BreakerStep { consecutive_failures: 4, tripped: true, opened: false, closed: false };
+        assert_eq!(steps, vec![reopened], "a failed probe trips again without opening anew");
+        let state = store.load_heartbeats().await.expect("load")[0].state.clone();
+        assert_eq!((state.enabled, state.breaker_opened_at), (false, Some(at(601))));
+
+        // The next probe succeeds: closed, and nothing of the trip is left.
+        assert!(store.half_open_breaker(&a).await.expect("half-open"));
+        store.claim_slots(&[claim(&a, 900)]).await.expect("claim");
+        let steps = store.finish_runs(&[finished(&a, 900, true)], BREAKER_MAX).await.expect("finish");
+        assert_eq!(steps, vec![BreakerStep { closed: true, ..BreakerStep::unchanged(0) }]);
+        let state = store.load_heartbeats().await.expect("load")[0].state.clone();
+        assert_eq!((state.enabled, state.consecutive_failures, state.breaker_opened_at), (true, 0, None));
+
+        // A user's disable is not the breaker's to lift, nor is a heartbeat that is gone.
+        assert!(store.set_enabled(&b, false, Some("user")).await.expect("disable"));
+        assert!(!store.half_open_breaker(&b).await.expect("user-disabled"));
+        assert!(!store.load_heartbeats().await.expect("load")[1].state.enabled);
+        assert!(!store.half_open_breaker(&key("main", "nope")).await.expect("missing"));
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn batches_larger_than_one_statement_are_split() {
     with_each_store(|store| async move {
         let defs: Vec<_> = (0..5).map(|i| def("main", &format!("h{i}"), 60)).collect();
@@ -356,7 +395,7 @@ async fn a_re_enable_during_a_run_is_not_undone_by_that_run() {
         store.claim_slots(&[claim(&a, 180)]).await.expect("claim");
         assert!(store.set_enabled(&a, true, None).await.expect("enable"));
         let steps = store.finish_runs(&[finished(&a, 180, false)], BREAKER_MAX).await.expect("finish");
-        assert_eq!(steps, vec![BreakerStep { consecutive_failures: 1, tripped: false }]);
+        assert_eq!(steps, vec![BreakerStep::unchanged(1)]);
         assert!(store.load_heartbeats().await.expect("load")[0].state.enabled);
     })
     .await;

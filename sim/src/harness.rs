@@ -155,6 +155,8 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
     let mut options = EngineOptions {
         breaker_failures_max: world.options.breaker_failures_max,
         error_backoff: world.options.error_backoff.clone(),
+        breaker_cooldown: world.options.breaker_cooldown.clone(),
+        alerts_target: world.options.alerts_target.clone(),
         ..EngineOptions::default()
     };
     options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);

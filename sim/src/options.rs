@@ -28,6 +28,8 @@ pub enum Stream {
     Agents = 4,
     /// The operator's API calls: triggers, pauses, resumes.
     Operator = 5,
+    /// The breaker's cooldown ladder and where its announcements go.
+    Breaker = 6,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -65,6 +67,10 @@ pub struct SimOptions {
     pub breaker_failures_max: u32,
     /// Waits after consecutive failures (the engine's `error_backoff`).
     pub error_backoff: Vec<Duration>,
+    /// How long an open breaker waits before its probe (the engine's `breaker_cooldown`).
+    pub breaker_cooldown: Vec<Duration>,
+    /// Where the breaker's announcements go (`None`: each heartbeat's target).
+    pub alerts_target: Option<systole::core::delivery_target::DeliveryTarget>,
     /// Each agent's `HEARTBEAT.md` at the start (`None`: no file).
     pub files: Vec<(systole::core::ids::AgentId, Option<String>)>,
     /// What the simulated inbox shows of runs.
@@ -127,6 +133,7 @@ impl SimOptions {
             .collect();
         ops.extend(workload::operator_ops(&mut self::rng(seed, Stream::Operator), &heartbeats, &jobs, safety));
         ops.sort_by_key(|op| op.after);
+        let (breaker_cooldown, alerts_target) = workload::breaker_recovery(&mut self::rng(seed, Stream::Breaker));
         let mut fault_rates = FaultRates::swarm(&mut rng);
         fault_rates.add_reply_shapes(&mut schedules_rng);
         Self {
@@ -144,6 +151,8 @@ impl SimOptions {
             downtime_max: Duration::from_secs(rng.random_range(1..=DOWNTIME_SECS_MAX)),
             breaker_failures_max: systole::limits::BREAKER_FAILURES_MAX_DEFAULT,
             error_backoff,
+            breaker_cooldown,
+            alerts_target,
             files: layer.files,
             visibility: layer.visibility,
             llm_calls_per_day: layer.llm_calls_per_day,
@@ -179,6 +188,10 @@ impl SimOptions {
         let _ = writeln!(out, "alert probability: {:.3}", self.alert_probability);
         let backoff: Vec<u64> = self.error_backoff.iter().map(Duration::as_secs).collect();
         let _ = writeln!(out, "error backoff: {backoff:?} s");
+        let cooldown: Vec<u64> = self.breaker_cooldown.iter().map(Duration::as_secs).collect();
+        let alerts =
+            self.alerts_target.as_ref().map_or_else(|| "each heartbeat's target".to_owned(), ToString::to_string);
+        let _ = writeln!(out, "breaker cooldown: {cooldown:?} s, announcements to {alerts}");
         for (kind, rate) in &self.fault_rates.per_call {
             let _ = writeln!(out, "fault {}: {:.4}", kind.name(), rate);
         }

@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use systole::core::heartbeat::HeartbeatDef;
 use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::driver::events::EngineEvent;
+use systole::ports::messenger::DeliveryKind;
 
 use crate::faults::FaultKind;
 use crate::workload::Op;
@@ -54,6 +55,8 @@ pub enum Event {
         heartbeat: HeartbeatKey,
         idempotency_key: String,
         text: String,
+        /// A run's reply, or the engine's announcement of its breaker.
+        kind: DeliveryKind,
     },
     OpAcked {
         life: u32,
@@ -90,8 +93,13 @@ pub enum DurableWrite {
         key: HeartbeatKey,
         slot: Timestamp,
         failed: bool,
+        /// When the run finished (wall clock): an opened breaker's cooldown counts from it.
+        finished_at: Timestamp,
         consecutive_failures: u32,
         tripped: bool,
+        /// The breaker went from closed to open, or a probe closed it.
+        opened: bool,
+        closed: bool,
         /// The system events a successful run consumed in the same write.
         consumed: Vec<u64>,
     },
@@ -105,6 +113,10 @@ pub enum DurableWrite {
     SetEnabled {
         key: HeartbeatKey,
         enabled: bool,
+    },
+    /// The breaker's cooldown ended: enabled for one probe, its failure count kept.
+    HalfOpen {
+        key: HeartbeatKey,
     },
     /// A heartbeat created or replaced at run time, with its whole definition.
     Put {
@@ -230,8 +242,8 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
         Event::LlmCall { life, prompt, answer } => {
             w.tag(7).u64(u64::from(*life)).str(prompt).str(answer);
         }
-        Event::Delivered { life, heartbeat, idempotency_key, text } => {
-            w.tag(8).u64(u64::from(*life)).key(heartbeat).str(idempotency_key).str(text);
+        Event::Delivered { life, heartbeat, idempotency_key, text, kind } => {
+            w.tag(8).u64(u64::from(*life)).key(heartbeat).str(idempotency_key).str(text).str(kind.as_str());
         }
         Event::OpAcked { life, op, applied } => {
             w.tag(9).u64(u64::from(*life)).str(&op.describe()).bool(*applied);
@@ -242,8 +254,19 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
         Event::Durable { life, write } => {
             w.tag(13).u64(u64::from(*life));
             match write {
-                DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped, consumed } => {
+                DurableWrite::Finish {
+                    key,
+                    slot,
+                    failed,
+                    finished_at,
+                    consecutive_failures,
+                    tripped,
+                    opened,
+                    closed,
+                    consumed,
+                } => {
                     w.tag(1).key(key).time(*slot).bool(*failed).u64(u64::from(*consecutive_failures)).bool(*tripped);
+                    w.time(*finished_at).bool(*opened).bool(*closed);
                     w.u64(consumed.len() as u64);
                     for id in consumed {
                         w.u64(*id);
@@ -254,6 +277,9 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                 }
                 DurableWrite::SetEnabled { key, enabled } => {
                     w.tag(2).key(key).bool(*enabled);
+                }
+                DurableWrite::HalfOpen { key } => {
+                    w.tag(8).key(key);
                 }
                 DurableWrite::Put { def } => {
                     // The fingerprint covers every field of the definition.
@@ -330,8 +356,20 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
             w.str(error.as_deref().unwrap_or("")).str(reply.map_or("", |r| r.as_str())).bool(*recorded);
             w.u64(u64::from(*llm_calls)).time(*finished_at);
         }
-        EngineEvent::BreakerTripped { key, consecutive_failures } => {
-            w.tag(9).key(key).u64(u64::from(*consecutive_failures));
+        EngineEvent::BreakerTripped { key, consecutive_failures, probe_at } => {
+            w.tag(9).key(key).u64(u64::from(*consecutive_failures)).bool(probe_at.is_some());
+            if let Some(probe_at) = probe_at {
+                w.time(*probe_at);
+            }
+        }
+        EngineEvent::BreakerHalfOpen { key } => {
+            w.tag(25).key(key);
+        }
+        EngineEvent::BreakerClosed { key } => {
+            w.tag(26).key(key);
+        }
+        EngineEvent::AlertFailed { key, error } => {
+            w.tag(27).key(key).str(error);
         }
         EngineEvent::Paused { agent, minutes, until } => {
             w.tag(11).str(agent.as_str()).u64(u64::from(*minutes)).time(*until);
@@ -385,8 +423,8 @@ pub fn describe(entry: &Entry) -> String {
         }
         Event::StartFailed { life, error } => format!("[life {life}] start-up failed: {error}"),
         Event::LlmCall { life, prompt, answer } => format!("[life {life}] llm <- {prompt:?} -> {answer}"),
-        Event::Delivered { life, heartbeat, idempotency_key, text } => {
-            format!("[life {life}] delivered {heartbeat} key={idempotency_key} {text:?}")
+        Event::Delivered { life, heartbeat, idempotency_key, text, kind } => {
+            format!("[life {life}] delivered {heartbeat} ({}) key={idempotency_key} {text:?}", kind.as_str())
         }
         Event::OpAcked { life, op, applied } => {
             format!(
@@ -409,16 +447,24 @@ pub fn describe(entry: &Entry) -> String {
 
 fn describe_write(write: &DurableWrite) -> String {
     match write {
-        DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped, consumed } => format!(
-            "finished {key} slot {slot} ({}), breaker at {consecutive_failures}{}{}",
-            if *failed { "failure" } else { "success" },
-            if *tripped { ", tripped" } else { "" },
-            if consumed.is_empty() { String::new() } else { format!(", consumed events {consumed:?}") }
-        ),
+        DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped, opened, closed, consumed, .. } => {
+            format!(
+                "finished {key} slot {slot} ({}), breaker at {consecutive_failures}{}{}{}",
+                if *failed { "failure" } else { "success" },
+                match (tripped, opened) {
+                    (true, true) => ", tripped (opened)",
+                    (true, false) => ", tripped (open again)",
+                    _ => "",
+                },
+                if *closed { ", closed by the probe" } else { "" },
+                if consumed.is_empty() { String::new() } else { format!(", consumed events {consumed:?}") }
+            )
+        }
         DurableWrite::EventQueued { agent, id, text, dropped } => {
             format!("system event {id} queued for {agent}: {text:?} ({dropped} oldest dropped)")
         }
         DurableWrite::SetEnabled { key, enabled } => format!("{key} {}", if *enabled { "enabled" } else { "disabled" }),
+        DurableWrite::HalfOpen { key } => format!("{key} half-open: enabled for one probe"),
         DurableWrite::Put { def } => format!("created or replaced {}", crate::workload::describe_def(def)),
         DurableWrite::Delete { key } => format!("{key} deleted"),
         DurableWrite::ClearPause { agent } => format!("agent {agent} pause cleared"),
@@ -455,9 +501,13 @@ fn describe_engine_event(event: &EngineEvent) -> String {
             error.as_ref().map(|e| format!(" error {e:?}")).unwrap_or_default(),
             if *recorded { "" } else { " (not recorded)" }
         ),
-        EngineEvent::BreakerTripped { key, consecutive_failures } => {
-            format!("breaker tripped {key} after {consecutive_failures} failures")
-        }
+        EngineEvent::BreakerTripped { key, consecutive_failures, probe_at } => match probe_at {
+            Some(at) => format!("breaker tripped {key} after {consecutive_failures} failures; probe at {at}"),
+            None => format!("breaker tripped {key} after {consecutive_failures} failures; no cooldown"),
+        },
+        EngineEvent::BreakerHalfOpen { key } => format!("breaker half-open {key}: the next run is a probe"),
+        EngineEvent::BreakerClosed { key } => format!("breaker closed {key}: the probe succeeded"),
+        EngineEvent::AlertFailed { key, error } => format!("breaker announcement for {key} failed: {error}"),
         EngineEvent::Paused { agent, minutes, until } => format!("agent {agent} paused {minutes} min until {until}"),
         EngineEvent::Resumed { agent } => format!("agent {agent} resumed"),
         EngineEvent::StoreFailed { operation, error, .. } => format!("store write {operation} failed: {error}"),

@@ -355,6 +355,25 @@ pub fn vary_schedules(
 
 /// The engine's default backoff, or a short random one that the safety phase exercises
 /// step by step.
+/// The breaker's cooldown ladder: the default (hours, so within a run a trip mostly stays
+/// open), none (open until enabled), or minutes (so probes, failed and good, happen
+/// within the safety phase); and where announcements go.
+pub fn breaker_recovery(
+    rng: &mut ChaCha8Rng,
+) -> (Vec<Duration>, Option<systole::core::delivery_target::DeliveryTarget>) {
+    let ladder = match rng.random_range(0..10) {
+        0 => Vec::new(),
+        1..=2 => systole::limits::BREAKER_COOLDOWN_SECS_DEFAULT.iter().copied().map(Duration::from_secs).collect(),
+        _ => {
+            let steps = rng.random_range(1..=4);
+            let min = systole::limits::BREAKER_COOLDOWN_SECS_MIN;
+            (0..steps).map(|_| Duration::from_secs(rng.random_range(min..=1_800))).collect()
+        }
+    };
+    let alerts = rng.random_bool(0.3).then(|| systole::core::delivery_target::DeliveryTarget::parse("sim:alerts"));
+    (ladder, alerts.and_then(Result::ok))
+}
+
 pub fn error_backoff(rng: &mut ChaCha8Rng) -> Vec<Duration> {
     if rng.random_bool(0.5) {
         return systole::limits::ERROR_BACKOFF_SECS_DEFAULT.iter().copied().map(Duration::from_secs).collect();

@@ -28,6 +28,7 @@ pub fn webhook_body(delivery: &Delivery) -> serde_json::Value {
         "heartbeat": delivery.heartbeat.heartbeat.as_str(),
         "scheduled_for": delivery.scheduled_for.to_string(),
         "idempotency_key": delivery.idempotency_key,
+        "kind": delivery.kind.as_str(),
     })
 }
 

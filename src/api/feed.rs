@@ -55,9 +55,15 @@ impl EventSink for EventFeed {
             EngineEvent::Retired { key, deleted } => json!({
                 "type": "retired", "at": at, "agent": key.agent.as_str(), "id": key.heartbeat.as_str(), "deleted": deleted
             }),
-            EngineEvent::BreakerTripped { key, consecutive_failures } => json!({
+            EngineEvent::BreakerTripped { key, consecutive_failures, probe_at } => json!({
                 "type": "breaker-tripped", "at": at, "agent": key.agent.as_str(), "id": key.heartbeat.as_str(),
-                "consecutive_failures": consecutive_failures
+                "consecutive_failures": consecutive_failures, "probe_at": probe_at.map(|t| t.to_string())
+            }),
+            EngineEvent::BreakerHalfOpen { key } => json!({
+                "type": "breaker-half-open", "at": at, "agent": key.agent.as_str(), "id": key.heartbeat.as_str()
+            }),
+            EngineEvent::BreakerClosed { key } => json!({
+                "type": "breaker-closed", "at": at, "agent": key.agent.as_str(), "id": key.heartbeat.as_str()
             }),
             EngineEvent::Paused { agent, minutes, until } => json!({
                 "type": "paused", "at": at, "agent": agent.as_str(), "minutes": minutes, "until": until.to_string()

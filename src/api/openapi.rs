@@ -364,7 +364,12 @@ pub fn document() -> Value {
                     "id": { "type": "string" }, "agent": { "type": "string" }, "kind": { "type": "string" },
                     "enabled": { "type": "boolean" }, "schedule": { "type": "string" },
                     "next_run_at": { "type": ["string", "null"] }, "would_run_now": { "type": ["boolean", "null"] },
-                    "reason": { "type": ["string", "null"] }
+                    "reason": { "type": ["string", "null"] },
+                    "breaker": object(json!({
+                        "state": { "type": "string", "enum": ["closed", "open", "half-open"] },
+                        "consecutive_failures": { "type": "integer" },
+                        "opened_at": { "type": ["string", "null"] }, "probe_at": { "type": ["string", "null"] }
+                    }), &["state", "consecutive_failures"])
                 } },
                 "JobFields": { "type": "object", "properties": {
                     "id": { "type": "string" }, "prompt": { "type": "string" }, "every": { "type": "string" },

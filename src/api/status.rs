@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::api::error::ApiError;
 use crate::api::ApiState;
+use crate::core::breaker::DISABLED_BY_BREAKER;
 use crate::core::guard::SkipReason;
 use crate::core::heartbeat::Heartbeat;
 use crate::core::ids::AgentId;
@@ -47,6 +48,7 @@ pub fn job_json(
 ) -> Value {
     let mut value = heartbeat_json(job, last);
     let verdict = view.map(|view| view.would_run_now);
+    let probe_at = view.and_then(|view| view.breaker_probe_at);
     let reason = match verdict {
         None | Some(Ok(())) => None,
         Some(Err(SkipReason::Paused)) => {
@@ -56,9 +58,10 @@ pub fn job_json(
             view.and_then(|view| view.backoff_until)
                 .map_or_else(|| "backoff".to_owned(), |until| format!("backoff until {until}")),
         ),
-        Some(Err(SkipReason::Disabled)) => Some(match &job.state.disabled_reason {
-            Some(why) => format!("disabled: {why}"),
-            None => "disabled".to_owned(),
+        Some(Err(SkipReason::Disabled)) => Some(match (&job.state.disabled_reason, probe_at) {
+            (Some(why), Some(at)) => format!("disabled: {why} (probe at {at})"),
+            (Some(why), None) => format!("disabled: {why}"),
+            (None, _) => "disabled".to_owned(),
         }),
         Some(Err(other)) => Some(other.as_str().to_owned()),
     };
@@ -66,6 +69,7 @@ pub fn job_json(
     value["reason"] = json!(reason);
     value["skip_reason_now"] = json!(verdict.and_then(Result::err).map(SkipReason::as_str));
     value["paused_until"] = json!(paused_until.map(|until| until.to_string()));
+    value["breaker"] = breaker_json(job, view);
     if let Some(view) = view {
         // The next slot a pause, a backoff or quiet hours will not skip.
         let not_before = paused_until.max(view.backoff_until);
@@ -79,6 +83,23 @@ pub fn job_json(
         value["backoff_until"] = json!(view.backoff_until.map(|until| until.to_string()));
     }
     value
+}
+
+/// The breaker: `closed`, `open` (with when its probe runs, if it has a cooldown) or
+/// `half-open` (the next run is the probe).
+fn breaker_json(job: &Heartbeat, view: Option<&JobView>) -> Value {
+    let open = !job.state.enabled && job.state.disabled_reason.as_deref() == Some(DISABLED_BY_BREAKER);
+    let state = match view {
+        _ if open => "open",
+        Some(view) if view.breaker_half_open => "half-open",
+        _ => "closed",
+    };
+    json!({
+        "state": state,
+        "consecutive_failures": job.state.consecutive_failures,
+        "opened_at": job.state.breaker_opened_at.map(|at| at.to_string()),
+        "probe_at": view.and_then(|view| view.breaker_probe_at).map(|at| at.to_string()),
+    })
 }
 
 /// The rows of `jobs` as the API shows them: each with its last run, the driver's view

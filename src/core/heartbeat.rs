@@ -142,11 +142,14 @@ pub struct HeartbeatState {
     pub consecutive_failures: u32,
     /// The next slot the scheduler armed, if it has armed one.
     pub next_slot: Option<Timestamp>,
+    /// When the breaker last opened (the tripping run's finish), while it is not closed:
+    /// the cooldown before its probe counts from here.
+    pub breaker_opened_at: Option<Timestamp>,
 }
 
 impl HeartbeatState {
     pub fn fresh() -> Self {
-        Self { enabled: true, disabled_reason: None, consecutive_failures: 0, next_slot: None }
+        Self { enabled: true, disabled_reason: None, consecutive_failures: 0, next_slot: None, breaker_opened_at: None }
     }
 }
 

@@ -58,6 +58,10 @@ pub enum LlmConfig {
 pub struct EngineSettings {
     pub breaker_failures_max: u32,
     pub error_backoff: Vec<Duration>,
+    /// Cooldowns of an open breaker before its probe, per trip in a row; `[]`: none.
+    pub breaker_cooldown: Vec<Duration>,
+    /// Where the breaker's announcements go; `None`: each heartbeat's own target.
+    pub alerts_target: Option<DeliveryTarget>,
     pub runs_in_flight_max: usize,
     pub shutdown_grace: Duration,
 }
@@ -150,6 +154,12 @@ struct RawEngine {
     shutdown_grace: Option<String>,
     /// Waits after the 1st, 2nd, ... consecutive failure, like ["30s", "1m", "5m"].
     error_backoff: Option<Vec<String>>,
+    /// How long a tripped breaker waits before one probe run, per trip in a row, like
+    /// ["1h", "4h", "24h"]; `[]` keeps it open until someone enables the heartbeat.
+    breaker_cooldown: Option<Vec<String>>,
+    /// Where announcements of a tripped or recovered breaker go (default: the heartbeat's
+    /// own target; "silent": nowhere).
+    alerts_target: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -362,7 +372,7 @@ impl Validator<'_> {
         let llm = self.llm(llm)?;
         let webhooks = self.webhooks(raw.adapters)?;
         let visibility = self.visibility(raw.visibility, &webhooks)?;
-        let (engine, timezone, run_timeout) = self.engine(raw.engine)?;
+        let (engine, timezone, run_timeout) = self.engine(raw.engine, &webhooks)?;
         let mut allowed_targets: BTreeSet<String> = webhooks.keys().map(|name| format!("webhook:{name}")).collect();
         allowed_targets.insert(DeliveryTarget::STDOUT.to_owned());
         let agent_default =
@@ -584,7 +594,11 @@ impl Validator<'_> {
         Ok(endpoints)
     }
 
-    fn engine(&self, raw: RawEngine) -> Result<(EngineSettings, String, Duration), ConfigError> {
+    fn engine(
+        &self,
+        raw: RawEngine,
+        webhooks: &BTreeMap<String, WebhookEndpoint>,
+    ) -> Result<(EngineSettings, String, Duration), ConfigError> {
         let timezone = raw.timezone.unwrap_or_else(|| TIMEZONE_DEFAULT.to_owned());
         zone_by_name(&timezone).map_err(|e| self.error("engine.timezone", e))?;
         let run_timeout = self.timeout(
@@ -616,7 +630,19 @@ impl Validator<'_> {
             None => Duration::from_secs(SHUTDOWN_GRACE_SECS_DEFAULT),
         };
         let error_backoff = self.error_backoff(raw.error_backoff)?;
-        let settings = EngineSettings { breaker_failures_max, error_backoff, runs_in_flight_max, shutdown_grace };
+        let breaker_cooldown = self.breaker_cooldown(raw.breaker_cooldown)?;
+        let alerts_target = match raw.alerts_target {
+            Some(text) => Some(self.known_target("engine.alerts_target", &text, webhooks)?),
+            None => None,
+        };
+        let settings = EngineSettings {
+            breaker_failures_max,
+            error_backoff,
+            breaker_cooldown,
+            alerts_target,
+            runs_in_flight_max,
+            shutdown_grace,
+        };
         Ok((settings, timezone, run_timeout))
     }
 
@@ -635,8 +661,17 @@ impl Validator<'_> {
             }
             (None, None) => return Err(self.error(format!("{field}.target"), "is missing (like target = \"stdout\")")),
         };
-        let field = format!("{field}.{name}");
-        let target = DeliveryTarget::parse(&text).map_err(|e| self.error(&field, e))?;
+        self.known_target(&format!("{field}.{name}"), &text, webhooks)
+    }
+
+    /// A delivery target whose adapter is configured.
+    fn known_target(
+        &self,
+        field: &str,
+        text: &str,
+        webhooks: &BTreeMap<String, WebhookEndpoint>,
+    ) -> Result<DeliveryTarget, ConfigError> {
+        let target = DeliveryTarget::parse(text).map_err(|e| self.error(field, e))?;
         let known = match target.adapter.as_str() {
             DeliveryTarget::STDOUT | DeliveryTarget::SILENT => true,
             "webhook" => webhooks.contains_key(&target.target),

@@ -14,6 +14,7 @@ use crate::core::policy::{CatchUp, Overlap, RunPolicy};
 use crate::core::schedule::Schedule;
 use crate::core::schedule_fields::{check_cron_meets_window, fit_every_to_window, ScheduleFields};
 use crate::limits::{
+    BREAKER_COOLDOWN_SECS_DEFAULT, BREAKER_COOLDOWN_SECS_MAX, BREAKER_COOLDOWN_SECS_MIN, BREAKER_COOLDOWN_STEPS_MAX,
     CATCHUP_WINDOW_SECS_MAX, ERROR_BACKOFF_SECS_DEFAULT, ERROR_BACKOFF_SECS_MAX, ERROR_BACKOFF_STEPS_MAX,
     JITTER_SECS_MAX, PROMPT_CHARS_MAX,
 };
@@ -276,6 +277,23 @@ impl Validator<'_> {
         }
         let delete_after_run = raw.delete_after_run.unwrap_or(matches!(schedule, Schedule::At(_)));
         Ok((policy, delete_after_run))
+    }
+
+    pub(super) fn breaker_cooldown(&self, raw: Option<Vec<String>>) -> Result<Vec<Duration>, ConfigError> {
+        let Some(steps) = raw else {
+            return Ok(BREAKER_COOLDOWN_SECS_DEFAULT.iter().copied().map(Duration::from_secs).collect());
+        };
+        if steps.len() > BREAKER_COOLDOWN_STEPS_MAX {
+            let problem = format!("has at most {BREAKER_COOLDOWN_STEPS_MAX} steps, like [\"1h\", \"4h\", \"24h\"]");
+            return Err(self.error("engine.breaker_cooldown", problem));
+        }
+        let (min, max) =
+            (Duration::from_secs(BREAKER_COOLDOWN_SECS_MIN), Duration::from_secs(BREAKER_COOLDOWN_SECS_MAX));
+        steps
+            .iter()
+            .enumerate()
+            .map(|(index, text)| self.duration(&format!("engine.breaker_cooldown[{index}]"), text, min, max))
+            .collect()
     }
 
     pub(super) fn error_backoff(&self, raw: Option<Vec<String>>) -> Result<Vec<Duration>, ConfigError> {

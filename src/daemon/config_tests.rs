@@ -226,6 +226,9 @@ fn schedule_and_policy_refusals_name_the_field() {
         (with_heartbeat("every = \"1h\"\ntimezone = \"UTC\"\ntarget = \"stdout\""), "agents[0].heartbeats[0].timezone", "elapsed time"),
         (format!("{LLM}[engine]\nerror_backoff = []\n"), "engine.error_backoff", "from 1 to"),
         (format!("{LLM}[engine]\nerror_backoff = [\"30s\", \"soon\"]\n"), "engine.error_backoff[1]", "soon"),
+        (format!("{LLM}[engine]\nbreaker_cooldown = [\"1h\", \"5s\"]\n"), "engine.breaker_cooldown[1]", "allowed from 60s"),
+        (format!("{LLM}[engine]\nbreaker_cooldown = [\"1h\", \"30d\"]\n"), "engine.breaker_cooldown[1]", "out of range"),
+        (format!("{LLM}[engine]\nalerts_target = \"webhook:nobody\"\n"), "engine.alerts_target", "no configured adapter"),
     ];
     for (text, field, problem) in cases {
         let error = refused(&text);

@@ -84,6 +84,8 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let options = EngineOptions {
         breaker_failures_max: config.engine.breaker_failures_max,
         error_backoff: config.engine.error_backoff.clone(),
+        breaker_cooldown: config.engine.breaker_cooldown.clone(),
+        alerts_target: config.engine.alerts_target.clone(),
         runs_in_flight_max: config.engine.runs_in_flight_max,
         system_prompt: config.system_prompt.clone().unwrap_or(EngineOptions::default().system_prompt),
         agents: config.agents.clone(),

@@ -1,6 +1,7 @@
 //! The driver loop: one task that owns the schedule, sleeps until the earliest due slot,
 //! decides what each due slot does, and dispatches runs concurrently (bounded).
 
+mod breaker;
 mod budget;
 pub(crate) mod operator;
 mod wakes;
@@ -14,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::core::breaker::{cooldown_length, is_half_open, Cooldown, DISABLED_BY_BREAKER};
 use crate::core::budget::DayLedger;
 use crate::core::flood::FloodGuard;
 use crate::core::guard::{self, GuardInput, SkipReason};
@@ -100,6 +102,9 @@ struct Entry {
     retrying: bool,
     /// The latest slot a retry was armed for: the next one goes above it.
     retry_slot: Option<Timestamp>,
+    /// Enabled by its breaker's cooldown for a probe: the next run's success closes the
+    /// breaker (announced), a failure opens it again.
+    half_open: bool,
 }
 
 impl Entry {
@@ -115,6 +120,7 @@ impl Entry {
             next_slot_floor,
             retrying: false,
             retry_slot: None,
+            half_open: false,
         }
     }
 
@@ -129,6 +135,8 @@ pub(crate) struct Driver {
     entries: BTreeMap<HeartbeatKey, Entry>,
     /// Agents whose timed heartbeats are paused, until each pause ends.
     pauses: BTreeMap<AgentId, Pause>,
+    /// Heartbeats the breaker disabled, until each one's probe.
+    cooldowns: BTreeMap<HeartbeatKey, Cooldown>,
     runs: BTreeMap<(HeartbeatKey, Timestamp), JoinHandle<()>>,
     /// Agent heartbeat wakes asked for and not yet decided, per agent.
     wakes: BTreeMap<AgentId, PendingWake>,
@@ -161,6 +169,7 @@ impl Driver {
             timers: TimerQueue::new(),
             entries: BTreeMap::new(),
             pauses: BTreeMap::new(),
+            cooldowns: BTreeMap::new(),
             runs: BTreeMap::new(),
             wakes: BTreeMap::new(),
             floods: BTreeMap::new(),
@@ -196,7 +205,18 @@ impl Driver {
         for heartbeat in heartbeats {
             let key = heartbeat.def.key.clone();
             let mut entry = Entry::new(heartbeat.def, heartbeat.state.enabled, heartbeat.state.next_slot);
-            if heartbeat.state.consecutive_failures > 0 {
+            let failures_max = self.context.breaker_failures_max;
+            let state = &heartbeat.state;
+            if !state.enabled && state.disabled_reason.as_deref() == Some(DISABLED_BY_BREAKER) {
+                // Open: the rest of its cooldown (a row from before cooldowns counts from now).
+                let ladder = &self.context.breaker_cooldown;
+                if let Some(length) = cooldown_length(ladder, state.consecutive_failures, failures_max) {
+                    let opened_at = state.breaker_opened_at.unwrap_or(now.wall);
+                    self.cooldowns.insert(key.clone(), Cooldown::resume(now, opened_at, length));
+                }
+            }
+            entry.half_open = state.enabled && is_half_open(state.consecutive_failures, failures_max);
+            if heartbeat.state.consecutive_failures > 0 && !entry.half_open {
                 let delay = backoff_delay(&self.context.error_backoff, heartbeat.state.consecutive_failures);
                 entry.backoff_until = Some(now.mono + delay);
             }
@@ -244,6 +264,7 @@ impl Driver {
     pub(crate) async fn run(mut self) {
         loop {
             self.end_pauses(self.context.clock.now()).await;
+            self.end_cooldowns(self.context.clock.now()).await;
             self.fire_due(self.context.clock.now()).await;
             self.retire_exhausted().await;
             let wake = self.next_wake(self.context.clock.now());
@@ -521,14 +542,13 @@ impl Driver {
         };
         if step.tripped {
             entry.enabled = false;
+            entry.half_open = false;
             // Disabled by the breaker, which says why: not retired over it as `no-more-slots`.
             entry.exhausted = false;
             entry.waiting.clear();
             self.explicit.retain(|(key, _)| *key != record.key);
             self.disarm(&record.key);
-            let event =
-                EngineEvent::BreakerTripped { key: record.key, consecutive_failures: step.consecutive_failures };
-            self.context.events.emit(now.wall, &event);
+            self.breaker_opened(&record, step, now);
         } else if step.consecutive_failures > 0 {
             let delay = backoff_delay(&self.context.error_backoff, step.consecutive_failures);
             entry.backoff_until = Some(now.mono + delay);
@@ -537,6 +557,10 @@ impl Driver {
             }
         } else {
             entry.backoff_until = None;
+            entry.half_open = false;
+            if step.closed {
+                self.breaker_closed(&record, now);
+            }
         }
     }
 
@@ -553,6 +577,8 @@ impl Driver {
                 let mut entry = Entry::new(def, true, None);
                 entry.runs_in_flight = runs_in_flight;
                 self.entries.insert(key.clone(), entry);
+                // A new definition starts with a closed breaker (the store cleared it).
+                self.cooldowns.remove(&key);
                 self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key: key.clone() });
                 self.backoff_from_store(&key, now).await;
                 self.rearm(key, now, floor).await;
@@ -564,6 +590,7 @@ impl Driver {
             }
             Change::Delete(key) => {
                 self.explicit.retain(|(explicit_key, _)| *explicit_key != key);
+                self.cooldowns.remove(&key);
                 self.entries.remove(&key);
                 self.disarm(&key);
             }
@@ -578,7 +605,10 @@ impl Driver {
             }
             Change::SetEnabled(key, enabled) => {
                 let floor = self.slot_floor(&key);
+                // An operator's word closes the breaker (enable) or keeps it shut (disable).
+                self.cooldowns.remove(&key);
                 let Some(entry) = self.entries.get_mut(&key) else { return };
+                entry.half_open = false;
                 // What waits behind a run (a backlog, a backfill, a held trigger) goes with a
                 // disable; an enable of a job that was enabled leaves it.
                 if !(enabled && entry.enabled) {
@@ -590,17 +620,22 @@ impl Driver {
                     // Enabling clears the breaker count in the store, and the backoff with it.
                     let failed_before = entry.backoff_until.take().is_some() || !entry.last_succeeded;
                     self.backoff_from_store(&key, now).await;
-                    self.rearm(key.clone(), now, floor).await;
-                    self.exhaust_if_decided(&key).await;
-                    // A one-shot whose run failed (the breaker tripped it, say) tries once more.
-                    let retry = self.entries.get(&key).is_some_and(|entry| entry.exhausted && failed_before);
-                    if retry {
-                        self.arm_retry(&key, now, Duration::ZERO, floor.unwrap_or(now.wall)).await;
-                    }
+                    self.enable_entry(&key, now, floor, failed_before).await;
                 } else {
                     self.disarm(&key);
                 }
             }
+        }
+    }
+
+    /// Arms a heartbeat that was just enabled (by an operator, or by its breaker for a
+    /// probe), never below `floor`. A one-shot whose run failed tries once more.
+    async fn enable_entry(&mut self, key: &HeartbeatKey, now: Now, floor: Option<Timestamp>, failed_before: bool) {
+        self.rearm(key.clone(), now, floor).await;
+        self.exhaust_if_decided(key).await;
+        let retry = self.entries.get(key).is_some_and(|entry| entry.exhausted && failed_before);
+        if retry {
+            self.arm_retry(key, now, Duration::ZERO, floor.unwrap_or(now.wall)).await;
         }
     }
 
@@ -724,6 +759,7 @@ impl Driver {
         let pause_end = self.pauses.values().map(|pause| now.mono + pause.ends_within(now)).min();
         let wake = self.timers.next_wake(now);
         let wake = pause_end.map_or(wake, |end| wake.min(end));
+        let wake = self.next_cooldown_end(now).map_or(wake, |end| wake.min(end));
         self.next_agent_wake().map_or(wake, |due| wake.min(due))
     }
 

@@ -92,9 +92,25 @@ pub enum EngineEvent {
         llm_calls: u32,
         finished_at: Timestamp,
     },
+    /// The breaker opened: the heartbeat is disabled until `probe_at` (then one probe run),
+    /// or until an operator enables it when no cooldown is configured.
     BreakerTripped {
         key: HeartbeatKey,
         consecutive_failures: u32,
+        probe_at: Option<Timestamp>,
+    },
+    /// The cooldown ended: the heartbeat is enabled for one probe run (half-open).
+    BreakerHalfOpen {
+        key: HeartbeatKey,
+    },
+    /// The probe succeeded: the breaker closed and the heartbeat runs on schedule again.
+    BreakerClosed {
+        key: HeartbeatKey,
+    },
+    /// An announcement of the breaker could not be delivered (it is not tried again).
+    AlertFailed {
+        key: HeartbeatKey,
+        error: String,
     },
     /// An agent paused its timed heartbeats (`pause_heartbeats`).
     Paused {
@@ -216,10 +232,23 @@ impl EventSink for TracingSink {
                     duration_ms = duration.as_millis() as u64, error = error.as_deref().unwrap_or(""), recorded, "run failed"
                 )
             }
-            EngineEvent::BreakerTripped { key, consecutive_failures } => tracing::warn!(
-                %at, heartbeat = %key, consecutive_failures,
-                "circuit breaker tripped: heartbeat disabled until re-enabled"
+            EngineEvent::BreakerTripped { key, consecutive_failures, probe_at: Some(probe_at) } => tracing::warn!(
+                %at, heartbeat = %key, consecutive_failures, %probe_at,
+                "circuit breaker opened: heartbeat disabled until one probe run at probe_at (or an enable)"
             ),
+            EngineEvent::BreakerTripped { key, consecutive_failures, probe_at: None } => tracing::warn!(
+                %at, heartbeat = %key, consecutive_failures,
+                "circuit breaker opened: heartbeat disabled until re-enabled (no cooldown configured)"
+            ),
+            EngineEvent::BreakerHalfOpen { key } => {
+                tracing::info!(%at, heartbeat = %key, "circuit breaker half-open: the next run is a probe");
+            }
+            EngineEvent::BreakerClosed { key } => {
+                tracing::info!(%at, heartbeat = %key, "circuit breaker closed: the probe run succeeded");
+            }
+            EngineEvent::AlertFailed { key, error } => {
+                tracing::warn!(%at, heartbeat = %key, %error, "breaker announcement not delivered");
+            }
             EngineEvent::Paused { agent, minutes, until } => {
                 tracing::info!(%at, %agent, minutes, %until, "heartbeats paused");
             }

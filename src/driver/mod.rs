@@ -20,6 +20,7 @@ use crate::adapters::memory_workspace::MemoryWorkspace;
 use crate::agent::settings::AgentSettings;
 use crate::agent::tools::ToolBox;
 use crate::agent::HEARTBEAT_SYSTEM_PROMPT_DEFAULT;
+use crate::core::delivery_target::DeliveryTarget;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::Pause;
@@ -32,7 +33,9 @@ use crate::driver::events::{EngineEvent, EventSink, TracingSink};
 use crate::driver::lanes::{Lanes, UserTurn};
 use crate::driver::run::RunContext;
 use crate::driver::run_events::RunEvents;
-use crate::limits::{BREAKER_FAILURES_MAX_DEFAULT, ERROR_BACKOFF_SECS_DEFAULT, RUNS_IN_FLIGHT_MAX_DEFAULT};
+use crate::limits::{
+    BREAKER_COOLDOWN_SECS_DEFAULT, BREAKER_FAILURES_MAX_DEFAULT, ERROR_BACKOFF_SECS_DEFAULT, RUNS_IN_FLIGHT_MAX_DEFAULT,
+};
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
 use crate::ports::messenger::Messenger;
@@ -69,6 +72,11 @@ pub struct EngineOptions {
     pub breaker_failures_max: u32,
     /// Waits after the 1st, 2nd, ... consecutive failure before the next run (the last repeats).
     pub error_backoff: Vec<Duration>,
+    /// How long an open breaker waits before its probe, per trip in a row (the last
+    /// repeats); empty: it stays open until an operator enables the heartbeat.
+    pub breaker_cooldown: Vec<Duration>,
+    /// Where the breaker's announcements go; `None`: each heartbeat's own target.
+    pub alerts_target: Option<DeliveryTarget>,
     pub runs_in_flight_max: usize,
     pub system_prompt: String,
     /// Overrides the LLM provider's default model.
@@ -87,6 +95,8 @@ impl Default for EngineOptions {
         Self {
             breaker_failures_max: BREAKER_FAILURES_MAX_DEFAULT,
             error_backoff: ERROR_BACKOFF_SECS_DEFAULT.iter().copied().map(Duration::from_secs).collect(),
+            breaker_cooldown: BREAKER_COOLDOWN_SECS_DEFAULT.iter().copied().map(Duration::from_secs).collect(),
+            alerts_target: None,
             runs_in_flight_max: RUNS_IN_FLIGHT_MAX_DEFAULT,
             system_prompt: HEARTBEAT_SYSTEM_PROMPT_DEFAULT.to_owned(),
             model: None,
@@ -177,6 +187,8 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
         model: options.model.map(Into::into),
         breaker_failures_max: options.breaker_failures_max,
         error_backoff: options.error_backoff.into(),
+        breaker_cooldown: options.breaker_cooldown.into(),
+        alerts_target: options.alerts_target,
         toolbox: Arc::new(options.toolbox),
         control: control.clone(),
         agents: Arc::new(options.agents.into_iter().map(|(agent, settings)| (agent, Arc::new(settings))).collect()),

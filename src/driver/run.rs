@@ -24,7 +24,7 @@ use crate::driver::run_events::RunEvents;
 use crate::limits::{DEDUP_WINDOW_SECS, ERROR_TEXT_CHARS_MAX, OUTPUT_PREVIEW_CHARS_MAX};
 use crate::ports::clock::Clock;
 use crate::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError};
-use crate::ports::messenger::{Delivery, Messenger};
+use crate::ports::messenger::{Delivery, DeliveryKind, Messenger};
 use crate::ports::store::{DeliveryStatus, ExecutionStatus, Queued, RunRecord, StopReason, Store};
 use crate::ports::workspace::Workspace;
 
@@ -41,6 +41,10 @@ pub struct RunContext {
     pub breaker_failures_max: u32,
     /// Waits after consecutive failures (see [`crate::core::policy::backoff_delay`]).
     pub error_backoff: Arc<[std::time::Duration]>,
+    /// Cooldowns of an open breaker (see [`crate::core::breaker::cooldown_length`]).
+    pub breaker_cooldown: Arc<[std::time::Duration]>,
+    /// Where the breaker's announcements go; `None`: each heartbeat's own target.
+    pub alerts_target: Option<crate::core::delivery_target::DeliveryTarget>,
     pub toolbox: Arc<ToolBox>,
     pub control: Control,
     pub agents: Arc<BTreeMap<AgentId, Arc<AgentSettings>>>,
@@ -293,6 +297,7 @@ async fn attempt(
         scheduled_for: slot,
         idempotency_key: idempotency_key(def, slot),
         text,
+        kind: DeliveryKind::Reply,
     };
     match context.messenger.deliver(&delivery).await {
         Ok(()) => Outcome {

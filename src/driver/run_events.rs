@@ -24,6 +24,10 @@ pub enum RunStatus {
     OkToken,
     Skipped,
     Failed,
+    /// The circuit breaker opened after this run (the heartbeat stopped).
+    BreakerOpened,
+    /// This run was the probe after a cooldown and succeeded: the breaker closed.
+    BreakerClosed,
 }
 
 impl RunStatus {
@@ -34,6 +38,8 @@ impl RunStatus {
             RunStatus::OkToken => "ok-token",
             RunStatus::Skipped => "skipped",
             RunStatus::Failed => "failed",
+            RunStatus::BreakerOpened => "breaker-opened",
+            RunStatus::BreakerClosed => "breaker-closed",
         }
     }
 }
@@ -82,6 +88,33 @@ impl RunEvent {
             preview: None,
             duration: Duration::ZERO,
             indicator: None,
+        }
+    }
+
+    /// The breaker opened (`opened`) or closed after the run of `slot`; `reason` says why
+    /// and what comes next.
+    pub fn breaker(
+        key: HeartbeatKey,
+        slot: Timestamp,
+        at: Timestamp,
+        opened: bool,
+        reason: String,
+        use_indicator: bool,
+    ) -> Self {
+        let (status, indicator) = if opened {
+            (RunStatus::BreakerOpened, Indicator::Error)
+        } else {
+            (RunStatus::BreakerClosed, Indicator::Ok)
+        };
+        Self {
+            key,
+            slot,
+            at,
+            status,
+            reason: Some(reason),
+            preview: None,
+            duration: Duration::ZERO,
+            indicator: use_indicator.then_some(indicator),
         }
     }
 

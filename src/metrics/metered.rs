@@ -58,6 +58,8 @@ impl EventSink for MeteredSink {
             }
             EngineEvent::Skipped { reason, .. } => self.metrics.skipped(reason.as_str()),
             EngineEvent::BreakerTripped { .. } => self.metrics.breaker_tripped(),
+            EngineEvent::BreakerHalfOpen { .. } => self.metrics.breaker_probed(),
+            EngineEvent::BreakerClosed { .. } => self.metrics.breaker_closed(),
             EngineEvent::RunStarted { slot, .. } => {
                 let lag = at.duration_since(*slot);
                 self.metrics.schedule_lag(if lag.is_negative() {

@@ -51,6 +51,8 @@ struct Counts {
     llm_request_duration: Histogram,
     deliveries: BTreeMap<(String, String), u64>,
     breaker_trips: u64,
+    breaker_probes: u64,
+    breaker_closes: u64,
     schedule_lag: Histogram,
 }
 
@@ -91,6 +93,14 @@ impl Metrics {
         self.with(|counts| counts.breaker_trips += 1);
     }
 
+    pub fn breaker_probed(&self) {
+        self.with(|counts| counts.breaker_probes += 1);
+    }
+
+    pub fn breaker_closed(&self) {
+        self.with(|counts| counts.breaker_closes += 1);
+    }
+
     /// How late a run started: its start minus its slot (negative lateness counts as 0).
     pub fn schedule_lag(&self, lag: Duration) {
         self.with(|counts| counts.schedule_lag.observe(lag.as_secs_f64()));
@@ -106,6 +116,8 @@ impl Metrics {
             llm_request_duration: counts.llm_request_duration.clone(),
             deliveries: counts.deliveries.clone(),
             breaker_trips: counts.breaker_trips,
+            breaker_probes: counts.breaker_probes,
+            breaker_closes: counts.breaker_closes,
             schedule_lag: counts.schedule_lag.clone(),
         });
         let mut out = String::new();
@@ -140,6 +152,12 @@ impl Metrics {
         }
         header(&mut out, "systole_breaker_trips_total", "counter", "Times a circuit breaker disabled a heartbeat.");
         let _ = writeln!(out, "systole_breaker_trips_total {}", counts.breaker_trips);
+        let help = "Times an open breaker's cooldown ended and its heartbeat was enabled for one probe run.";
+        header(&mut out, "systole_breaker_probes_total", "counter", help);
+        let _ = writeln!(out, "systole_breaker_probes_total {}", counts.breaker_probes);
+        let help = "Times a probe run succeeded and closed a breaker (a recovery).";
+        header(&mut out, "systole_breaker_recoveries_total", "counter", help);
+        let _ = writeln!(out, "systole_breaker_recoveries_total {}", counts.breaker_closes);
         header(&mut out, "systole_schedule_lag_seconds", "histogram", "A run's start minus its slot.");
         counts.schedule_lag.render(&mut out, "systole_schedule_lag_seconds");
         header(&mut out, "systole_heartbeats", "gauge", "Heartbeats and cron jobs, by state.");

@@ -16,6 +16,27 @@ pub struct Delivery {
     pub scheduled_for: Timestamp,
     /// The same for every attempt at the same slot, so receivers can drop duplicates.
     pub idempotency_key: String,
+    pub kind: DeliveryKind,
+}
+
+/// What a message is: a run's reply, or the engine's own alert about a heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryKind {
+    Reply,
+    /// The circuit breaker opened (the heartbeat stopped after failures in a row).
+    BreakerOpened,
+    /// The breaker closed: the probe run after its cooldown succeeded.
+    BreakerClosed,
+}
+
+impl DeliveryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryKind::Reply => "reply",
+            DeliveryKind::BreakerOpened => "breaker-opened",
+            DeliveryKind::BreakerClosed => "breaker-closed",
+        }
+    }
 }
 
 /// Why a delivery failed (after the adapter's own bounded retries).

@@ -237,6 +237,12 @@ pub trait Store: Send + Sync + 'static {
     /// Enables or disables a heartbeat; enabling clears the breaker count. Returns whether it existed.
     async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError>;
 
+    /// Enables a heartbeat whose breaker is open for its probe (half-open), keeping its
+    /// failure count, so one more failure opens it again. Only a heartbeat still disabled by
+    /// the breaker changes: an operator's disable or enable in the meantime wins. Returns
+    /// whether it changed.
+    async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError>;
+
     /// Records the slot each heartbeat is armed for, for heartbeats armed without a claim.
     async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError>;
 
@@ -249,7 +255,8 @@ pub trait Store: Send + Sync + 'static {
     /// Records finished runs, in one transaction, and advances each heartbeat's breaker in
     /// the same write: the store owns the failure count, so a re-enable that clears it
     /// while a run is in flight is never undone by that run. A step that trips disables
-    /// the heartbeat (`circuit-breaker`). Returns the breaker step of each run, in order.
+    /// the heartbeat (`circuit-breaker`) and stores when (the run's `finished_at`); a
+    /// success closes it. Returns the breaker step of each run, in order.
     async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError>;
 
     /// Marks every run still `running` as `interrupted` (call at start-up, before the

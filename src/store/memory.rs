@@ -151,8 +151,21 @@ impl Store for MemoryStore {
         heartbeat_state.disabled_reason = if enabled { None } else { reason.map(str::to_owned) };
         if enabled {
             heartbeat_state.consecutive_failures = 0;
+            heartbeat_state.breaker_opened_at = None;
         }
         Ok(true)
+    }
+
+    async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        let Some(row) = state.heartbeats.get_mut(key) else { return Ok(false) };
+        let heartbeat_state = &mut row.heartbeat.state;
+        let open = !heartbeat_state.enabled && heartbeat_state.disabled_reason.as_deref() == Some(DISABLED_BY_BREAKER);
+        if open {
+            heartbeat_state.enabled = true;
+            heartbeat_state.disabled_reason = None;
+        }
+        Ok(open)
     }
 
     async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
@@ -233,7 +246,7 @@ impl Store for MemoryStore {
             }
             let Some(row) = state.heartbeats.get_mut(&run.key) else {
                 // Deleted while it ran: nothing left to count against.
-                steps.push(BreakerStep { consecutive_failures: 0, tripped: false });
+                steps.push(BreakerStep::unchanged(0));
                 continue;
             };
             let heartbeat_state = &mut row.heartbeat.state;
@@ -242,6 +255,9 @@ impl Store for MemoryStore {
             if step.tripped {
                 heartbeat_state.enabled = false;
                 heartbeat_state.disabled_reason = Some(DISABLED_BY_BREAKER.to_owned());
+                heartbeat_state.breaker_opened_at = Some(run.finished_at);
+            } else if step.consecutive_failures == 0 {
+                heartbeat_state.breaker_opened_at = None;
             }
             steps.push(step);
         }

@@ -107,7 +107,7 @@ impl Store for SqliteStore {
             "SELECT agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, cron_timezone, at_ms, \
              catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, dedup, delivery_target, \
              active_start, active_end, active_timezone, timeout_ms, origin, enabled, disabled_reason, \
-             consecutive_failures, next_slot_ms FROM heartbeats ORDER BY agent_id, heartbeat_id",
+             consecutive_failures, next_slot_ms, breaker_opened_at_ms FROM heartbeats ORDER BY agent_id, heartbeat_id",
         )
         .fetch_all(&self.pool)
         .await?;
@@ -184,13 +184,27 @@ impl Store for SqliteStore {
     async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError> {
         let result = sqlx::query(
             "UPDATE heartbeats SET enabled = ?1, disabled_reason = CASE WHEN ?1 = 1 THEN NULL ELSE ?2 END, \
-             consecutive_failures = CASE WHEN ?1 = 1 THEN 0 ELSE consecutive_failures END \
+             consecutive_failures = CASE WHEN ?1 = 1 THEN 0 ELSE consecutive_failures END, \
+             breaker_opened_at_ms = CASE WHEN ?1 = 1 THEN NULL ELSE breaker_opened_at_ms END \
              WHERE agent_id = ?3 AND heartbeat_id = ?4",
         )
         .bind(i64::from(enabled))
         .bind(reason)
         .bind(key.agent.as_str())
         .bind(key.heartbeat.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(result.rows_affected() > 0)
+    }
+
+    async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
+        let result = sqlx::query(
+            "UPDATE heartbeats SET enabled = 1, disabled_reason = NULL \
+             WHERE agent_id = ? AND heartbeat_id = ? AND enabled = 0 AND disabled_reason = ?",
+        )
+        .bind(key.agent.as_str())
+        .bind(key.heartbeat.as_str())
+        .bind(DISABLED_BY_BREAKER)
         .execute(&self.pool)
         .await?;
         Ok(result.rows_affected() > 0)
@@ -313,12 +327,17 @@ impl Store for SqliteStore {
             update.push("enabled = CASE WHEN v.column4 = 1 THEN 0 ELSE enabled END, ");
             update.push("disabled_reason = CASE WHEN v.column4 = 1 THEN ");
             update.push_bind(DISABLED_BY_BREAKER);
-            update.push(" ELSE disabled_reason END FROM (");
-            update.push_values(chunk, |mut row, (key, step)| {
+            update.push(" ELSE disabled_reason END, ");
+            update.push(
+                "breaker_opened_at_ms = CASE WHEN v.column6 = 1 THEN v.column5 ELSE breaker_opened_at_ms END FROM (",
+            );
+            update.push_values(chunk, |mut row, (key, step, opened_at)| {
                 row.push_bind(key.agent.as_str())
                     .push_bind(key.heartbeat.as_str())
                     .push_bind(i64::from(step.consecutive_failures))
-                    .push_bind(i64::from(step.tripped));
+                    .push_bind(i64::from(step.tripped))
+                    .push_bind(opened_at.flatten().map(Timestamp::as_millisecond))
+                    .push_bind(i64::from(opened_at.is_some()));
             });
             update.push(") AS v WHERE heartbeats.agent_id = v.column1 AND heartbeats.heartbeat_id = v.column2");
             update.build().execute(&mut *tx).await?;
@@ -512,15 +531,19 @@ async fn consume_system_events(tx: &mut Transaction<'_, Sqlite>, runs: &[RunReco
     Ok(())
 }
 
+/// Per heartbeat of a batch: its final count, whether any of its runs tripped, and when
+/// the breaker opened if the batch opened (`Some(Some)`) or closed (`Some(None)`) it.
+type BreakerUpdate = (HeartbeatKey, BreakerStep, Option<Option<Timestamp>>);
+
 /// Reads the failure counts of the batch's heartbeats and steps the breaker through the
-/// batch's runs in order. Returns each run's step, and per heartbeat its final count and
-/// whether any of its runs tripped (what the heartbeats update writes).
+/// batch's runs in order. Returns each run's step, and the update of each heartbeat.
 async fn breaker_steps(
     tx: &mut Transaction<'_, Sqlite>,
     runs: &[RunRecord],
     breaker_failures_max: u32,
-) -> Result<(Vec<BreakerStep>, Vec<(HeartbeatKey, BreakerStep)>), StoreError> {
+) -> Result<(Vec<BreakerStep>, Vec<BreakerUpdate>), StoreError> {
     let mut counts: BTreeMap<HeartbeatKey, BreakerStep> = BTreeMap::new();
+    let mut opened: BTreeMap<HeartbeatKey, Option<Timestamp>> = BTreeMap::new();
     for run in runs {
         if counts.contains_key(&run.key) {
             continue;
@@ -533,22 +556,36 @@ async fn breaker_steps(
                 .await?;
         if let Some(count) = count {
             let consecutive_failures = u32::try_from(count).unwrap_or(u32::MAX);
-            counts.insert(run.key.clone(), BreakerStep { consecutive_failures, tripped: false });
+            counts.insert(run.key.clone(), BreakerStep::unchanged(consecutive_failures));
         }
     }
     let mut steps = Vec::with_capacity(runs.len());
     for run in runs {
         let Some(current) = counts.get_mut(&run.key) else {
             // Deleted while it ran: nothing left to count against.
-            steps.push(BreakerStep { consecutive_failures: 0, tripped: false });
+            steps.push(BreakerStep::unchanged(0));
             continue;
         };
         let step = breaker::after_run(current.consecutive_failures, !run.failed(), breaker_failures_max);
-        *current =
-            BreakerStep { consecutive_failures: step.consecutive_failures, tripped: current.tripped || step.tripped };
+        *current = BreakerStep {
+            tripped: current.tripped || step.tripped,
+            ..BreakerStep::unchanged(step.consecutive_failures)
+        };
+        if step.tripped {
+            opened.insert(run.key.clone(), Some(run.finished_at));
+        } else if step.consecutive_failures == 0 {
+            opened.insert(run.key.clone(), None);
+        }
         steps.push(step);
     }
-    Ok((steps, counts.into_iter().collect()))
+    let updates = counts
+        .into_iter()
+        .map(|(key, step)| {
+            let opened_at = opened.get(&key).copied();
+            (key, step, opened_at)
+        })
+        .collect();
+    Ok((steps, updates))
 }
 
 /// Inserts or replaces a definition. A replaced heartbeat is re-enabled with a clean
@@ -581,7 +618,7 @@ async fn upsert(
          active_timezone = excluded.active_timezone, timeout_ms = excluded.timeout_ms, origin = excluded.origin, \
          config_fingerprint = COALESCE(excluded.config_fingerprint, heartbeats.config_fingerprint), \
          enabled = 1, disabled_reason = NULL, consecutive_failures = 0, next_slot_ms = NULL, \
-         updated_at_ms = excluded.updated_at_ms",
+         breaker_opened_at_ms = NULL, updated_at_ms = excluded.updated_at_ms",
     )
     .bind(def.key.agent.as_str())
     .bind(def.key.heartbeat.as_str())
@@ -675,6 +712,7 @@ fn heartbeat_from_row(row: &SqliteRow) -> Result<Heartbeat, StoreError> {
     };
     let origin: String = row.try_get("origin")?;
     let next_slot: Option<i64> = row.try_get("next_slot_ms")?;
+    let opened_at: Option<i64> = row.try_get("breaker_opened_at_ms")?;
     let failures: i64 = row.try_get("consecutive_failures")?;
     let kind: String = row.try_get("kind")?;
     let catch_up: String = row.try_get("catch_up")?;
@@ -703,6 +741,7 @@ fn heartbeat_from_row(row: &SqliteRow) -> Result<Heartbeat, StoreError> {
         disabled_reason: row.try_get("disabled_reason")?,
         consecutive_failures: u32::try_from(failures).map_err(|_| corrupt(&what, "failure count out of range"))?,
         next_slot: next_slot.map(|ms| timestamp(ms, &what)).transpose()?,
+        breaker_opened_at: opened_at.map(|ms| timestamp(ms, &what)).transpose()?,
     };
     Ok(Heartbeat { def, state })
 }

@@ -19,12 +19,14 @@ use systole::core::policy::{backoff_delay, Overlap};
 use systole::core::schedule::Schedule;
 use systole::driver::events::EngineEvent;
 use systole::limits::{AGENT_LOOP_ITERATIONS_MAX_DEFAULT, DRIVER_SLEEP_SECS_MAX, PAUSE_MINUTES_MAX_DEFAULT};
+use systole::ports::messenger::DeliveryKind;
 
 use crate::options::SimOptions;
 use crate::trace::{DurableWrite, Entry, Event};
 use crate::workload::Op;
 
 mod agents;
+mod breaker;
 mod guards;
 mod replies;
 mod schedules;
@@ -60,7 +62,9 @@ pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
 /// first or its job was deleted.
 pub const TRIGGER_DECIDED: &str = "trigger-decided";
 
-pub const INVARIANTS: [&str; 32] = [
+pub const INVARIANTS: [&str; 34] = [
+    breaker::BREAKER_COOLDOWN,
+    breaker::BREAKER_ANNOUNCED,
     guards::BUDGET,
     guards::VISIBILITY,
     agents::EMPTY_FILE_NO_CALL,
@@ -268,6 +272,8 @@ struct Model<'a> {
     agents: agents::AgentModel,
     /// LLM calls per agent and day; budget skips.
     guards: guards::GuardModel,
+    /// Open breakers and their cooldowns; announcements owed.
+    breaker: breaker::BreakerModel,
     /// Triggers (and backfill slots) not decided yet, with the life that took them and
     /// whether they are excused from being decided: a disable, a delete, a breaker trip or
     /// a replace drops what waits behind a run.
@@ -315,6 +321,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         disabled_at: BTreeMap::new(),
         agents: agents::AgentModel::default(),
         guards: guards::GuardModel::default(),
+        breaker: breaker::BreakerModel::new(options.breaker_cooldown.clone(), options.breaker_failures_max),
         triggers_pending: BTreeMap::new(),
         deciding_trigger: None,
         trigger_runs: BTreeSet::new(),
@@ -373,6 +380,7 @@ impl Model<'_> {
                 self.running_defs.extend(self.defs.iter().map(|(key, def)| (key.clone(), def.clone())));
                 self.restart_pauses(entry);
                 self.restart_backoffs(entry);
+                self.breaker.restarted(entry);
                 self.engine_running = true;
                 self.started(*life, *running_rows, heartbeats)
             }
@@ -380,10 +388,14 @@ impl Model<'_> {
                 self.agent_llm_call(prompt)?;
                 self.llm_call(*life, prompt)
             }
-            Event::Delivered { idempotency_key, heartbeat, text, .. } => {
+            Event::Delivered { idempotency_key, heartbeat, text, kind, .. } => {
                 self.count(DELIVERY_ONCE);
                 if !self.delivered.insert(idempotency_key.clone()) {
                     return fail(DELIVERY_ONCE, format!("idempotency key {idempotency_key} delivered twice"));
+                }
+                if *kind != DeliveryKind::Reply {
+                    self.count(breaker::BREAKER_ANNOUNCED);
+                    return self.breaker.announced(heartbeat, *kind);
                 }
                 self.visibility_of_delivery(heartbeat, text)?;
                 self.reply_delivered(entry, heartbeat, idempotency_key, text)
@@ -398,6 +410,7 @@ impl Model<'_> {
             }
             Event::End { heartbeats } => {
                 self.triggers_decided()?;
+                self.probes_due(entry.elapsed)?;
                 self.events_processed(entry.elapsed, heartbeats)?;
                 self.liveness(entry.elapsed, heartbeats)?;
                 self.slots_expected(entry, heartbeats)
@@ -703,6 +716,14 @@ impl Model<'_> {
         }
     }
 
+    /// Every cooldown that ended once faults were off led to a probe.
+    fn probes_due(&mut self, end: Duration) -> Step {
+        let (Some(healed_at), Some(offset)) = (self.healed_at, self.healed_wall_offset) else { return Ok(()) };
+        let present = &self.present;
+        let checks = self.checks.entry(breaker::BREAKER_COOLDOWN).or_default();
+        self.breaker.probes_due(end, healed_at, offset, |key| present.contains_key(key), || *checks += 1)
+    }
+
     /// Every trigger of a process still alive was decided, unless its job is gone.
     fn triggers_decided(&mut self) -> Step {
         for ((key, slot), (_, excused)) in &self.triggers_pending {
@@ -734,7 +755,17 @@ impl Model<'_> {
             _ => {}
         }
         match write {
-            DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped, consumed } => {
+            DurableWrite::Finish {
+                key,
+                slot,
+                failed,
+                finished_at,
+                consecutive_failures,
+                tripped,
+                opened,
+                closed,
+                consumed,
+            } => {
                 self.events_consumed(key, *slot, consumed)?;
                 if !*failed {
                     let deliveries = self.deliveries.entry(key.clone()).or_default();
@@ -748,13 +779,27 @@ impl Model<'_> {
                 self.count(BREAKER_EXACT);
                 let before = self.failures.get(key).copied().unwrap_or(0);
                 let expected = if *failed { before + 1 } else { 0 };
-                let expected_trip = *failed && expected >= self.options.breaker_failures_max;
-                if (*consecutive_failures, *tripped) != (expected, expected_trip) {
+                let max = self.options.breaker_failures_max;
+                let expected_trip = *failed && expected >= max;
+                // Opened: this failure reached the limit from below; closed: a probe (a run
+                // with the count at the limit) succeeded.
+                let expected_open = expected_trip && before < max;
+                let expected_close = !*failed && before >= max;
+                if (*consecutive_failures, *tripped, *opened, *closed)
+                    != (expected, expected_trip, expected_open, expected_close)
+                {
                     let message = format!(
-                        "{key} slot {slot}: the store recorded {consecutive_failures} failures (tripped {tripped}) \
-                         where {before} before and this run give {expected} (tripped {expected_trip})"
+                        "{key} slot {slot}: the store recorded {consecutive_failures} failures (tripped {tripped}, \
+                         opened {opened}, closed {closed}) where {before} before and this run give {expected} \
+                         (tripped {expected_trip}, opened {expected_open}, closed {expected_close})"
                     );
                     return fail(BREAKER_EXACT, message);
+                }
+                if expected_trip {
+                    self.breaker.tripped(entry, key, *finished_at, expected, expected_open);
+                }
+                if expected_close {
+                    self.breaker.closed(key);
                 }
                 self.failures.insert(key.clone(), expected);
                 if *failed && !expected_trip {
@@ -771,7 +816,21 @@ impl Model<'_> {
                     self.stopped.insert(key.clone(), Stop { life, acknowledged: true, why: "tripped" });
                 }
             }
+            DurableWrite::HalfOpen { key } => {
+                self.count(breaker::BREAKER_COOLDOWN);
+                match self.stopped.get(key) {
+                    Some(stop) if stop.why == "tripped" => {}
+                    other => {
+                        let why = other.map_or("enabled", |stop| stop.why);
+                        return fail(breaker::BREAKER_COOLDOWN, format!("{key} was half-opened while {why}"));
+                    }
+                }
+                self.stopped.remove(key);
+                self.present.insert(key.clone(), true);
+                self.breaker.half_opened(entry, key)?;
+            }
             DurableWrite::SetEnabled { key, enabled } => {
+                self.breaker.forget(entry, key);
                 self.changed_at.insert(key.clone(), entry.elapsed);
                 if let Some(present) = self.present.get_mut(key) {
                     *present = *enabled;
@@ -788,6 +847,7 @@ impl Model<'_> {
             }
             DurableWrite::Put { def } => {
                 let key = &def.key;
+                self.breaker.forget(entry, key);
                 self.changed_at.insert(key.clone(), entry.elapsed);
                 self.defs.insert(key.clone(), (**def).clone());
                 self.retired.remove(key);
@@ -799,6 +859,7 @@ impl Model<'_> {
                 self.stopped.remove(key);
             }
             DurableWrite::Delete { key } => {
+                self.breaker.forget(entry, key);
                 self.catch_up_due.remove(key);
                 self.present.remove(key);
                 // A later heartbeat of the same id starts a new sequence of slots.
@@ -904,6 +965,16 @@ impl Model<'_> {
                 .unwrap_or_default();
             let mut previous = from;
             for (at, wall, decision) in &decisions {
+                // A breaker's probe restarts the cadence (open, it decided nothing).
+                if let Some(half_opened) = self.breaker.half_opened_between(key, previous, *at) {
+                    previous = half_opened;
+                }
+                if self.breaker.was_open(key, *at) {
+                    // Held by its breaker (a wake skipped as disabled): `breaker-cooldown`
+                    // checks the probe came on time.
+                    previous = *at;
+                    continue;
+                }
                 if *at > previous + bound {
                     let gap = *at - previous;
                     return fail(LIVENESS, format!("{key}: {gap:?} without a decision, more than {bound:?}"));
@@ -934,6 +1005,9 @@ impl Model<'_> {
                     }
                     _ => {}
                 }
+            }
+            if let Some(half_opened) = self.breaker.half_opened_between(key, previous, end) {
+                previous = half_opened;
             }
             if end > previous + bound {
                 return fail(

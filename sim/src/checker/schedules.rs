@@ -195,7 +195,9 @@ impl Model<'_> {
     pub(super) fn restart_backoffs(&mut self, entry: &Entry) {
         self.backoffs.clear();
         for (key, failures) in &self.failures {
-            if *failures > 0 && self.present.get(key) == Some(&true) {
+            // A half-open breaker (enabled at the limit) waited out its cooldown instead.
+            let half_open = *failures >= self.options.breaker_failures_max;
+            if *failures > 0 && !half_open && self.present.get(key) == Some(&true) {
                 let delay = backoff_delay(&self.options.error_backoff, *failures);
                 self.backoffs.insert(key.clone(), (entry.elapsed, entry.elapsed + delay));
             }
@@ -221,7 +223,13 @@ impl Model<'_> {
             // The slot it was armed for when the liveness phase began is the first one owed.
             let armed = self.armed.get(key).and_then(|armed| armed.iter().rev().find(|(at, _)| *at < from));
             let armed_floor = armed.map(|(_, slot)| *slot - SignedDuration::from_millis(1));
-            let floor = decided_floor.max(armed_floor);
+            // A breaker half-opened since owes the slots from the one it was armed for then.
+            let half_opened = self.breaker.half_opened_between(key, from, end.elapsed);
+            let probe_floor = half_opened.and_then(|at| {
+                let armed = self.armed.get(key)?.iter().find(|(armed_at, _)| *armed_at >= at)?;
+                Some(armed.1 - SignedDuration::from_millis(1))
+            });
+            let floor = decided_floor.max(armed_floor).max(probe_floor);
             let before_window = wall_from - signed(jitter) - SignedDuration::from_millis(1);
             let mut cursor = floor.map_or(before_window, |floor| floor.max(before_window));
             while let Some(slot) = def.schedule.next_after(cursor).filter(|slot| *slot <= last_day) {

@@ -3,10 +3,11 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use systole::driver::events::EngineEvent;
+use systole::ports::messenger::DeliveryKind;
 
 use super::*;
 use crate::options::SimOptions;
-use crate::trace::{Entry, Event};
+use crate::trace::{DurableWrite, Entry, Event};
 
 fn entry(secs: u64, event: Event) -> Entry {
     let wall = Timestamp::UNIX_EPOCH.checked_add(SignedDuration::from_secs(secs as i64)).expect("in range");
@@ -51,7 +52,16 @@ fn a_duplicate_delivery_is_caught() {
     let options = options_without_window();
     let key = options.heartbeats[0].key.clone();
     let delivered = |secs| {
-        entry(secs, Event::Delivered { life: 1, heartbeat: key.clone(), idempotency_key: "k".into(), text: "t".into() })
+        entry(
+            secs,
+            Event::Delivered {
+                life: 1,
+                heartbeat: key.clone(),
+                idempotency_key: "k".into(),
+                text: "t".into(),
+                kind: DeliveryKind::Reply,
+            },
+        )
     };
     let verdict = check(&options, &[delivered(1), delivered(2)]);
     assert_eq!(verdict.violation.map(|v| v.invariant), Some(DELIVERY_ONCE));
@@ -67,13 +77,90 @@ fn a_breaker_count_that_restarts_from_zero_is_caught() {
             key: key.clone(),
             slot: Timestamp::from_second(secs as i64).expect("in range"),
             failed: true,
+            finished_at: Timestamp::from_second(secs as i64).expect("in range"),
             consecutive_failures: failures,
             tripped: false,
+            opened: false,
+            closed: false,
         };
         entry(secs, Event::Durable { life: 1, write })
     };
     let verdict = check(&options, &[finish(60, 1), finish(120, 1)]);
     assert_eq!(verdict.violation.map(|v| v.invariant), Some(BREAKER_EXACT));
+}
+
+/// Three failures in a row of the first heartbeat, the third tripping (and opening) it.
+fn three_failures(options: &SimOptions) -> Vec<Entry> {
+    let key = options.heartbeats[0].key.clone();
+    (1..=3u32)
+        .map(|failures| {
+            let secs = u64::from(failures) * 60;
+            let at = Timestamp::from_second(secs as i64).expect("in range");
+            let tripped = failures == 3;
+            let write = DurableWrite::Finish {
+                consumed: Vec::new(),
+                key: key.clone(),
+                slot: at,
+                failed: true,
+                finished_at: at,
+                consecutive_failures: failures,
+                tripped,
+                opened: tripped,
+                closed: false,
+            };
+            entry(secs, Event::Durable { life: 1, write })
+        })
+        .collect()
+}
+
+fn breaker_options() -> SimOptions {
+    SimOptions { breaker_cooldown: vec![Duration::from_secs(600)], ..options_without_window() }
+}
+
+#[test]
+fn a_probe_before_the_cooldown_is_caught_and_one_after_it_is_not() {
+    let options = breaker_options();
+    let key = options.heartbeats[0].key.clone();
+    let half_open = |secs| entry(secs, Event::Durable { life: 1, write: DurableWrite::HalfOpen { key: key.clone() } });
+    let early: Vec<Entry> = three_failures(&options).into_iter().chain([half_open(180 + 599)]).collect();
+    assert_eq!(check(&options, &early).violation.map(|v| v.invariant), Some(breaker::BREAKER_COOLDOWN));
+    let on_time: Vec<Entry> = three_failures(&options).into_iter().chain([half_open(180 + 600)]).collect();
+    assert_eq!(check(&options, &on_time).violation.map(|v| v.invariant), None);
+}
+
+#[test]
+fn announcements_must_match_an_opening_and_come_once() {
+    let options = breaker_options();
+    let key = options.heartbeats[0].key.clone();
+    let announce = |secs, id: &str| {
+        let event = Event::Delivered {
+            life: 1,
+            heartbeat: key.clone(),
+            idempotency_key: id.into(),
+            text: "t".into(),
+            kind: DeliveryKind::BreakerOpened,
+        };
+        entry(secs, event)
+    };
+    let unowed = vec![announce(30, "a")];
+    assert_eq!(check(&options, &unowed).violation.map(|v| v.invariant), Some(breaker::BREAKER_ANNOUNCED));
+    let once: Vec<Entry> = three_failures(&options).into_iter().chain([announce(181, "a")]).collect();
+    assert_eq!(check(&options, &once).violation.map(|v| v.invariant), None);
+    let twice: Vec<Entry> =
+        three_failures(&options).into_iter().chain([announce(181, "a"), announce(182, "b")]).collect();
+    assert_eq!(check(&options, &twice).violation.map(|v| v.invariant), Some(breaker::BREAKER_ANNOUNCED));
+}
+
+#[test]
+fn a_cooldown_that_ends_after_healing_without_a_probe_is_caught() {
+    let options = breaker_options();
+    let mut entries = three_failures(&options);
+    entries.push(entry(200, Event::Healed));
+    entries.push(entry(180 + 600 + 60, Event::End { heartbeats: Vec::new() }));
+    assert_eq!(check(&options, &entries).violation.map(|v| v.invariant), None, "within the bound");
+    entries.pop();
+    entries.push(entry(180 + 600 + 3_600, Event::End { heartbeats: Vec::new() }));
+    assert_eq!(check(&options, &entries).violation.map(|v| v.invariant), Some(breaker::BREAKER_COOLDOWN));
 }
 
 #[test]

@@ -44,6 +44,7 @@ impl Messenger for SimMessenger {
             heartbeat: delivery.heartbeat.clone(),
             idempotency_key: delivery.idempotency_key.clone(),
             text: delivery.text.clone(),
+            kind: delivery.kind,
         });
         Ok(())
     }

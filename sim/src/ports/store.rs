@@ -100,6 +100,12 @@ impl Store for SimStore {
         self.write("set_enabled", self.world.durable.set_enabled(key, enabled, reason), existed).await
     }
 
+    async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
+        let write = DurableWrite::HalfOpen { key: key.clone() };
+        let opened = |opened: &bool| if *opened { vec![write] } else { Vec::new() };
+        self.write("half_open_breaker", self.world.durable.half_open_breaker(key), opened).await
+    }
+
     async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
         self.write("set_next_slots", self.world.durable.set_next_slots(slots), none).await
     }
@@ -132,8 +138,11 @@ impl Store for SimStore {
                     key: run.key.clone(),
                     slot: run.slot,
                     failed: run.failed(),
+                    finished_at: run.finished_at,
                     consecutive_failures: step.consecutive_failures,
                     tripped: step.tripped,
+                    opened: step.opened,
+                    closed: step.closed,
                     consumed: before
                         .iter()
                         .filter(|entry| {

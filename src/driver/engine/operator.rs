@@ -33,6 +33,10 @@ pub struct JobView {
     pub would_run_now: Result<(), SkipReason>,
     /// The agent heartbeat only: when its flood guard opens again, if it is closed.
     pub flood_guard_opens: Option<Timestamp>,
+    /// Its breaker is open: when the probe runs (wall clock), if a cooldown is configured.
+    pub breaker_probe_at: Option<Timestamp>,
+    /// Its breaker is half-open: the next run is the probe.
+    pub breaker_half_open: bool,
 }
 
 /// What a trigger did.
@@ -92,6 +96,8 @@ impl Driver {
                 backoff_until: backoff_left.map(|left| crate::core::slots::add(now.wall, left)),
                 would_run_now: guard::check(input),
                 flood_guard_opens: opens.map(|at| crate::core::slots::add(now.wall, at.saturating_since(now.mono))),
+                breaker_probe_at: self.probe_at(key),
+                breaker_half_open: entry.half_open,
             });
         }
         views
