@@ -17,3 +17,8 @@ if ! python3 -c "import openapi_spec_validator" >/dev/null 2>&1; then
     echo "installing openapi-spec-validator (PyPI) for the API's test"
     python3 -m pip install --quiet --disable-pip-version-check openapi-spec-validator
 fi
+
+if ! python3 -c "import standardwebhooks" >/dev/null 2>&1; then
+    echo "installing standardwebhooks (PyPI) to verify signed webhooks independently"
+    python3 -m pip install --quiet --disable-pip-version-check standardwebhooks
+fi

@@ -21,6 +21,7 @@ pub mod api;
 pub mod core;
 #[cfg(not(madsim))]
 pub mod daemon;
+pub mod delivery;
 pub mod driver;
 pub mod limits;
 pub mod metrics;

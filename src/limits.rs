@@ -73,6 +73,24 @@ pub const DRIVER_SLEEP_SECS_MAX: u64 = 30;
 /// How long `serve` lets in-flight runs finish after SIGINT/SIGTERM before abandoning them.
 pub const SHUTDOWN_GRACE_SECS_DEFAULT: u64 = 30;
 
+/// Discord's longest message, in characters.
+pub const DISCORD_MESSAGE_CHARS_MAX: usize = 2_000;
+/// Where a Slack message is split (Slack truncates past 40,000; its guidance is 4,000).
+pub const SLACK_MESSAGE_CHARS_MAX: usize = 4_000;
+/// Telegram's longest message, in UTF-16 code units.
+pub const TELEGRAM_MESSAGE_CHARS_MAX: usize = 4_096;
+/// Parts one message may be split into; past it the last part says what was not sent
+/// (a runaway reply must not flood a chat).
+pub const DELIVERY_PARTS_MAX: usize = 10;
+/// The longest wait a platform's `Retry-After` may ask for before the delivery gives up
+/// (the run's budget would run out anyway).
+pub const DELIVERY_RETRY_AFTER_SECS_MAX: u64 = 60;
+/// Characters of a platform's answer kept in an error.
+pub const DELIVERY_ERROR_BODY_CHARS_MAX: usize = 300;
+/// Attempts per part on the chat platforms, unless configured.
+pub const CHAT_ATTEMPTS_MAX_DEFAULT: u32 = 3;
+/// One attempt's timeout on the chat platforms, unless configured.
+pub const CHAT_TIMEOUT_SECS_DEFAULT: u64 = 10;
 /// Attempts a webhook delivery gets, the first included. Never unbounded (field notes, failure 10).
 pub const WEBHOOK_ATTEMPTS_MAX_DEFAULT: u32 = 3;
 /// The most attempts a config may ask for.

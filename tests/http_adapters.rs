@@ -1,5 +1,5 @@
 //! The real HTTP adapters against local servers on 127.0.0.1: the OpenAI-compatible
-//! client's error mapping, and webhook delivery's bounded retries.
+//! client's error mapping and retries (delivery is in `tests/delivery.rs`).
 
 mod common;
 
@@ -12,16 +12,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::Router;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 
-use common::{key, start};
 use systole::adapters::openai::OpenAiClient;
 use systole::adapters::system_clock::SystemClock;
-use systole::adapters::webhook::{WebhookEndpoint, WebhookSender};
-use systole::core::delivery_target::DeliveryTarget;
 use systole::ports::llm::{ChatRequest, Llm, LlmError, Message};
-use systole::ports::messenger::{Delivery, DeliveryError, DeliveryKind};
 
 /// One canned answer: status, extra headers, body.
 type Answer = (u16, Vec<(&'static str, &'static str)>, &'static str);
@@ -102,49 +96,6 @@ async fn an_unreachable_llm_is_reported_as_such() {
         Err(LlmError::Unreachable(text)) => assert!(text.to_lowercase().contains("connection refused"), "{text}"),
         other => panic!("expected Unreachable, got {other:?}"),
     }
-}
-
-fn delivery() -> Delivery {
-    Delivery {
-        target: DeliveryTarget::parse("webhook:ops").expect("valid"),
-        text: "hello".to_owned(),
-        heartbeat: key("main", "inbox"),
-        scheduled_for: start(),
-        idempotency_key: "main/inbox/1".to_owned(),
-        kind: DeliveryKind::Reply,
-    }
-}
-
-fn sender() -> WebhookSender {
-    WebhookSender::new(Arc::new(SystemClock::new()), ChaCha8Rng::seed_from_u64(7))
-}
-
-fn endpoint(base: &str, attempts_max: u32) -> WebhookEndpoint {
-    WebhookEndpoint { url: format!("{base}/hook"), timeout: Duration::from_secs(5), attempts_max }
-}
-
-#[tokio::test]
-async fn webhook_retries_transient_failures_with_the_same_key() {
-    let (server, base) = serve(vec![(503, vec![], ""), (500, vec![], ""), (204, vec![], "")]).await;
-    assert_eq!(sender().send("ops", &endpoint(&base, 3), &delivery()).await, Ok(()));
-    assert_eq!(server.requests.load(Ordering::SeqCst), 3);
-    assert_eq!(*server.keys.lock().expect("lock"), vec!["main/inbox/1"; 3], "one key for every attempt");
-}
-
-#[tokio::test]
-async fn webhook_gives_up_after_its_attempts() {
-    let (server, base) = serve(vec![(500, vec![], "")]).await;
-    let result = sender().send("ops", &endpoint(&base, 2), &delivery()).await;
-    assert!(matches!(result, Err(DeliveryError::Failed { attempts: 2, .. })), "{result:?}");
-    assert_eq!(server.requests.load(Ordering::SeqCst), 2, "bounded: never more than the limit");
-}
-
-#[tokio::test]
-async fn webhook_does_not_retry_a_refusal() {
-    let (server, base) = serve(vec![(400, vec![], "bad payload")]).await;
-    let result = sender().send("ops", &endpoint(&base, 3), &delivery()).await;
-    assert!(matches!(result, Err(DeliveryError::Failed { attempts: 1, .. })), "{result:?}");
-    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
 }
 
 const OK: &str = r#"{"choices":[{"message":{"role":"assistant","content":"hello"}}]}"#;

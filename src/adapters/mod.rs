@@ -13,6 +13,4 @@ pub mod http_error;
 #[cfg(not(madsim))]
 pub mod openai;
 #[cfg(not(madsim))]
-pub mod router;
-#[cfg(not(madsim))]
-pub mod webhook;
+pub mod reqwest_http;

@@ -13,6 +13,7 @@ use crate::adapters::system_clock::SystemClock;
 use crate::core::heartbeat::JobKind;
 use crate::daemon::client::{segment, ApiClient};
 use crate::daemon::config::{self, API_LISTEN_DEFAULT};
+use crate::daemon::deliver_test::deliver_test;
 use crate::daemon::list;
 use crate::daemon::preview::{preview, PreviewSpec};
 use crate::daemon::remote::{self, job_body, job_call, job_path};
@@ -81,8 +82,23 @@ pub enum Command {
         #[command(subcommand)]
         command: ScheduleCommand,
     },
+    /// Check a delivery target.
+    Deliver {
+        #[command(subcommand)]
+        command: DeliverCommand,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeliverCommand {
+    /// Send one message through the configured adapter and print what the platform answered.
+    Test {
+        /// Like discord:123456789, slack:C0123, telegram:-100123, webhook:ops.
+        target: String,
+        text: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -322,6 +338,10 @@ pub async fn run(cli: Cli) -> Result<(), DaemonError> {
                 file.display(),
                 config.heartbeats.len()
             );
+            Ok(())
+        }
+        Command::Deliver { command: DeliverCommand::Test { target, text } } => {
+            print!("{}", deliver_test(&config::load(&config)?, &target, &text).await?);
             Ok(())
         }
         Command::Completions { shell } => {

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::adapters::webhook::WebhookEndpoint;
 use crate::agent::settings::AgentSettings;
 use crate::core::active_hours::{zone_by_name, ActiveHours};
 use crate::core::delivery_target::DeliveryTarget;
@@ -15,12 +14,12 @@ use crate::core::duration::parse_duration;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::AgentId;
 use crate::core::visibility::VisibilityRules;
+use crate::delivery::settings::AdapterSettings;
 use crate::limits::{
     ACK_MAX_CHARS_LIMIT, AGENT_LOOP_ITERATIONS_MAX_LIMIT, BREAKER_FAILURES_MAX_DEFAULT, INTERVAL_SECS_MAX,
     INTERVAL_SECS_MIN, LLM_ATTEMPTS_MAX_DEFAULT, LLM_ATTEMPTS_MAX_LIMIT, LLM_CALLS_PER_DAY_LIMIT,
     LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT, RUNS_IN_FLIGHT_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT,
-    RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT, WEBHOOK_ATTEMPTS_MAX_DEFAULT, WEBHOOK_ATTEMPTS_MAX_LIMIT,
-    WEBHOOK_TIMEOUT_SECS_DEFAULT,
+    RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT,
 };
 
 /// The SQLite file when the config names none, relative to the config file.
@@ -74,7 +73,7 @@ pub struct Config {
     pub store_path: PathBuf,
     pub llm: LlmConfig,
     pub system_prompt: Option<String>,
-    pub webhooks: BTreeMap<String, WebhookEndpoint>,
+    pub adapters: AdapterSettings,
     pub engine: EngineSettings,
     pub heartbeats: Vec<HeartbeatDef>,
     /// Run and tool settings of each configured agent.
@@ -127,21 +126,6 @@ struct RawLlm {
     attempts: Option<u32>,
     replies: Option<Vec<String>>,
     system_prompt: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawAdapters {
-    #[serde(default)]
-    webhook: BTreeMap<String, RawWebhook>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawWebhook {
-    url: String,
-    timeout: Option<String>,
-    attempts: Option<u32>,
 }
 
 #[derive(Deserialize, Default)]
@@ -370,10 +354,10 @@ impl Validator<'_> {
         })?;
         let system_prompt = llm.system_prompt.clone();
         let llm = self.llm(llm)?;
-        let webhooks = self.webhooks(raw.adapters)?;
-        let visibility = self.visibility(raw.visibility, &webhooks)?;
-        let (engine, timezone, run_timeout) = self.engine(raw.engine, &webhooks)?;
-        let mut allowed_targets: BTreeSet<String> = webhooks.keys().map(|name| format!("webhook:{name}")).collect();
+        let adapters = self.adapters(raw.adapters)?;
+        let visibility = self.visibility(raw.visibility, &adapters)?;
+        let (engine, timezone, run_timeout) = self.engine(raw.engine, &adapters)?;
+        let mut allowed_targets: BTreeSet<String> = adapters.named_targets().collect();
         allowed_targets.insert(DeliveryTarget::STDOUT.to_owned());
         let agent_default =
             AgentSettings { timezone: timezone.clone(), run_timeout, allowed_targets, ..AgentSettings::default() };
@@ -403,7 +387,7 @@ impl Validator<'_> {
                 agent: &id,
                 timezone: &timezone,
                 run_timeout,
-                webhooks: &webhooks,
+                adapters: &adapters,
                 agent_heartbeat: false,
             };
             let mut heartbeat_ids = BTreeSet::new();
@@ -448,7 +432,7 @@ impl Validator<'_> {
             store_path,
             llm,
             system_prompt,
-            webhooks,
+            adapters,
             engine,
             heartbeats,
             agents,
@@ -565,39 +549,10 @@ impl Validator<'_> {
         }
     }
 
-    fn webhooks(&self, raw: RawAdapters) -> Result<BTreeMap<String, WebhookEndpoint>, ConfigError> {
-        let mut endpoints = BTreeMap::new();
-        for (name, webhook) in raw.webhook {
-            let field = format!("adapters.webhook.{name}");
-            if name.is_empty() || name.contains(':') {
-                return Err(self.error(&field, "a webhook name must be non-empty and have no ':'"));
-            }
-            if !(webhook.url.starts_with("http://") || webhook.url.starts_with("https://")) {
-                return Err(
-                    self.error(format!("{field}.url"), format!("{:?} is not an http:// or https:// URL", webhook.url))
-                );
-            }
-            let timeout = self.timeout(
-                &format!("{field}.timeout"),
-                webhook.timeout.as_deref(),
-                Duration::from_secs(WEBHOOK_TIMEOUT_SECS_DEFAULT),
-            )?;
-            let attempts_max = self.count(
-                &format!("{field}.attempts"),
-                webhook.attempts.map(u64::from),
-                u64::from(WEBHOOK_ATTEMPTS_MAX_DEFAULT),
-                u64::from(WEBHOOK_ATTEMPTS_MAX_LIMIT),
-            )?;
-            let attempts_max = u32::try_from(attempts_max).unwrap_or(WEBHOOK_ATTEMPTS_MAX_LIMIT);
-            endpoints.insert(name, WebhookEndpoint { url: webhook.url, timeout, attempts_max });
-        }
-        Ok(endpoints)
-    }
-
     fn engine(
         &self,
         raw: RawEngine,
-        webhooks: &BTreeMap<String, WebhookEndpoint>,
+        adapters: &AdapterSettings,
     ) -> Result<(EngineSettings, String, Duration), ConfigError> {
         let timezone = raw.timezone.unwrap_or_else(|| TIMEZONE_DEFAULT.to_owned());
         zone_by_name(&timezone).map_err(|e| self.error("engine.timezone", e))?;
@@ -632,7 +587,7 @@ impl Validator<'_> {
         let error_backoff = self.error_backoff(raw.error_backoff)?;
         let breaker_cooldown = self.breaker_cooldown(raw.breaker_cooldown)?;
         let alerts_target = match raw.alerts_target {
-            Some(text) => Some(self.known_target("engine.alerts_target", &text, webhooks)?),
+            Some(text) => Some(self.known_target("engine.alerts_target", &text, adapters)?),
             None => None,
         };
         let settings = EngineSettings {
@@ -651,7 +606,7 @@ impl Validator<'_> {
         field: &str,
         target: Option<String>,
         delivery_target: Option<String>,
-        webhooks: &BTreeMap<String, WebhookEndpoint>,
+        adapters: &AdapterSettings,
     ) -> Result<DeliveryTarget, ConfigError> {
         let (name, text) = match (target, delivery_target) {
             (Some(text), None) => ("target", text),
@@ -661,25 +616,17 @@ impl Validator<'_> {
             }
             (None, None) => return Err(self.error(format!("{field}.target"), "is missing (like target = \"stdout\")")),
         };
-        self.known_target(&format!("{field}.{name}"), &text, webhooks)
+        self.known_target(&format!("{field}.{name}"), &text, adapters)
     }
 
     /// A delivery target whose adapter is configured.
-    fn known_target(
-        &self,
-        field: &str,
-        text: &str,
-        webhooks: &BTreeMap<String, WebhookEndpoint>,
-    ) -> Result<DeliveryTarget, ConfigError> {
+    fn known_target(&self, field: &str, text: &str, adapters: &AdapterSettings) -> Result<DeliveryTarget, ConfigError> {
         let target = DeliveryTarget::parse(text).map_err(|e| self.error(field, e))?;
-        let known = match target.adapter.as_str() {
-            DeliveryTarget::STDOUT | DeliveryTarget::SILENT => true,
-            "webhook" => webhooks.contains_key(&target.target),
-            _ => false,
-        };
-        if !known {
+        if !adapters.knows(&target) {
             let problem = format!(
-                "{text:?} names no configured adapter; use \"stdout\" or \"webhook:NAME\" with an [adapters.webhook.NAME] table"
+                "{text:?} names no configured adapter; use \"stdout\", \"webhook:NAME\" (an [adapters.webhook.NAME] table), \
+                 \"discord:CHANNEL_ID\", \"slack:CHANNEL\" or \"telegram:CHAT_ID\" (an [adapters.discord] table, ...), \
+                 or \"discord-webhook:NAME\" / \"slack-webhook:NAME\""
             );
             return Err(self.error(field, problem));
         }
@@ -720,7 +667,7 @@ struct HeartbeatDefaults<'a> {
     agent: &'a AgentId,
     timezone: &'a str,
     run_timeout: Duration,
-    webhooks: &'a BTreeMap<String, WebhookEndpoint>,
+    adapters: &'a AdapterSettings,
     /// The agent has an agent heartbeat (main-mode cron jobs need one).
     agent_heartbeat: bool,
 }
@@ -737,6 +684,10 @@ pub use api::{ApiConfig, TokenSource, API_LISTEN_DEFAULT, API_TOKEN_ENV_DEFAULT}
 
 #[path = "config_visibility.rs"]
 mod visibility;
+
+#[path = "config_adapters.rs"]
+mod adapters;
+use adapters::RawAdapters;
 
 #[cfg(test)]
 #[path = "config_tests.rs"]

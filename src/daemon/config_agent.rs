@@ -95,7 +95,7 @@ impl Validator<'_> {
             Some(prompt) => self.prompt(&format!("{field}.prompt"), prompt)?,
             None => HEARTBEAT_PROMPT_DEFAULT.to_owned(),
         };
-        let target = self.target(&field, raw.target, None, jobs.webhooks)?;
+        let target = self.target(&field, raw.target, None, jobs.adapters)?;
         let active_hours = self.active_hours(&field, raw.active_hours, None, None, jobs.timezone)?;
         // A daily heartbeat with a window runs at its opening; one that could miss it is refused.
         let schedule = fit_every_to_window(Schedule::Every(every), active_hours.as_ref())

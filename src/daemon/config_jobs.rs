@@ -82,7 +82,7 @@ impl Validator<'_> {
                 })?
             }
         };
-        let target = self.target(field, raw.target, raw.delivery_target, defaults.webhooks)?;
+        let target = self.target(field, raw.target, raw.delivery_target, defaults.adapters)?;
         let active_hours =
             self.active_hours(field, raw.active_hours, raw.active_start_hour, raw.active_end_hour, defaults.timezone)?;
         let every_field = if raw.interval_secs.is_some() { "interval_secs" } else { "every" };
@@ -145,7 +145,7 @@ impl Validator<'_> {
         };
         let target = match (raw.delivery.as_deref(), raw.target) {
             (Some("silent"), _) => DeliveryTarget::silent(),
-            (Some("announce") | None, Some(target)) => self.target(field, Some(target), None, defaults.webhooks)?,
+            (Some("announce") | None, Some(target)) => self.target(field, Some(target), None, defaults.adapters)?,
             (None, None) => DeliveryTarget::silent(),
             (Some("announce"), None) => {
                 return Err(self.error(format!("{field}.target"), "is missing; delivery = \"announce\" needs a target"))

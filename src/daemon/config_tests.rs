@@ -41,7 +41,7 @@ fn shipped_examples_load() {
         (window.start_text().as_str(), window.end_text().as_str(), window.zone_name()),
         ("09:00", "10:00", "Europe/Berlin")
     );
-    assert_eq!(full.webhooks["ops"].attempts_max, 3);
+    assert_eq!(full.adapters.webhooks["ops"].attempts_max, 3);
 }
 
 #[test]
@@ -229,6 +229,12 @@ fn schedule_and_policy_refusals_name_the_field() {
         (format!("{LLM}[engine]\nbreaker_cooldown = [\"1h\", \"5s\"]\n"), "engine.breaker_cooldown[1]", "allowed from 60s"),
         (format!("{LLM}[engine]\nbreaker_cooldown = [\"1h\", \"30d\"]\n"), "engine.breaker_cooldown[1]", "out of range"),
         (format!("{LLM}[engine]\nalerts_target = \"webhook:nobody\"\n"), "engine.alerts_target", "no configured adapter"),
+        (format!("{LLM}[adapters.discord-webhook.team]\nurl = \"https://discord.com/api/webhooks/1/x\"\n"), "adapters.discord-webhook.team.url", "is a secret"),
+        (format!("{LLM}[adapters.slack-webhook.team]\n"), "adapters.slack-webhook.team.url_env", "is missing"),
+        (format!("{LLM}[adapters.telegram]\ntoken_env = \"123:abc\"\n"), "adapters.telegram.token_env", "name of an environment variable"),
+        (format!("{LLM}[adapters.slack]\nbase_url = \"slack.com\"\n"), "adapters.slack.base_url", "not an http"),
+        (format!("{LLM}[adapters.webhook.ops]\nurl = \"http://127.0.0.1:1/hook\"\nsecret_env = \"whsec_abc=\"\n"), "adapters.webhook.ops.secret_env", "name of an environment variable"),
+        (with_heartbeat("every = \"1h\"\ntarget = \"discord:123\""), "agents[0].heartbeats[0].target", "names no configured adapter"),
     ];
     for (text, field, problem) in cases {
         let error = refused(&text);

@@ -4,12 +4,14 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{ConfigError, Validator, WebhookEndpoint};
+use super::{ConfigError, Validator};
 use crate::core::delivery_target::DeliveryTarget;
 use crate::core::visibility::{Visibility, VisibilityOverride, VisibilityRules};
+use crate::delivery::settings::AdapterSettings;
 
 /// The adapters a per-adapter override may name.
-const ADAPTERS: [&str; 2] = [DeliveryTarget::STDOUT, "webhook"];
+const ADAPTERS: [&str; 7] =
+    [DeliveryTarget::STDOUT, "webhook", "discord", "discord-webhook", "slack", "slack-webhook", "telegram"];
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -41,7 +43,7 @@ impl Validator<'_> {
     pub(super) fn visibility(
         &self,
         raw: RawVisibility,
-        webhooks: &BTreeMap<String, WebhookEndpoint>,
+        configured: &AdapterSettings,
     ) -> Result<VisibilityRules, ConfigError> {
         let base = Visibility::default();
         let defaults = Visibility {
@@ -59,7 +61,7 @@ impl Validator<'_> {
         }
         let mut targets = BTreeMap::new();
         for (name, level) in raw.targets {
-            let target = self.target(&format!("visibility.targets.{name:?}"), Some(name.clone()), None, webhooks)?;
+            let target = self.target(&format!("visibility.targets.{name:?}"), Some(name.clone()), None, configured)?;
             targets.insert(target.to_string(), level.into());
         }
         Ok(VisibilityRules { defaults, adapters, targets })

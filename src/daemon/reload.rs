@@ -41,7 +41,7 @@ fn restart_needed(running: &Config, new: &Config) -> Vec<&'static str> {
     if running.llm != new.llm || running.system_prompt != new.system_prompt {
         sections.push("llm");
     }
-    if running.webhooks != new.webhooks {
+    if running.adapters != new.adapters {
         sections.push("adapters");
     }
     if running.engine != new.engine {

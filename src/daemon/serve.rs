@@ -8,10 +8,9 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::adapters::dir_workspace::DirWorkspace;
 use crate::adapters::openai::OpenAiClient;
-use crate::adapters::router::AdapterRouter;
+use crate::adapters::reqwest_http::ReqwestHttp;
 use crate::adapters::scripted_llm::ScriptedLlm;
 use crate::adapters::system_clock::SystemClock;
-use crate::adapters::webhook::WebhookSender;
 use crate::api::feed::EventFeed;
 use crate::api::reload::Reloader;
 use crate::api::ApiState;
@@ -20,6 +19,8 @@ use crate::daemon::reload::ConfigReloader;
 use crate::daemon::serve_api;
 use crate::daemon::store_file::{self, DaemonLock};
 use crate::daemon::DaemonError;
+use crate::delivery::sender::ChatSender;
+use crate::delivery::settings::destinations;
 use crate::driver::events::{EventSink, TracingSink};
 use crate::driver::{self, EngineOptions, Ports};
 use crate::metrics::metered::{MeteredLlm, MeteredMessenger, MeteredSink};
@@ -33,6 +34,17 @@ use crate::store::sqlite::SqliteStore;
 ///
 /// # Errors
 /// When the API key variable is named but unset, or the HTTP client cannot be built.
+/// The messenger of the configured adapters, with their secrets read from the environment.
+///
+/// # Errors
+/// When a secret's variable is unset or unusable (the message names the variable).
+pub fn build_messenger(config: &Config, clock: Arc<dyn Clock>) -> Result<Arc<ChatSender>, DaemonError> {
+    let destinations = destinations(&config.adapters, |name| std::env::var(name).ok()).map_err(DaemonError::Startup)?;
+    // Retry jitter needs randomness; the real daemon seeds it from the OS once, here.
+    let rng = ChaCha8Rng::from_os_rng();
+    Ok(Arc::new(ChatSender::new(Arc::new(ReqwestHttp::new()), clock, rng, destinations)))
+}
+
 pub fn build_llm(config: &LlmConfig, clock: Arc<dyn Clock>) -> Result<Arc<dyn Llm>, DaemonError> {
     match config {
         LlmConfig::Scripted { replies } => Ok(Arc::new(ScriptedLlm::new(replies.clone()))),
@@ -73,9 +85,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let feed = Arc::new(EventFeed::default());
     let llm = build_llm(&config.llm, Arc::clone(&clock))?;
     let llm = Arc::new(MeteredLlm { inner: llm, clock: Arc::clone(&clock), metrics: Arc::clone(&metrics) });
-    // Retry jitter needs randomness; the real daemon seeds it from the OS once, here.
-    let rng = ChaCha8Rng::from_os_rng();
-    let messenger = Arc::new(AdapterRouter::new(WebhookSender::new(Arc::clone(&clock), rng), config.webhooks.clone()));
+    let messenger = build_messenger(&config, Arc::clone(&clock))?;
     let messenger = Arc::new(MeteredMessenger { inner: messenger, metrics: Arc::clone(&metrics) });
     let workspace = Arc::new(DirWorkspace::new(config.workspaces.clone()));
     let mut ports = Ports::new(Arc::clone(&clock), llm, messenger, Arc::clone(&store)).with_workspace(workspace);
