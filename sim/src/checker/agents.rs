@@ -196,6 +196,10 @@ impl Model<'_> {
                 if self.guards.budget_skipped_after(&key.agent, queued_at) {
                     continue; // a spent budget holds the heartbeat until the next day
                 }
+                let ttl = Duration::from_secs(systole::limits::SYSTEM_EVENT_TTL_SECS);
+                if self.breaker.open_between(key, queued_at, queued_at + ttl) {
+                    continue; // its breaker held the heartbeat while the event could still be listed
+                }
                 self.count(EVENTS_PROCESSED);
                 if pending.contains(&id) {
                     return fail(EVENTS_PROCESSED, format!("event {id} ({text:?}) for {key} still pending at the end"));

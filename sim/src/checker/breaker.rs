@@ -96,6 +96,13 @@ impl BreakerModel {
         }
     }
 
+    /// Whether the breaker of `key` held it open at some time in `[from, to]`.
+    pub fn open_between(&self, key: &HeartbeatKey, from: Duration, to: Duration) -> bool {
+        self.open_spans.get(key).is_some_and(|spans| {
+            spans.iter().any(|(open, until)| *open <= to && until.is_none_or(|until| from <= until))
+        })
+    }
+
     /// Whether the breaker of `key` held it open at `at`.
     pub fn was_open(&self, key: &HeartbeatKey, at: Duration) -> bool {
         self.open_spans
