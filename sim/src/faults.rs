@@ -41,10 +41,16 @@ pub enum FaultKind {
     LlmTokenReply,
     /// The model repeats one alert text (in varying case and spacing) that dedup must hold back.
     LlmRepeatedAlert,
+    /// The model writes a long reply (paragraphs and a code fence) that must be split.
+    LlmLongReply,
+    /// The platform answers 429 with a short retry-after, in its own shape.
+    DeliveryRateLimited,
+    /// The platform refuses the message (a 4xx, or Slack's `ok: false`).
+    DeliveryRefused,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 19] = [
+    pub const ALL: [FaultKind; 22] = [
         FaultKind::ClockSkew,
         FaultKind::ClockJumpForward,
         FaultKind::ClockJumpBackward,
@@ -64,6 +70,9 @@ impl FaultKind {
         FaultKind::LlmEndlessTools,
         FaultKind::LlmTokenReply,
         FaultKind::LlmRepeatedAlert,
+        FaultKind::LlmLongReply,
+        FaultKind::DeliveryRateLimited,
+        FaultKind::DeliveryRefused,
     ];
 
     pub fn name(self) -> &'static str {
@@ -87,6 +96,9 @@ impl FaultKind {
             FaultKind::LlmEndlessTools => "llm-endless-tools",
             FaultKind::LlmTokenReply => "llm-token-reply",
             FaultKind::LlmRepeatedAlert => "llm-repeated-alert",
+            FaultKind::LlmLongReply => "llm-long-reply",
+            FaultKind::DeliveryRateLimited => "delivery-rate-limited",
+            FaultKind::DeliveryRefused => "delivery-refused",
         }
     }
 
@@ -98,6 +110,11 @@ impl FaultKind {
     /// Reply shapes (issue 6), drawn apart so the older faults' rates stay as they were.
     pub fn is_reply_shape(self) -> bool {
         matches!(self, FaultKind::LlmTokenReply | FaultKind::LlmRepeatedAlert)
+    }
+
+    /// The platforms' answers and long replies (issue 14), drawn from a stream of their own.
+    pub fn is_delivery_shape(self) -> bool {
+        matches!(self, FaultKind::LlmLongReply | FaultKind::DeliveryRateLimited | FaultKind::DeliveryRefused)
     }
 }
 
@@ -118,7 +135,9 @@ impl FaultRates {
     /// log-uniformly between the bounds, so some runs see it rarely and some constantly.
     pub fn swarm(rng: &mut ChaCha8Rng) -> Self {
         let mut per_call = BTreeMap::new();
-        for kind in FaultKind::ALL.into_iter().filter(|k| k.is_per_call() && !k.is_reply_shape()) {
+        for kind in
+            FaultKind::ALL.into_iter().filter(|k| k.is_per_call() && !k.is_reply_shape() && !k.is_delivery_shape())
+        {
             let max = match kind {
                 FaultKind::CrashBeforeWrite | FaultKind::CrashAfterWrite => CRASH_RATE_MAX,
                 _ => FAULT_RATE_MAX,
@@ -136,6 +155,14 @@ impl FaultRates {
 
     /// Rates of the reply shapes, from their own stream: frequent, since they are the
     /// model's ordinary answers rather than failures.
+    /// Rates of the delivery shapes: each on in half the seeds, at up to 20 % of requests.
+    pub fn add_delivery_shapes(&mut self, rng: &mut ChaCha8Rng) {
+        for kind in FaultKind::ALL.into_iter().filter(|k| k.is_delivery_shape()) {
+            let rate = if rng.random_bool(0.5) { rng.random_range(0.01..0.2) } else { 0.0 };
+            self.per_call.insert(kind, rate);
+        }
+    }
+
     pub fn add_reply_shapes(&mut self, rng: &mut ChaCha8Rng) {
         for kind in FaultKind::ALL.into_iter().filter(|k| k.is_reply_shape()) {
             let rate = if rng.random_bool(0.8) { rng.random_range(0.05..0.6) } else { 0.0 };

@@ -147,7 +147,7 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
     let ports = Ports {
         clock: world.clock.clone(),
         llm: Arc::new(SimLlm::new(Arc::clone(&world), Arc::clone(&life))),
-        messenger: Arc::new(SimMessenger { world: Arc::clone(&world), life: Arc::clone(&life) }),
+        messenger: Arc::new(SimMessenger::new(Arc::clone(&world), Arc::clone(&life))),
         store: Arc::new(SimStore { world: Arc::clone(&world), life: Arc::clone(&life) }),
         events: Arc::new(TraceSink { world: Arc::clone(&world), life: Arc::clone(&life) }),
         workspace: world.workspace.clone(),

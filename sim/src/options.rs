@@ -30,6 +30,8 @@ pub enum Stream {
     Operator = 5,
     /// The breaker's cooldown ladder and where its announcements go.
     Breaker = 6,
+    /// The chat platform behind the messenger, its answers, long replies, retry jitter.
+    Delivery = 7,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -69,6 +71,8 @@ pub struct SimOptions {
     pub error_backoff: Vec<Duration>,
     /// How long an open breaker waits before its probe (the engine's `breaker_cooldown`).
     pub breaker_cooldown: Vec<Duration>,
+    /// The platform every delivery goes through (the real adapter code over simulated HTTP).
+    pub platform: crate::ports::http::SimPlatform,
     /// Where the breaker's announcements go (`None`: each heartbeat's target).
     pub alerts_target: Option<systole::core::delivery_target::DeliveryTarget>,
     /// Each agent's `HEARTBEAT.md` at the start (`None`: no file).
@@ -136,6 +140,9 @@ impl SimOptions {
         let (breaker_cooldown, alerts_target) = workload::breaker_recovery(&mut self::rng(seed, Stream::Breaker));
         let mut fault_rates = FaultRates::swarm(&mut rng);
         fault_rates.add_reply_shapes(&mut schedules_rng);
+        let mut delivery_rng = self::rng(seed, Stream::Delivery);
+        fault_rates.add_delivery_shapes(&mut delivery_rng);
+        let platform = crate::ports::http::SimPlatform::draw(&mut delivery_rng);
         Self {
             seed,
             start,
@@ -153,6 +160,7 @@ impl SimOptions {
             error_backoff,
             breaker_cooldown,
             alerts_target,
+            platform,
             files: layer.files,
             visibility: layer.visibility,
             llm_calls_per_day: layer.llm_calls_per_day,
@@ -192,6 +200,7 @@ impl SimOptions {
         let alerts =
             self.alerts_target.as_ref().map_or_else(|| "each heartbeat's target".to_owned(), ToString::to_string);
         let _ = writeln!(out, "breaker cooldown: {cooldown:?} s, announcements to {alerts}");
+        let _ = writeln!(out, "deliveries through: {:?}", self.platform);
         for (kind, rate) in &self.fault_rates.per_call {
             let _ = writeln!(out, "fault {}: {:.4}", kind.name(), rate);
         }

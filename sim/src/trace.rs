@@ -58,6 +58,13 @@ pub enum Event {
         /// A run's reply, or the engine's announcement of its breaker.
         kind: DeliveryKind,
     },
+    /// A request for one part of a message reached the simulated platform.
+    PartPosted {
+        life: u32,
+        /// The part's idempotency key (`<slot key>/part-2-of-3`, or the slot's key alone).
+        key: String,
+        outcome: PartOutcome,
+    },
     OpAcked {
         life: u32,
         op: Op,
@@ -83,6 +90,27 @@ pub enum Event {
     End {
         heartbeats: Vec<(HeartbeatKey, bool)>,
     },
+}
+
+/// What the simulated platform made of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartOutcome {
+    Accepted,
+    RateLimited,
+    Refused,
+    /// No answer: the connection failed or timed out (nothing was posted).
+    Unreachable,
+}
+
+impl PartOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PartOutcome::Accepted => "accepted",
+            PartOutcome::RateLimited => "rate-limited",
+            PartOutcome::Refused => "refused",
+            PartOutcome::Unreachable => "unreachable",
+        }
+    }
 }
 
 /// The durable writes the checker's model follows.
@@ -244,6 +272,9 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
         }
         Event::Delivered { life, heartbeat, idempotency_key, text, kind } => {
             w.tag(8).u64(u64::from(*life)).key(heartbeat).str(idempotency_key).str(text).str(kind.as_str());
+        }
+        Event::PartPosted { life, key, outcome } => {
+            w.tag(15).u64(u64::from(*life)).str(key).str(outcome.as_str());
         }
         Event::OpAcked { life, op, applied } => {
             w.tag(9).u64(u64::from(*life)).str(&op.describe()).bool(*applied);
@@ -426,6 +457,7 @@ pub fn describe(entry: &Entry) -> String {
         Event::Delivered { life, heartbeat, idempotency_key, text, kind } => {
             format!("[life {life}] delivered {heartbeat} ({}) key={idempotency_key} {text:?}", kind.as_str())
         }
+        Event::PartPosted { life, key, outcome } => format!("[life {life}] platform: {key} {}", outcome.as_str()),
         Event::OpAcked { life, op, applied } => {
             format!(
                 "[life {life}] op acknowledged: {}{}",

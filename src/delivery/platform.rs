@@ -75,7 +75,17 @@ impl Platform {
     }
 
     /// The request that posts `part` to `channel` (the target after the adapter's name).
-    pub fn request(
+    /// Every request carries the part's key as `Idempotency-Key`: a webhook receiver drops
+    /// repeats by it, and a proxy or a log can tell the attempts at one part apart.
+    pub fn request(&self, channel: &str, part: &Part<'_>, delivery: &Delivery, now: Timestamp, timeout: Duration) -> HttpRequest {
+        let request = self.platform_request(channel, part, delivery, now, timeout);
+        match self {
+            Platform::Webhook { .. } => request,
+            _ => request.header("Idempotency-Key", part.idempotency_key),
+        }
+    }
+
+    fn platform_request(
         &self,
         channel: &str,
         part: &Part<'_>,

@@ -27,6 +27,7 @@ use crate::workload::Op;
 
 mod agents;
 mod breaker;
+mod delivery;
 mod guards;
 mod replies;
 mod schedules;
@@ -62,7 +63,10 @@ pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
 /// first or its job was deleted.
 pub const TRIGGER_DECIDED: &str = "trigger-decided";
 
-pub const INVARIANTS: [&str; 34] = [
+pub const INVARIANTS: [&str; 37] = [
+    delivery::PART_ONCE,
+    delivery::PARTS_IN_ORDER,
+    delivery::NO_RETRY_AFTER_REFUSAL,
     breaker::BREAKER_COOLDOWN,
     breaker::BREAKER_ANNOUNCED,
     guards::BUDGET,
@@ -274,6 +278,8 @@ struct Model<'a> {
     guards: guards::GuardModel,
     /// Open breakers and their cooldowns; announcements owed.
     breaker: breaker::BreakerModel,
+    /// What the platform took of each message.
+    delivery: delivery::DeliveryModel,
     /// Triggers (and backfill slots) not decided yet, with the life that took them and
     /// whether they are excused from being decided: a disable, a delete, a breaker trip or
     /// a replace drops what waits behind a run.
@@ -322,6 +328,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         agents: agents::AgentModel::default(),
         guards: guards::GuardModel::default(),
         breaker: breaker::BreakerModel::new(options.breaker_cooldown.clone(), options.breaker_failures_max),
+        delivery: delivery::DeliveryModel::default(),
         triggers_pending: BTreeMap::new(),
         deciding_trigger: None,
         trigger_runs: BTreeSet::new(),
@@ -401,6 +408,10 @@ impl Model<'_> {
                 self.reply_delivered(entry, heartbeat, idempotency_key, text)
             }
             Event::Durable { life, write } => self.durable(entry, *life, write),
+            Event::PartPosted { key, outcome, .. } => {
+                let checks = &mut self.checks;
+                self.delivery.posted(key, *outcome, |invariant| *checks.entry(invariant).or_default() += 1)
+            }
             Event::OpAcked { op, applied, .. } => self.acknowledged(op, *applied),
             Event::Healed => {
                 self.healed_at = Some(entry.elapsed);

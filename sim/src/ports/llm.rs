@@ -202,10 +202,24 @@ impl Llm for SimLlm {
         // Now and then a long report after the token: delivered, without the token.
         let text = if number.is_multiple_of(7) {
             format!("HEARTBEAT_OK\nalert {number} from {prompt}: {}", "details ".repeat(50))
+        } else if injector.roll(FaultKind::LlmLongReply) {
+            self.world.fault(FaultKind::LlmLongReply, &prompt);
+            long_report(number, &prompt)
         } else {
             format!("alert {number} from {prompt}")
         };
         self.answer(&prompt, &text);
         Ok(ChatResponse { text: Some(text), tool_calls: Vec::new() })
     }
+}
+
+/// A report long enough to be split on every platform: paragraphs of words, and a code
+/// block longer than a Discord message, so a fence is closed and opened again at a cut.
+fn long_report(number: u64, prompt: &str) -> String {
+    let paragraph =
+        |n: usize| format!("Finding {n} of report {number}: {}", "the disk is filling up again ".repeat(8 + n % 5));
+    let code: String = (0..120).map(|line| format!("log line {line} of report {number}: write failed\n")).collect();
+    let mut parts: Vec<String> = (0..6).map(paragraph).collect();
+    parts.insert(3, format!("```text\n{code}```"));
+    format!("alert {number} from {prompt}\n\n{}", parts.join("\n\n"))
 }

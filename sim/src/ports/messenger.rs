@@ -1,44 +1,44 @@
-//! The simulated messenger: records every delivery with its idempotency key; fails or
-//! dawdles when the injector says so.
+//! The simulated messenger: the engine's real delivery code (`ChatSender`) over the
+//! simulated platform ([`super::http`]); a message the platform took in full is recorded
+//! with its idempotency key and text, for the reply invariants.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
-use systole::ports::clock::Clock;
+use systole::delivery::sender::ChatSender;
 use systole::ports::messenger::{Delivery, DeliveryError, Messenger};
 
-use crate::faults::FaultKind;
+use super::http::SimHttp;
 use crate::trace::Event;
 use crate::world::{Life, World};
 
-const SLOW_SECS_MAX: u64 = 120;
-
 pub struct SimMessenger {
-    pub world: Arc<World>,
-    pub life: Arc<Life>,
+    world: Arc<World>,
+    life: Arc<Life>,
+    sender: ChatSender,
+}
+
+impl SimMessenger {
+    pub fn new(world: Arc<World>, life: Arc<Life>) -> Self {
+        let http = Arc::new(SimHttp { world: Arc::clone(&world), life: Arc::clone(&life) });
+        let destinations = BTreeMap::from([("sim".to_owned(), world.options.platform.destination())]);
+        // Retry jitter: its own seed per life, so it never draws from the fault stream.
+        let rng = ChaCha8Rng::seed_from_u64(world.options.seed ^ (u64::from(life.number) << 48));
+        let sender = ChatSender::new(http, world.clock.clone(), rng, destinations);
+        Self { world, life, sender }
+    }
 }
 
 #[async_trait]
 impl Messenger for SimMessenger {
     async fn deliver(&self, delivery: &Delivery) -> Result<(), DeliveryError> {
         self.life.ensure_alive().await;
-        let injector = &self.world.injector;
-        if injector.roll(FaultKind::DeliveryFailure) {
-            self.world.fault(FaultKind::DeliveryFailure, &delivery.idempotency_key);
-            return Err(DeliveryError::Failed {
-                target: delivery.target.to_string(),
-                attempts: 1,
-                last_error: "injected delivery failure".to_owned(),
-            });
-        }
-        if injector.roll(FaultKind::DeliverySlow) {
-            let secs = injector.draw(1..SLOW_SECS_MAX);
-            self.world.fault(FaultKind::DeliverySlow, format!("{} for {secs}s", delivery.idempotency_key));
-            self.world.clock.sleep(Duration::from_secs(secs)).await;
-            self.life.ensure_alive().await;
-        }
+        self.sender.send(delivery).await?;
+        self.life.ensure_alive().await;
         self.world.record(Event::Delivered {
             life: self.life.number,
             heartbeat: delivery.heartbeat.clone(),

@@ -1,6 +1,7 @@
 //! The simulated implementations of systole's ports, and the event sink that feeds the
 //! engine's own events into the trace.
 
+pub mod http;
 pub mod llm;
 pub mod messenger;
 pub mod store;
