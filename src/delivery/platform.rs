@@ -77,7 +77,14 @@ impl Platform {
     /// The request that posts `part` to `channel` (the target after the adapter's name).
     /// Every request carries the part's key as `Idempotency-Key`: a webhook receiver drops
     /// repeats by it, and a proxy or a log can tell the attempts at one part apart.
-    pub fn request(&self, channel: &str, part: &Part<'_>, delivery: &Delivery, now: Timestamp, timeout: Duration) -> HttpRequest {
+    pub fn request(
+        &self,
+        channel: &str,
+        part: &Part<'_>,
+        delivery: &Delivery,
+        now: Timestamp,
+        timeout: Duration,
+    ) -> HttpRequest {
         let request = self.platform_request(channel, part, delivery, now, timeout);
         match self {
             Platform::Webhook { .. } => request,
