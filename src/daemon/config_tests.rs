@@ -369,3 +369,41 @@ fn an_every_that_could_miss_its_window_is_refused_naming_the_field() {
     let message = parse(&spacebot, Path::new("c.toml")).expect_err("every two days").to_string();
     assert!(message.contains("heartbeats[0].interval_secs"), "{message}");
 }
+
+#[test]
+fn chat_adapters_take_variable_names_and_their_targets_validate() {
+    let text = format!(
+        "[adapters.discord]\n[adapters.telegram]\ntoken_env = \"MY_TELEGRAM\"\nbase_url = \"http://127.0.0.1:9\"\n\
+         [adapters.slack-webhook.team]\nurl_env = \"TEAM_HOOK\"\nattempts = 5\n\
+         [adapters.webhook.ops]\nurl = \"http://127.0.0.1:9/hook\"\nsecret_env = \"OPS_SECRET\"\n\
+         [engine]\nalerts_target = \"slack-webhook:team\"\n{}",
+        with_heartbeat("every = \"1h\"\ntarget = \"discord:123456789\"")
+    );
+    let config = parse_text(&text).expect("valid");
+    let adapters = &config.adapters;
+    assert_eq!(adapters.bots["discord"].token_env, "DISCORD_BOT_TOKEN", "the default variable");
+    assert_eq!(adapters.bots["discord"].base_url, "https://discord.com");
+    assert_eq!(
+        (adapters.bots["telegram"].token_env.as_str(), adapters.bots["telegram"].base_url.as_str()),
+        ("MY_TELEGRAM", "http://127.0.0.1:9")
+    );
+    assert_eq!(adapters.urls["slack-webhook:team"].attempts_max, 5);
+    assert_eq!(adapters.webhooks["ops"].secret_env.as_deref(), Some("OPS_SECRET"));
+    assert_eq!(config.heartbeats[0].target.to_string(), "discord:123456789");
+    assert!(config.agent_default.allowed_targets.contains("slack-webhook:team"));
+    assert!(!config.agent_default.allowed_targets.iter().any(|target| target.starts_with("discord:")));
+    // Building the sender reads the variables, and names the one that is missing.
+    let env = |name: &str| {
+        (name != "MY_TELEGRAM").then(|| if name == "OPS_SECRET" { "whsec_c2VjcmV0".to_owned() } else { "x".to_owned() })
+    };
+    let problem = crate::delivery::settings::destinations(adapters, env).expect_err("MY_TELEGRAM is unset");
+    assert!(problem.contains("adapters.telegram.token_env") && problem.contains("MY_TELEGRAM"), "{problem}");
+    let env = |name: &str| {
+        Some(if name == "OPS_SECRET" { "not-a-secret".to_owned() } else { "https://hooks.example/x".to_owned() })
+    };
+    let problem = crate::delivery::settings::destinations(adapters, env).expect_err("a bad secret");
+    assert!(
+        problem.contains("OPS_SECRET") && problem.contains("whsec_") && !problem.contains("not-a-secret"),
+        "{problem}"
+    );
+}
