@@ -135,6 +135,7 @@ async fn discord_posts_each_part_in_order_as_the_bot_with_no_pings() {
         assert_eq!(request.method, Method::POST);
         assert_eq!(request.uri, "/api/v10/channels/123456789/messages");
         assert_eq!(request.headers["authorization"], "Bot bot-token");
+        assert!(request.headers["idempotency-key"].starts_with("main/inbox/1/part-"), "{:?}", request.headers);
         assert_eq!(request.headers["content-type"], "application/json");
         let body = request.json();
         assert_eq!(body["allowed_mentions"]["parse"], serde_json::json!([]), "a model's @everyone pings nobody");

@@ -85,11 +85,7 @@ impl Platform {
         now: Timestamp,
         timeout: Duration,
     ) -> HttpRequest {
-        let request = self.platform_request(channel, part, delivery, now, timeout);
-        match self {
-            Platform::Webhook { .. } => request,
-            _ => request.header("Idempotency-Key", part.idempotency_key),
-        }
+        self.platform_request(channel, part, delivery, now, timeout).header("Idempotency-Key", part.idempotency_key)
     }
 
     fn platform_request(
@@ -131,8 +127,7 @@ impl Platform {
             }
             Platform::Webhook { url, secret } => {
                 let body = webhook_body(delivery, part.text);
-                let mut request =
-                    HttpRequest::post_json(url.clone(), &body, timeout).header("Idempotency-Key", part.idempotency_key);
+                let mut request = HttpRequest::post_json(url.clone(), &body, timeout);
                 if let Some(secret) = secret {
                     let timestamp = now.as_second();
                     let signature = secret.sign(part.idempotency_key, timestamp, &request.body);
@@ -177,7 +172,7 @@ impl Platform {
 }
 
 /// The JSON a webhook receives.
-pub fn webhook_body(delivery: &Delivery, text: &str) -> Value {
+fn webhook_body(delivery: &Delivery, text: &str) -> Value {
     json!({
         "text": text,
         "agent": delivery.heartbeat.agent.as_str(),

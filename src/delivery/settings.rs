@@ -45,9 +45,6 @@ pub const BOT_PLATFORMS: [(&str, &str, &str); 3] = [
     ("telegram", "TELEGRAM_BOT_TOKEN", "https://api.telegram.org"),
 ];
 
-/// The platforms reached by a webhook URL.
-pub const URL_PLATFORMS: [&str; 2] = ["discord-webhook", "slack-webhook"];
-
 /// Every adapter the config sets up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AdapterSettings {
