@@ -524,3 +524,33 @@ async fn the_run_log_pages_newest_first_before_a_cursor() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
+    with_each_store(|store| async move {
+        let count = 2_500; // more than two multi-row statements' worth
+        let defs: Vec<HeartbeatDef> = (0..count).map(|index| def("main", &format!("h{index}"), 60)).collect();
+        let report = store.seed_config(&defs, at(0)).await.expect("seed");
+        assert_eq!(report.inserted.len(), count);
+        assert_eq!(store.load_heartbeats().await.expect("load").len(), count);
+        let keys: Vec<HeartbeatKey> = defs.iter().map(|def| def.key.clone()).collect();
+        store.claim_slots(&[claim(&keys[0], 60), claim(&keys[0], 120)]).await.expect("claim");
+        let skip = SkipRecord {
+            key: keys[count - 1].clone(),
+            slot: at(300),
+            at: at(300),
+            reason: SkipReason::QuietHours,
+            next_slot: at(360),
+        };
+        store.record_skips(&[skip]).await.expect("skip");
+        let latest = store.latest_slots(&keys).await.expect("latest slots");
+        assert_eq!(latest.len(), 2, "only heartbeats with a logged slot have one: {latest:?}");
+        assert_eq!(latest.get(&keys[0]), Some(&at(120)), "a claim counts, the latest of two");
+        assert_eq!(latest.get(&keys[count - 1]), Some(&at(300)), "a skip counts");
+        // Seeding again with part of the config keeps that part and removes the rest.
+        let report = store.seed_config(&defs[..1_000], at(1)).await.expect("seed again");
+        assert_eq!((report.unchanged.len(), report.removed.len()), (1_000, count - 1_000));
+        assert_eq!(store.load_heartbeats().await.expect("load").len(), 1_000);
+    })
+    .await;
+}

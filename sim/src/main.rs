@@ -107,14 +107,19 @@ fn regression_seeds(path: &PathBuf) -> Vec<u64> {
         .collect()
 }
 
+// `Instant::now` times the harness itself (seeds a minute), outside any simulation.
+#[allow(clippy::disallowed_methods)]
 fn run(count: u64, from: u64, jobs: Option<usize>, stats: bool, regressions: &PathBuf, fail_fast: bool) -> ExitCode {
     let mut seeds: BTreeSet<u64> = (from..from.saturating_add(count)).collect();
     let regression = regression_seeds(regressions);
     seeds.extend(regression.iter().copied());
     let seeds: Vec<u64> = seeds.into_iter().collect();
+    let started = std::time::Instant::now();
     let results = run_all(&seeds, jobs, false, fail_fast);
+    let wall = started.elapsed();
     if stats {
         print_stats(&results);
+        print_speed(&results, wall, jobs);
     }
     let failed = results.iter().filter(|r| r.failure.is_some()).count();
     if !regression.is_empty() {
@@ -221,6 +226,20 @@ fn run_all(seeds: &[u64], jobs: Option<usize>, always_show_progress: bool, fail_
     });
     progress.finish_and_clear();
     results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Seeds a minute and simulated seconds a wall second: the figures `docs/performance.md`
+/// quotes (the scale benchmark reads this line).
+fn print_speed(results: &[SeedResult], wall: std::time::Duration, jobs: Option<usize>) {
+    let threads = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let wall_secs = wall.as_secs_f64().max(f64::EPSILON);
+    let simulated_secs: f64 = results.iter().map(|result| result.simulated.as_secs_f64()).sum();
+    println!(
+        "speed: {} seeds in {wall_secs:.1} s on {threads} threads: {:.0} seeds/min, {:.0} simulated s per wall s",
+        results.len(),
+        results.len() as f64 * 60.0 / wall_secs,
+        simulated_secs / wall_secs,
+    );
 }
 
 fn print_stats(results: &[SeedResult]) {

@@ -18,6 +18,8 @@ pub struct SeedResult {
     pub faults_fired: BTreeMap<FaultKind, u64>,
     /// Filled only for failures: the report to print.
     pub failure: Option<String>,
+    /// How much simulated time the seed covered (its safety and liveness phases).
+    pub simulated: std::time::Duration,
 }
 
 /// Runs and checks one seed, turning a panic into a failure with its message.
@@ -38,6 +40,7 @@ pub fn run_and_check(seed: u64) -> SeedResult {
                 verdict: Verdict::default(),
                 faults_fired: BTreeMap::new(),
                 failure: Some(report),
+                simulated: std::time::Duration::ZERO,
             }
         }
     }
@@ -65,7 +68,8 @@ fn judge(seed: u64, outcome: &Outcome) -> SeedResult {
         out.push_str(&reproduce(seed));
         out
     });
-    SeedResult { seed, hash, verdict, faults_fired: outcome.faults_fired.clone(), failure }
+    let simulated = outcome.options.safety + outcome.options.liveness;
+    SeedResult { seed, hash, verdict, faults_fired: outcome.faults_fired.clone(), failure, simulated }
 }
 
 impl SeedResult {

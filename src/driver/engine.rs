@@ -6,7 +6,7 @@ mod budget;
 pub(crate) mod operator;
 mod wakes;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -155,6 +155,11 @@ pub(crate) struct Driver {
     explicit: std::collections::BTreeSet<(HeartbeatKey, Timestamp)>,
     /// The latest slot triggered per job, so two triggers in one millisecond stay two slots.
     trigger_floor: BTreeMap<HeartbeatKey, Timestamp>,
+    /// Heartbeats that may have slots waiting: a superset of those whose `waiting` is not
+    /// empty, so a wake looks at these instead of every armed heartbeat.
+    backlogged: BTreeSet<HeartbeatKey>,
+    /// Heartbeats that may be exhausted: a superset of those marked so, for the same reason.
+    exhausted: BTreeSet<HeartbeatKey>,
     permits: Arc<Semaphore>,
     commands: mpsc::Receiver<Command>,
     completions_tx: mpsc::UnboundedSender<FinishedRun>,
@@ -179,6 +184,8 @@ impl Driver {
             triggered: Vec::new(),
             explicit: std::collections::BTreeSet::new(),
             trigger_floor: BTreeMap::new(),
+            backlogged: BTreeSet::new(),
+            exhausted: BTreeSet::new(),
             permits: Arc::new(Semaphore::new(runs_in_flight_max.max(1))),
             commands,
             completions_tx,
@@ -202,6 +209,20 @@ impl Driver {
             }
         }
         let mut first_slots = Vec::new();
+        // Slots of a heartbeat with no stored next slot (new, or replaced) must go above any
+        // it has run, which a backward wall jump may have put ahead of the wall clock.
+        let fresh: Vec<HeartbeatKey> = heartbeats
+            .iter()
+            .filter(|heartbeat| heartbeat.state.enabled && heartbeat.state.next_slot.is_none())
+            .map(|heartbeat| heartbeat.def.key.clone())
+            .collect();
+        let latest_slots = match self.context.store.latest_slots(&fresh).await {
+            Ok(latest) => latest,
+            Err(error) => {
+                self.store_failed("latest_slots", error.to_string(), "a first slot may be found claimed and skipped");
+                BTreeMap::new()
+            }
+        };
         for heartbeat in heartbeats {
             let key = heartbeat.def.key.clone();
             let mut entry = Entry::new(heartbeat.def, heartbeat.state.enabled, heartbeat.state.next_slot);
@@ -232,9 +253,8 @@ impl Driver {
                     Some(next_slot) => Some(SlotTimer::resume(now, schedule, jitter, next_slot)),
                     None => {
                         // No stored next slot: new, or replaced (the store forgets a replaced
-                        // definition's slot). Its slots must still go above any it has run,
-                        // which a backward wall jump may have put ahead of the wall clock.
-                        let latest = self.latest_slot(&key).await;
+                        // definition's slot); above its latest slot, read for all at once.
+                        let latest = latest_slots.get(&key).copied();
                         let timer = SlotTimer::first(now, schedule, jitter);
                         let timer = match (timer, latest) {
                             (Some(timer), Some(latest)) => timer.lifted_above(latest, schedule),
@@ -248,7 +268,10 @@ impl Driver {
                 };
                 match timer {
                     Some(timer) => self.arm(key.clone(), timer),
-                    None => entry.exhausted = true,
+                    None => {
+                        entry.exhausted = true;
+                        self.exhausted.insert(key.clone());
+                    }
                 }
             }
             self.entries.insert(key, entry);
@@ -314,13 +337,19 @@ impl Driver {
         // Slots an operator triggered come first; they are explicit requests (see `operator`).
         let mut due: Vec<(HeartbeatKey, Timestamp)> = std::mem::take(&mut self.triggered);
         // Then the slots waiting behind a finished run: they are older than any that fires now.
-        for (key, entry) in &mut self.entries {
+        let backlogged: Vec<HeartbeatKey> = self.backlogged.iter().cloned().collect();
+        for key in backlogged {
+            let Some(entry) = self.entries.get_mut(&key).filter(|entry| !entry.waiting.is_empty()) else {
+                self.backlogged.remove(&key);
+                continue;
+            };
             if entry.runs_in_flight == 0 {
                 if let Some(slot) = entry.waiting.pop_front() {
-                    due.push((key.clone(), slot));
+                    due.push((key, slot));
                 }
             }
         }
+        let mut due_keys: BTreeSet<HeartbeatKey> = due.iter().map(|(key, _)| key.clone()).collect();
         let mut ticks = Vec::new();
         for (key, timer) in self.timers.take_due(now, DUE_PER_WAKE_MAX) {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
@@ -336,9 +365,10 @@ impl Driver {
             }
             if fired.next.is_none() {
                 entry.exhausted = true;
+                self.exhausted.insert(key.clone());
                 entry.next_slot_floor = fired.run.last().copied().or(Some(timer.next_slot));
             }
-            let busy = !entry.waiting.is_empty() || due.iter().any(|(due_key, _)| *due_key == key);
+            let busy = !entry.waiting.is_empty() || due_keys.contains(&key);
             let joins_backlog = busy && entry.def.policy.catch_up == CatchUp::All;
             if fired.missed > 0 || fired.run.len() > 1 || joins_backlog {
                 let slot = fired.run.first().copied().unwrap_or(timer.next_slot);
@@ -351,10 +381,14 @@ impl Driver {
                 // Decided now (run, held or skipped by the overlap policy).
                 if let Some(slot) = run.next() {
                     due.push((key.clone(), slot));
+                    due_keys.insert(key.clone());
                 }
             }
             // Catch-up slots run one after another, in order, behind any backlog.
             entry.waiting.extend(run);
+            if !entry.waiting.is_empty() {
+                self.backlogged.insert(key.clone());
+            }
             if let Some(next) = fired.next {
                 self.arm(key, next);
             }
@@ -392,6 +426,7 @@ impl Driver {
             match guard::check(input) {
                 Ok(()) if overlap == OverlapDecision::Hold => {
                     entry.waiting.push_back(slot);
+                    self.backlogged.insert(key.clone());
                     if explicit {
                         self.explicit.insert((key, slot));
                     }
@@ -656,6 +691,7 @@ impl Driver {
         if decided {
             if let Some(entry) = self.entries.get_mut(key) {
                 entry.exhausted = true;
+                self.exhausted.insert(key.clone());
             }
             self.disarm(key);
         }
@@ -690,6 +726,7 @@ impl Driver {
             }
             None => {
                 entry.exhausted = true;
+                self.exhausted.insert(key.clone());
                 self.disarm(&key);
             }
         }
@@ -700,12 +737,16 @@ impl Driver {
     /// time; else disabled with a reason. A failed one-shot stays visible, and one from the
     /// config stays disabled (deleted, the next start-up would seed it back).
     async fn retire_exhausted(&mut self) {
-        let done: Vec<HeartbeatKey> = self
-            .entries
-            .iter()
-            .filter(|(_, entry)| entry.exhausted && entry.runs_in_flight == 0 && entry.waiting.is_empty())
-            .map(|(key, _)| key.clone())
-            .collect();
+        let mut done = Vec::new();
+        let entries = &self.entries;
+        self.exhausted.retain(|key| {
+            let Some(entry) = entries.get(key).filter(|entry| entry.exhausted) else { return false };
+            if entry.runs_in_flight == 0 && entry.waiting.is_empty() {
+                done.push(key.clone());
+                return false;
+            }
+            true
+        });
         for key in done {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
             if entry.retrying && entry.enabled && !entry.last_succeeded {
@@ -753,7 +794,10 @@ impl Driver {
     /// a slot waits behind a run that has ended (a backlog that is being skipped drains
     /// without waiting for the next timer).
     fn next_wake(&self, now: Now) -> Mono {
-        if self.entries.values().any(|entry| entry.runs_in_flight == 0 && !entry.waiting.is_empty()) {
+        let ready = |key: &HeartbeatKey| {
+            self.entries.get(key).is_some_and(|entry| entry.runs_in_flight == 0 && !entry.waiting.is_empty())
+        };
+        if self.backlogged.iter().any(ready) {
             return now.mono;
         }
         let pause_end = self.pauses.values().map(|pause| now.mono + pause.ends_within(now)).min();
@@ -790,18 +834,8 @@ impl Driver {
             Some(_) => {}
             None => {
                 entry.exhausted = true;
+                self.exhausted.insert(key.clone());
                 self.disarm(key);
-            }
-        }
-    }
-
-    /// The latest slot the store has decided for `key`, if any.
-    async fn latest_slot(&self, key: &HeartbeatKey) -> Option<Timestamp> {
-        match self.context.store.executions(key, 1).await {
-            Ok(latest) => latest.first().map(|execution| execution.slot),
-            Err(error) => {
-                self.store_failed("executions", error.to_string(), "its first slot may be found claimed and skipped");
-                None
             }
         }
     }

@@ -5,6 +5,7 @@ pub mod control;
 pub mod dedup_gate;
 pub mod engine;
 pub mod events;
+pub mod group_commit;
 pub mod lanes;
 pub mod run;
 pub mod run_events;
@@ -198,6 +199,7 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
         visibility: Arc::new(options.visibility),
         run_events: Arc::clone(&run_events),
         dedup_gate: Arc::default(),
+        results: group_commit::ResultWriter::spawn(Arc::clone(&ports.store), options.breaker_failures_max),
     };
     let mut driver = Driver::new(context, options.runs_in_flight_max, receiver);
     driver.load(heartbeats, pauses).await;

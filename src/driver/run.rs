@@ -1,5 +1,5 @@
 //! One claimed run: the agent loop and the delivery, inside one time budget, then the
-//! result and the breaker step written in one awaited store call.
+//! result and the breaker step written through the group commit, awaited until durable.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,6 +19,7 @@ use crate::core::visibility::VisibilityRules;
 use crate::driver::control::Control;
 use crate::driver::dedup_gate::{DedupGate, DedupHold};
 use crate::driver::events::{EngineEvent, EventSink};
+use crate::driver::group_commit::ResultWriter;
 use crate::driver::lanes::Lanes;
 use crate::driver::run_events::RunEvents;
 use crate::limits::{DEDUP_WINDOW_SECS, ERROR_TEXT_CHARS_MAX, OUTPUT_PREVIEW_CHARS_MAX};
@@ -54,6 +55,8 @@ pub struct RunContext {
     pub visibility: Arc<VisibilityRules>,
     pub run_events: Arc<RunEvents>,
     pub dedup_gate: Arc<DedupGate>,
+    /// Where runs write their results: one transaction for all that finish together.
+    pub results: ResultWriter,
 }
 
 impl RunContext {
@@ -209,8 +212,8 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         consumes,
         llm_calls: calls.load(Ordering::SeqCst),
     };
-    let breaker = match context.store.finish_runs(std::slice::from_ref(&record), context.breaker_failures_max).await {
-        Ok(steps) => steps.first().copied(),
+    let breaker = match context.results.finish(record.clone()).await {
+        Ok(step) => Some(step),
         Err(error) => {
             let event = EngineEvent::StoreFailed {
                 operation: "finish_runs",

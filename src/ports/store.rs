@@ -4,6 +4,7 @@
 //! statement (on this machine sqlx costs about 70 µs per statement; multi-row statements
 //! reach hundreds of thousands of rows a second).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -279,6 +280,19 @@ pub trait Store: Send + Sync + 'static {
     /// finished in between counted against the new definition, whatever order the driver
     /// heard of the two in.
     async fn consecutive_failures(&self, key: &HeartbeatKey) -> Result<Option<u32>, StoreError>;
+
+    /// The latest slot the log has for each of `keys` that has one: where a heartbeat
+    /// armed afresh must go above. A store should answer in a few statements, not one per
+    /// key (start-up asks for every heartbeat with no stored next slot).
+    async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {
+        let mut latest = BTreeMap::new();
+        for key in keys {
+            if let Some(execution) = self.executions(key, 1).await?.into_iter().next() {
+                latest.insert(key.clone(), execution.slot);
+            }
+        }
+        Ok(latest)
+    }
 
     /// The newest `limit` executions of a heartbeat, newest first.
     async fn executions(&self, key: &HeartbeatKey, limit: usize) -> Result<Vec<Execution>, StoreError> {

@@ -114,10 +114,11 @@ impl Store for MemoryStore {
                 }
             }
         }
+        let in_config: std::collections::BTreeSet<&HeartbeatKey> = defs.iter().map(|def| &def.key).collect();
         let removed: Vec<HeartbeatKey> = state
             .heartbeats
             .iter()
-            .filter(|(key, row)| row.heartbeat.def.origin == Origin::Config && !defs.iter().any(|def| &def.key == *key))
+            .filter(|(key, row)| row.heartbeat.def.origin == Origin::Config && !in_config.contains(key))
             .map(|(key, _)| key.clone())
             .collect();
         for key in &removed {

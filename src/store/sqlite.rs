@@ -124,6 +124,7 @@ impl Store for SqliteStore {
                 .map(|row| Ok(((row.try_get(0)?, row.try_get(1)?), (row.try_get(2)?, row.try_get(3)?))))
                 .collect::<Result<_, sqlx::Error>>()?;
         let mut report = SeedReport::default();
+        let mut changed = Vec::new();
         for def in defs {
             let fingerprint = def.fingerprint();
             let id = (def.key.agent.to_string(), def.key.heartbeat.to_string());
@@ -135,12 +136,20 @@ impl Store for SqliteStore {
                 Some(_) => report.updated.push(def.key.clone()),
                 None => report.inserted.push(def.key.clone()),
             }
-            let def = HeartbeatDef { origin: Origin::Config, ..def.clone() };
-            upsert(&mut tx, &def, Some(&fingerprint), at).await?;
+            changed.push((HeartbeatDef { origin: Origin::Config, ..def.clone() }, Some(fingerprint)));
         }
+        // One statement may not upsert a key twice: a key the config names twice keeps its last.
+        let mut seen = BTreeSet::new();
+        changed.reverse();
+        changed.retain(|(def, _)| seen.insert(def.key.clone()));
+        changed.reverse();
+        for chunk in changed.chunks(UPSERT_ROWS_MAX) {
+            upsert(&mut tx, chunk, at).await?;
+        }
+        let in_config: BTreeSet<(&str, &str)> =
+            defs.iter().map(|def| (def.key.agent.as_str(), def.key.heartbeat.as_str())).collect();
         for ((agent, heartbeat), (origin, _)) in &existing {
-            let in_config =
-                defs.iter().any(|def| def.key.agent.as_str() == agent && def.key.heartbeat.as_str() == heartbeat);
+            let in_config = in_config.contains(&(agent.as_str(), heartbeat.as_str()));
             if origin == Origin::Config.as_str() && !in_config {
                 sqlx::query("DELETE FROM heartbeats WHERE agent_id = ? AND heartbeat_id = ?")
                     .bind(agent)
@@ -156,7 +165,7 @@ impl Store for SqliteStore {
 
     async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
         let mut tx = self.write_tx().await?;
-        upsert(&mut tx, def, None, at).await?;
+        upsert(&mut tx, &[(def.clone(), None)], at).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -401,6 +410,27 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {
+        let mut latest = BTreeMap::new();
+        for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
+            let mut select = QueryBuilder::<Sqlite>::new(
+                "SELECT v.column1, v.column2, (SELECT MAX(e.slot_ms) FROM executions e \
+                 WHERE e.agent_id = v.column1 AND e.heartbeat_id = v.column2) FROM (",
+            );
+            select.push_values(chunk, |mut row, key| {
+                row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str());
+            });
+            select.push(") AS v");
+            for row in select.build().fetch_all(&self.pool).await? {
+                let Some(slot_ms) = row.try_get::<Option<i64>, _>(2)? else { continue };
+                let key = key_from_parts(row.try_get(0)?, row.try_get(1)?)?;
+                let slot = timestamp(slot_ms, &format!("latest slot of {key}"))?;
+                latest.insert(key, slot);
+            }
+        }
+        Ok(latest)
+    }
+
     async fn executions_page(
         &self,
         key: &HeartbeatKey,
@@ -588,27 +618,61 @@ async fn breaker_steps(
     Ok((steps, updates))
 }
 
-/// Inserts or replaces a definition. A replaced heartbeat is re-enabled with a clean
-/// breaker and no armed slot. `fingerprint` `None` keeps the stored config fingerprint.
+/// Rows one multi-row upsert writes: 24 parameters each, under SQLite's 32,766.
+const UPSERT_ROWS_MAX: usize = 1_000;
+
+/// Inserts or replaces definitions (at most [`UPSERT_ROWS_MAX`], each key once), in one
+/// statement. A replaced heartbeat is re-enabled with a clean breaker and no armed slot.
+/// A fingerprint `None` keeps the stored config fingerprint.
 async fn upsert(
     tx: &mut Transaction<'_, Sqlite>,
-    def: &HeartbeatDef,
-    fingerprint: Option<&str>,
+    defs: &[(HeartbeatDef, Option<String>)],
     at: Timestamp,
 ) -> Result<(), StoreError> {
-    let window = def.active_hours.as_ref();
-    let (every_ms, cron, at_ms) = match &def.schedule {
-        Schedule::Every(interval) => (Some(millis(*interval)), None, None),
-        Schedule::Cron(cron) => (None, Some(cron), None),
-        Schedule::At(at) => (None, None, Some(at.as_millisecond())),
-    };
-    sqlx::query(
+    if defs.is_empty() {
+        return Ok(());
+    }
+    let mut insert = QueryBuilder::<Sqlite>::new(
         "INSERT INTO heartbeats (agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, \
          cron_timezone, at_ms, catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, dedup, \
          delivery_target, active_start, active_end, active_timezone, timeout_ms, origin, config_fingerprint, \
-         enabled, disabled_reason, consecutive_failures, next_slot_ms, created_at_ms, updated_at_ms) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, NULL, 0, NULL, ?, ?) \
-         ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, \
+         created_at_ms, updated_at_ms, enabled, disabled_reason, consecutive_failures, next_slot_ms) ",
+    );
+    insert.push_values(defs, |mut row, (def, fingerprint)| {
+        let window = def.active_hours.as_ref();
+        let (every_ms, cron, at_ms) = match &def.schedule {
+            Schedule::Every(interval) => (Some(millis(*interval)), None, None),
+            Schedule::Cron(cron) => (None, Some(cron), None),
+            Schedule::At(at) => (None, None, Some(at.as_millisecond())),
+        };
+        row.push_bind(def.key.agent.as_str().to_owned())
+            .push_bind(def.key.heartbeat.as_str().to_owned())
+            .push_bind(def.kind.as_str())
+            .push_bind(def.prompt.clone())
+            .push_bind(def.schedule.kind())
+            .push_bind(every_ms)
+            .push_bind(cron.map(|cron| cron.expression().to_owned()))
+            .push_bind(cron.map(|cron| cron.zone_name().to_owned()))
+            .push_bind(at_ms)
+            .push_bind(def.policy.catch_up.as_str())
+            .push_bind(millis(def.policy.catch_up_window))
+            .push_bind(def.policy.overlap.as_str())
+            .push_bind(millis(def.policy.jitter_max))
+            .push_bind(i64::from(def.delete_after_run))
+            .push_bind(i64::from(def.dedup))
+            .push_bind(def.target.to_string())
+            .push_bind(window.map(|window| window.start_text()))
+            .push_bind(window.map(|window| window.end_text()))
+            .push_bind(window.map(|window| window.zone_name().to_owned()))
+            .push_bind(millis(def.timeout))
+            .push_bind(def.origin.as_str())
+            .push_bind(fingerprint.clone())
+            .push_bind(at.as_millisecond())
+            .push_bind(at.as_millisecond())
+            .push_unseparated(", 1, NULL, 0, NULL");
+    });
+    insert.push(
+        " ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, \
          schedule_kind = excluded.schedule_kind, every_ms = excluded.every_ms, cron_expr = excluded.cron_expr, \
          cron_timezone = excluded.cron_timezone, at_ms = excluded.at_ms, catch_up = excluded.catch_up, \
          catch_up_window_ms = excluded.catch_up_window_ms, overlap = excluded.overlap, \
@@ -619,33 +683,8 @@ async fn upsert(
          config_fingerprint = COALESCE(excluded.config_fingerprint, heartbeats.config_fingerprint), \
          enabled = 1, disabled_reason = NULL, consecutive_failures = 0, next_slot_ms = NULL, \
          breaker_opened_at_ms = NULL, updated_at_ms = excluded.updated_at_ms",
-    )
-    .bind(def.key.agent.as_str())
-    .bind(def.key.heartbeat.as_str())
-    .bind(def.kind.as_str())
-    .bind(&def.prompt)
-    .bind(def.schedule.kind())
-    .bind(every_ms)
-    .bind(cron.map(CronSchedule::expression))
-    .bind(cron.map(CronSchedule::zone_name))
-    .bind(at_ms)
-    .bind(def.policy.catch_up.as_str())
-    .bind(millis(def.policy.catch_up_window))
-    .bind(def.policy.overlap.as_str())
-    .bind(millis(def.policy.jitter_max))
-    .bind(i64::from(def.delete_after_run))
-    .bind(i64::from(def.dedup))
-    .bind(def.target.to_string())
-    .bind(window.map(ActiveHours::start_text))
-    .bind(window.map(ActiveHours::end_text))
-    .bind(window.map(ActiveHours::zone_name))
-    .bind(millis(def.timeout))
-    .bind(def.origin.as_str())
-    .bind(fingerprint)
-    .bind(at.as_millisecond())
-    .bind(at.as_millisecond())
-    .execute(&mut **tx)
-    .await?;
+    );
+    insert.build().execute(&mut **tx).await?;
     Ok(())
 }
 

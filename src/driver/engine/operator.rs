@@ -163,6 +163,7 @@ impl Driver {
         });
         for slot in &slots {
             entry.waiting.push_back(*slot);
+            self.backlogged.insert(key.clone());
             self.explicit.insert((key.clone(), *slot));
             self.context.events.emit(now.wall, &EngineEvent::Triggered { key: key.clone(), slot: *slot });
         }

@@ -1,0 +1,417 @@
+//! The scale benchmark: `cargo bench --bench scale` prints the table that
+//! `docs/performance.md` holds. Each figure is the median of three runs, each run a fresh
+//! process (so resident memory is that case's own); where tokio-cron-scheduler runs the
+//! same workload, it runs in the same invocation and the table gives the ratio.
+//!
+//! `-- --quick` runs a tenth of each size; `-- --smoke` runs tiny sizes once (the test
+//! command runs it, so the harness itself cannot rot). `-- --case NAME key=value...` runs
+//! one case in this process and prints its figures (what the parent spawns).
+#![allow(clippy::disallowed_methods)] // a benchmark reads the real clock on purpose
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed benchmark setup should stop loudly
+
+mod measure;
+mod peer_cases;
+mod systole_cases;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use measure::{median, parse_result, print_result, Figures};
+use systole_cases::StoreKind;
+
+fn main() {
+    let process_start = Instant::now();
+    let args: Vec<String> = std::env::args().skip(1).filter(|arg| arg != "--bench").collect();
+    if let Some(position) = args.iter().position(|arg| arg == "--case") {
+        let name = args.get(position + 1).cloned().unwrap_or_default();
+        let params: BTreeMap<String, String> = args[position + 2..]
+            .iter()
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(key, value)| (key.to_owned(), value.to_owned()))
+            .collect();
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
+        let figures = runtime.block_on(run_case(&name, &params, process_start));
+        print_result(&figures);
+        // The runtime's blocking threads (SQLite's workers) need not be joined.
+        std::process::exit(0);
+    }
+    let mode = if args.iter().any(|arg| arg == "--smoke") {
+        Mode::Smoke
+    } else if args.iter().any(|arg| arg == "--quick") {
+        Mode::Quick
+    } else {
+        Mode::Full
+    };
+    Bench::new(mode).run_all();
+}
+
+async fn run_case(name: &str, params: &BTreeMap<String, String>, process_start: Instant) -> Figures {
+    let number = |key: &str| params.get(key).and_then(|value| value.parse::<usize>().ok()).unwrap_or(0);
+    let store = || StoreKind::parse(params.get("store").map_or("memory", String::as_str)).expect("store=memory|sqlite");
+    let path = PathBuf::from(params.get("path").cloned().unwrap_or_default());
+    let spread = Duration::from_secs(number("spread") as u64);
+    let windows = number("windows") as u32;
+    match name {
+        "register" => systole_cases::register(store(), number("n"), &path).await,
+        "prepare" => systole_cases::prepare(number("n"), &path).await,
+        "cold-start" => systole_cases::cold_start(&path, process_start).await,
+        "dispatch" => systole_cases::dispatch(store(), number("n"), &path).await,
+        "lateness" => systole_cases::lateness(number("busy"), number("idle"), spread, windows).await,
+        "peer-register" => peer_cases::register(number("n")).await,
+        "peer-lateness" => peer_cases::lateness(number("n"), spread.as_secs(), windows).await,
+        other => panic!("no case named {other}"),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Full,
+    Quick,
+    Smoke,
+}
+
+struct Bench {
+    mode: Mode,
+    repeats: usize,
+    scratch: tempfile::TempDir,
+}
+
+/// One line of the table.
+struct Row {
+    measure: String,
+    systole: String,
+    peer: String,
+    target: &'static str,
+}
+
+impl Bench {
+    fn new(mode: Mode) -> Self {
+        let repeats = if mode == Mode::Smoke { 1 } else { 3 };
+        Self { mode, repeats, scratch: tempfile::tempdir().expect("a scratch directory") }
+    }
+
+    /// A size: `full` in a full run, a tenth in a quick one, `smoke` in a smoke run.
+    fn size(&self, full: usize, smoke: usize) -> usize {
+        match self.mode {
+            Mode::Full => full,
+            Mode::Quick => full / 10,
+            Mode::Smoke => smoke,
+        }
+    }
+
+    fn run_all(&self) {
+        print_machine();
+        println!("| measure | systole | tokio-cron-scheduler | target |");
+        println!("|---|---|---|---|");
+        let sections: [fn(&Self) -> Vec<Row>; 5] =
+            [Self::registration, Self::cold_start, Self::dispatch, Self::lateness, Self::simulator];
+        for section in sections {
+            for row in section(self) {
+                println!("| {} | {} | {} | {} |", row.measure, row.systole, row.peer, row.target);
+            }
+        }
+    }
+
+    /// Runs a case `repeats` times, each in a fresh process; the median of each figure.
+    fn case(&self, name: &str, params: &[(&str, String)]) -> Figures {
+        let mut runs: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for repeat in 0..self.repeats {
+            let mut params = params.to_vec();
+            for (key, value) in &mut params {
+                if *key == "path" {
+                    // A fresh database per run, unless the case reads a prepared one.
+                    *value = value.replace("{run}", &repeat.to_string());
+                }
+            }
+            for (key, value) in self.case_once(name, &params) {
+                runs.entry(key).or_default().push(value);
+            }
+        }
+        runs.into_iter().map(|(key, values)| (key, median(&values))).collect()
+    }
+
+    fn case_once(&self, name: &str, params: &[(&str, String)]) -> Figures {
+        let exe = std::env::current_exe().expect("the benchmark's own path");
+        let mut command = Command::new(exe);
+        command.arg("--case").arg(name);
+        for (key, value) in params {
+            command.arg(format!("{key}={value}"));
+        }
+        match command.output() {
+            Ok(output) if output.status.success() => {
+                parse_result(&String::from_utf8_lossy(&output.stdout)).unwrap_or_default()
+            }
+            Ok(output) => {
+                eprintln!("case {name} failed: {}", String::from_utf8_lossy(&output.stderr));
+                Figures::new()
+            }
+            Err(error) => {
+                eprintln!("case {name} could not start: {error}");
+                Figures::new()
+            }
+        }
+    }
+
+    fn db(&self, name: &str) -> String {
+        self.scratch.path().join(format!("{name}-{{run}}.db")).display().to_string()
+    }
+
+    fn registration(&self) -> Vec<Row> {
+        let mut rows = Vec::new();
+        let peer_size = self.size(100_000, 1_000);
+        for count in [self.size(100_000, 1_000), self.size(1_000_000, 2_000)] {
+            for store in ["memory", "sqlite"] {
+                let path = self.db(&format!("register-{store}-{count}"));
+                let ours = self.case("register", &[("store", store.into()), ("n", count.to_string()), ("path", path)]);
+                let peer = (store == "memory" && count == peer_size)
+                    .then(|| self.case("peer-register", &[("n", count.to_string())]));
+                rows.push(Row {
+                    measure: format!("{} heartbeats registered ({store} store): stored + started", thousands(count)),
+                    systole: format!("{} + {} s", secs(ours.get("seed_secs")), secs(ours.get("start_secs"))),
+                    peer: peer.as_ref().map_or_else(
+                        || "—".into(),
+                        |peer| {
+                            format!(
+                                "{} s ({})",
+                                secs(peer.get("total_secs")),
+                                ratio(ours.get("total_secs"), peer.get("total_secs"))
+                            )
+                        },
+                    ),
+                    target: if count >= 1_000_000 { "< 2 s" } else { "" },
+                });
+                rows.push(Row {
+                    measure: format!("  resident memory, {} heartbeats ({store})", thousands(count)),
+                    systole: format!(
+                        "{} MB, {} B each (peak {} MB)",
+                        whole(ours.get("resident_mb")),
+                        whole(ours.get("bytes_each")),
+                        whole(ours.get("peak_mb"))
+                    ),
+                    peer: peer.as_ref().map_or_else(
+                        || "—".into(),
+                        |peer| {
+                            format!(
+                                "{} MB, {} B each ({})",
+                                whole(peer.get("resident_mb")),
+                                whole(peer.get("bytes_each")),
+                                ratio(ours.get("bytes_each"), peer.get("bytes_each"))
+                            )
+                        },
+                    ),
+                    target: if count >= 1_000_000 { "< 200 MB" } else { "" },
+                });
+            }
+        }
+        rows
+    }
+
+    fn cold_start(&self) -> Vec<Row> {
+        let count = self.size(1_000_000, 2_000);
+        let (mut seeds, mut firsts, mut restarts) = (Vec::new(), Vec::new(), Vec::new());
+        for repeat in 0..self.repeats {
+            let path = self.scratch.path().join(format!("cold-{repeat}.db")).display().to_string();
+            let prepared = self.case_once("prepare", &[("n", count.to_string()), ("path", path.clone())]);
+            seeds.push(prepared.get("seed_secs").copied().unwrap_or(f64::NAN));
+            let first = self.case_once("cold-start", &[("path", path.clone())]);
+            firsts.push(first.get("start_secs").copied().unwrap_or(f64::NAN));
+            let again = self.case_once("cold-start", &[("path", path.clone())]);
+            restarts.push(again.get("start_secs").copied().unwrap_or(f64::NAN));
+            let _ = std::fs::remove_file(Path::new(&path));
+        }
+        vec![
+            Row {
+                measure: format!("{} heartbeats through config seeding into SQLite", thousands(count)),
+                systole: format!("{} s", secs(Some(&median(&seeds)))),
+                peer: "—".into(),
+                target: "",
+            },
+            Row {
+                measure: format!("cold start, {} heartbeats in SQLite: first start / restart", thousands(count)),
+                systole: format!("{} / {} s", secs(Some(&median(&firsts))), secs(Some(&median(&restarts)))),
+                peer: "—".into(),
+                target: "< 3 s",
+            },
+        ]
+    }
+
+    fn dispatch(&self) -> Vec<Row> {
+        let mut rows = Vec::new();
+        let count = self.size(10_000, 200);
+        for store in ["memory", "sqlite"] {
+            let path = self.db(&format!("dispatch-{store}"));
+            let ours = self.case("dispatch", &[("store", store.into()), ("n", count.to_string()), ("path", path)]);
+            rows.push(Row {
+                measure: format!("dispatch, {} due at once ({store}): runs/s end to end", thousands(count)),
+                systole: format!(
+                    "{} runs/s ({} ms CPU each, {} lost)",
+                    whole(ours.get("runs_per_sec")),
+                    fixed(ours.get("cpu_ms_per_run"), 3),
+                    whole(ours.get("lost"))
+                ),
+                peer: "—".into(),
+                target: if store == "sqlite" { "≥ 50,000" } else { "" },
+            });
+        }
+        let burst = self.size(100_000, 500);
+        let ours = self.case("dispatch", &[("store", "memory".into()), ("n", burst.to_string())]);
+        rows.push(Row {
+            measure: format!("burst, {} due in one second (memory): last started after / lost", thousands(burst)),
+            systole: format!("{} s / {}", secs(ours.get("last_started_secs")), whole(ours.get("lost"))),
+            peer: "—".into(),
+            target: "< 1 s / 0",
+        });
+        rows
+    }
+
+    fn lateness(&self) -> Vec<Row> {
+        let mut rows = Vec::new();
+        let spread = if self.mode == Mode::Smoke { 2 } else { 10 };
+        for count in [self.size(10_000, 200), self.size(100_000, 400)] {
+            let params = [
+                ("busy", count.to_string()),
+                ("idle", "0".into()),
+                ("spread", spread.to_string()),
+                ("windows", "1".into()),
+            ];
+            let ours = self.case("lateness", &params);
+            let peer = self.case(
+                "peer-lateness",
+                &[("n", count.to_string()), ("spread", spread.to_string()), ("windows", "1".into())],
+            );
+            rows.push(Row {
+                measure: format!("lateness, {} spread over {spread} s: p50 / p99 / max, lost", thousands(count)),
+                systole: lateness_cell(&ours),
+                peer: format!("{} (p99 {})", lateness_cell(&peer), ratio(ours.get("p99_ms"), peer.get("p99_ms"))),
+                target: if count >= 100_000 { "p99 < 3 ms, 0 lost" } else { "" },
+            });
+        }
+        let busy = self.size(1_000, 100).max(100);
+        let spread = if self.mode == Mode::Smoke { 2 } else { 5 };
+        for idle in [self.size(10_000, 200), self.size(1_000_000, 2_000)] {
+            let params = [
+                ("busy", busy.to_string()),
+                ("idle", idle.to_string()),
+                ("spread", spread.to_string()),
+                ("windows", "2".into()),
+            ];
+            let ours = self.case("lateness", &params);
+            rows.push(Row {
+                measure: format!(
+                    "{} busy (every {spread} s) beside {} idle: p50 / p99 / max, lost; CPU per run",
+                    thousands(busy),
+                    thousands(idle)
+                ),
+                systole: format!("{}; {} ms", lateness_cell(&ours), fixed(ours.get("cpu_ms_per_run"), 3)),
+                peer: "—".into(),
+                target: "no growth with idle count",
+            });
+        }
+        rows
+    }
+
+    /// Seeds a minute and simulated seconds per wall second, from the simulator's own
+    /// `--stats` line (it is built first; a smoke run skips it).
+    fn simulator(&self) -> Vec<Row> {
+        if self.mode == Mode::Smoke {
+            return Vec::new();
+        }
+        let sim = Path::new(env!("CARGO_MANIFEST_DIR")).join("sim");
+        let built = Command::new("cargo").args(["build", "--release", "--quiet"]).current_dir(&sim).status();
+        if !built.is_ok_and(|status| status.success()) {
+            eprintln!("the simulator did not build; its row is left out");
+            return Vec::new();
+        }
+        let seeds = self.size(1_000, 100).to_string();
+        let mut per_minute = Vec::new();
+        let mut speedup = Vec::new();
+        for repeat in 0..self.repeats {
+            let from = (5_000_000 + repeat * 10_000).to_string();
+            let output = Command::new(sim.join("target/release/systole-sim"))
+                .args(["run", "--seeds", &seeds, "--from", &from, "--stats", "--regressions", "/dev/null"])
+                .output();
+            let text = output.map(|output| String::from_utf8_lossy(&output.stdout).into_owned()).unwrap_or_default();
+            if let Some(line) = text.lines().find(|line| line.starts_with("speed:")) {
+                let number_before = |unit: &str| {
+                    line.split(unit)
+                        .next()
+                        .and_then(|head| head.split_whitespace().last())
+                        .and_then(|n| n.parse::<f64>().ok())
+                };
+                per_minute.extend(number_before(" seeds/min"));
+                speedup.extend(number_before(" simulated s per wall s"));
+            }
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        vec![Row {
+            measure: format!("simulator, default scenario on {cores} threads: seeds a minute; simulated s per wall s"),
+            systole: format!("{}; {}", whole(Some(&median(&per_minute))), whole(Some(&median(&speedup)))),
+            peer: "—".into(),
+            target: "≥ 2,000 seeds/min",
+        }]
+    }
+}
+
+fn lateness_cell(figures: &Figures) -> String {
+    format!(
+        "{} / {} / {} ms, {} lost{}",
+        fixed(figures.get("p50_ms"), 1),
+        fixed(figures.get("p99_ms"), 1),
+        fixed(figures.get("max_ms"), 1),
+        whole(figures.get("lost")),
+        match figures.get("early") {
+            Some(early) if *early > 0.0 => format!(", {} early", whole(Some(early))),
+            _ => String::new(),
+        }
+    )
+}
+
+fn print_machine() {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("model name"))
+        .map_or("unknown CPU", |rest| rest.trim_start_matches([' ', '\t', ':']));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        .unwrap_or_default();
+    println!("machine: {model}, {cores} cores; commit {commit}; medians of 3 runs, each a fresh process\n");
+}
+
+fn thousands(count: usize) -> String {
+    let digits = count.to_string();
+    let mut out = String::new();
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+fn secs(value: Option<&f64>) -> String {
+    fixed(value, 2)
+}
+
+fn fixed(value: Option<&f64>, places: usize) -> String {
+    value.filter(|value| value.is_finite()).map_or_else(|| "n/a".into(), |value| format!("{value:.places$}"))
+}
+
+fn whole(value: Option<&f64>) -> String {
+    value.filter(|value| value.is_finite()).map_or_else(|| "n/a".into(), |value| thousands(value.round() as usize))
+}
+
+/// systole's figure over the peer's, as `0.25×`.
+fn ratio(ours: Option<&f64>, peer: Option<&f64>) -> String {
+    match (ours, peer) {
+        (Some(ours), Some(peer)) if *peer > 0.0 && ours.is_finite() => format!("systole {:.2}×", ours / peer),
+        _ => "n/a".into(),
+    }
+}
