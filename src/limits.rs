@@ -203,3 +203,22 @@ pub const CLI_REQUEST_TIMEOUT_SECS: u64 = 30;
 pub const BACKFILL_SLOTS_MAX: usize = 100;
 /// Slots `status` walks to find a job's next run past quiet hours, a pause or a backoff.
 pub const NEXT_RUN_SCAN_SLOTS_MAX: usize = 10_000;
+
+/// How long finished runs are kept in the log by default (the age rule).
+pub const RUNS_KEPT_DAYS_DEFAULT: u32 = 30;
+/// The shortest age a config may keep runs for: never under what dedup and the budget read.
+pub const RUNS_KEPT_DAYS_MIN: u32 = 2;
+/// The longest age a config may keep runs for (ten years).
+pub const RUNS_KEPT_DAYS_MAX: u32 = 3_650;
+/// Rows kept per heartbeat by default (the count rule); older ones go, within the rules
+/// of `core::retention`.
+pub const RUNS_KEPT_PER_HEARTBEAT_DEFAULT: u32 = 1_000;
+/// The largest count a config may keep per heartbeat.
+pub const RUNS_KEPT_PER_HEARTBEAT_MAX: u32 = 1_000_000;
+/// Runs that finished this recently are never pruned by count: dedup reads a day of
+/// delivered digests and the budget a local day (at most 26 hours) of LLM calls.
+pub const RUNS_PROTECTED_HOURS: u64 = 48;
+/// How often the engine prunes the run log.
+pub const RUNS_PRUNE_INTERVAL_SECS: u64 = 3_600;
+/// How long after start-up the first prune runs (not in the start-up's own rush).
+pub const RUNS_PRUNE_FIRST_DELAY_SECS: u64 = 300;

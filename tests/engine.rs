@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::SignedDuration;
 
-use common::{def, key, options_without_backoff, start, Behaviour, Rig};
+use common::{def, key, options, options_without_backoff, start, Behaviour, Rig};
 use systole::core::active_hours::ActiveHours;
 use systole::core::delivery_target::DeliveryTarget;
 use systole::core::guard::SkipReason;
@@ -390,5 +390,27 @@ async fn the_token_is_never_delivered_and_a_repeated_alert_waits_a_day() {
     let delivered_disk =
         rig.messenger.deliveries.lock().expect("lock").iter().filter(|d| d.heartbeat == key("main", "disk")).count();
     assert_eq!(delivered_disk, 2, "delivered again once the first is more than 24 h old");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_run_log_of_a_quiet_heartbeat_is_pruned_to_its_count_on_a_timer() {
+    let rig = Rig::new();
+    // Quiet all day (22:00-06:00 UTC, the clock starts at 12:00): a skip every minute.
+    let mut night = def("main", "night", 60);
+    night.active_hours = Some(ActiveHours::new("22:00", "06:00", "UTC").expect("valid"));
+    let retention = systole::core::retention::RunRetention { kept_days: 30, kept_per_heartbeat: 10 };
+    let engine = rig.start_with(&[night], EngineOptions { run_retention: retention, ..options() }).await;
+    let logged = || async { rig.store.executions(&key("main", "night"), 10_000).await.expect("read").len() };
+    // The first prune comes five minutes after the start: four skips, all within the count.
+    rig.advance(290).await;
+    assert_eq!(logged().await, 4);
+    assert!(rig.events.matching(|e| matches!(e, EngineEvent::RunsPruned { .. })).is_empty());
+    // At 3,900 s, 65 skips were written; the hourly prune keeps the newest ten.
+    rig.advance(3_620).await;
+    let pruned = rig.events.matching(|e| matches!(e, EngineEvent::RunsPruned { .. }));
+    assert_eq!(pruned.len(), 1, "one prune with something to delete: {pruned:?}");
+    assert!(matches!(pruned[0].1, EngineEvent::RunsPruned { deleted } if deleted >= 54), "{pruned:?}");
+    assert!(logged().await <= 11, "pruned to its count (plus a skip of the prune's own minute)");
     engine.shutdown(Duration::from_secs(1)).await;
 }

@@ -554,3 +554,47 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn pruning_keeps_the_newest_running_and_recent_runs_and_drops_the_rest() {
+    use systole::core::retention::RunRetention;
+    with_each_store(|store| async move {
+        let (a, b) = (key("main", "a"), key("main", "b"));
+        store.seed_config(&[def("main", "a", 60), def("main", "b", 60)], at(0)).await.expect("seed");
+        let hour = 3_600;
+        let run = |k: &HeartbeatKey, slot: i64, succeeded: bool| {
+            let (store, k) = (&store, k.clone());
+            async move {
+                store.claim_slots(&[claim(&k, slot)]).await.expect("claim");
+                store.finish_runs(&[finished(&k, slot, succeeded)], BREAKER_MAX).await.expect("finish");
+            }
+        };
+        let skip = |slot: i64| SkipRecord {
+            key: a.clone(),
+            slot: at(slot),
+            at: at(slot),
+            reason: SkipReason::QuietHours,
+            next_slot: at(slot + 60),
+        };
+        store.claim_slots(&[claim(&a, -5 * 24 * hour)]).await.expect("a run that never finished");
+        store.record_skips(&[skip(-3 * 24 * hour), skip(-3 * hour), skip(-2 * hour)]).await.expect("skips");
+        run(&a, -50 * hour, false).await; // past the protection and beyond the count: goes
+        run(&a, -4 * hour, true).await; // beyond the count but dedup and the budget read it: stays
+        run(&a, -hour, true).await; // the newest: stays
+        run(&b, -10 * 24 * hour, true).await; // old, but b's newest: stays
+        let retention = RunRetention { kept_days: 2, kept_per_heartbeat: 2 };
+        let deleted = store.prune_runs(at(0), retention).await.expect("prune");
+        let slots = |executions: Vec<systole::ports::store::Execution>| -> Vec<Timestamp> {
+            executions.into_iter().map(|execution| execution.slot).collect()
+        };
+        let kept_a = slots(store.executions(&a, 100).await.expect("log"));
+        let expected = vec![at(-hour), at(-2 * hour), at(-4 * hour), at(-5 * 24 * hour)];
+        assert_eq!(kept_a, expected, "newest, within the count, protected run, running");
+        assert_eq!(slots(store.executions(&b, 100).await.expect("log")), vec![at(-10 * 24 * hour)]);
+        assert_eq!(deleted, 3, "the old skip by age, the skip beyond the count, the unprotected run");
+        assert_eq!(store.prune_runs(at(0), retention).await.expect("prune again"), 0, "nothing more goes");
+        let latest = store.latest_slots(std::slice::from_ref(&a)).await.expect("latest");
+        assert_eq!(latest.get(&a), Some(&at(-hour)), "pruning never lowers a heartbeat's latest slot");
+    })
+    .await;
+}

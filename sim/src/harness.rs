@@ -157,6 +157,7 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         error_backoff: world.options.error_backoff.clone(),
         breaker_cooldown: world.options.breaker_cooldown.clone(),
         alerts_target: world.options.alerts_target.clone(),
+        run_retention: world.options.run_retention,
         ..EngineOptions::default()
     };
     options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);

@@ -32,6 +32,8 @@ pub enum Stream {
     Breaker = 6,
     /// The chat platform behind the messenger, its answers, long replies, retry jitter.
     Delivery = 7,
+    /// What the run log keeps (the engine prunes the rest hourly).
+    Retention = 8,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -75,6 +77,8 @@ pub struct SimOptions {
     pub platform: crate::ports::http::SimPlatform,
     /// Where the breaker's announcements go (`None`: each heartbeat's target).
     pub alerts_target: Option<systole::core::delivery_target::DeliveryTarget>,
+    /// What the run log keeps (the engine's `run_retention`).
+    pub run_retention: systole::core::retention::RunRetention,
     /// Each agent's `HEARTBEAT.md` at the start (`None`: no file).
     pub files: Vec<(systole::core::ids::AgentId, Option<String>)>,
     /// What the simulated inbox shows of runs.
@@ -160,6 +164,7 @@ impl SimOptions {
             error_backoff,
             breaker_cooldown,
             alerts_target,
+            run_retention: workload::run_retention(&mut self::rng(seed, Stream::Retention)),
             platform,
             files: layer.files,
             visibility: layer.visibility,
@@ -201,6 +206,12 @@ impl SimOptions {
             self.alerts_target.as_ref().map_or_else(|| "each heartbeat's target".to_owned(), ToString::to_string);
         let _ = writeln!(out, "breaker cooldown: {cooldown:?} s, announcements to {alerts}");
         let _ = writeln!(out, "deliveries through: {:?}", self.platform);
+        let retention = self.run_retention;
+        let _ = writeln!(
+            out,
+            "run log kept: {} days, {} rows per heartbeat",
+            retention.kept_days, retention.kept_per_heartbeat
+        );
         for (kind, rate) in &self.fault_rates.per_call {
             let _ = writeln!(out, "fault {}: {:.4}", kind.name(), rate);
         }

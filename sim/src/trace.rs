@@ -163,6 +163,25 @@ pub enum DurableWrite {
         until: Timestamp,
         minutes: u32,
     },
+    /// The run log was pruned at `now` under a retention of `kept_days` and
+    /// `kept_per_heartbeat`: the rows it held before, and which of them went.
+    Pruned {
+        now: Timestamp,
+        kept_days: u32,
+        kept_per_heartbeat: u32,
+        before: Vec<LoggedRow>,
+        pruned: Vec<(HeartbeatKey, Timestamp)>,
+    },
+}
+
+/// A row of the run log, as far as pruning is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedRow {
+    pub key: HeartbeatKey,
+    pub slot: Timestamp,
+    pub skip: bool,
+    /// `None` while it runs.
+    pub finished_at: Option<Timestamp>,
 }
 
 /// An event with when it happened: elapsed simulated time, and the wall clock's reading.
@@ -312,6 +331,21 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                 DurableWrite::HalfOpen { key } => {
                     w.tag(8).key(key);
                 }
+                DurableWrite::Pruned { now, kept_days, kept_per_heartbeat, before, pruned } => {
+                    w.tag(9).time(*now).u64(u64::from(*kept_days)).u64(u64::from(*kept_per_heartbeat));
+                    w.u64(before.len() as u64);
+                    for row in before {
+                        w.key(&row.key).time(row.slot).bool(row.skip);
+                        match row.finished_at {
+                            Some(at) => w.bool(true).time(at),
+                            None => w.bool(false),
+                        };
+                    }
+                    w.u64(pruned.len() as u64);
+                    for (key, slot) in pruned {
+                        w.key(key).time(*slot);
+                    }
+                }
                 DurableWrite::Put { def } => {
                     // The fingerprint covers every field of the definition.
                     w.tag(3).key(&def.key).str(&def.fingerprint());
@@ -411,6 +445,9 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         EngineEvent::StoreFailed { operation, error, consequence } => {
             w.tag(10).str(operation).str(error).str(consequence);
         }
+        EngineEvent::RunsPruned { deleted } => {
+            w.tag(28).u64(*deleted);
+        }
         EngineEvent::Retired { key, deleted } => {
             w.tag(13).key(key).bool(*deleted);
         }
@@ -497,6 +534,11 @@ fn describe_write(write: &DurableWrite) -> String {
         }
         DurableWrite::SetEnabled { key, enabled } => format!("{key} {}", if *enabled { "enabled" } else { "disabled" }),
         DurableWrite::HalfOpen { key } => format!("{key} half-open: enabled for one probe"),
+        DurableWrite::Pruned { now, kept_days, kept_per_heartbeat, before, pruned } => format!(
+            "run log pruned at {now}: {} of {} rows went (kept {kept_days} days, {kept_per_heartbeat} per heartbeat)",
+            pruned.len(),
+            before.len()
+        ),
         DurableWrite::Put { def } => format!("created or replaced {}", crate::workload::describe_def(def)),
         DurableWrite::Delete { key } => format!("{key} deleted"),
         DurableWrite::ClearPause { agent } => format!("agent {agent} pause cleared"),
@@ -543,6 +585,7 @@ fn describe_engine_event(event: &EngineEvent) -> String {
         EngineEvent::Paused { agent, minutes, until } => format!("agent {agent} paused {minutes} min until {until}"),
         EngineEvent::Resumed { agent } => format!("agent {agent} resumed"),
         EngineEvent::StoreFailed { operation, error, .. } => format!("store write {operation} failed: {error}"),
+        EngineEvent::RunsPruned { deleted } => format!("run log pruned: {deleted} rows"),
         EngineEvent::WakeRequested { agent, reason } => format!("wake requested for {agent}: {}", reason.as_str()),
         EngineEvent::WakeDecided { key, slot, reason } => {
             format!("wake decided {key} slot {slot}: {}", reason.as_str())

@@ -374,6 +374,19 @@ pub fn breaker_recovery(
     (ladder, alerts.and_then(Result::ok))
 }
 
+/// What the run log keeps: the default (nothing goes within a run), or a few rows per
+/// heartbeat, so the hourly prune deletes skips within the run and the checker judges it.
+pub fn run_retention(rng: &mut ChaCha8Rng) -> systole::core::retention::RunRetention {
+    use systole::core::retention::RunRetention;
+    if rng.random_bool(0.3) {
+        return RunRetention::default();
+    }
+    RunRetention {
+        kept_days: rng.random_range(systole::limits::RUNS_KEPT_DAYS_MIN..=3),
+        kept_per_heartbeat: rng.random_range(1..=20),
+    }
+}
+
 pub fn error_backoff(rng: &mut ChaCha8Rng) -> Vec<Duration> {
     if rng.random_bool(0.5) {
         return systole::limits::ERROR_BACKOFF_SECS_DEFAULT.iter().copied().map(Duration::from_secs).collect();

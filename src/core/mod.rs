@@ -19,6 +19,7 @@ pub mod next_run;
 pub mod pause;
 pub mod policy;
 pub mod reply;
+pub mod retention;
 pub mod schedule;
 pub mod schedule_fields;
 pub mod slots;

@@ -13,13 +13,15 @@ use crate::core::delivery_target::DeliveryTarget;
 use crate::core::duration::parse_duration;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::AgentId;
+use crate::core::retention::RunRetention;
 use crate::core::visibility::VisibilityRules;
 use crate::delivery::settings::AdapterSettings;
 use crate::limits::{
     ACK_MAX_CHARS_LIMIT, AGENT_LOOP_ITERATIONS_MAX_LIMIT, BREAKER_FAILURES_MAX_DEFAULT, INTERVAL_SECS_MAX,
     INTERVAL_SECS_MIN, LLM_ATTEMPTS_MAX_DEFAULT, LLM_ATTEMPTS_MAX_LIMIT, LLM_CALLS_PER_DAY_LIMIT,
-    LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT, RUNS_IN_FLIGHT_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT,
-    RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT,
+    LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT, RUNS_IN_FLIGHT_MAX_DEFAULT, RUNS_KEPT_DAYS_DEFAULT,
+    RUNS_KEPT_DAYS_MAX, RUNS_KEPT_DAYS_MIN, RUNS_KEPT_PER_HEARTBEAT_DEFAULT, RUNS_KEPT_PER_HEARTBEAT_MAX,
+    RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT,
 };
 
 /// The SQLite file when the config names none, relative to the config file.
@@ -71,6 +73,8 @@ pub struct Config {
     pub file: PathBuf,
     /// Resolved against the config file's folder.
     pub store_path: PathBuf,
+    /// What the run log keeps (`[store] runs_kept_days`, `runs_kept_per_heartbeat`).
+    pub run_retention: RunRetention,
     pub llm: LlmConfig,
     pub system_prompt: Option<String>,
     pub adapters: AdapterSettings,
@@ -112,6 +116,11 @@ struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawStore {
     path: Option<String>,
+    /// Finished runs older than this many days leave the run log.
+    runs_kept_days: Option<u32>,
+    /// Rows of the run log kept per heartbeat, newest first (skips beyond it go at once,
+    /// runs once they are two days old).
+    runs_kept_per_heartbeat: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -347,6 +356,7 @@ impl Validator<'_> {
     }
 
     fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
+        let run_retention = self.run_retention(&raw.store)?;
         let store_path = self.store_path(raw.store)?;
         let api = self.api(raw.api)?;
         let llm = raw.llm.ok_or_else(|| {
@@ -430,6 +440,7 @@ impl Validator<'_> {
         Ok(Config {
             file: self.path.to_owned(),
             store_path,
+            run_retention,
             llm,
             system_prompt,
             adapters,
@@ -506,6 +517,24 @@ impl Validator<'_> {
                 Err(self.error(format!("{field}.ack_max_chars"), problem))
             }
         }
+    }
+
+    fn run_retention(&self, raw: &RawStore) -> Result<RunRetention, ConfigError> {
+        let kept_days = raw.runs_kept_days.unwrap_or(RUNS_KEPT_DAYS_DEFAULT);
+        if !(RUNS_KEPT_DAYS_MIN..=RUNS_KEPT_DAYS_MAX).contains(&kept_days) {
+            let problem = format!(
+                "{kept_days} is out of range; allowed from {RUNS_KEPT_DAYS_MIN} (dedup and the daily budget read two \
+                 days back) to {RUNS_KEPT_DAYS_MAX}"
+            );
+            return Err(self.error("store.runs_kept_days", problem));
+        }
+        let kept_per_heartbeat = raw.runs_kept_per_heartbeat.unwrap_or(RUNS_KEPT_PER_HEARTBEAT_DEFAULT);
+        if !(1..=RUNS_KEPT_PER_HEARTBEAT_MAX).contains(&kept_per_heartbeat) {
+            let problem =
+                format!("{kept_per_heartbeat} is out of range; allowed from 1 to {RUNS_KEPT_PER_HEARTBEAT_MAX}");
+            return Err(self.error("store.runs_kept_per_heartbeat", problem));
+        }
+        Ok(RunRetention { kept_days, kept_per_heartbeat })
     }
 
     fn store_path(&self, raw: RawStore) -> Result<PathBuf, ConfigError> {

@@ -1,3 +1,4 @@
+use crate::core::retention::RunRetention;
 use std::path::Path;
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ fn shipped_examples_load() {
     let kinds: Vec<&str> = demo.heartbeats.iter().map(|def| def.kind.as_str()).collect();
     assert_eq!(kinds, ["agent", "heartbeat", "heartbeat", "cron-main"]);
     assert_eq!(demo.store_path, Path::new("examples/demo.db"));
+    assert_eq!(demo.run_retention, RunRetention::default(), "retention is on by default");
     let full = parse(include_str!("../../examples/full.toml"), Path::new("full.toml")).expect("full config");
     let kinds: Vec<&str> = full.heartbeats.iter().map(|def| def.kind.as_str()).collect();
     assert_eq!(kinds, ["agent", "heartbeat", "heartbeat", "cron", "cron-main", "cron"]);
@@ -96,6 +98,8 @@ fn every_refusal_names_the_file_and_field() {
         (format!("{LLM}[engine]\nbreaker_failures = 0\n"), "engine.breaker_failures", "out of range"),
         (format!("{LLM}[adapters.webhook.ops]\nurl = \"http://x\"\nattempts = 0\n"), "adapters.webhook.ops.attempts", "out of range"),
         (format!("{LLM}[store]\npath = \"\"\n"), "store.path", "empty"),
+        (format!("{LLM}[store]\nruns_kept_days = 1\n"), "store.runs_kept_days", "two days"),
+        (format!("{LLM}[store]\nruns_kept_per_heartbeat = 0\n"), "store.runs_kept_per_heartbeat", "out of range"),
     ];
     for (text, field, problem) in cases {
         let error = refused(&text);

@@ -101,6 +101,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         agents: config.agents.clone(),
         agent_default: config.agent_default.clone(),
         visibility: config.visibility.clone(),
+        run_retention: config.run_retention,
         ..EngineOptions::default()
     };
     let (engine, report) = driver::boot(ports, &config.heartbeats, options).await?;

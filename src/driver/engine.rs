@@ -4,6 +4,7 @@
 mod breaker;
 mod budget;
 pub(crate) mod operator;
+mod retention;
 mod wakes;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -30,7 +31,7 @@ use crate::core::wake::{PendingWake, WakeReason};
 use crate::driver::events::EngineEvent;
 use crate::driver::run::{run_claimed, FinishedRun, RunContext};
 use crate::driver::run_events::RunEvent;
-use crate::limits::{AT_RETRY_AFTER_HOLD_SECS_MIN, DUE_PER_WAKE_MAX};
+use crate::limits::{AT_RETRY_AFTER_HOLD_SECS_MIN, DUE_PER_WAKE_MAX, RUNS_PRUNE_FIRST_DELAY_SECS};
 use crate::ports::clock::{Mono, Now};
 use crate::ports::store::{ClaimOutcome, ExecutionStatus, SkipRecord, SlotClaim};
 
@@ -160,6 +161,8 @@ pub(crate) struct Driver {
     backlogged: BTreeSet<HeartbeatKey>,
     /// Heartbeats that may be exhausted: a superset of those marked so, for the same reason.
     exhausted: BTreeSet<HeartbeatKey>,
+    /// When the run log is pruned next.
+    next_prune: Mono,
     permits: Arc<Semaphore>,
     commands: mpsc::Receiver<Command>,
     completions_tx: mpsc::UnboundedSender<FinishedRun>,
@@ -169,6 +172,7 @@ pub(crate) struct Driver {
 impl Driver {
     pub(crate) fn new(context: RunContext, runs_in_flight_max: usize, commands: mpsc::Receiver<Command>) -> Self {
         let (completions_tx, completions) = mpsc::unbounded_channel();
+        let next_prune = context.clock.monotonic() + Duration::from_secs(RUNS_PRUNE_FIRST_DELAY_SECS);
         Self {
             context,
             timers: TimerQueue::new(),
@@ -186,6 +190,7 @@ impl Driver {
             trigger_floor: BTreeMap::new(),
             backlogged: BTreeSet::new(),
             exhausted: BTreeSet::new(),
+            next_prune,
             permits: Arc::new(Semaphore::new(runs_in_flight_max.max(1))),
             commands,
             completions_tx,
@@ -290,6 +295,7 @@ impl Driver {
             self.end_cooldowns(self.context.clock.now()).await;
             self.fire_due(self.context.clock.now()).await;
             self.retire_exhausted().await;
+            self.prune_if_due(self.context.clock.now());
             let wake = self.next_wake(self.context.clock.now());
             let clock = Arc::clone(&self.context.clock);
             tokio::select! {
@@ -803,7 +809,7 @@ impl Driver {
         let pause_end = self.pauses.values().map(|pause| now.mono + pause.ends_within(now)).min();
         let wake = self.timers.next_wake(now);
         let wake = pause_end.map_or(wake, |end| wake.min(end));
-        let wake = self.next_cooldown_end(now).map_or(wake, |end| wake.min(end));
+        let wake = self.next_cooldown_end(now).map_or(wake, |end| wake.min(end)).min(self.next_prune);
         self.next_agent_wake().map_or(wake, |due| wake.min(due))
     }
 

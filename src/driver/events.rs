@@ -159,6 +159,10 @@ pub enum EngineEvent {
         agent: AgentId,
         error: String,
     },
+    /// The run log was pruned by its retention: `deleted` rows went.
+    RunsPruned {
+        deleted: u64,
+    },
     /// A store write failed; what the engine did instead is in `consequence`.
     StoreFailed {
         operation: &'static str,
@@ -271,6 +275,7 @@ impl EventSink for TracingSink {
             EngineEvent::WorkspaceFailed { agent, error } => {
                 tracing::warn!(%at, %agent, error, "workspace unreadable; running as if HEARTBEAT.md were missing");
             }
+            EngineEvent::RunsPruned { deleted } => tracing::info!(%at, deleted, "run log pruned by its retention"),
             EngineEvent::StoreFailed { operation, error, consequence } => {
                 tracing::error!(%at, operation, error, consequence, "store write failed");
             }

@@ -25,6 +25,7 @@ use crate::core::delivery_target::DeliveryTarget;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::Pause;
+use crate::core::retention::RunRetention;
 use crate::core::visibility::VisibilityRules;
 use crate::core::wake::WakeReason;
 use crate::driver::control::Control;
@@ -89,6 +90,8 @@ pub struct EngineOptions {
     pub toolbox: ToolBox,
     /// What each target shows of runs (`show_ok`, `show_alerts`, `use_indicator`).
     pub visibility: VisibilityRules,
+    /// How long the run log keeps rows, by age and count per heartbeat.
+    pub run_retention: RunRetention,
 }
 
 impl Default for EngineOptions {
@@ -105,6 +108,7 @@ impl Default for EngineOptions {
             agent_default: AgentSettings::default(),
             toolbox: ToolBox::standard(),
             visibility: VisibilityRules::default(),
+            run_retention: RunRetention::default(),
         }
     }
 }
@@ -199,6 +203,7 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
         visibility: Arc::new(options.visibility),
         run_events: Arc::clone(&run_events),
         dedup_gate: Arc::default(),
+        run_retention: options.run_retention,
         results: group_commit::ResultWriter::spawn(Arc::clone(&ports.store), options.breaker_failures_max),
     };
     let mut driver = Driver::new(context, options.runs_in_flight_max, receiver);

@@ -55,6 +55,8 @@ pub struct RunContext {
     pub visibility: Arc<VisibilityRules>,
     pub run_events: Arc<RunEvents>,
     pub dedup_gate: Arc<DedupGate>,
+    /// What the run log keeps (the driver prunes the rest on a timer).
+    pub run_retention: crate::core::retention::RunRetention,
     /// Where runs write their results: one transaction for all that finish together.
     pub results: ResultWriter,
 }

@@ -16,6 +16,7 @@ use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::reply::ReplyKind;
+use crate::core::retention::RunRetention;
 use crate::core::system_events::SystemEvent;
 
 /// The error text of a run found `running` at start-up.
@@ -280,6 +281,11 @@ pub trait Store: Send + Sync + 'static {
     /// finished in between counted against the new definition, whatever order the driver
     /// heard of the two in.
     async fn consecutive_failures(&self, key: &HeartbeatKey) -> Result<Option<u32>, StoreError>;
+
+    /// Deletes the rows of the run log that `retention` lets go at `now` (see
+    /// [`crate::core::retention`]: never a heartbeat's newest row, a running one, or what
+    /// dedup and the budget still read); returns how many went.
+    async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError>;
 
     /// The latest slot the log has for each of `keys` that has one: where a heartbeat
     /// armed afresh must go above. A store should answer in a few statements, not one per

@@ -11,6 +11,7 @@ use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, Origin};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
+use crate::core::retention::{LogRow, RunRetention};
 use crate::core::system_events::{self, SystemEvent};
 use crate::ports::store::{
     ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim,
@@ -61,6 +62,12 @@ impl MemoryStore {
 
     /// The ids of `agent`'s pending system events, expired ones included (for a simulator
     /// that must see what a write consumed).
+    /// Every row of the run log, by heartbeat and slot: the simulator reads it around a
+    /// prune to check what went against its own reading of the retention rule.
+    pub fn all_executions(&self) -> Vec<Execution> {
+        self.lock().executions.values().cloned().collect()
+    }
+
     pub fn pending_event_ids(&self, agent: &AgentId) -> Vec<u64> {
         self.lock()
             .system_events
@@ -304,6 +311,34 @@ impl Store for MemoryStore {
             None => state.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX)),
         };
         Ok(mine.rev().take(limit).map(|(_, execution)| execution.clone()).collect())
+    }
+
+    async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError> {
+        let cutoffs = retention.cutoffs(now);
+        let mut state = self.lock();
+        let mut doomed = Vec::new();
+        let mut current: Option<&HeartbeatKey> = None;
+        let mut rank = 0;
+        // Newest first within each heartbeat: the map is ordered by key, then slot.
+        for ((key, slot), execution) in state.executions.iter().rev() {
+            rank = if current == Some(key) { rank + 1 } else { 0 };
+            current = Some(key);
+            let row = match execution.status {
+                ExecutionStatus::Running => LogRow::Running,
+                ExecutionStatus::Skipped => LogRow::Skip,
+                _ => LogRow::Run,
+            };
+            if cutoffs.prunes(rank, row, execution.finished_at) {
+                doomed.push((key.clone(), *slot));
+            }
+        }
+        for id in &doomed {
+            state.executions.remove(id);
+        }
+        // Dedup and the budget never ask further back than the protection.
+        state.delivered.retain(|(_, _, at)| *at >= cutoffs.protected_from);
+        state.llm_calls.retain(|(_, at, _)| *at >= cutoffs.protected_from);
+        Ok(doomed.len() as u64)
     }
 
     async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {

@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::TryStreamExt;
 use jiff::Timestamp;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
@@ -21,6 +22,7 @@ use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::policy::{CatchUp, Overlap, RunPolicy};
 use crate::core::reply::ReplyKind;
+use crate::core::retention::RunRetention;
 use crate::core::schedule::Schedule;
 use crate::core::system_events::{self, SystemEvent};
 use crate::limits::{SQLITE_BUSY_TIMEOUT_MS, STORE_BATCH_ROWS_MAX};
@@ -103,15 +105,19 @@ async fn migration_lock(path: &Path) -> Result<std::fs::File, StoreError> {
 #[async_trait]
 impl Store for SqliteStore {
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
-        let rows = sqlx::query(
+        let mut rows = sqlx::query(
             "SELECT agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, cron_timezone, at_ms, \
              catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, dedup, delivery_target, \
              active_start, active_end, active_timezone, timeout_ms, origin, enabled, disabled_reason, \
              consecutive_failures, next_slot_ms, breaker_opened_at_ms FROM heartbeats ORDER BY agent_id, heartbeat_id",
         )
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(heartbeat_from_row).collect()
+        .fetch(&self.pool);
+        // Row by row: a million rows held at once as sqlx rows would cost gigabytes.
+        let mut heartbeats = Vec::new();
+        while let Some(row) = rows.try_next().await? {
+            heartbeats.push(heartbeat_from_row(&row)?);
+        }
+        Ok(heartbeats)
     }
 
     async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
@@ -408,6 +414,26 @@ impl Store for SqliteStore {
                 Ok((agent, record))
             })
             .collect()
+    }
+
+    async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError> {
+        // The rule of `core::retention::PruneCutoffs::prunes`, in SQL over each heartbeat's
+        // rows ranked newest first (0 = newest); the conformance suite holds them equal.
+        let cutoffs = retention.cutoffs(now);
+        let mut tx = self.write_tx().await?;
+        let result = sqlx::query(
+            "DELETE FROM executions WHERE id IN (SELECT id FROM (SELECT id, status, finished_at_ms, \
+             ROW_NUMBER() OVER (PARTITION BY agent_id, heartbeat_id ORDER BY slot_ms DESC) - 1 AS rank \
+             FROM executions) WHERE rank > 0 AND status <> 'running' AND finished_at_ms IS NOT NULL \
+             AND (finished_at_ms < ?1 OR (rank >= ?2 AND (status = 'skipped' OR finished_at_ms < ?3))))",
+        )
+        .bind(cutoffs.aged_before.as_millisecond())
+        .bind(i64::from(cutoffs.kept_per_heartbeat))
+        .bind(cutoffs.protected_from.as_millisecond())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(result.rows_affected())
     }
 
     async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {

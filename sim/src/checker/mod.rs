@@ -30,6 +30,7 @@ mod breaker;
 mod delivery;
 mod guards;
 mod replies;
+mod retention;
 mod schedules;
 #[cfg(test)]
 mod tests;
@@ -63,7 +64,8 @@ pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
 /// first or its job was deleted.
 pub const TRIGGER_DECIDED: &str = "trigger-decided";
 
-pub const INVARIANTS: [&str; 37] = [
+pub const INVARIANTS: [&str; 38] = [
+    retention::PRUNE_EXACT,
     delivery::PART_ONCE,
     delivery::PARTS_IN_ORDER,
     delivery::NO_RETRY_AFTER_REFUSAL,
@@ -898,6 +900,10 @@ impl Model<'_> {
             }
             DurableWrite::EventQueued { agent, id, text, dropped } => {
                 self.event_queued(entry, agent, *id, text, *dropped);
+            }
+            DurableWrite::Pruned { now, kept_days, kept_per_heartbeat, before, pruned } => {
+                self.count(retention::PRUNE_EXACT);
+                retention::judge(*now, *kept_days, *kept_per_heartbeat, before, pruned)?;
             }
         }
         Ok(())

@@ -12,13 +12,14 @@ use systole::core::breaker::BreakerStep;
 use systole::core::heartbeat::{Heartbeat, HeartbeatDef};
 use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::core::pause::PauseRecord;
+use systole::core::retention::RunRetention;
 use systole::core::system_events::SystemEvent;
 use systole::ports::store::{
-    ClaimOutcome, Execution, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
+    ClaimOutcome, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
 };
 
 use crate::faults::FaultKind;
-use crate::trace::{DurableWrite, Event};
+use crate::trace::{DurableWrite, Event, LoggedRow};
 use crate::world::{Life, World};
 
 pub struct SimStore {
@@ -112,6 +113,38 @@ impl Store for SimStore {
 
     async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
         self.write("claim_slots", self.world.durable.claim_slots(claims), none).await
+    }
+
+    async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError> {
+        // The rows before and after, so the checker can judge what went by its own rule.
+        let logged = |execution: Execution| LoggedRow {
+            key: execution.key,
+            slot: execution.slot,
+            skip: execution.status == ExecutionStatus::Skipped,
+            finished_at: execution.finished_at,
+        };
+        // Read in the same poll as the prune itself, so no other write falls in between.
+        let before: std::sync::Mutex<Vec<LoggedRow>> = std::sync::Mutex::default();
+        let prune = async {
+            let rows = self.world.durable.all_executions().into_iter().map(logged).collect();
+            *before.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = rows;
+            self.world.durable.prune_runs(now, retention).await
+        };
+        let durable = |_: &u64| {
+            let before = before.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            let after: BTreeSet<(HeartbeatKey, Timestamp)> = self
+                .world
+                .durable
+                .all_executions()
+                .into_iter()
+                .map(|execution| (execution.key, execution.slot))
+                .collect();
+            let pruned =
+                before.iter().map(|row| (row.key.clone(), row.slot)).filter(|id| !after.contains(id)).collect();
+            let RunRetention { kept_days, kept_per_heartbeat } = retention;
+            vec![DurableWrite::Pruned { now, kept_days, kept_per_heartbeat, before, pruned }]
+        };
+        self.write("prune_runs", prune, durable).await
     }
 
     async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
