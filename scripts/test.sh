@@ -17,6 +17,9 @@ cargo clippy --locked --all-targets -- -D warnings
 echo "== tests"
 cargo test --locked
 
+echo "== the scale benchmark's harness runs (tiny sizes, once; the figures come from cargo bench --bench scale)"
+cargo bench --locked --bench scale --profile dev -- --smoke
+
 echo "== simulator: format, clippy, tests"
 (cd sim && cargo fmt --check && cargo clippy --locked --release --all-targets -- -D warnings && cargo test --locked --release)
 

@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -528,11 +529,19 @@ async fn the_run_log_pages_newest_first_before_a_cursor() {
 #[tokio::test]
 async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
     with_each_store(|store| async move {
-        let count = 2_500; // more than two multi-row statements' worth
-        let defs: Vec<HeartbeatDef> = (0..count).map(|index| def("main", &format!("h{index}"), 60)).collect();
+        // More than ten multi-row statements' worth, and more than a page of SQLite's load.
+        let count = 10_500;
+        let mut defs: Vec<HeartbeatDef> = (0..count).map(|index| def("main", &format!("h{index}"), 60)).collect();
+        defs[7].prompt = "Ünïcode, \"quotes\", \\ a backslash,\nand a new line ✓ [1, {\"json\": null}]".to_owned();
         let report = store.seed_config(&defs, at(0)).await.expect("seed");
         assert_eq!(report.inserted.len(), count);
-        assert_eq!(store.load_heartbeats().await.expect("load").len(), count);
+        let loaded = store.load_heartbeats().await.expect("load");
+        assert_eq!(loaded.len(), count);
+        let loaded: BTreeMap<HeartbeatKey, HeartbeatDef> =
+            loaded.into_iter().map(|heartbeat| (heartbeat.def.key.clone(), heartbeat.def)).collect();
+        for def in &defs {
+            assert_eq!(loaded.get(&def.key), Some(def), "{} loads as it was stored", def.key);
+        }
         let keys: Vec<HeartbeatKey> = defs.iter().map(|def| def.key.clone()).collect();
         store.claim_slots(&[claim(&keys[0], 60), claim(&keys[0], 120)]).await.expect("claim");
         let skip = SkipRecord {
