@@ -408,10 +408,17 @@ fn whole(value: Option<&f64>) -> String {
     value.filter(|value| value.is_finite()).map_or_else(|| "n/a".into(), |value| thousands(value.round() as usize))
 }
 
-/// systole's figure over the peer's, as `0.25×`.
+/// systole's figure against the peer's: `systole: 1/10 of it` or `systole: 3.7× it`.
 fn ratio(ours: Option<&f64>, peer: Option<&f64>) -> String {
     match (ours, peer) {
-        (Some(ours), Some(peer)) if *peer > 0.0 && ours.is_finite() => format!("systole {:.2}×", ours / peer),
+        (Some(ours), Some(peer)) if *peer > 0.0 && *ours > 0.0 && ours.is_finite() => {
+            let ratio = ours / peer;
+            if ratio < 1.0 {
+                format!("systole: 1/{:.0} of it", 1.0 / ratio)
+            } else {
+                format!("systole: {ratio:.1}× it")
+            }
+        }
         _ => "n/a".into(),
     }
 }

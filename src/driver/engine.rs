@@ -165,13 +165,17 @@ pub(crate) struct Driver {
     next_prune: Mono,
     permits: Arc<Semaphore>,
     commands: mpsc::Receiver<Command>,
-    completions_tx: mpsc::UnboundedSender<FinishedRun>,
+    /// Finished runs, in the order the store committed their results (see `group_commit`).
     completions: mpsc::UnboundedReceiver<FinishedRun>,
 }
 
 impl Driver {
-    pub(crate) fn new(context: RunContext, runs_in_flight_max: usize, commands: mpsc::Receiver<Command>) -> Self {
-        let (completions_tx, completions) = mpsc::unbounded_channel();
+    pub(crate) fn new(
+        context: RunContext,
+        runs_in_flight_max: usize,
+        commands: mpsc::Receiver<Command>,
+        completions: mpsc::UnboundedReceiver<FinishedRun>,
+    ) -> Self {
         let next_prune = context.clock.monotonic() + Duration::from_secs(RUNS_PRUNE_FIRST_DELAY_SECS);
         Self {
             context,
@@ -193,7 +197,6 @@ impl Driver {
             next_prune,
             permits: Arc::new(Semaphore::new(runs_in_flight_max.max(1))),
             commands,
-            completions_tx,
             completions,
         }
     }
@@ -520,18 +523,12 @@ impl Driver {
         };
         let context = self.context.clone();
         let permits = Arc::clone(&self.permits);
-        let completions = self.completions_tx.clone();
         let slot = claim.slot;
         self.context.events.emit(now.wall, &EngineEvent::RunStarted { key: claim.key.clone(), slot });
         let task = tokio::spawn(async move {
             // The semaphore is never closed, so acquiring only fails if it were; then run anyway.
             let _permit = permits.acquire_owned().await.ok();
-            let agent_heartbeat = (def.kind == JobKind::Agent).then(|| def.key.agent.clone());
-            let finished = run_claimed(context.clone(), def, slot, consumes).await;
-            if let Some(agent) = agent_heartbeat {
-                context.lanes.end_heartbeat(&agent);
-            }
-            let _ = completions.send(finished);
+            run_claimed(context, def, slot, consumes).await;
         });
         self.runs.insert((claim.key, slot), task);
     }

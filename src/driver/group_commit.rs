@@ -1,19 +1,28 @@
 //! Group commit of run results. Every run task hands its result to one writer task, which
-//! writes all the results waiting at that moment in one store transaction and answers each
-//! task once that transaction has committed. A task waits, as before, until its own result
-//! is durable; under load one commit (one fsync on SQLite) serves many runs instead of one.
+//! writes all the results waiting at that moment in one store transaction, then hands each
+//! run's completion to the driver and answers its task. A task waits, as before, until its
+//! own result is durable; under load one commit (one fsync on SQLite) serves many runs.
+//!
+//! The writer, not the run tasks, tells the driver: so the driver hears of results in the
+//! order the store committed them, and its breaker and backoff state follow the store's
+//! (two runs of one heartbeat finishing together, under `allow_all`, must not leave the
+//! driver believing the success came last when the store counted the failure last).
 
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::core::breaker::BreakerStep;
+use crate::driver::events::{EngineEvent, EventSink};
+use crate::driver::run::{FinishedRun, Withheld};
 use crate::limits::STORE_BATCH_ROWS_MAX;
-use crate::ports::store::{RunRecord, Store, StoreError};
+use crate::ports::clock::Clock;
+use crate::ports::store::{RunRecord, Store};
 
 struct Request {
     record: RunRecord,
-    answer: oneshot::Sender<Result<BreakerStep, StoreError>>,
+    withheld: Option<Withheld>,
+    written: oneshot::Sender<()>,
 }
 
 /// The handle run tasks write their results through; cheap to clone.
@@ -22,53 +31,75 @@ pub struct ResultWriter {
     requests: mpsc::UnboundedSender<Request>,
 }
 
+/// What the writer needs besides the queue.
+struct Writer {
+    store: Arc<dyn Store>,
+    breaker_failures_max: u32,
+    events: Arc<dyn EventSink>,
+    clock: Arc<dyn Clock>,
+    completions: mpsc::UnboundedSender<FinishedRun>,
+}
+
 impl ResultWriter {
-    /// Spawns the writer over `store`; it ends when the last handle is dropped.
-    pub fn spawn(store: Arc<dyn Store>, breaker_failures_max: u32) -> Self {
+    /// Spawns the writer over `store`; finished runs go to `completions`, in commit order.
+    /// It ends when the last handle is dropped.
+    pub fn spawn(
+        store: Arc<dyn Store>,
+        breaker_failures_max: u32,
+        events: Arc<dyn EventSink>,
+        clock: Arc<dyn Clock>,
+        completions: mpsc::UnboundedSender<FinishedRun>,
+    ) -> Self {
         let (requests, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(write_batches(store, breaker_failures_max, receiver));
+        let writer = Writer { store, breaker_failures_max, events, clock, completions };
+        tokio::spawn(writer.write_batches(receiver));
         Self { requests }
     }
 
-    /// Writes one run's result and its breaker step, returning once it is durable.
-    ///
-    /// # Errors
-    /// When the store failed the transaction that held it (or the writer is gone, as the
-    /// engine stops).
-    pub async fn finish(&self, record: RunRecord) -> Result<BreakerStep, StoreError> {
-        let (answer, answered) = oneshot::channel();
-        let gone = || StoreError::Backend("the result writer has stopped".to_owned());
-        self.requests.send(Request { record, answer }).map_err(|_| gone())?;
-        answered.await.map_err(|_| gone())?
+    /// Writes one run's result and its breaker step, and returns once it is durable (or
+    /// the write failed) and the driver has it.
+    pub async fn finish(&self, record: RunRecord, withheld: Option<Withheld>) {
+        let (written, answered) = oneshot::channel();
+        if self.requests.send(Request { record, withheld, written }).is_ok() {
+            // An error here means the writer is gone: the engine is stopping.
+            let _ = answered.await;
+        }
     }
 }
 
-async fn write_batches(
-    store: Arc<dyn Store>,
-    breaker_failures_max: u32,
-    mut receiver: mpsc::UnboundedReceiver<Request>,
-) {
-    while let Some(first) = receiver.recv().await {
-        // Everything that queued while the last batch was being written goes in this one.
-        let mut batch = vec![first];
-        while batch.len() < STORE_BATCH_ROWS_MAX {
-            match receiver.try_recv() {
-                Ok(request) => batch.push(request),
-                Err(_) => break,
-            }
-        }
-        let (records, answers): (Vec<RunRecord>, Vec<_>) =
-            batch.into_iter().map(|request| (request.record, request.answer)).unzip();
-        match store.finish_runs(&records, breaker_failures_max).await {
-            Ok(steps) => {
-                for (answer, step) in answers.into_iter().zip(steps) {
-                    let _ = answer.send(Ok(step));
+impl Writer {
+    async fn write_batches(self, mut receiver: mpsc::UnboundedReceiver<Request>) {
+        while let Some(first) = receiver.recv().await {
+            // Everything that queued while the last batch was being written goes in this one.
+            let mut batch = vec![first];
+            while batch.len() < STORE_BATCH_ROWS_MAX {
+                match receiver.try_recv() {
+                    Ok(request) => batch.push(request),
+                    Err(_) => break,
                 }
             }
-            Err(error) => {
-                for answer in answers {
-                    let _ = answer.send(Err(error.clone()));
+            let records: Vec<RunRecord> = batch.iter().map(|request| request.record.clone()).collect();
+            let mut steps: Vec<Option<BreakerStep>> = match self
+                .store
+                .finish_runs(&records, self.breaker_failures_max)
+                .await
+            {
+                Ok(steps) => steps.into_iter().map(Some).collect(),
+                Err(error) => {
+                    let consequence =
+                        "the run stays 'running' until the next start-up marks it interrupted; the breaker ignores it";
+                    let event =
+                        EngineEvent::StoreFailed { operation: "finish_runs", error: error.to_string(), consequence };
+                    self.events.emit(self.clock.wall(), &event);
+                    vec![None; batch.len()]
                 }
+            };
+            // One step per run is the store's contract; a short answer counts as not written.
+            steps.resize(batch.len(), None);
+            for (request, breaker) in batch.into_iter().zip(steps) {
+                let Request { record, withheld, written } = request;
+                let _ = self.completions.send(FinishedRun { record, breaker, withheld });
+                let _ = written.send(());
             }
         }
     }

@@ -182,6 +182,7 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
     let lanes = Arc::new(Lanes::new(Arc::clone(&ports.clock), Arc::clone(&ports.events)));
     let run_events = Arc::new(RunEvents::default());
     let control = Control::new(Arc::clone(&ports.store), Arc::clone(&ports.clock), commands.clone());
+    let (completions_tx, completions) = mpsc::unbounded_channel();
     let context = RunContext {
         clock: Arc::clone(&ports.clock),
         llm: Arc::clone(&ports.llm),
@@ -204,9 +205,15 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
         run_events: Arc::clone(&run_events),
         dedup_gate: Arc::default(),
         run_retention: options.run_retention,
-        results: group_commit::ResultWriter::spawn(Arc::clone(&ports.store), options.breaker_failures_max),
+        results: group_commit::ResultWriter::spawn(
+            Arc::clone(&ports.store),
+            options.breaker_failures_max,
+            Arc::clone(&ports.events),
+            Arc::clone(&ports.clock),
+            completions_tx,
+        ),
     };
-    let mut driver = Driver::new(context, options.runs_in_flight_max, receiver);
+    let mut driver = Driver::new(context, options.runs_in_flight_max, receiver, completions);
     driver.load(heartbeats, pauses).await;
     let driver = tokio::spawn(driver.run());
     Ok(EngineHandle { client: EngineClient { control, commands, lanes, run_events }, driver })

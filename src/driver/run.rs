@@ -176,7 +176,7 @@ impl Llm for CountingLlm {
 /// Runs a claimed slot to the end and records it. Never panics on what the LLM, the tools
 /// or the messenger return; every failure becomes a recorded status. `consumes` names the
 /// system events the prompt lists: they leave the queue with the record of a success.
-pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp, consumes: Vec<u64>) -> FinishedRun {
+pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp, consumes: Vec<u64>) {
     let started = context.clock.monotonic();
     let deadline = started + def.timeout;
     let calls = Arc::new(AtomicU32::new(0));
@@ -214,21 +214,13 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         consumes,
         llm_calls: calls.load(Ordering::SeqCst),
     };
-    let breaker = match context.results.finish(record.clone()).await {
-        Ok(step) => Some(step),
-        Err(error) => {
-            let event = EngineEvent::StoreFailed {
-                operation: "finish_runs",
-                error: error.to_string(),
-                consequence:
-                    "the run stays 'running' until the next start-up marks it interrupted; the breaker ignores it",
-            };
-            context.events.emit(context.clock.wall(), &event);
-            None
-        }
-    };
+    if def.kind == JobKind::Agent {
+        // The agent's main context is free once the turn is over.
+        context.lanes.end_heartbeat(&def.key.agent);
+    }
+    // The writer hands the driver this run's completion in the store's commit order.
+    context.results.finish(record, outcome.withheld).await;
     drop(dedup_hold);
-    FinishedRun { record, breaker, withheld: outcome.withheld }
 }
 
 async fn attempt(
