@@ -44,7 +44,13 @@ fn main() {
     } else {
         Mode::Full
     };
-    Bench::new(mode).run_all();
+    let bench = Bench::new(mode);
+    bench.run_all();
+    let failed = bench.failed.get();
+    if failed > 0 {
+        eprintln!("{failed} case runs failed; their cells say n/a");
+        std::process::exit(1);
+    }
 }
 
 async fn run_case(name: &str, params: &BTreeMap<String, String>, process_start: Instant) -> Figures {
@@ -76,6 +82,8 @@ struct Bench {
     mode: Mode,
     repeats: usize,
     scratch: tempfile::TempDir,
+    /// Case runs that failed: the benchmark then exits with an error (the smoke run is a test).
+    failed: std::cell::Cell<usize>,
 }
 
 /// One line of the table.
@@ -89,7 +97,7 @@ struct Row {
 impl Bench {
     fn new(mode: Mode) -> Self {
         let repeats = if mode == Mode::Smoke { 1 } else { 3 };
-        Self { mode, repeats, scratch: tempfile::tempdir().expect("a scratch directory") }
+        Self { mode, repeats, scratch: tempfile::tempdir().expect("a scratch directory"), failed: Default::default() }
     }
 
     /// A size: `full` in a full run, a tenth in a quick one, `smoke` in a smoke run.
@@ -102,7 +110,7 @@ impl Bench {
     }
 
     fn run_all(&self) {
-        print_machine();
+        print_machine(self.repeats);
         println!("| measure | systole | tokio-cron-scheduler | target |");
         println!("|---|---|---|---|");
         let sections: [fn(&Self) -> Vec<Row>; 5] =
@@ -141,17 +149,16 @@ impl Bench {
         }
         match command.output() {
             Ok(output) if output.status.success() => {
-                parse_result(&String::from_utf8_lossy(&output.stdout)).unwrap_or_default()
+                if let Some(figures) = parse_result(&String::from_utf8_lossy(&output.stdout)) {
+                    return figures;
+                }
+                eprintln!("case {name} printed no result");
             }
-            Ok(output) => {
-                eprintln!("case {name} failed: {}", String::from_utf8_lossy(&output.stderr));
-                Figures::new()
-            }
-            Err(error) => {
-                eprintln!("case {name} could not start: {error}");
-                Figures::new()
-            }
+            Ok(output) => eprintln!("case {name} failed: {}", String::from_utf8_lossy(&output.stderr)),
+            Err(error) => eprintln!("case {name} could not start: {error}"),
         }
+        self.failed.set(self.failed.get() + 1);
+        Figures::new()
     }
 
     fn db(&self, name: &str) -> String {
@@ -368,7 +375,7 @@ fn lateness_cell(figures: &Figures) -> String {
     )
 }
 
-fn print_machine() {
+fn print_machine(repeats: usize) {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
@@ -381,7 +388,7 @@ fn print_machine() {
         .output()
         .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
         .unwrap_or_default();
-    println!("machine: {model}, {cores} cores; commit {commit}; medians of 3 runs, each a fresh process\n");
+    println!("machine: {model}, {cores} cores; commit {commit}; medians of {repeats} runs, each a fresh process\n");
 }
 
 fn thousands(count: usize) -> String {

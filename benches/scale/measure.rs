@@ -42,6 +42,20 @@ pub fn percentile(values: &mut [f64], p: f64) -> f64 {
     values[rank.clamp(1, values.len()) - 1]
 }
 
+/// The lateness figures of a case: percentiles of `late` (milliseconds after each due time;
+/// negative: early), how many of `expected` starts never came, and CPU seconds per start.
+pub fn lateness_figures(mut late: Vec<f64>, expected: f64, cpu_secs: f64) -> Figures {
+    let fired = late.len() as f64;
+    Figures::from([
+        ("p50_ms".to_owned(), percentile(&mut late, 50.0)),
+        ("p99_ms".to_owned(), percentile(&mut late, 99.0)),
+        ("max_ms".to_owned(), percentile(&mut late, 100.0)),
+        ("early".to_owned(), late.iter().filter(|ms| **ms < 0.0).count() as f64),
+        ("lost".to_owned(), (expected - fired).max(0.0)),
+        ("cpu_ms_per_run".to_owned(), cpu_secs * 1000.0 / fired.max(1.0)),
+    ])
+}
+
 pub fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);

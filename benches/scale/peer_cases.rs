@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio_cron_scheduler::{Job, JobScheduler};
 
-use crate::measure::{cpu_time, percentile, resident_bytes, Figures};
+use crate::measure::{cpu_time, lateness_figures, resident_bytes, Figures};
 
 /// Registration: `count` jobs, one a minute each, added to a scheduler that then starts.
 pub async fn register(count: usize) -> Figures {
@@ -74,14 +74,5 @@ pub async fn lateness(count: usize, spread_secs: u64, windows: u32) -> Figures {
             late.push((at - due) as f64);
         }
     }
-    let expected = count as f64 * f64::from(windows);
-    let fired = late.len() as f64;
-    Figures::from([
-        ("p50_ms".to_owned(), percentile(&mut late, 50.0)),
-        ("p99_ms".to_owned(), percentile(&mut late, 99.0)),
-        ("max_ms".to_owned(), percentile(&mut late, 100.0)),
-        ("early".to_owned(), late.iter().filter(|ms| **ms < 0.0).count() as f64),
-        ("lost".to_owned(), (expected - fired).max(0.0)),
-        ("cpu_ms_per_run".to_owned(), cpu * 1000.0 / fired.max(1.0)),
-    ])
+    lateness_figures(late, count as f64 * f64::from(windows), cpu)
 }

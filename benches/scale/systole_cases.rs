@@ -25,7 +25,7 @@ use systole::ports::store::Store;
 use systole::store::memory::MemoryStore;
 use systole::store::sqlite::SqliteStore;
 
-use crate::measure::{cpu_time, percentile, resident_bytes, Figures};
+use crate::measure::{cpu_time, lateness_figures, resident_bytes, Figures};
 
 /// Heartbeats are spread over this many agents, as a multi-tenant deployment would be.
 const AGENTS: usize = 1_000;
@@ -275,15 +275,6 @@ pub async fn lateness(busy: usize, idle: usize, spread: Duration, windows: u32) 
     tokio::time::sleep(spread * (windows + 1) + Duration::from_secs(1)).await;
     let cpu = cpu_time().saturating_sub(cpu_before).as_secs_f64();
     engine.shutdown(Duration::ZERO).await;
-    let mut late = recorder.lateness_of_first_slots(windows as usize);
-    let fired = late.len() as f64;
-    let expected = (busy as f64) * f64::from(windows);
-    Figures::from([
-        ("p50_ms".to_owned(), percentile(&mut late, 50.0)),
-        ("p99_ms".to_owned(), percentile(&mut late, 99.0)),
-        ("max_ms".to_owned(), percentile(&mut late, 100.0)),
-        ("early".to_owned(), late.iter().filter(|ms| **ms < 0.0).count() as f64),
-        ("lost".to_owned(), (expected - fired).max(0.0)),
-        ("cpu_ms_per_run".to_owned(), cpu * 1000.0 / fired.max(1.0)),
-    ])
+    let late = recorder.lateness_of_first_slots(windows as usize);
+    lateness_figures(late, busy as f64 * f64::from(windows), cpu)
 }
