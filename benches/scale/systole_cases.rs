@@ -85,7 +85,6 @@ struct Recorder {
     jitter_max: Duration,
     started: AtomicU64,
     finished: AtomicU64,
-    lost: AtomicU64,
     /// Each start's slot and how late it started (milliseconds after its due time).
     lateness_ms: Mutex<Vec<(Timestamp, f64)>>,
     last_started: Mutex<Option<Instant>>,
@@ -99,7 +98,6 @@ impl Recorder {
             jitter_max,
             started: AtomicU64::new(0),
             finished: AtomicU64::new(0),
-            lost: AtomicU64::new(0),
             lateness_ms: Mutex::new(Vec::new()),
             last_started: Mutex::new(None),
             finished_target,
@@ -135,9 +133,6 @@ impl EventSink for Recorder {
                 if finished == self.finished_target {
                     self.all_finished.notify_one();
                 }
-            }
-            EngineEvent::ClaimFailed { .. } | EngineEvent::ClaimLost { .. } | EngineEvent::ClaimGone { .. } => {
-                self.lost.fetch_add(1, Ordering::Relaxed);
             }
             _ => {}
         }
