@@ -162,6 +162,7 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
     };
     options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);
     options.agent_default.llm_calls_per_day = world.options.llm_calls_per_day;
+    world.options.budget_zone.clone_into(&mut options.agent_default.timezone);
     options.visibility.defaults = world.options.visibility;
     let config = world.config.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     let engine = match driver::boot(ports, &config, options).await {

@@ -34,6 +34,10 @@ pub enum Stream {
     Delivery = 7,
     /// What the run log keeps (the engine prunes the rest hourly).
     Retention = 8,
+    /// The agents' zone: where their budget's day begins.
+    BudgetZone = 9,
+    /// Whether a cron lives in a zone that changes its offset during the run.
+    CronZones = 10,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -85,6 +89,9 @@ pub struct SimOptions {
     pub visibility: systole::core::visibility::Visibility,
     /// Each agent's daily budget of LLM calls.
     pub llm_calls_per_day: u64,
+    /// The agents' zone (`timezone`): their budget's day begins at its midnight, so
+    /// zones with daylight saving and part-hour offsets move the rollover.
+    pub budget_zone: &'static str,
 }
 
 const SAFETY_SECS_MIN: u64 = 2 * 3_600;
@@ -127,7 +134,8 @@ impl SimOptions {
         let ops_interval_max = ops.iter().filter_map(|op| op.op.created_interval()).max().unwrap_or(Duration::ZERO);
         let liveness = interval_max.max(ops_interval_max) * 3 + Duration::from_secs(600);
         let mut schedules_rng = self::rng(seed, Stream::Schedules);
-        workload::vary_schedules(&mut schedules_rng, &mut heartbeats, &mut ops, start, safety);
+        let mut zones_rng = self::rng(seed, Stream::CronZones);
+        workload::vary_schedules(&mut schedules_rng, &mut zones_rng, &mut heartbeats, &mut ops, start, safety);
         let error_backoff = workload::error_backoff(&mut schedules_rng);
         let layer = agents::agent_layer(&mut self::rng(seed, Stream::Agents), &heartbeats, safety);
         heartbeats.extend(layer.heartbeats);
@@ -169,6 +177,10 @@ impl SimOptions {
             files: layer.files,
             visibility: layer.visibility,
             llm_calls_per_day: layer.llm_calls_per_day,
+            budget_zone: {
+                let mut rng = self::rng(seed, Stream::BudgetZone);
+                workload::ZONES[rng.random_range(0..workload::ZONES.len())]
+            },
         }
     }
 
@@ -219,7 +231,7 @@ impl SimOptions {
             let _ = writeln!(out, "heartbeat: {}", workload::describe_def(def));
         }
         let _ = writeln!(out, "visibility of the inbox: {:?}", self.visibility);
-        let _ = writeln!(out, "LLM calls per agent and day: {}", self.llm_calls_per_day);
+        let _ = writeln!(out, "LLM calls per agent and day: {} (days in {})", self.llm_calls_per_day, self.budget_zone);
         for (agent, file) in &self.files {
             let _ = writeln!(out, "HEARTBEAT.md of {agent}: {file:?}");
         }

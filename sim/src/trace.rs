@@ -120,7 +120,9 @@ pub enum DurableWrite {
     Finish {
         key: HeartbeatKey,
         slot: Timestamp,
-        failed: bool,
+        /// How it ended, as recorded: the checker decides by its own rule what counts as
+        /// a failure (the engine's `RunRecord::failed` is what it checks).
+        status: systole::ports::store::ExecutionStatus,
         /// When the run finished (wall clock): an opened breaker's cooldown counts from it.
         finished_at: Timestamp,
         consecutive_failures: u32,
@@ -307,7 +309,7 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                 DurableWrite::Finish {
                     key,
                     slot,
-                    failed,
+                    status,
                     finished_at,
                     consecutive_failures,
                     tripped,
@@ -315,7 +317,12 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                     closed,
                     consumed,
                 } => {
-                    w.tag(1).key(key).time(*slot).bool(*failed).u64(u64::from(*consecutive_failures)).bool(*tripped);
+                    w.tag(1)
+                        .key(key)
+                        .time(*slot)
+                        .str(status.as_str())
+                        .u64(u64::from(*consecutive_failures))
+                        .bool(*tripped);
                     w.time(*finished_at).bool(*opened).bool(*closed);
                     w.u64(consumed.len() as u64);
                     for id in consumed {
@@ -516,10 +523,10 @@ pub fn describe(entry: &Entry) -> String {
 
 fn describe_write(write: &DurableWrite) -> String {
     match write {
-        DurableWrite::Finish { key, slot, failed, consecutive_failures, tripped, opened, closed, consumed, .. } => {
+        DurableWrite::Finish { key, slot, status, consecutive_failures, tripped, opened, closed, consumed, .. } => {
             format!(
                 "finished {key} slot {slot} ({}), breaker at {consecutive_failures}{}{}{}",
-                if *failed { "failure" } else { "success" },
+                status.as_str(),
                 match (tripped, opened) {
                     (true, true) => ", tripped (opened)",
                     (true, false) => ", tripped (open again)",

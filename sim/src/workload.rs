@@ -293,7 +293,7 @@ pub fn describe_def(def: &HeartbeatDef) -> String {
 
 /// Cron expressions of the workload: dense and sparse, irregular gaps (`*/7` resets at
 /// each hour), a daily time that falls in spring-forward gaps (02:30), seconds.
-const CRON_EXPRESSIONS: [&str; 8] = [
+pub const CRON_EXPRESSIONS: [&str; 8] = [
     "*/5 * * * *",
     "*/7 * * * *",
     "0 * * * *",
@@ -304,6 +304,20 @@ const CRON_EXPRESSIONS: [&str; 8] = [
     "30 */10 * * * *",
 ];
 const JITTER_SECS_MAX: u64 = 300;
+/// How often a cron is put in a zone whose offset changes during the safety phase.
+const CRON_ZONE_CHANGING_PROBABILITY: f64 = 0.5;
+
+/// The zones whose offset changes between `start` and `start + span`.
+fn zones_changing_within(start: Timestamp, span: Duration) -> Vec<&'static str> {
+    let end = start.checked_add(SignedDuration::try_from(span).unwrap_or(SignedDuration::ZERO)).unwrap_or(start);
+    ZONES
+        .into_iter()
+        .filter(|name| {
+            jiff::tz::TimeZone::get(name)
+                .is_ok_and(|zone| zone.following(start).next().is_some_and(|change| change.timestamp() < end))
+        })
+        .collect()
+}
 const CATCHUP_WINDOW_SECS: [u64; 4] = [600, 3_600, 6 * 3_600, 24 * 3_600];
 const AT_BEFORE_START_SECS_MAX: i64 = 2 * 3_600;
 
@@ -311,6 +325,7 @@ const AT_BEFORE_START_SECS_MAX: i64 = 2 * 3_600;
 /// create heartbeats get the same treatment.
 pub fn vary_schedules(
     rng: &mut ChaCha8Rng,
+    zones_rng: &mut ChaCha8Rng,
     heartbeats: &mut [HeartbeatDef],
     ops: &mut [ScheduledOp],
     start: Timestamp,
@@ -324,7 +339,13 @@ pub fn vary_schedules(
         let roll: f64 = rng.random();
         if roll < 0.35 {
             let expression = CRON_EXPRESSIONS[rng.random_range(0..CRON_EXPRESSIONS.len())];
-            let zone = ZONES[rng.random_range(0..ZONES.len())];
+            let mut zone = ZONES[rng.random_range(0..ZONES.len())];
+            // Half the crons live in a zone that changes its offset during the run, so
+            // the daylight-saving rules (and a search that ignores them) get exercised.
+            let changing = zones_changing_within(start, safety);
+            if !changing.is_empty() && zones_rng.random_bool(CRON_ZONE_CHANGING_PROBABILITY) {
+                zone = changing[zones_rng.random_range(0..changing.len())];
+            }
             if let Ok(cron) = CronSchedule::parse(expression, zone) {
                 def.schedule = Schedule::Cron(cron);
                 def.kind = if rng.random_bool(0.5) { JobKind::Cron } else { JobKind::Heartbeat };

@@ -182,7 +182,7 @@ impl Model<'_> {
         let until = end.saturating_sub(Duration::from_secs(EVENT_PROCESSING_SECS_MAX));
         for (key, _) in heartbeats.iter().filter(|(key, enabled)| *enabled && key.heartbeat.is_reserved()) {
             let pending = self.agents.pending.get(&key.agent).cloned().unwrap_or_default();
-            if self.options.visibility.shows_nothing() {
+            if super::reference::shows_nothing(self.options.visibility) {
                 continue; // the heartbeat never runs: `visibility` checks that
             }
             let due: Vec<(u64, String, Duration)> = self

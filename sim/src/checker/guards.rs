@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
-use systole::core::budget::day_start;
 use systole::core::heartbeat::JobKind;
 use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::driver::run::ACK_SHOWN_TEXT;
 
+use super::reference::local_day_start;
 use super::{fail, Model, Step};
 use crate::trace::Entry;
 
@@ -48,13 +48,14 @@ impl Model<'_> {
     }
 
     /// At a run's start: the calls its agent's recorded runs made since the local day began
-    /// (UTC: the simulated agents' zone) are below the budget.
+    /// (in the agents' zone, by the reference's reading of it) are below the budget.
     pub(super) fn budget_holds(&mut self, entry: &Entry, key: &HeartbeatKey, slot: Timestamp) -> Step {
         if self.defs.get(key).is_some_and(|def| def.kind == JobKind::CronMain) {
             return Ok(()); // no LLM call of its own
         }
         self.count(BUDGET);
-        let day = day_start(entry.wall, &jiff::tz::TimeZone::UTC);
+        let zone = jiff::tz::TimeZone::get(self.options.budget_zone).unwrap_or(jiff::tz::TimeZone::UTC);
+        let day = local_day_start(entry.wall, &zone);
         let calls: u64 = self
             .guards
             .calls
@@ -74,11 +75,11 @@ impl Model<'_> {
     /// A started run's target shows something; a delivery is what the target shows.
     pub(super) fn visibility_at_start(&mut self, key: &HeartbeatKey, slot: Timestamp) -> Step {
         let Some(def) = self.defs.get(key) else { return Ok(()) };
-        if def.target.is_silent() || def.kind == JobKind::CronMain {
+        if super::reference::is_silent(&def.target) || def.kind == JobKind::CronMain {
             return Ok(());
         }
         self.count(VISIBILITY);
-        if self.options.visibility.shows_nothing() {
+        if super::reference::shows_nothing(self.options.visibility) {
             return fail(VISIBILITY, format!("{key} started slot {slot} for a target that shows nothing"));
         }
         Ok(())

@@ -15,7 +15,7 @@ use systole::core::active_hours::ActiveHours;
 use systole::core::guard::SkipReason;
 use systole::core::heartbeat::HeartbeatDef;
 use systole::core::ids::{AgentId, HeartbeatKey};
-use systole::core::policy::{backoff_delay, Overlap};
+use systole::core::policy::Overlap;
 use systole::core::schedule::Schedule;
 use systole::driver::events::EngineEvent;
 use systole::limits::{AGENT_LOOP_ITERATIONS_MAX_DEFAULT, DRIVER_SLEEP_SECS_MAX, PAUSE_MINUTES_MAX_DEFAULT};
@@ -29,6 +29,9 @@ mod agents;
 mod breaker;
 mod delivery;
 mod guards;
+#[cfg(test)]
+mod independence_tests;
+pub mod reference;
 mod replies;
 mod retention;
 mod schedules;
@@ -52,6 +55,8 @@ pub const SLOT_ORDER: &str = "slot-order";
 pub const CATCH_UP: &str = "catch-up";
 pub const BACKOFF: &str = "backoff";
 pub const SLOTS_EXPECTED: &str = "slots-expected";
+/// Every cron slot decided is one the reference cron gives for its expression.
+pub const SLOT_ON_SCHEDULE: &str = "slot-on-schedule";
 pub const CALENDAR_TIME: &str = "calendar-time";
 pub const NO_TOKEN_DELIVERED: &str = "no-token-delivered";
 pub const NO_DUPLICATE_DAY: &str = "no-duplicate-within-24h";
@@ -64,7 +69,7 @@ pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
 /// first or its job was deleted.
 pub const TRIGGER_DECIDED: &str = "trigger-decided";
 
-pub const INVARIANTS: [&str; 38] = [
+pub const INVARIANTS: [&str; 39] = [
     retention::PRUNE_EXACT,
     delivery::PART_ONCE,
     delivery::PARTS_IN_ORDER,
@@ -96,6 +101,7 @@ pub const INVARIANTS: [&str; 38] = [
     CATCH_UP,
     BACKOFF,
     SLOTS_EXPECTED,
+    SLOT_ON_SCHEDULE,
     CALENDAR_TIME,
     NO_TOKEN_DELIVERED,
     NO_DUPLICATE_DAY,
@@ -293,6 +299,8 @@ struct Model<'a> {
     /// Runs of triggers going: their result is not the schedule's (a one-shot whose manual
     /// run failed still has its own slot, which skips and retires like any other).
     trigger_runs: BTreeSet<(HeartbeatKey, Timestamp)>,
+    /// The reference's parsed crons.
+    crons: reference::CronCache,
 }
 
 /// Checks every invariant over `entries`; stops at the first violation.
@@ -334,6 +342,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         triggers_pending: BTreeMap::new(),
         deciding_trigger: None,
         trigger_runs: BTreeSet::new(),
+        crons: reference::CronCache::default(),
     };
     for (index, entry) in entries.iter().enumerate() {
         if let Err((invariant, message)) = model.step(entry) {
@@ -553,6 +562,7 @@ impl Model<'_> {
                     self.trigger_runs.insert((key.clone(), *slot));
                 }
                 self.note_decision(key, entry, *slot, Decision::Run);
+                self.slot_on_schedule(key, *slot)?;
                 self.catch_up_next(key, *slot)?;
                 self.run_started(entry, life, key, *slot)?;
                 self.budget_holds(entry, key, *slot)?;
@@ -561,6 +571,7 @@ impl Model<'_> {
             }
             EngineEvent::Skipped { key, reason, slot } => {
                 self.note_decision(key, entry, *slot, Decision::Skip(*reason));
+                self.slot_on_schedule(key, *slot)?;
                 self.catch_up_next(key, *slot)?;
                 if *reason == SkipReason::Budget {
                     self.budget_skip(entry, key);
@@ -771,7 +782,7 @@ impl Model<'_> {
             DurableWrite::Finish {
                 key,
                 slot,
-                failed,
+                status,
                 finished_at,
                 consecutive_failures,
                 tripped,
@@ -780,7 +791,8 @@ impl Model<'_> {
                 consumed,
             } => {
                 self.events_consumed(key, *slot, consumed)?;
-                if !*failed {
+                let failed = reference::counts_as_failure(*status);
+                if !failed {
                     let deliveries = self.deliveries.entry(key.clone()).or_default();
                     for delivery in deliveries.iter_mut().filter(|delivery| delivery.2 == *slot) {
                         delivery.3 = true;
@@ -791,13 +803,13 @@ impl Model<'_> {
                 }
                 self.count(BREAKER_EXACT);
                 let before = self.failures.get(key).copied().unwrap_or(0);
-                let expected = if *failed { before + 1 } else { 0 };
+                let expected = if failed { before + 1 } else { 0 };
                 let max = self.options.breaker_failures_max;
-                let expected_trip = *failed && expected >= max;
+                let expected_trip = failed && expected >= max;
                 // Opened: this failure reached the limit from below; closed: a probe (a run
                 // with the count at the limit) succeeded.
                 let expected_open = expected_trip && before < max;
-                let expected_close = !*failed && before >= max;
+                let expected_close = !failed && before >= max;
                 if (*consecutive_failures, *tripped, *opened, *closed)
                     != (expected, expected_trip, expected_open, expected_close)
                 {
@@ -815,8 +827,8 @@ impl Model<'_> {
                     self.breaker.closed(key);
                 }
                 self.failures.insert(key.clone(), expected);
-                if *failed && !expected_trip {
-                    let delay = backoff_delay(&self.options.error_backoff, expected);
+                if failed && !expected_trip {
+                    let delay = reference::backoff_after(&self.options.error_backoff, expected);
                     self.backoffs.insert(key.clone(), (entry.elapsed, entry.elapsed + delay));
                 } else {
                     self.backoffs.remove(key);
@@ -1016,7 +1028,8 @@ impl Model<'_> {
                     // A spent budget lasts the day (`budget` checks no run starts over it);
                     // a target that shows nothing never runs (`visibility` checks that).
                     Decision::Skip(SkipReason::Budget) => {}
-                    Decision::Skip(SkipReason::AlertsDisabled) if self.options.visibility.shows_nothing() => {}
+                    Decision::Skip(SkipReason::AlertsDisabled) if reference::shows_nothing(self.options.visibility) => {
+                    }
                     Decision::Skip(reason) if *reason != SkipReason::QuietHours => {
                         return fail(LIVENESS, format!("{key} skipped ({}) at {wall} after healing", reason.as_str()));
                     }

@@ -6,14 +6,16 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
+use systole::core::heartbeat::HeartbeatDef;
 use systole::core::ids::HeartbeatKey;
-use systole::core::policy::{backoff_delay, jitter_offset, CatchUp, Overlap};
+use systole::core::policy::{CatchUp, Overlap};
 use systole::core::schedule::Schedule;
 use systole::limits::CATCHUP_GRACE_SECS;
 
+use super::reference::{backoff_after, jitter, next_slot};
 use super::{
     fail, signed, Model, Step, BACKOFF, CALENDAR_TIME, CATCH_UP, DEADLINE_SLACK, LIVENESS_SLACK_SECS, SETTLE_SECS,
-    SLOTS_EXPECTED, SLOT_ORDER,
+    SLOTS_EXPECTED, SLOT_ON_SCHEDULE, SLOT_ORDER,
 };
 use crate::trace::Entry;
 
@@ -53,7 +55,7 @@ impl Model<'_> {
             // wake is recorded under the time it is decided (`agents` checks those runs).
             return Ok(());
         }
-        let jitter = jitter_offset(key, def.policy.jitter_max);
+        let jitter = jitter(key, def.policy.jitter_max);
         let due = |at: Timestamp| at.checked_add(signed(jitter)).unwrap_or(at);
         // Held (`buffer_one`) and backlog (`all`) slots start when their turn comes: later,
         // and after a backward wall jump maybe at an earlier wall time than they were due.
@@ -74,7 +76,7 @@ impl Model<'_> {
             return Ok(());
         }
         self.count(CATCH_UP);
-        if let Some(next) = def.schedule.next_after(slot) {
+        if let Some(next) = next_slot(&mut self.crons, &def.schedule, slot) {
             if due(next) + signed(DEADLINE_SLACK) <= entry.wall {
                 let message = format!(
                     "{key} ({}) ran slot {slot} at {} though its later slot {next} had passed: catch-up runs only the latest",
@@ -92,6 +94,33 @@ impl Model<'_> {
             return fail(CATCH_UP, format!("{key} (catch-up skip) ran slot {slot} {late} late, a missed slot"));
         }
         Ok(())
+    }
+
+    /// A decided cron slot is one of the schedule's own, by the reference's
+    /// reading of the expression (an `every` grid starts wherever it is armed).
+    pub(super) fn slot_on_schedule(&mut self, key: &HeartbeatKey, slot: Timestamp) -> Step {
+        if self.is_trigger(key, slot) || key.heartbeat.is_reserved() {
+            return Ok(()); // an operator's slot, or a wake recorded under its decision time
+        }
+        let defs = [self.running_defs.get(key), self.defs.get(key)];
+        // An `at` that failed retries under the instant of each retry: only crons are judged.
+        let calendar: Vec<HeartbeatDef> =
+            defs.into_iter().flatten().filter(|def| matches!(def.schedule, Schedule::Cron(_))).cloned().collect();
+        if calendar.is_empty() {
+            return Ok(());
+        }
+        self.count(SLOT_ON_SCHEDULE);
+        let just_before = slot - SignedDuration::from_millis(1);
+        // Between a replace and the driver applying it, either definition may decide.
+        if calendar.iter().any(|def| next_slot(&mut self.crons, &def.schedule, just_before) == Some(slot)) {
+            return Ok(());
+        }
+        let schedule = &calendar[0].schedule;
+        let expected = next_slot(&mut self.crons, schedule, just_before);
+        let message = format!(
+            "{key} ({schedule}) decided slot {slot}, not one of its schedule's; the reference's next is {expected:?}"
+        );
+        fail(SLOT_ON_SCHEDULE, message)
     }
 
     pub(super) fn lift_backoff(&mut self, key: &HeartbeatKey) {
@@ -119,11 +148,11 @@ impl Model<'_> {
             return Ok(());
         };
         let (_, armed) = *armed;
-        let jitter = jitter_offset(key, def.policy.jitter_max);
+        let jitter = jitter(key, def.policy.jitter_max);
         let until = entry.wall - signed(jitter);
         let mut passed = vec![armed];
         while let Some(next) =
-            passed.last().and_then(|slot| def.schedule.next_after(*slot)).filter(|next| *next <= until)
+            next_slot(&mut self.crons, &def.schedule, passed[passed.len() - 1]).filter(|next| *next <= until)
         {
             if passed.len() >= CATCH_UP_WALK_MAX {
                 return Ok(()); // too many to walk here; the engine's bounded walk is unit-tested
@@ -198,7 +227,7 @@ impl Model<'_> {
             // A half-open breaker (enabled at the limit) waited out its cooldown instead.
             let half_open = *failures >= self.options.breaker_failures_max;
             if *failures > 0 && !half_open && self.present.get(key) == Some(&true) {
-                let delay = backoff_delay(&self.options.error_backoff, *failures);
+                let delay = backoff_after(&self.options.error_backoff, *failures);
                 self.backoffs.insert(key.clone(), (entry.elapsed, entry.elapsed + delay));
             }
         }
@@ -216,7 +245,7 @@ impl Model<'_> {
             if matches!(def.schedule, Schedule::Every(_)) {
                 continue;
             }
-            let jitter = jitter_offset(key, def.policy.jitter_max);
+            let jitter = jitter(key, def.policy.jitter_max);
             let last_day = end.wall - signed(jitter) - SignedDuration::from_secs(LIVENESS_SLACK_SECS as i64);
             let decided = self.decided.get(key).cloned().unwrap_or_default();
             let decided_floor = decided.iter().filter(|(_, at)| **at < from).map(|(slot, _)| *slot).max();
@@ -232,7 +261,7 @@ impl Model<'_> {
             let floor = decided_floor.max(armed_floor).max(probe_floor);
             let before_window = wall_from - signed(jitter) - SignedDuration::from_millis(1);
             let mut cursor = floor.map_or(before_window, |floor| floor.max(before_window));
-            while let Some(slot) = def.schedule.next_after(cursor).filter(|slot| *slot <= last_day) {
+            while let Some(slot) = next_slot(&mut self.crons, &def.schedule, cursor).filter(|slot| *slot <= last_day) {
                 self.count(SLOTS_EXPECTED);
                 if !decided.contains_key(&slot) {
                     let message =

@@ -170,7 +170,7 @@ impl Store for SimStore {
                 .map(|(run, step)| DurableWrite::Finish {
                     key: run.key.clone(),
                     slot: run.slot,
-                    failed: run.failed(),
+                    status: run.status,
                     finished_at: run.finished_at,
                     consecutive_failures: step.consecutive_failures,
                     tripped: step.tripped,
