@@ -132,6 +132,8 @@ pub enum DurableWrite {
         closed: bool,
         /// The system events a successful run consumed in the same write.
         consumed: Vec<u64>,
+        /// The LLM calls the run made: what the daily budget counts.
+        llm_calls: u32,
     },
     /// A system event queued for an agent heartbeat (`dropped` oldest ones made room).
     EventQueued {
@@ -316,8 +318,10 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                     opened,
                     closed,
                     consumed,
+                    llm_calls,
                 } => {
                     w.tag(1)
+                        .u64(u64::from(*llm_calls))
                         .key(key)
                         .time(*slot)
                         .str(status.as_str())

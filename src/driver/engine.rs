@@ -512,6 +512,11 @@ impl Driver {
     fn start_run(&mut self, claim: SlotClaim, now: Now) {
         let Some(entry) = self.entries.get_mut(&claim.key) else { return };
         entry.runs_in_flight += 1;
+        if claim.key.heartbeat.is_reserved() {
+            // Only a run that starts counts against the flood guard: a wake whose claim
+            // failed made no call, and its retry must not wait out the spacing for it.
+            self.floods.entry(claim.key.agent.clone()).or_default().started(now.mono);
+        }
         let mut def = entry.def.clone();
         let prepared = self.prepared.remove(&claim.key);
         let consumes = match prepared {

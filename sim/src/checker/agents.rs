@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use systole::core::guard::SkipReason;
 use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::core::system_events::CRON_EVENT_PROMPT;
 use systole::core::wake::WakeReason;
@@ -22,7 +21,6 @@ use crate::agents::EMPTY_FILES;
 use crate::trace::Entry;
 
 pub const EMPTY_FILE_NO_CALL: &str = "empty-file-no-call";
-pub const EMPTY_FILE_SKIP: &str = "empty-file-skip";
 pub const USER_GOES_FIRST: &str = "user-goes-first";
 pub const FLOOD_CAPS: &str = "flood-caps";
 pub const EVENT_CONSUMED_ONCE: &str = "event-consumed-once";
@@ -61,6 +59,20 @@ impl AgentModel {
         self.user_turns.retain(|(turn_life, _), _| *turn_life != life);
     }
 
+    /// Whether the agent's `HEARTBEAT.md` is one of the effectively empty ones.
+    pub(super) fn file_is_empty(&self, agent: &AgentId) -> bool {
+        self.files.get(agent).cloned().flatten().is_some_and(|file| EMPTY_FILES.contains(&file.as_str()))
+    }
+
+    /// The agent heartbeat's starts in `life` still in the flood window, oldest first.
+    pub(super) fn starts_in(&self, life: u32, agent: &AgentId) -> Vec<Duration> {
+        self.starts.get(&(life, agent.clone())).map(|starts| starts.iter().copied().collect()).unwrap_or_default()
+    }
+
+    pub(super) fn user_turns_open(&self, life: u32, agent: &AgentId) -> usize {
+        self.user_turns.get(&(life, agent.clone())).copied().unwrap_or(0)
+    }
+
     /// Whether the latest start of this agent heartbeat was asked for explicitly: such a
     /// run goes through a pause, quiet hours and a backoff by design.
     pub(super) fn explicit(&self, key: &HeartbeatKey) -> bool {
@@ -84,16 +96,6 @@ impl Model<'_> {
             }
             EngineEvent::RunStarted { key, slot } if key.heartbeat.is_reserved() => {
                 return self.agent_started(entry, life, key, *slot);
-            }
-            EngineEvent::Skipped { key, reason: SkipReason::EmptyHeartbeatFile, slot } => {
-                self.count(EMPTY_FILE_SKIP);
-                let file = self.agents.files.get(&key.agent).cloned().flatten();
-                if !file.as_deref().is_some_and(|file| EMPTY_FILES.contains(&file)) {
-                    return fail(
-                        EMPTY_FILE_SKIP,
-                        format!("{key} slot {slot} skipped as empty, but its file is {file:?}"),
-                    );
-                }
             }
             _ => {}
         }

@@ -23,11 +23,26 @@ pub const ACK_NOTE: &str = "All good, 3 tasks done.";
 pub(super) struct GuardModel {
     /// Recorded runs per agent: when each finished, and its LLM calls.
     calls: BTreeMap<AgentId, Vec<(Timestamp, u64)>>,
+    /// Durable runs per agent: when each finished, and its LLM calls (what a restarted
+    /// engine reads back, so what a budget skip must be justified by).
+    durable_calls: BTreeMap<AgentId, Vec<(Timestamp, u64)>>,
     /// When each agent's runs were last skipped for the budget (elapsed).
     budget_skipped: BTreeMap<AgentId, std::time::Duration>,
 }
 
 impl GuardModel {
+    pub(super) fn durable_finish(&mut self, agent: &AgentId, finished_at: Timestamp, llm_calls: u32) {
+        self.durable_calls.entry(agent.clone()).or_default().push((finished_at, u64::from(llm_calls)));
+    }
+
+    /// LLM calls of the agent's durable runs that finished at or after `since`.
+    pub(super) fn durable_calls_since(&self, agent: &AgentId, since: Timestamp) -> u64 {
+        self.durable_calls
+            .get(agent)
+            .map(|runs| runs.iter().filter(|(at, _)| *at >= since).map(|(_, calls)| calls).sum())
+            .unwrap_or(0)
+    }
+
     pub(super) fn budget_skipped_after(&self, agent: &AgentId, since: std::time::Duration) -> bool {
         self.budget_skipped.get(agent).is_some_and(|at| *at >= since)
     }

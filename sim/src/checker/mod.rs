@@ -35,6 +35,7 @@ pub mod reference;
 mod replies;
 mod retention;
 mod schedules;
+mod skips;
 #[cfg(test)]
 mod tests;
 
@@ -49,7 +50,6 @@ pub const NO_RUNNING_AFTER_RECOVERY: &str = "no-running-after-recovery";
 pub const RUN_BUDGET: &str = "run-budget";
 pub const LIVENESS: &str = "liveness";
 pub const PAUSE_HOLDS: &str = "pause-holds";
-pub const PAUSE_ENDS: &str = "pause-ends";
 pub const LOOP_CAP: &str = "loop-cap";
 pub const SLOT_ORDER: &str = "slot-order";
 pub const CATCH_UP: &str = "catch-up";
@@ -69,7 +69,17 @@ pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
 /// first or its job was deleted.
 pub const TRIGGER_DECIDED: &str = "trigger-decided";
 
-pub const INVARIANTS: [&str; 39] = [
+pub const INVARIANTS: [&str; 47] = [
+    skips::PAUSED,
+    skips::QUIET_HOURS,
+    skips::BUDGET,
+    skips::BACKOFF,
+    skips::FLOOD_GUARD,
+    skips::OVERLAP,
+    skips::REQUESTS_IN_FLIGHT,
+    skips::DISABLED,
+    skips::EMPTY_FILE,
+    skips::ALERTS_DISABLED,
     retention::PRUNE_EXACT,
     delivery::PART_ONCE,
     delivery::PARTS_IN_ORDER,
@@ -79,7 +89,6 @@ pub const INVARIANTS: [&str; 39] = [
     guards::BUDGET,
     guards::VISIBILITY,
     agents::EMPTY_FILE_NO_CALL,
-    agents::EMPTY_FILE_SKIP,
     agents::USER_GOES_FIRST,
     agents::FLOOD_CAPS,
     agents::EVENT_CONSUMED_ONCE,
@@ -95,7 +104,6 @@ pub const INVARIANTS: [&str; 39] = [
     RUN_BUDGET,
     LIVENESS,
     PAUSE_HOLDS,
-    PAUSE_ENDS,
     LOOP_CAP,
     SLOT_ORDER,
     CATCH_UP,
@@ -299,6 +307,8 @@ struct Model<'a> {
     /// Runs of triggers going: their result is not the schedule's (a one-shot whose manual
     /// run failed still has its own slot, which skips and retires like any other).
     trigger_runs: BTreeSet<(HeartbeatKey, Timestamp)>,
+    /// Overlap skips waiting for the end of their decision pass: (life, key, slot, when).
+    overlap_pending: Vec<(u32, HeartbeatKey, Timestamp, Duration)>,
     /// The reference's parsed crons.
     crons: reference::CronCache,
 }
@@ -343,6 +353,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         deciding_trigger: None,
         trigger_runs: BTreeSet::new(),
         crons: reference::CronCache::default(),
+        overlap_pending: Vec::new(),
     };
     for (index, entry) in entries.iter().enumerate() {
         if let Err((invariant, message)) = model.step(entry) {
@@ -365,6 +376,7 @@ impl Model<'_> {
     }
 
     fn step(&mut self, entry: &Entry) -> Step {
+        self.overlap_unjustified(entry.elapsed)?;
         let running = self.engine_running;
         for pause in self.pauses.values_mut().filter(|pause| pause.ended_at.is_none()) {
             if entry.elapsed >= pause.end || entry.wall >= pause.until {
@@ -386,6 +398,8 @@ impl Model<'_> {
                 }
                 self.engine_running = false;
                 self.open_runs.retain(|(run_life, _, _), _| run_life != life);
+                // A pass cut short by the crash claimed nothing.
+                self.overlap_pending.retain(|(skip_life, _, _, _)| skip_life != life);
                 self.triggers_pending.retain(|_, (trigger_life, _)| trigger_life != life);
                 for key in std::mem::take(&mut self.unrecorded_failures) {
                     self.last_failed.remove(&key);
@@ -431,6 +445,7 @@ impl Model<'_> {
                 Ok(())
             }
             Event::End { heartbeats } => {
+                self.overlap_unjustified(Duration::MAX)?;
                 self.triggers_decided()?;
                 self.probes_due(entry.elapsed)?;
                 self.events_processed(entry.elapsed, heartbeats)?;
@@ -447,6 +462,13 @@ impl Model<'_> {
 
     fn engine_event(&mut self, entry: &Entry, life: u32, event: &EngineEvent) -> Step {
         self.deciding_trigger = None;
+        if let EngineEvent::RunStarted { key, .. }
+        | EngineEvent::ClaimLost { key, .. }
+        | EngineEvent::ClaimFailed { key, .. }
+        | EngineEvent::ClaimGone { key, .. } = event
+        {
+            self.overlap_claimed(life, key);
+        }
         match event {
             EngineEvent::RunStarted { key, slot }
             | EngineEvent::Skipped { key, slot, .. }
@@ -484,7 +506,7 @@ impl Model<'_> {
                 if *reason == SkipReason::Budget {
                     self.budget_skip(entry, key);
                 }
-                Ok(())
+                self.skip_justified(entry, life, key, *slot, *reason)
             }
             EngineEvent::Paused { agent, .. } => {
                 if let Some(pause) = self.pauses.get_mut(agent) {
@@ -576,27 +598,7 @@ impl Model<'_> {
                 if *reason == SkipReason::Budget {
                     self.budget_skip(entry, key);
                 }
-                if *reason == SkipReason::Backoff {
-                    self.count(BACKOFF);
-                    let holds = [self.backoffs.get(key), self.lifted_backoffs.get(key)]
-                        .into_iter()
-                        .flatten()
-                        .any(|(_, until)| entry.elapsed <= *until + Duration::from_secs(1));
-                    if !holds {
-                        return fail(BACKOFF, format!("{key} slot {slot} skipped for backoff, but no backoff holds"));
-                    }
-                }
-                if *reason == SkipReason::Paused {
-                    self.count(PAUSE_ENDS);
-                    let pause = self.pauses.get(&key.agent).and_then(|pause| pause.state(entry));
-                    if pause == Some(false) || !self.pauses.contains_key(&key.agent) {
-                        return fail(
-                            PAUSE_ENDS,
-                            format!("{key} skipped as paused at {}, after its agent's pause ended", entry.wall),
-                        );
-                    }
-                }
-                Ok(())
+                self.skip_justified(entry, life, key, *slot, *reason)
             }
             EngineEvent::RunFinished { key, slot, status, duration, recorded, llm_calls, finished_at, .. } => {
                 if *recorded {
@@ -789,8 +791,10 @@ impl Model<'_> {
                 opened,
                 closed,
                 consumed,
+                llm_calls,
             } => {
                 self.events_consumed(key, *slot, consumed)?;
+                self.guards.durable_finish(&key.agent, *finished_at, *llm_calls);
                 let failed = reference::counts_as_failure(*status);
                 if !failed {
                     let deliveries = self.deliveries.entry(key.clone()).or_default();

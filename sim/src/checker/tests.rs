@@ -74,6 +74,7 @@ fn a_breaker_count_that_restarts_from_zero_is_caught() {
     let finish = |secs: u64, failures| {
         let write = DurableWrite::Finish {
             consumed: Vec::new(),
+            llm_calls: 0,
             key: key.clone(),
             slot: Timestamp::from_second(secs as i64).expect("in range"),
             status: systole::ports::store::ExecutionStatus::Failed,
@@ -99,6 +100,7 @@ fn three_failures(options: &SimOptions) -> Vec<Entry> {
             let tripped = failures == 3;
             let write = DurableWrite::Finish {
                 consumed: Vec::new(),
+                llm_calls: 0,
                 key: key.clone(),
                 slot: at,
                 status: systole::ports::store::ExecutionStatus::Failed,

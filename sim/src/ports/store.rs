@@ -176,6 +176,7 @@ impl Store for SimStore {
                     tripped: step.tripped,
                     opened: step.opened,
                     closed: step.closed,
+                    llm_calls: run.llm_calls,
                     consumed: before
                         .iter()
                         .filter(|entry| {

@@ -85,7 +85,6 @@ impl Driver {
             let next_slot = self.timers.timer(&key).map_or(slot, |timer| timer.next_slot);
             match decision {
                 Ok(()) => {
-                    self.floods.entry(agent.clone()).or_default().started(now.mono);
                     let prepared = if events.is_empty() {
                         let prompt = self.entries.get(&key).map(|entry| entry.def.prompt.clone()).unwrap_or_default();
                         Prepared { prompt: agent_prompt(&prompt, file.as_deref()), consumes: Vec::new() }
