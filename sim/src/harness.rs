@@ -211,6 +211,7 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
             }
             Op::Pause(agent, minutes) => engine.pause(agent, *minutes).await.map(|_| true),
             Op::Resume(agent) => engine.resume(agent).await,
+            Op::Kill => life.crash(world).await,
             Op::Backfill(key, span) => backfill(world, engine, key, *span).await,
             Op::Reload(defs) => {
                 // The file changes first; a crash before the reload is applied still

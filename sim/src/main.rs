@@ -8,6 +8,7 @@ mod harness;
 mod options;
 mod ports;
 mod report;
+mod scenarios;
 mod trace;
 mod workload;
 mod world;

@@ -38,6 +38,8 @@ pub enum Stream {
     BudgetZone = 9,
     /// Whether a cron lives in a zone that changes its offset during the run.
     CronZones = 10,
+    /// Rare paths planted on purpose (`scenarios.rs`).
+    Scenarios = 11,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -148,7 +150,11 @@ impl SimOptions {
             .chain(ops.iter().filter_map(|op| op.op.def().map(|def| def.key.clone())))
             .collect();
         ops.extend(workload::operator_ops(&mut self::rng(seed, Stream::Operator), &heartbeats, &jobs, safety));
+        let planted = crate::scenarios::plant(&mut self::rng(seed, Stream::Scenarios), &mut heartbeats, safety);
+        ops.extend(planted.ops);
         ops.sort_by_key(|op| op.after);
+        clock_jumps.extend(planted.clock_jumps);
+        clock_jumps.sort_by_key(|jump| jump.after);
         let (breaker_cooldown, alerts_target) = workload::breaker_recovery(&mut self::rng(seed, Stream::Breaker));
         let mut fault_rates = FaultRates::swarm(&mut rng);
         fault_rates.add_reply_shapes(&mut schedules_rng);

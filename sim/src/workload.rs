@@ -116,6 +116,8 @@ pub enum Op {
     Wake(AgentId, WakeReason),
     /// A user conversation that holds the agent's lane this long.
     UserTurn(AgentId, Duration),
+    /// The process is killed (`kill -9`) wherever it is.
+    Kill,
     /// An operator runs a job now, once (the API's `trigger`).
     Trigger(HeartbeatKey),
     /// An operator pauses an agent's timed heartbeats for this many minutes, or ends a pause.
@@ -133,7 +135,13 @@ impl Op {
         match self {
             Op::Create(def) => Some(&def.key),
             Op::Delete(key) | Op::Disable(key) | Op::Enable(key) | Op::Trigger(key) | Op::Backfill(key, _) => Some(key),
-            Op::SetFile(..) | Op::Wake(..) | Op::UserTurn(..) | Op::Pause(..) | Op::Resume(..) | Op::Reload(..) => None,
+            Op::SetFile(..)
+            | Op::Wake(..)
+            | Op::UserTurn(..)
+            | Op::Pause(..)
+            | Op::Resume(..)
+            | Op::Reload(..)
+            | Op::Kill => None,
         }
     }
 
@@ -159,6 +167,7 @@ impl Op {
             Op::Wake(agent, reason) => format!("wake {agent} ({})", reason.as_str()),
             Op::UserTurn(agent, hold) => format!("user turn with {agent} for {}s", hold.as_secs()),
             Op::Trigger(key) => format!("trigger {key}"),
+            Op::Kill => "the process is killed".to_owned(),
             Op::Pause(agent, minutes) => format!("operator pauses {agent} for {minutes} min"),
             Op::Resume(agent) => format!("operator resumes {agent}"),
             Op::Backfill(key, span) => format!("backfill {key} over the last {}s", span.as_secs()),

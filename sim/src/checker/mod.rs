@@ -309,6 +309,12 @@ struct Model<'a> {
     trigger_runs: BTreeSet<(HeartbeatKey, Timestamp)>,
     /// Overlap skips waiting for the end of their decision pass: (life, key, slot, when).
     overlap_pending: Vec<(u32, HeartbeatKey, Timestamp, Duration)>,
+    /// The definition each run started under (its budget, its dedup): a replace while it
+    /// runs does not change them.
+    run_defs: BTreeMap<(HeartbeatKey, Timestamp), HeartbeatDef>,
+    /// Each heartbeat's definition before its latest replace: the driver may still decide
+    /// under it until it applies the new one (or a start-up loaded it just before).
+    previous_defs: BTreeMap<HeartbeatKey, HeartbeatDef>,
     /// The reference's parsed crons.
     crons: reference::CronCache,
 }
@@ -353,6 +359,8 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         deciding_trigger: None,
         trigger_runs: BTreeSet::new(),
         crons: reference::CronCache::default(),
+        run_defs: BTreeMap::new(),
+        previous_defs: BTreeMap::new(),
         overlap_pending: Vec::new(),
     };
     for (index, entry) in entries.iter().enumerate() {
@@ -485,6 +493,7 @@ impl Model<'_> {
         }
         match event {
             EngineEvent::DefinitionApplied { key } => {
+                self.previous_defs.remove(key);
                 if let Some(def) = self.defs.get(key) {
                     self.running_defs.insert(key.clone(), def.clone());
                 }
@@ -584,6 +593,9 @@ impl Model<'_> {
                     self.trigger_runs.insert((key.clone(), *slot));
                 }
                 self.note_decision(key, entry, *slot, Decision::Run);
+                if let Some(def) = self.running_defs.get(key).or_else(|| self.defs.get(key)) {
+                    self.run_defs.insert((key.clone(), *slot), def.clone());
+                }
                 self.slot_on_schedule(key, *slot)?;
                 self.catch_up_next(key, *slot)?;
                 self.run_started(entry, life, key, *slot)?;
@@ -627,7 +639,10 @@ impl Model<'_> {
                     }
                 }
                 self.count(RUN_BUDGET);
-                let timeout = self.defs.get(key).map_or(Duration::MAX, |def| def.timeout);
+                // The budget of the definition it started under (a replace may shorten it).
+                let started_under = self.run_defs.remove(&(key.clone(), *slot));
+                let timeout =
+                    started_under.or_else(|| self.defs.get(key).cloned()).map_or(Duration::MAX, |def| def.timeout);
                 if *duration > timeout.saturating_add(RUN_BUDGET_SLACK) {
                     return fail(RUN_BUDGET, format!("{key} ran {duration:?}, past its {timeout:?} budget"));
                 }
@@ -690,9 +705,22 @@ impl Model<'_> {
                 return fail(PAUSE_HOLDS, message);
             }
         }
-        if let Some(window) = self.defs.get(key).and_then(|def| def.active_hours.clone()).filter(|_| !explicit) {
+        // The driver runs the definition it last applied; a replace written but not applied
+        // yet (or loaded just after a start-up read the store) may be either.
+        let candidates: Vec<Option<ActiveHours>> = [self.running_defs.get(key), self.defs.get(key)]
+            .into_iter()
+            .flatten()
+            .map(|def| def.active_hours.clone())
+            .collect();
+        let windowed_in_all = !candidates.is_empty() && candidates.iter().all(Option::is_some);
+        if let Some(window) = candidates.into_iter().flatten().next().filter(|_| !explicit && windowed_in_all) {
             self.count(ACTIVE_HOURS);
-            if !window_contains(&window, entry.wall) {
+            let open_in_any = [self.running_defs.get(key), self.defs.get(key)]
+                .into_iter()
+                .flatten()
+                .filter_map(|def| def.active_hours.as_ref())
+                .any(|window| window_contains(window, entry.wall));
+            if !open_in_any {
                 let local = entry.wall.to_zoned(zone(&window));
                 let message = format!(
                     "{key} started at {local} (wall {}), outside {}-{} {}",
@@ -878,7 +906,14 @@ impl Model<'_> {
                 let key = &def.key;
                 self.breaker.forget(entry, key);
                 self.changed_at.insert(key.clone(), entry.elapsed);
-                self.defs.insert(key.clone(), (**def).clone());
+                if let Some(previous) = self.defs.insert(key.clone(), (**def).clone()) {
+                    if previous.schedule != def.schedule {
+                        // A new schedule starts a new sequence of slots (a past `at` may
+                        // lie below the slots the old one ran).
+                        self.last_started.remove(key);
+                    }
+                    self.previous_defs.insert(key.clone(), previous);
+                }
                 self.retired.remove(key);
                 self.last_failed.remove(key);
                 self.disabled_at.remove(key);
@@ -944,6 +979,7 @@ impl Model<'_> {
             | Op::Pause(..)
             | Op::Resume(..)
             | Op::Reload(..)
+            | Op::Kill
             | Op::Backfill(..) => true,
         };
         // A one-shot may run and be retired before its creator hears back; after that, an

@@ -37,7 +37,10 @@ impl Model<'_> {
             .unwrap_or(Timestamp::MIN);
         let normal = text.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ");
         // Shown acknowledgements are not deduplicated: each one was asked for.
-        let dedup = self.defs.get(key).is_none_or(|def| def.dedup) && !super::guards::is_ack_text(text);
+        // Judged by the definition its run started under: a replace that turns `dedup` on
+        // while it runs does not apply to it.
+        let def = self.run_defs.get(&(key.clone(), slot)).or_else(|| self.defs.get(key));
+        let dedup = def.is_none_or(|def| def.dedup) && !super::guards::is_ack_text(text);
         let deliveries = self.deliveries.entry(key.clone()).or_default();
         if dedup {
             self.checks.entry(NO_DUPLICATE_DAY).and_modify(|count| *count += 1);

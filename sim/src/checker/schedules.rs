@@ -102,13 +102,17 @@ impl Model<'_> {
         if self.is_trigger(key, slot) || key.heartbeat.is_reserved() {
             return Ok(()); // an operator's slot, or a wake recorded under its decision time
         }
-        let defs = [self.running_defs.get(key), self.defs.get(key)];
-        // An `at` that failed retries under the instant of each retry: only crons are judged.
-        let calendar: Vec<HeartbeatDef> =
-            defs.into_iter().flatten().filter(|def| matches!(def.schedule, Schedule::Cron(_))).cloned().collect();
-        if calendar.is_empty() {
+        let defs: Vec<HeartbeatDef> = [self.running_defs.get(key), self.defs.get(key), self.previous_defs.get(key)]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        // An `at` that failed retries under the instant of each retry, and an `every` grid
+        // starts anywhere: only when every definition that may decide is a cron is it judged.
+        if defs.is_empty() || !defs.iter().all(|def| matches!(def.schedule, Schedule::Cron(_))) {
             return Ok(());
         }
+        let calendar = defs;
         self.count(SLOT_ON_SCHEDULE);
         let just_before = slot - SignedDuration::from_millis(1);
         // Between a replace and the driver applying it, either definition may decide.

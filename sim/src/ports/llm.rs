@@ -140,6 +140,14 @@ impl Llm for SimLlm {
             return self.call(ENDLESS_ID, "heartbeat", json!({ "action": "list" }));
         }
         let first_turn = !request.messages.iter().any(|m| m.role == Role::Tool);
+        if prompt.ends_with(crate::scenarios::SLOW_REPEAT_MARKER) {
+            // Outlasts its interval and says the same each time (not a fault: also healed).
+            self.world.clock.sleep(Duration::from_secs(crate::scenarios::SLOW_REPEAT_RUN_SECS)).await;
+            self.life.ensure_alive().await;
+            let text = crate::scenarios::SLOW_REPEAT_REPLY;
+            self.answer(&prompt, text);
+            return Ok(ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new() });
+        }
         let injector = &self.world.injector;
         if injector.roll(FaultKind::LlmHang) {
             self.world.fault(FaultKind::LlmHang, &prompt);

@@ -1,0 +1,122 @@
+//! Rare paths made common: sequences that random ops and faults would line up once in
+//! thousands of seeds, planted on purpose in a share of seeds. Drawn from a stream of their
+//! own, so the rest of a seed's workload is the one it had before these existed.
+//!
+//! - pause, rewind, kill: an operator pause ends while the engine runs, the wall clock steps
+//!   back before its end, and the process is killed, so a pause the engine failed to clear
+//!   would come back at the restart;
+//! - disable, rewind, enable: a heartbeat re-enabled after a backward jump must not re-arm
+//!   below slots it already ran;
+//! - delete and re-create on the same grid: a run-time cron deleted and created again with
+//!   the same id and expression offers its slots afresh;
+//! - slow repeats: an `allow_all` heartbeat whose runs outlast its interval and say the same
+//!   thing every time, so concurrent runs race to deliver a duplicate;
+//! - `dedup` off for some heartbeats, so repeated replies must all be delivered.
+
+use std::time::Duration;
+
+use jiff::SignedDuration;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use systole::core::cron::CronSchedule;
+use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
+use systole::core::ids::{HeartbeatId, HeartbeatKey};
+use systole::core::policy::Overlap;
+use systole::core::schedule::Schedule;
+
+use crate::options::ClockJump;
+use crate::workload::{Op, ScheduledOp, CRON_EXPRESSIONS, ZONES};
+
+const PAUSE_REWIND_KILL_PROBABILITY: f64 = 0.25;
+const DISABLE_REWIND_ENABLE_PROBABILITY: f64 = 0.25;
+const DELETE_RECREATE_PROBABILITY: f64 = 0.25;
+const SLOW_REPEATS_PROBABILITY: f64 = 0.2;
+/// The share of heartbeats that deliver every reply, repeated or not.
+const DEDUP_OFF_PROBABILITY: f64 = 0.2;
+/// How far back the wall clock steps after a disable, at most.
+const REWIND_SECS_MAX: i64 = 2 * 3_600;
+/// The longest pause the scenario asks for.
+const PAUSE_MINUTES_MAX: u32 = 20;
+
+/// A slow-repeat heartbeat's interval, and how long each of its runs takes: longer.
+pub const SLOW_REPEAT_INTERVAL_SECS: u64 = 60;
+pub const SLOW_REPEAT_RUN_SECS: u64 = 90;
+/// Ends the prompt of a heartbeat whose every LLM call takes `SLOW_REPEAT_RUN_SECS` and
+/// answers the same alert.
+pub const SLOW_REPEAT_MARKER: &str = "[slow, repeats]";
+pub const SLOW_REPEAT_REPLY: &str = "The backup job failed again";
+
+/// What the scenarios add to a seed.
+#[derive(Debug, Default)]
+pub struct Planted {
+    pub ops: Vec<ScheduledOp>,
+    pub clock_jumps: Vec<ClockJump>,
+}
+
+/// Plants the scenarios in a seed whose config is `heartbeats`, within `safety`.
+pub fn plant(rng: &mut ChaCha8Rng, heartbeats: &mut [HeartbeatDef], safety: Duration) -> Planted {
+    let mut planted = Planted::default();
+    let secs = safety.as_secs();
+    let timed: Vec<usize> = (0..heartbeats.len()).filter(|&i| heartbeats[i].kind != JobKind::Agent).collect();
+    let at =
+        |rng: &mut ChaCha8Rng, room: u64| Duration::from_secs(rng.random_range(60..secs.saturating_sub(room).max(61)));
+    if rng.random_bool(PAUSE_REWIND_KILL_PROBABILITY) && !timed.is_empty() {
+        let agent = heartbeats[timed[rng.random_range(0..timed.len())]].key.agent.clone();
+        let minutes = rng.random_range(1..=PAUSE_MINUTES_MAX);
+        let length = u64::from(minutes) * 60;
+        let start = at(rng, length + 600);
+        // Past the end by more than a driver sleep, so a live engine cleared it; then back
+        // to before the end, and the process dies.
+        let ended = start + Duration::from_secs(length + 90);
+        let back = rng.random_range(150..=length as i64 + 150);
+        planted.ops.push(ScheduledOp { after: start, op: Op::Pause(agent, minutes) });
+        planted.clock_jumps.push(ClockJump { after: ended, by: SignedDuration::from_secs(-back) });
+        planted.ops.push(ScheduledOp { after: ended + Duration::from_secs(30), op: Op::Kill });
+    }
+    if rng.random_bool(DISABLE_REWIND_ENABLE_PROBABILITY) && !timed.is_empty() {
+        let key = heartbeats[timed[rng.random_range(0..timed.len())]].key.clone();
+        let start = at(rng, 600);
+        let back = rng.random_range(60..=REWIND_SECS_MAX);
+        planted.ops.push(ScheduledOp { after: start, op: Op::Disable(key.clone()) });
+        planted
+            .clock_jumps
+            .push(ClockJump { after: start + Duration::from_secs(30), by: SignedDuration::from_secs(-back) });
+        planted.ops.push(ScheduledOp { after: start + Duration::from_secs(60), op: Op::Enable(key) });
+    }
+    if rng.random_bool(DELETE_RECREATE_PROBABILITY) && !timed.is_empty() {
+        let mut def = heartbeats[timed[rng.random_range(0..timed.len())]].clone();
+        def.key =
+            HeartbeatKey { agent: def.key.agent.clone(), heartbeat: HeartbeatId::new("regrown").expect("a valid id") };
+        def.prompt = crate::workload::prompt_for(&def.key);
+        def.origin = Origin::Runtime;
+        def.kind = JobKind::Cron;
+        let expression = CRON_EXPRESSIONS[rng.random_range(0..CRON_EXPRESSIONS.len())];
+        let zone = ZONES[rng.random_range(0..ZONES.len())];
+        if let Ok(cron) = CronSchedule::parse(expression, zone) {
+            def.schedule = Schedule::Cron(cron);
+            let created = at(rng, 3_600);
+            let deleted = created + Duration::from_secs(rng.random_range(60..=1_800));
+            let again = deleted + Duration::from_secs(rng.random_range(1..=900));
+            planted.ops.push(ScheduledOp { after: created, op: Op::Create(Box::new(def.clone())) });
+            planted.ops.push(ScheduledOp { after: deleted, op: Op::Delete(def.key.clone()) });
+            planted.ops.push(ScheduledOp { after: again, op: Op::Create(Box::new(def)) });
+        }
+    }
+    // A main-mode job's prompt becomes a system event, not an LLM call.
+    let calling: Vec<usize> = timed.iter().copied().filter(|&i| heartbeats[i].kind != JobKind::CronMain).collect();
+    if rng.random_bool(SLOW_REPEATS_PROBABILITY) && !calling.is_empty() {
+        let def = &mut heartbeats[calling[rng.random_range(0..calling.len())]];
+        def.schedule = Schedule::Every(Duration::from_secs(SLOW_REPEAT_INTERVAL_SECS));
+        def.policy.overlap = Overlap::AllowAll;
+        def.active_hours = None;
+        def.timeout = Duration::from_secs(SLOW_REPEAT_RUN_SECS * 2);
+        def.prompt = format!("{}\n{SLOW_REPEAT_MARKER}", def.prompt);
+    }
+    for def in heartbeats.iter_mut() {
+        if rng.random_bool(DEDUP_OFF_PROBABILITY) {
+            def.dedup = false;
+        }
+    }
+    planted
+}
