@@ -217,17 +217,18 @@ impl Driver {
             }
         }
         let mut first_slots = Vec::new();
-        // Slots of a heartbeat with no stored next slot (new, or replaced) must go above any
-        // it has run, which a backward wall jump may have put ahead of the wall clock.
-        let fresh: Vec<HeartbeatKey> = heartbeats
+        // Every armed slot must go above any the heartbeat has decided: a new or replaced one
+        // has no stored next slot and a backward wall jump may have put its runs ahead of the
+        // wall clock; a stored next slot lags when its write failed after a skip or a retry.
+        let enabled: Vec<HeartbeatKey> = heartbeats
             .iter()
-            .filter(|heartbeat| heartbeat.state.enabled && heartbeat.state.next_slot.is_none())
+            .filter(|heartbeat| heartbeat.state.enabled)
             .map(|heartbeat| heartbeat.def.key.clone())
             .collect();
-        let latest_slots = match self.context.store.latest_slots(&fresh).await {
+        let latest_slots = match self.context.store.latest_slots(&enabled).await {
             Ok(latest) => latest,
             Err(error) => {
-                self.store_failed("latest_slots", error.to_string(), "a first slot may be found claimed and skipped");
+                self.store_failed("latest_slots", error.to_string(), "an armed slot may be found claimed and skipped");
                 BTreeMap::new()
             }
         };
@@ -258,7 +259,13 @@ impl Driver {
             if entry.enabled {
                 let (schedule, jitter) = (&entry.def.schedule, entry.jitter());
                 let timer = match heartbeat.state.next_slot {
-                    Some(next_slot) => Some(SlotTimer::resume(now, schedule, jitter, next_slot)),
+                    Some(next_slot) => {
+                        let timer = SlotTimer::resume(now, schedule, jitter, next_slot);
+                        match latest_slots.get(&key) {
+                            Some(latest) => timer.lifted_above(*latest, schedule),
+                            None => Some(timer),
+                        }
+                    }
                     None => {
                         // No stored next slot: new, or replaced (the store forgets a replaced
                         // definition's slot); above its latest slot, read for all at once.
@@ -624,7 +631,11 @@ impl Driver {
                 self.cooldowns.remove(&key);
                 self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key: key.clone() });
                 self.backoff_from_store(&key, now).await;
-                self.rearm(key, now, floor).await;
+                self.rearm(key.clone(), now, floor).await;
+                // Its slots go above any the store has decided for the id (a one-shot that
+                // already ran, or a heartbeat deleted and made again after a backward wall
+                // jump), as at start-up: no slot is offered twice.
+                self.lift_past_claims(&key).await;
             }
             Change::Resume(agent) => {
                 if self.pauses.remove(&agent).is_some() {
@@ -876,10 +887,20 @@ impl Driver {
     /// new slot (the retry's time, above `above`), until it succeeds or the breaker trips,
     /// like any other job. Only a schedule with no slot left (`exhausted`) gets one.
     async fn arm_retry(&mut self, key: &HeartbeatKey, now: Now, after: Duration, above: Timestamp) {
-        let Some(entry) = self.entries.get_mut(key) else { return };
+        let Some(entry) = self.entries.get(key) else { return };
         if !entry.enabled || !matches!(entry.def.schedule, Schedule::At(_)) {
             return;
         }
+        // Retry slots follow the wall clock: after a backward jump they may reach slots it
+        // decided before, which are not offered twice.
+        let above = match self.context.store.executions(key, 1).await {
+            Ok(latest) => latest.first().map_or(above, |execution| execution.slot.max(above)),
+            Err(error) => {
+                self.store_failed("executions", error.to_string(), "the retry slot may be found claimed");
+                above
+            }
+        };
+        let Some(entry) = self.entries.get_mut(key) else { return };
         let earliest = above.checked_add(SignedDuration::from_millis(1)).unwrap_or(above);
         let slot = truncate_to_millis(add(now.wall, after)).max(earliest);
         entry.exhausted = false;

@@ -61,6 +61,11 @@ pub const CALENDAR_TIME: &str = "calendar-time";
 pub const NO_TOKEN_DELIVERED: &str = "no-token-delivered";
 pub const NO_DUPLICATE_DAY: &str = "no-duplicate-within-24h";
 pub const CLAIM_GONE_JUSTIFIED: &str = "claim-gone-justified";
+/// One node never offers a slot of its schedule that the store has decided: the next slot
+/// is written with the claim, and a heartbeat new to the process is armed above its id's
+/// latest run. (An operator's trigger or backfill may name a decided slot, and may take an
+/// instant of the grid before the schedule reaches it.)
+pub const NO_SLOT_OFFERED_TWICE: &str = "no-slot-offered-twice";
 pub const AT_RETRIES: &str = "at-retries";
 /// An operator's trigger is an explicit request: a pause, quiet hours and a backoff never
 /// skip it (the budget, the overlap policy, a disable and a silent target may).
@@ -69,7 +74,8 @@ pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
 /// first or its job was deleted.
 pub const TRIGGER_DECIDED: &str = "trigger-decided";
 
-pub const INVARIANTS: [&str; 47] = [
+pub const INVARIANTS: [&str; 48] = [
+    NO_SLOT_OFFERED_TWICE,
     skips::PAUSED,
     skips::QUIET_HOURS,
     skips::BUDGET,
@@ -304,6 +310,9 @@ struct Model<'a> {
     /// schedule's, so the schedule rules leave it. (After a backward wall jump the schedule
     /// may later reach the same instant; that decision is the schedule's.)
     deciding_trigger: Option<(HeartbeatKey, Timestamp)>,
+    /// Slots an operator's trigger or backfill decided: the schedule may reach one later
+    /// (a trigger at an instant of the grid), and finds it claimed.
+    operator_slots: BTreeSet<(HeartbeatKey, Timestamp)>,
     /// Runs of triggers going: their result is not the schedule's (a one-shot whose manual
     /// run failed still has its own slot, which skips and retires like any other).
     trigger_runs: BTreeSet<(HeartbeatKey, Timestamp)>,
@@ -357,6 +366,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         delivery: delivery::DeliveryModel::default(),
         triggers_pending: BTreeMap::new(),
         deciding_trigger: None,
+        operator_slots: BTreeSet::new(),
         trigger_runs: BTreeSet::new(),
         crons: reference::CronCache::default(),
         run_defs: BTreeMap::new(),
@@ -476,6 +486,7 @@ impl Model<'_> {
         | EngineEvent::ClaimGone { key, .. } = event
         {
             self.overlap_claimed(life, key);
+            self.count(NO_SLOT_OFFERED_TWICE);
         }
         match event {
             EngineEvent::RunStarted { key, slot }
@@ -486,6 +497,7 @@ impl Model<'_> {
                 let trigger = (key.clone(), *slot);
                 if self.triggers_pending.remove(&trigger).is_some() {
                     self.count(TRIGGER_DECIDED);
+                    self.operator_slots.insert(trigger.clone());
                     self.deciding_trigger = Some(trigger);
                 }
             }
@@ -532,6 +544,13 @@ impl Model<'_> {
                 Ok(())
             }
             EngineEvent::ClaimLost { key, slot } => {
+                let operators = self.is_trigger(key, *slot) || self.operator_slots.contains(&(key.clone(), *slot));
+                if !operators {
+                    return fail(
+                        NO_SLOT_OFFERED_TWICE,
+                        format!("{key} offered slot {slot}, which the store had decided"),
+                    );
+                }
                 self.note_decision(key, entry, *slot, Decision::AlreadyDecided);
                 self.catch_up_next(key, *slot)
             }
@@ -675,7 +694,10 @@ impl Model<'_> {
             return fail(SLOT_ONCE, format!("slot {slot} of {key} started twice"));
         }
         self.count(NO_OVERLAP);
-        let allow_all = self.defs.get(key).is_some_and(|def| def.policy.overlap == Overlap::AllowAll);
+        // The policy of the definition the driver runs: a replace in the store that it has
+        // not applied yet cannot bind a timer of the old one.
+        let running = self.running_defs.get(key).or_else(|| self.defs.get(key));
+        let allow_all = running.is_some_and(|def| def.policy.overlap == Overlap::AllowAll);
         let mut shared = false;
         for ((_, _, open), run) in
             self.open_runs.range_mut((life, key.clone(), Timestamp::MIN)..=(life, key.clone(), Timestamp::MAX))
