@@ -25,19 +25,31 @@ struct Row {
 }
 
 /// Everything the memory store holds. Cloneable, so a simulator can snapshot it.
+/// A row of the run log. What dedup and the budget read lives on the row, as in SQLite:
+/// a run with no row records nothing, and a pruned row takes its digest and calls along.
+#[derive(Debug, Clone)]
+struct LogEntry {
+    execution: Execution,
+    /// The digest of the reply the run delivered.
+    reply_digest: Option<String>,
+    llm_calls: u64,
+}
+
+impl LogEntry {
+    fn new(execution: Execution) -> Self {
+        Self { execution, reply_digest: None, llm_calls: 0 }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct MemoryState {
     heartbeats: BTreeMap<HeartbeatKey, Row>,
-    executions: BTreeMap<(HeartbeatKey, Timestamp), Execution>,
+    executions: BTreeMap<(HeartbeatKey, Timestamp), LogEntry>,
     pauses: BTreeMap<AgentId, PauseRecord>,
-    /// Delivered replies: heartbeat, digest, when the run finished.
-    delivered: Vec<(HeartbeatKey, String, Timestamp)>,
     /// Pending system events per agent, oldest first; consumed and dropped ones leave.
     system_events: BTreeMap<AgentId, Vec<SystemEvent>>,
     /// The last system event id handed out.
     system_event_id: u64,
-    /// LLM calls per recorded run: agent, when it finished, calls.
-    llm_calls: Vec<(AgentId, Timestamp, u64)>,
 }
 
 #[derive(Debug, Default)]
@@ -65,7 +77,7 @@ impl MemoryStore {
     /// Every row of the run log, by heartbeat and slot: the simulator reads it around a
     /// prune to check what went against its own reading of the retention rule.
     pub fn all_executions(&self) -> Vec<Execution> {
-        self.lock().executions.values().cloned().collect()
+        self.lock().executions.values().map(|entry| entry.execution.clone()).collect()
     }
 
     pub fn pending_event_ids(&self, agent: &AgentId) -> Vec<u64> {
@@ -197,7 +209,7 @@ impl Store for MemoryStore {
                 outcomes.push(ClaimOutcome::AlreadyClaimed);
                 continue;
             }
-            state.executions.insert(id, running(claim));
+            state.executions.insert(id, LogEntry::new(running(claim)));
             set_next_slot(&mut state, &claim.key, claim.next_slot);
             outcomes.push(ClaimOutcome::Claimed);
         }
@@ -208,19 +220,21 @@ impl Store for MemoryStore {
         let mut state = self.lock();
         for skip in skips {
             let id = (skip.key.clone(), skip.slot);
-            state.executions.entry(id).or_insert_with(|| Execution {
-                key: skip.key.clone(),
-                slot: skip.slot,
-                started_at: skip.at,
-                finished_at: Some(skip.at),
-                status: ExecutionStatus::Skipped,
-                skip_reason: Some(skip.reason),
-                delivery: None,
-                duration: None,
-                error: None,
-                output_preview: None,
-                stop_reason: None,
-                reply: None,
+            state.executions.entry(id).or_insert_with(|| {
+                LogEntry::new(Execution {
+                    key: skip.key.clone(),
+                    slot: skip.slot,
+                    started_at: skip.at,
+                    finished_at: Some(skip.at),
+                    status: ExecutionStatus::Skipped,
+                    skip_reason: Some(skip.reason),
+                    delivery: None,
+                    duration: None,
+                    error: None,
+                    output_preview: None,
+                    stop_reason: None,
+                    reply: None,
+                })
             });
             set_next_slot(&mut state, &skip.key, skip.next_slot);
         }
@@ -231,7 +245,10 @@ impl Store for MemoryStore {
         let mut state = self.lock();
         let mut steps = Vec::with_capacity(runs.len());
         for run in runs {
-            if let Some(execution) = state.executions.get_mut(&(run.key.clone(), run.slot)) {
+            if let Some(entry) = state.executions.get_mut(&(run.key.clone(), run.slot)) {
+                entry.reply_digest = run.reply_digest.clone();
+                entry.llm_calls = u64::from(run.llm_calls);
+                let execution = &mut entry.execution;
                 execution.finished_at = Some(run.finished_at);
                 execution.status = run.status;
                 execution.delivery = Some(run.delivery);
@@ -240,12 +257,6 @@ impl Store for MemoryStore {
                 execution.output_preview = run.output_preview.clone();
                 execution.stop_reason = run.stop_reason;
                 execution.reply = run.reply;
-            }
-            if let Some(digest) = &run.reply_digest {
-                state.delivered.push((run.key.clone(), digest.clone(), run.finished_at));
-            }
-            if run.llm_calls > 0 {
-                state.llm_calls.push((run.key.agent.clone(), run.finished_at, u64::from(run.llm_calls)));
             }
             if run.status == ExecutionStatus::Succeeded && !run.consumes.is_empty() {
                 if let Some(queue) = state.system_events.get_mut(&run.key.agent) {
@@ -275,7 +286,8 @@ impl Store for MemoryStore {
     async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {
         let mut state = self.lock();
         let mut count = 0;
-        for execution in state.executions.values_mut().filter(|e| e.status == ExecutionStatus::Running) {
+        let entries = state.executions.values_mut().map(|entry| &mut entry.execution);
+        for execution in entries.filter(|e| e.status == ExecutionStatus::Running) {
             execution.status = ExecutionStatus::Interrupted;
             execution.finished_at = Some(at);
             execution.delivery = Some(DeliveryStatus::NotNeeded);
@@ -310,7 +322,7 @@ impl Store for MemoryStore {
             Some(before) => state.executions.range((key.clone(), Timestamp::MIN)..(key.clone(), before)),
             None => state.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX)),
         };
-        Ok(mine.rev().take(limit).map(|(_, execution)| execution.clone()).collect())
+        Ok(mine.rev().take(limit).map(|(_, entry)| entry.execution.clone()).collect())
     }
 
     async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError> {
@@ -320,7 +332,7 @@ impl Store for MemoryStore {
         let mut current: Option<&HeartbeatKey> = None;
         let mut rank = 0;
         // Newest first within each heartbeat: the map is ordered by key, then slot.
-        for ((key, slot), execution) in state.executions.iter().rev() {
+        for ((key, slot), LogEntry { execution, .. }) in state.executions.iter().rev() {
             rank = if current == Some(key) { rank + 1 } else { 0 };
             current = Some(key);
             let row = match execution.status {
@@ -335,15 +347,15 @@ impl Store for MemoryStore {
         for id in &doomed {
             state.executions.remove(id);
         }
-        // Dedup and the budget never ask further back than the protection.
-        state.delivered.retain(|(_, _, at)| *at >= cutoffs.protected_from);
-        state.llm_calls.retain(|(_, at, _)| *at >= cutoffs.protected_from);
         Ok(doomed.len() as u64)
     }
 
     async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
         let state = self.lock();
-        Ok(state.delivered.iter().any(|(k, d, at)| k == key && d == digest && *at >= since))
+        let mine = state.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX));
+        Ok(mine.map(|(_, entry)| entry).any(|entry| {
+            entry.reply_digest.as_deref() == Some(digest) && entry.execution.finished_at.is_some_and(|at| at >= since)
+        }))
     }
 
     async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {
@@ -363,7 +375,9 @@ impl Store for MemoryStore {
 
     async fn llm_calls_since(&self, agent: &AgentId, since: Timestamp) -> Result<u64, StoreError> {
         let state = self.lock();
-        Ok(state.llm_calls.iter().filter(|(a, at, _)| a == agent && *at >= since).map(|(_, _, calls)| calls).sum())
+        let finished_since = |entry: &&LogEntry| entry.execution.finished_at.is_some_and(|at| at >= since);
+        let mine = state.executions.iter().filter(|((key, _), _)| key.agent == *agent).map(|(_, entry)| entry);
+        Ok(mine.filter(finished_since).map(|entry| entry.llm_calls).sum())
     }
 
     async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError> {
