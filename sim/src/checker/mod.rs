@@ -63,8 +63,8 @@ pub const NO_DUPLICATE_DAY: &str = "no-duplicate-within-24h";
 pub const CLAIM_GONE_JUSTIFIED: &str = "claim-gone-justified";
 /// One node never offers a slot of its schedule that the store has decided: the next slot
 /// is written with the claim, and a heartbeat new to the process is armed above its id's
-/// latest run. (An operator's trigger or backfill may name a decided slot, and may take an
-/// instant of the grid before the schedule reaches it.)
+/// latest run, and an operator's trigger never takes an instant of its schedule's grid.
+/// (A trigger or a backfill may name a decided slot itself.)
 pub const NO_SLOT_OFFERED_TWICE: &str = "no-slot-offered-twice";
 pub const AT_RETRIES: &str = "at-retries";
 /// An operator's trigger is an explicit request: a pause, quiet hours and a backoff never
@@ -310,9 +310,6 @@ struct Model<'a> {
     /// schedule's, so the schedule rules leave it. (After a backward wall jump the schedule
     /// may later reach the same instant; that decision is the schedule's.)
     deciding_trigger: Option<(HeartbeatKey, Timestamp)>,
-    /// Slots an operator's trigger or backfill decided: the schedule may reach one later
-    /// (a trigger at an instant of the grid), and finds it claimed.
-    operator_slots: BTreeSet<(HeartbeatKey, Timestamp)>,
     /// Runs of triggers going: their result is not the schedule's (a one-shot whose manual
     /// run failed still has its own slot, which skips and retires like any other).
     trigger_runs: BTreeSet<(HeartbeatKey, Timestamp)>,
@@ -366,7 +363,6 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         delivery: delivery::DeliveryModel::default(),
         triggers_pending: BTreeMap::new(),
         deciding_trigger: None,
-        operator_slots: BTreeSet::new(),
         trigger_runs: BTreeSet::new(),
         crons: reference::CronCache::default(),
         run_defs: BTreeMap::new(),
@@ -497,7 +493,6 @@ impl Model<'_> {
                 let trigger = (key.clone(), *slot);
                 if self.triggers_pending.remove(&trigger).is_some() {
                     self.count(TRIGGER_DECIDED);
-                    self.operator_slots.insert(trigger.clone());
                     self.deciding_trigger = Some(trigger);
                 }
             }
@@ -544,8 +539,7 @@ impl Model<'_> {
                 Ok(())
             }
             EngineEvent::ClaimLost { key, slot } => {
-                let operators = self.is_trigger(key, *slot) || self.operator_slots.contains(&(key.clone(), *slot));
-                if !operators {
+                if !self.is_trigger(key, *slot) {
                     return fail(
                         NO_SLOT_OFFERED_TWICE,
                         format!("{key} offered slot {slot}, which the store had decided"),

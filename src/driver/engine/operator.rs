@@ -11,6 +11,7 @@ use crate::core::guard::{self, GuardInput, SkipReason};
 use crate::core::heartbeat::JobKind;
 use crate::core::ids::HeartbeatKey;
 use crate::core::policy::{on_overlap, OverlapDecision};
+use crate::core::schedule::Schedule;
 use crate::core::slots::truncate_to_millis;
 use crate::core::wake::WakeReason;
 use crate::driver::events::EngineEvent;
@@ -117,16 +118,28 @@ impl Driver {
             return TriggerOutcome::WakeRequested;
         }
         // Above the previous trigger's slot, so two triggers in one millisecond are two
-        // slots; and never the instant of a slot of its own schedule or one waiting (a timer
-        // due this very millisecond), which would make one claim of two decisions.
+        // slots; and never the instant of a slot of its own schedule, armed or later, or of
+        // one waiting, which would make one claim of two decisions (seed 2283).
         let mut slot = truncate_to_millis(now.wall);
         if let Some(floor) = self.trigger_floor.get(key) {
             if slot <= *floor {
                 slot = floor.checked_add(jiff::SignedDuration::from_millis(1)).unwrap_or(*floor);
             }
         }
+        let timer = self.timers.timer(key);
+        // A later slot of its schedule, which the trigger would take from it.
+        let on_grid = |slot: Timestamp| match (&entry.def.schedule, timer) {
+            (Schedule::Every(interval), Some(timer)) => {
+                let since = slot.duration_since(timer.next_slot);
+                let step = i128::try_from(interval.as_millis()).unwrap_or(i128::MAX);
+                !since.is_negative() && step > 0 && since.as_millis() % step == 0
+            }
+            (Schedule::Every(_), None) => false,
+            (schedule, _) => schedule.at_or_after(slot) == Some(slot),
+        };
         let taken = |slot: Timestamp| {
-            self.timers.timer(key).is_some_and(|timer| timer.next_slot == slot)
+            timer.is_some_and(|timer| timer.next_slot == slot)
+                || on_grid(slot)
                 || entry.waiting.contains(&slot)
                 || self.explicit.contains(&(key.clone(), slot))
         };
