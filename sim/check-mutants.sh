@@ -10,7 +10,7 @@
 # engine and the simulator.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-seeds="${1:-600}"
+seeds="${1:-300}"
 shift || true
 # A catch this rare would come from a side effect, not from an invariant aimed at the bug.
 CATCH_PERCENT_MIN=1

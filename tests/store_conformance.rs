@@ -607,3 +607,25 @@ async fn pruning_keeps_the_newest_running_and_recent_runs_and_drops_the_rest() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_budget_count_leaves_out_the_runs_named_in_flight() {
+    with_each_store(|store| async move {
+        let (one, two) = (key("a", "one"), key("a", "two"));
+        store.seed_config(&[def("a", "one", 60), def("a", "two", 60)], start()).await.expect("seed");
+        store.claim_slots(&[claim(&one, 0), claim(&two, 0)]).await.expect("claim");
+        let runs = [
+            RunRecord { llm_calls: 3, ..finished(&one, 0, true) },
+            RunRecord { llm_calls: 4, ..finished(&two, 0, true) },
+        ];
+        store.finish_runs(&runs, BREAKER_MAX).await.expect("finish");
+        let agent = AgentId::new("a").expect("valid");
+        assert_eq!(store.llm_calls_since(&agent, start(), &[]).await.expect("count"), 7);
+        let in_flight = [(two.clone(), at(0))];
+        assert_eq!(store.llm_calls_since(&agent, start(), &in_flight).await.expect("count"), 3);
+        // A run named but not recorded changes nothing.
+        let unknown = [(one.clone(), at(60))];
+        assert_eq!(store.llm_calls_since(&agent, start(), &unknown).await.expect("count"), 7);
+    })
+    .await;
+}

@@ -26,7 +26,7 @@ async fn agent_json(state: &ApiState, agent: &AgentId, pauses: &PauseView) -> Re
     let settings = state.settings(agent);
     let zone = TimeZone::get(&settings.timezone).unwrap_or(TimeZone::UTC);
     let day = day_start(state.clock.wall(), &zone);
-    let used = state.store.llm_calls_since(agent, day).await?;
+    let used = state.store.llm_calls_since(agent, day, &[]).await?;
     let jobs = state.store.load_heartbeats().await?;
     let mine = jobs.iter().filter(|job| job.def.key.agent == *agent);
     let views = state.engine.inspect().await?;

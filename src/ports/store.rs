@@ -326,6 +326,14 @@ pub trait Store: Send + Sync + 'static {
     /// The agent's pending events still within their time to live at `now`, oldest first.
     async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError>;
 
-    /// LLM calls of `agent`'s runs recorded as finished at or after `since` (the budget).
-    async fn llm_calls_since(&self, agent: &AgentId, since: Timestamp) -> Result<u64, StoreError>;
+    /// LLM calls of `agent`'s runs recorded as finished at or after `since` (the budget),
+    /// leaving out the runs named in `excluding`, in one consistent read. The driver names
+    /// its runs in flight: one may be recorded already while the driver has not heard yet,
+    /// and it counts each of them when it hears, so the store must not count them too.
+    async fn llm_calls_since(
+        &self,
+        agent: &AgentId,
+        since: Timestamp,
+        excluding: &[(HeartbeatKey, Timestamp)],
+    ) -> Result<u64, StoreError>;
 }

@@ -373,10 +373,19 @@ impl Store for MemoryStore {
         Ok(Queued::Added { id, dropped })
     }
 
-    async fn llm_calls_since(&self, agent: &AgentId, since: Timestamp) -> Result<u64, StoreError> {
+    async fn llm_calls_since(
+        &self,
+        agent: &AgentId,
+        since: Timestamp,
+        excluding: &[(HeartbeatKey, Timestamp)],
+    ) -> Result<u64, StoreError> {
         let state = self.lock();
         let finished_since = |entry: &&LogEntry| entry.execution.finished_at.is_some_and(|at| at >= since);
-        let mine = state.executions.iter().filter(|((key, _), _)| key.agent == *agent).map(|(_, entry)| entry);
+        let mine = state
+            .executions
+            .iter()
+            .filter(|((key, slot), _)| key.agent == *agent && !excluding.iter().any(|(k, s)| k == key && s == slot))
+            .map(|(_, entry)| entry);
         Ok(mine.filter(finished_since).map(|entry| entry.llm_calls).sum())
     }
 

@@ -545,16 +545,42 @@ impl Store for SqliteStore {
         Ok(Queued::Added { id, dropped })
     }
 
-    async fn llm_calls_since(&self, agent: &AgentId, since: Timestamp) -> Result<u64, StoreError> {
-        let calls: i64 = sqlx::query_scalar(
+    async fn llm_calls_since(
+        &self,
+        agent: &AgentId,
+        since: Timestamp,
+        excluding: &[(HeartbeatKey, Timestamp)],
+    ) -> Result<u64, StoreError> {
+        // One read transaction: the total and the excluded runs' share come from the same
+        // snapshot, so a run recorded in between is either in both or in neither.
+        let mut tx = self.pool.begin().await?;
+        let total: i64 = sqlx::query_scalar(
             "SELECT COALESCE(SUM(llm_calls), 0) FROM executions WHERE agent_id = ? AND finished_at_ms >= ? \
              AND llm_calls > 0",
         )
         .bind(agent.as_str())
         .bind(since.as_millisecond())
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *tx)
         .await?;
-        Ok(u64::try_from(calls).unwrap_or(0))
+        let mut excluded: i64 = 0;
+        for chunk in excluding.chunks(STORE_BATCH_ROWS_MAX) {
+            let mut select =
+                QueryBuilder::<Sqlite>::new("SELECT COALESCE(SUM(e.llm_calls), 0) FROM executions e JOIN (");
+            select.push_values(chunk, |mut row, (key, slot)| {
+                row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str()).push_bind(slot.as_millisecond());
+            });
+            select.push(
+                ") AS v ON e.agent_id = v.column1 AND e.heartbeat_id = v.column2 AND e.slot_ms = v.column3 \
+                 WHERE e.agent_id = ",
+            );
+            select.push_bind(agent.as_str());
+            select.push(" AND e.finished_at_ms >= ");
+            select.push_bind(since.as_millisecond());
+            let share: i64 = select.build_query_scalar().fetch_one(&mut *tx).await?;
+            excluded = excluded.saturating_add(share);
+        }
+        tx.commit().await?;
+        Ok(u64::try_from(total.saturating_sub(excluded)).unwrap_or(0))
     }
 
     async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError> {

@@ -1070,19 +1070,19 @@ impl Model<'_> {
                     Decision::Skip(SkipReason::QuietHours) if open => {
                         return fail(LIVENESS, format!("{key} skipped for quiet hours at {wall}, inside its window"));
                     }
-                    // A pause set before healing may run into the liveness phase; pause-ends
-                    // checks that it ends on time.
+                    // A pause set before healing may run into the liveness phase;
+                    // `skip-justified:paused` checks that it still held.
                     Decision::Skip(SkipReason::Paused) => {}
-                    // A failure just before healing may still be backing off; `backoff`
-                    // checks each such skip against the model.
+                    // A failure just before healing may still be backing off;
+                    // `skip-justified:backoff` checks each such skip against the model.
                     Decision::Skip(SkipReason::Backoff) => {}
-                    // The agent heartbeat's own skips: an empty file (`empty-file-skip` checks the
-                    // file), a closed flood guard (cron wakes) or a user turn still ending.
+                    // The agent heartbeat's own skips: an empty file, a closed flood guard (cron
+                    // wakes) or a user turn still ending; each judged by its `skip-justified`.
                     Decision::Skip(
                         SkipReason::EmptyHeartbeatFile | SkipReason::FloodGuard | SkipReason::RequestsInFlight,
                     ) if key.heartbeat.is_reserved() => {}
-                    // A spent budget lasts the day (`budget` checks no run starts over it);
-                    // a target that shows nothing never runs (`visibility` checks that).
+                    // A spent budget lasts the day (`skip-justified:budget` checks it was
+                    // spent); a target that shows nothing never runs (`visibility`).
                     Decision::Skip(SkipReason::Budget) => {}
                     Decision::Skip(SkipReason::AlertsDisabled) if reference::shows_nothing(self.options.visibility) => {
                     }

@@ -240,8 +240,13 @@ impl Store for SimStore {
         self.write("queue_system_event", self.world.durable.queue_system_event(agent, text, at), durable).await
     }
 
-    async fn llm_calls_since(&self, agent: &AgentId, since: Timestamp) -> Result<u64, StoreError> {
-        self.read(self.world.durable.llm_calls_since(agent, since)).await
+    async fn llm_calls_since(
+        &self,
+        agent: &AgentId,
+        since: Timestamp,
+        excluding: &[(HeartbeatKey, Timestamp)],
+    ) -> Result<u64, StoreError> {
+        self.read(self.world.durable.llm_calls_since(agent, since, excluding)).await
     }
 
     async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError> {

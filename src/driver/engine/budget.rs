@@ -4,11 +4,12 @@
 use std::collections::BTreeSet;
 
 use jiff::tz::TimeZone;
+use jiff::Timestamp;
 
 use super::Driver;
 use crate::core::budget::{day_start, DayLedger};
 use crate::core::heartbeat::{HeartbeatDef, JobKind};
-use crate::core::ids::AgentId;
+use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::ports::clock::Now;
 use crate::ports::store::RunRecord;
 
@@ -24,19 +25,25 @@ impl Driver {
             let day = day_start(now.wall, &zone);
             let ledger = match self.ledgers.get(&agent) {
                 Some(ledger) if ledger.day == day => *ledger,
-                _ => match self.context.store.llm_calls_since(&agent, day).await {
-                    Ok(calls) => {
-                        let ledger = DayLedger { day, calls };
-                        self.ledgers.insert(agent.clone(), ledger);
-                        ledger
+                _ => {
+                    // Its runs in flight count when the driver hears of them (below), even
+                    // those the store recorded already.
+                    let in_flight: Vec<(HeartbeatKey, Timestamp)> =
+                        self.runs.keys().filter(|(key, _)| key.agent == agent).cloned().collect();
+                    match self.context.store.llm_calls_since(&agent, day, &in_flight).await {
+                        Ok(calls) => {
+                            let ledger = DayLedger { day, calls };
+                            self.ledgers.insert(agent.clone(), ledger);
+                            ledger
+                        }
+                        Err(error) => {
+                            // Runs go on unchecked rather than all stopping on a store hiccup.
+                            let consequence = "the daily budget is not checked until the store answers";
+                            self.store_failed("llm_calls_since", error.to_string(), consequence);
+                            continue;
+                        }
                     }
-                    Err(error) => {
-                        // Runs go on unchecked rather than all stopping on a store hiccup.
-                        let consequence = "the daily budget is not checked until the store answers";
-                        self.store_failed("llm_calls_since", error.to_string(), consequence);
-                        continue;
-                    }
-                },
+                }
             };
             if !ledger.allows(settings.llm_calls_per_day) {
                 spent.insert(agent);
