@@ -128,8 +128,9 @@ async fn finishing_runs_records_outcomes_and_trips_the_breaker() {
         store.claim_slots(&[claim(&a, 180), claim(&b, 180)]).await.expect("claim");
         let steps =
             store.finish_runs(&[finished(&a, 180, false), finished(&b, 180, true)], BREAKER_MAX).await.expect("finish");
-        let tripped = BreakerStep { consecutive_failures: 3, tripped: true, opened: true, closed: false };
-        assert_eq!(steps, vec![tripped, BreakerStep::unchanged(0)]);
+        let tripped =
+            BreakerStep { consecutive_failures: 3, tripped: true, opened: true, closed: false, counted: true };
+        assert_eq!(steps, vec![tripped, BreakerStep { counted: true, ..BreakerStep::unchanged(0) }]);
         let heartbeats = store.load_heartbeats().await.expect("load");
         assert_eq!((heartbeats[0].state.enabled, heartbeats[0].state.consecutive_failures), (false, 3));
         assert_eq!(heartbeats[0].state.disabled_reason.as_deref(), Some(DISABLED_BY_BREAKER));
@@ -345,7 +346,8 @@ async fn a_half_open_breaker_keeps_its_count_and_only_opens_what_the_breaker_dis
         // The probe fails: open again at once, at the probe's finish.
         store.claim_slots(&[claim(&a, 600)]).await.expect("claim");
         let steps = store.finish_runs(&[finished(&a, 600, false)], BREAKER_MAX).await.expect("finish");
-        let reopened = BreakerStep { consecutive_failures: 4, tripped: true, opened: false, closed: false };
+        let reopened =
+            BreakerStep { consecutive_failures: 4, tripped: true, opened: false, closed: false, counted: true };
         assert_eq!(steps, vec![reopened], "a failed probe trips again without opening anew");
         let state = store.load_heartbeats().await.expect("load")[0].state.clone();
         assert_eq!((state.enabled, state.breaker_opened_at), (false, Some(at(601))));
@@ -354,7 +356,7 @@ async fn a_half_open_breaker_keeps_its_count_and_only_opens_what_the_breaker_dis
         assert!(store.half_open_breaker(&a).await.expect("half-open"));
         store.claim_slots(&[claim(&a, 900)]).await.expect("claim");
         let steps = store.finish_runs(&[finished(&a, 900, true)], BREAKER_MAX).await.expect("finish");
-        assert_eq!(steps, vec![BreakerStep { closed: true, ..BreakerStep::unchanged(0) }]);
+        assert_eq!(steps, vec![BreakerStep { closed: true, counted: true, ..BreakerStep::unchanged(0) }]);
         let state = store.load_heartbeats().await.expect("load")[0].state.clone();
         assert_eq!((state.enabled, state.consecutive_failures, state.breaker_opened_at), (true, 0, None));
 
@@ -396,7 +398,7 @@ async fn a_re_enable_during_a_run_is_not_undone_by_that_run() {
         store.claim_slots(&[claim(&a, 180)]).await.expect("claim");
         assert!(store.set_enabled(&a, true, None).await.expect("enable"));
         let steps = store.finish_runs(&[finished(&a, 180, false)], BREAKER_MAX).await.expect("finish");
-        assert_eq!(steps, vec![BreakerStep::unchanged(1)]);
+        assert_eq!(steps, vec![BreakerStep { counted: true, ..BreakerStep::unchanged(1) }]);
         assert!(store.load_heartbeats().await.expect("load")[0].state.enabled);
     })
     .await;
@@ -626,6 +628,40 @@ async fn the_budget_count_leaves_out_the_runs_named_in_flight() {
         // A run named but not recorded changes nothing.
         let unknown = [(one.clone(), at(60))];
         assert_eq!(store.llm_calls_since(&agent, start(), &unknown).await.expect("count"), 7);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_run_finishing_with_the_breaker_open_does_not_move_it() {
+    with_each_store(|store| async move {
+        let k = key("a", "side-by-side");
+        store.seed_config(&[def("a", "side-by-side", 60)], start()).await.expect("seed");
+        // Two runs side by side (allow_all); the first failure trips the breaker.
+        fail_times(&*store, &k, 0, 2).await;
+        store.claim_slots(&[claim(&k, 120), claim(&k, 180)]).await.expect("claim");
+        let tripped = store.finish_runs(&[finished(&k, 120, false)], BREAKER_MAX).await.expect("finish");
+        assert!(tripped[0].tripped && tripped[0].counted);
+        // The run beside it succeeds after the trip: the breaker stays open at 3.
+        let late = store.finish_runs(&[finished(&k, 180, true)], BREAKER_MAX).await.expect("finish");
+        assert_eq!(late, vec![BreakerStep::unchanged(3)]);
+        let stored = store.load_heartbeats().await.expect("load").into_iter().find(|h| h.def.key == k).expect("stored");
+        assert!(!stored.state.enabled);
+        assert_eq!(stored.state.disabled_reason.as_deref(), Some(DISABLED_BY_BREAKER));
+        assert_eq!(stored.state.consecutive_failures, 3);
+        assert!(stored.state.breaker_opened_at.is_some(), "the cooldown still counts from the trip");
+        // Within one batch too: a success after the trip in the same write does not close it.
+        let k2 = key("a", "one-batch");
+        store.put_heartbeat(&def("a", "one-batch", 60), start()).await.expect("put");
+        fail_times(&*store, &k2, 0, 2).await;
+        store.claim_slots(&[claim(&k2, 120), claim(&k2, 180)]).await.expect("claim");
+        let steps = store
+            .finish_runs(&[finished(&k2, 120, false), finished(&k2, 180, true)], BREAKER_MAX)
+            .await
+            .expect("finish");
+        assert!(steps[0].tripped);
+        assert_eq!(steps[1], BreakerStep::unchanged(3));
+        assert_eq!(store.consecutive_failures(&k2).await.expect("count"), Some(3));
     })
     .await;
 }

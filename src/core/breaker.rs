@@ -23,12 +23,16 @@ pub struct BreakerStep {
     pub opened: bool,
     /// The run succeeded with the breaker half-open: the probe closed it (announced).
     pub closed: bool,
+    /// The run's result moved the breaker. Not when it finished with the breaker open (a
+    /// run that started before the trip, beside the one that tripped it: only the probe
+    /// after the cooldown speaks for the heartbeat then) or with its heartbeat gone.
+    pub counted: bool,
 }
 
 impl BreakerStep {
     /// A count with nothing happening to the breaker (no run of it was counted).
     pub fn unchanged(consecutive_failures: u32) -> Self {
-        Self { consecutive_failures, tripped: false, opened: false, closed: false }
+        Self { consecutive_failures, tripped: false, opened: false, closed: false, counted: false }
     }
 }
 
@@ -36,11 +40,17 @@ impl BreakerStep {
 pub fn after_run(consecutive_failures: u32, succeeded: bool, failures_max: u32) -> BreakerStep {
     let was_open = is_half_open(consecutive_failures, failures_max);
     if succeeded {
-        return BreakerStep { closed: was_open, ..BreakerStep::unchanged(0) };
+        return BreakerStep { closed: was_open, counted: true, ..BreakerStep::unchanged(0) };
     }
     let consecutive_failures = consecutive_failures.saturating_add(1);
     let tripped = consecutive_failures >= failures_max;
-    BreakerStep { consecutive_failures, tripped, opened: tripped && !was_open, closed: false }
+    BreakerStep { consecutive_failures, tripped, opened: tripped && !was_open, closed: false, counted: true }
+}
+
+/// Whether a stored heartbeat's breaker is open: disabled by the breaker, waiting out its
+/// cooldown. A run finishing then does not move it ([`BreakerStep::counted`]).
+pub fn is_open(enabled: bool, disabled_reason: Option<&str>) -> bool {
+    !enabled && disabled_reason == Some(DISABLED_BY_BREAKER)
 }
 
 /// The `disabled_reason` the breaker writes.
@@ -121,7 +131,7 @@ mod tests {
 
     #[test]
     fn a_success_resets_the_count() {
-        assert_eq!(after_run(2, true, 3), BreakerStep::unchanged(0));
+        assert_eq!(after_run(2, true, 3), BreakerStep { counted: true, ..BreakerStep::unchanged(0) });
     }
 
     #[test]

@@ -590,6 +590,9 @@ impl Driver {
             }
             return;
         };
+        if !step.counted {
+            return; // it finished with the breaker open: the probe decides
+        }
         if step.tripped {
             entry.enabled = false;
             entry.half_open = false;
@@ -730,6 +733,12 @@ impl Driver {
         if let Some(entry) = self.entries.get_mut(key) {
             entry.backoff_until =
                 (failures > 0).then(|| now.mono + backoff_delay(&self.context.error_backoff, failures));
+            // A one-shot's failure the store counted against this definition (its run
+            // finished after the replace) is this definition's: it retries (seed 31886).
+            if failures > 0 && matches!(entry.def.schedule, Schedule::At(_)) {
+                entry.retrying = true;
+                entry.last_succeeded = false;
+            }
         }
     }
 

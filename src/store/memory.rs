@@ -269,6 +269,10 @@ impl Store for MemoryStore {
                 continue;
             };
             let heartbeat_state = &mut row.heartbeat.state;
+            if breaker::is_open(heartbeat_state.enabled, heartbeat_state.disabled_reason.as_deref()) {
+                steps.push(BreakerStep::unchanged(heartbeat_state.consecutive_failures));
+                continue;
+            }
             let step = breaker::after_run(heartbeat_state.consecutive_failures, !run.failed(), breaker_failures_max);
             heartbeat_state.consecutive_failures = step.consecutive_failures;
             if step.tripped {

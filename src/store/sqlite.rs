@@ -639,19 +639,26 @@ async fn breaker_steps(
 ) -> Result<(Vec<BreakerStep>, Vec<BreakerUpdate>), StoreError> {
     let mut counts: BTreeMap<HeartbeatKey, BreakerStep> = BTreeMap::new();
     let mut opened: BTreeMap<HeartbeatKey, Option<Timestamp>> = BTreeMap::new();
+    // Heartbeats whose breaker is open (stored, or tripped earlier in this batch).
+    let mut open: BTreeSet<HeartbeatKey> = BTreeSet::new();
     for run in runs {
         if counts.contains_key(&run.key) {
             continue;
         }
-        let count: Option<i64> =
-            sqlx::query_scalar("SELECT consecutive_failures FROM heartbeats WHERE agent_id = ? AND heartbeat_id = ?")
-                .bind(run.key.agent.as_str())
-                .bind(run.key.heartbeat.as_str())
-                .fetch_optional(&mut **tx)
-                .await?;
-        if let Some(count) = count {
+        let row: Option<(i64, i64, Option<String>)> = sqlx::query_as(
+            "SELECT consecutive_failures, enabled, disabled_reason FROM heartbeats \
+             WHERE agent_id = ? AND heartbeat_id = ?",
+        )
+        .bind(run.key.agent.as_str())
+        .bind(run.key.heartbeat.as_str())
+        .fetch_optional(&mut **tx)
+        .await?;
+        if let Some((count, enabled, reason)) = row {
             let consecutive_failures = u32::try_from(count).unwrap_or(u32::MAX);
             counts.insert(run.key.clone(), BreakerStep::unchanged(consecutive_failures));
+            if breaker::is_open(enabled != 0, reason.as_deref()) {
+                open.insert(run.key.clone());
+            }
         }
     }
     let mut steps = Vec::with_capacity(runs.len());
@@ -661,12 +668,17 @@ async fn breaker_steps(
             steps.push(BreakerStep::unchanged(0));
             continue;
         };
+        if open.contains(&run.key) {
+            steps.push(BreakerStep::unchanged(current.consecutive_failures));
+            continue;
+        }
         let step = breaker::after_run(current.consecutive_failures, !run.failed(), breaker_failures_max);
         *current = BreakerStep {
             tripped: current.tripped || step.tripped,
             ..BreakerStep::unchanged(step.consecutive_failures)
         };
         if step.tripped {
+            open.insert(run.key.clone());
             opened.insert(run.key.clone(), Some(run.finished_at));
         } else if step.consecutive_failures == 0 {
             opened.insert(run.key.clone(), None);

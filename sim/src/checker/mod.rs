@@ -634,7 +634,13 @@ impl Model<'_> {
                 // one that fails says nothing of the job's own slot.
                 let manual = self.trigger_runs.remove(&(key.clone(), *slot));
                 let succeeded = *status == systole::ports::store::ExecutionStatus::Succeeded;
-                if self.present.contains_key(key) && (!manual || succeeded) {
+                // A run of an earlier, recurring definition says nothing of a one-shot that
+                // replaced it (seed 32723).
+                let of_one_shot = self
+                    .run_defs
+                    .get(&(key.clone(), *slot))
+                    .is_none_or(|def| matches!(def.schedule, systole::core::schedule::Schedule::At(_)));
+                if self.present.contains_key(key) && (!manual || succeeded) && of_one_shot {
                     let failed = *status != systole::ports::store::ExecutionStatus::Succeeded;
                     self.last_failed.insert(key.clone(), failed);
                     if failed && !*recorded {
@@ -851,6 +857,18 @@ impl Model<'_> {
                 }
                 self.count(BREAKER_EXACT);
                 let before = self.failures.get(key).copied().unwrap_or(0);
+                if self.stopped.get(key).is_some_and(|stop| stop.why == "tripped") {
+                    // Open: a run that started beside the one that tripped it says nothing;
+                    // only the probe after the cooldown does.
+                    if (*consecutive_failures, *tripped, *opened, *closed) != (before, false, false, false) {
+                        let message = format!(
+                            "{key} slot {slot} finished with its breaker open at {before}, and the store moved \
+                             it to {consecutive_failures} (tripped {tripped}, opened {opened}, closed {closed})"
+                        );
+                        return fail(BREAKER_EXACT, message);
+                    }
+                    return Ok(());
+                }
                 let expected = if failed { before + 1 } else { 0 };
                 let max = self.options.breaker_failures_max;
                 let expected_trip = failed && expected >= max;
