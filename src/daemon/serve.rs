@@ -71,6 +71,10 @@ pub fn build_llm(config: &LlmConfig, clock: Arc<dyn Clock>) -> Result<Arc<dyn Ll
 /// When the store cannot be opened or seeded, or the LLM provider cannot be built.
 pub async fn serve(config: Config) -> Result<(), DaemonError> {
     store_file::check_path(&config)?;
+    // Watched first: a SIGTERM during start-up (a supervisor stopping it, a test that saw
+    // the store's lock taken) waits for the loop below and stops it cleanly, instead of
+    // killing it by the signal's default action.
+    let mut signals = Signals::watch()?;
     // One daemon per store: two would compete for every slot and the write lock.
     let _lock = DaemonLock::acquire(&config)?;
     let token = serve_api::resolve_token(&config.api.token)?;
@@ -133,7 +137,6 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         None => None,
     };
     tracing::info!(heartbeats = config.heartbeats.len(), "systole is running; stop with Ctrl-C, reload with SIGHUP");
-    let mut signals = Signals::watch()?;
     while signals.next().await == Signal::Reload {
         match reloader.reload().await {
             Ok(report) => tracing::info!(%report, "config reloaded (SIGHUP)"),
