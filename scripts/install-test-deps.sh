@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the tests need beyond the Rust toolchain, installed only when missing: the status
-# page's test drives Debian's chromium through chromedriver, and the API's test checks the
-# OpenAPI document with the reference validator.
+# page's test drives Debian's chromium through chromedriver, the API's test checks the
+# OpenAPI document with the reference validator, and the PostgreSQL store's tests start
+# throwaway servers.
 set -euo pipefail
 
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
@@ -21,4 +22,15 @@ fi
 if ! python3 -c "import standardwebhooks" >/dev/null 2>&1; then
     echo "installing standardwebhooks (PyPI) to verify signed webhooks independently"
     python3 -m pip install --quiet --disable-pip-version-check standardwebhooks
+fi
+
+# The PostgreSQL store's tests start throwaway servers (tests/common/postgres_server.rs);
+# they need initdb and pg_ctl, on PATH or where Debian puts them.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "installing postgresql (Debian package) for the PostgreSQL store's tests"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq postgresql >/dev/null
 fi

@@ -1,5 +1,6 @@
-//! One suite, two stores: the memory store and SQLite (a real file through sqlx) must
-//! agree on every rule the engine relies on.
+//! One suite, three stores: the memory store, SQLite (a real file through sqlx) and
+//! PostgreSQL (a throwaway server, see `common::postgres_server`) must agree on every rule
+//! the engine relies on.
 
 mod common;
 
@@ -8,6 +9,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
+use common::postgres_server::{self, POSTGRES_TEST_PASSWORD};
 use common::{cron_def, def, key, start};
 use systole::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
 use systole::core::delivery_target::DeliveryTarget;
@@ -23,6 +25,7 @@ use systole::ports::store::{
     ClaimOutcome, DeliveryStatus, ExecutionStatus, Queued, RunRecord, SkipRecord, SlotClaim, StopReason, Store,
 };
 use systole::store::memory::MemoryStore;
+use systole::store::postgres::PostgresStore;
 use systole::store::sqlite::SqliteStore;
 
 fn at(secs: i64) -> Timestamp {
@@ -73,6 +76,9 @@ where
     let dir = tempfile::tempdir().expect("temp dir");
     let sqlite = SqliteStore::open(&dir.path().join("conformance.db")).await.expect("open sqlite");
     check(Box::new(sqlite)).await;
+    let url = postgres_server::fresh_database().await;
+    let postgres = PostgresStore::connect(&url, Some(POSTGRES_TEST_PASSWORD)).await.expect("connect to postgres");
+    check(Box::new(postgres)).await;
 }
 
 #[tokio::test]

@@ -16,6 +16,7 @@ pub mod heartbeat_file;
 pub mod ids;
 pub mod message_split;
 pub mod next_run;
+pub mod partition;
 pub mod pause;
 pub mod policy;
 pub mod reply;

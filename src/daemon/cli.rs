@@ -19,10 +19,9 @@ use crate::daemon::preview::{preview, PreviewSpec};
 use crate::daemon::remote::{self, job_body, job_call, job_path};
 use crate::daemon::serve::serve;
 use crate::daemon::serve_api::api_url;
-use crate::daemon::store_file;
+use crate::daemon::store_open;
 use crate::daemon::DaemonError;
 use crate::ports::clock::Clock;
-use crate::store::sqlite::SqliteStore;
 
 const RUNS_LIMIT_DEFAULT: usize = 20;
 /// The config file when neither `--config` nor `$SYSTOLE_CONFIG` names one.
@@ -396,16 +395,14 @@ async fn job_command(
     let text = match command {
         JobCommand::List { agent, json } => {
             let config = config::load(config)?;
-            store_file::check_path(&config)?;
-            let store = SqliteStore::open(&config.store_path).await?;
-            list::list(&store, kind, agent.as_deref(), &config, json).await?
+            let store = store_open::open(&config).await?;
+            list::list(store.as_ref(), kind, agent.as_deref(), &config, json).await?
         }
         JobCommand::Runs { job, limit, json } => {
             let config = config::load(config)?;
-            store_file::check_path(&config)?;
-            let store = SqliteStore::open(&config.store_path).await?;
-            let key = list::resolve(&store, kind, job.agent.as_deref(), &job.id).await?;
-            list::runs(&store, &key, limit, json).await?
+            let store = store_open::open(&config).await?;
+            let key = list::resolve(store.as_ref(), kind, job.agent.as_deref(), &job.id).await?;
+            list::runs(store.as_ref(), &key, limit, json).await?
         }
         JobCommand::Show { job, json } => {
             let client = client(config, url)?;

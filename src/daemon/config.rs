@@ -67,12 +67,29 @@ pub struct EngineSettings {
     pub shutdown_grace: Duration,
 }
 
+/// Where a PostgreSQL store is (`[store] url`), and the variable holding its password:
+/// a secret never sits in the config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresConfig {
+    pub url: String,
+    /// `store.password_env`: this variable must be set. Absent: [`POSTGRES_PASSWORD_ENV_DEFAULT`]
+    /// is used when set (a server that trusts the connection needs none).
+    pub password_env: Option<String>,
+}
+
+/// The variable a PostgreSQL password is read from when `store.password_env` is absent:
+/// libpq's own.
+pub const POSTGRES_PASSWORD_ENV_DEFAULT: &str = "PGPASSWORD";
+
 /// A validated config.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub file: PathBuf,
-    /// Resolved against the config file's folder.
+    /// Resolved against the config file's folder: the SQLite file, and beside it the
+    /// daemon's lock and address files (with PostgreSQL too).
     pub store_path: PathBuf,
+    /// `[store] url`: the runs live in PostgreSQL instead of the SQLite file.
+    pub postgres: Option<PostgresConfig>,
     /// What the run log keeps (`[store] runs_kept_days`, `runs_kept_per_heartbeat`).
     pub run_retention: RunRetention,
     pub llm: LlmConfig,
@@ -116,6 +133,10 @@ struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawStore {
     path: Option<String>,
+    /// `postgres://user@host:port/database`: PostgreSQL instead of the SQLite file.
+    url: Option<String>,
+    /// The environment variable holding the PostgreSQL password.
+    password_env: Option<String>,
     /// Finished runs older than this many days leave the run log.
     runs_kept_days: Option<u32>,
     /// Rows of the run log kept per heartbeat, newest first (skips beyond it go at once,
@@ -357,6 +378,7 @@ impl Validator<'_> {
 
     fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
         let run_retention = self.run_retention(&raw.store)?;
+        let postgres = self.postgres(&raw.store)?;
         let store_path = self.store_path(raw.store)?;
         let api = self.api(raw.api)?;
         let llm = raw.llm.ok_or_else(|| {
@@ -440,6 +462,7 @@ impl Validator<'_> {
         Ok(Config {
             file: self.path.to_owned(),
             store_path,
+            postgres,
             run_retention,
             llm,
             system_prompt,
@@ -535,6 +558,30 @@ impl Validator<'_> {
             return Err(self.error("store.runs_kept_per_heartbeat", problem));
         }
         Ok(RunRetention { kept_days, kept_per_heartbeat })
+    }
+
+    fn postgres(&self, raw: &RawStore) -> Result<Option<PostgresConfig>, ConfigError> {
+        let Some(url) = raw.url.clone() else {
+            if raw.password_env.is_some() {
+                return Err(self.error("store.password_env", "is set without store.url; SQLite has no password"));
+            }
+            return Ok(None);
+        };
+        let Some(rest) = url.strip_prefix("postgres://").or_else(|| url.strip_prefix("postgresql://")) else {
+            let problem = format!("{url:?} is not a PostgreSQL URL; write postgres://user@host:5432/database");
+            return Err(self.error("store.url", problem));
+        };
+        // The part before '@' is `user` or `user:password`: a password in the file would be
+        // read by anyone who reads the config, and logged with it.
+        let authority = rest.split(['/', '?']).next().unwrap_or_default();
+        if authority.rsplit_once('@').is_some_and(|(user, _)| user.contains(':')) {
+            let problem = "holds a password; remove it from the URL and put it in the environment variable that \
+                           store.password_env names (PGPASSWORD by default)";
+            return Err(self.error("store.url", problem));
+        }
+        let password_env =
+            raw.password_env.clone().map(|name| self.variable("store.password_env", name)).transpose()?;
+        Ok(Some(PostgresConfig { url, password_env }))
     }
 
     fn store_path(&self, raw: RawStore) -> Result<PathBuf, ConfigError> {

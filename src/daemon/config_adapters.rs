@@ -132,7 +132,7 @@ impl Validator<'_> {
     }
 
     /// The name of an environment variable (not its value, which may be a secret).
-    fn variable(&self, field: &str, name: String) -> Result<String, ConfigError> {
+    pub(super) fn variable(&self, field: &str, name: String) -> Result<String, ConfigError> {
         let valid = !name.is_empty()
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             && !name.starts_with(|c: char| c.is_ascii_digit());

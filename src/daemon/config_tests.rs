@@ -100,6 +100,10 @@ fn every_refusal_names_the_file_and_field() {
         (format!("{LLM}[store]\npath = \"\"\n"), "store.path", "empty"),
         (format!("{LLM}[store]\nruns_kept_days = 1\n"), "store.runs_kept_days", "two days"),
         (format!("{LLM}[store]\nruns_kept_per_heartbeat = 0\n"), "store.runs_kept_per_heartbeat", "out of range"),
+        (format!("{LLM}[store]\nurl = \"mysql://db/x\"\n"), "store.url", "not a PostgreSQL URL"),
+        (format!("{LLM}[store]\nurl = \"postgres://me:hunter2@db:5432/x\"\n"), "store.url", "holds a password"),
+        (format!("{LLM}[store]\nurl = \"postgres://db/x\"\npassword_env = \"PG PASS\"\n"), "store.password_env", "environment variable"),
+        (format!("{LLM}[store]\npassword_env = \"PGPASSWORD\"\n"), "store.password_env", "without store.url"),
     ];
     for (text, field, problem) in cases {
         let error = refused(&text);
@@ -410,4 +414,20 @@ fn chat_adapters_take_variable_names_and_their_targets_validate() {
         problem.contains("OPS_SECRET") && problem.contains("whsec_") && !problem.contains("not-a-secret"),
         "{problem}"
     );
+}
+
+#[test]
+fn a_postgres_url_without_a_password_names_where_the_password_comes_from() {
+    let config = parse_text(&format!(
+        "{LLM}[store]\nurl = \"postgres://systole@db:5432/jobs\"\npassword_env = \"JOBS_DB_PASSWORD\"\n"
+    ))
+    .expect("valid");
+    let postgres = config.postgres.expect("postgres is configured");
+    assert_eq!(postgres.url, "postgres://systole@db:5432/jobs");
+    assert_eq!(postgres.password_env.as_deref(), Some("JOBS_DB_PASSWORD"));
+    // An '@' in the path or query is not a password.
+    let config =
+        parse_text(&format!("{LLM}[store]\nurl = \"postgresql://db/jobs?application_name=a:b@c\"\n")).expect("valid");
+    assert_eq!(config.postgres.expect("postgres").password_env, None);
+    assert_eq!(parse_text(LLM).expect("valid").postgres, None);
 }

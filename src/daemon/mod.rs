@@ -11,6 +11,7 @@ pub mod remote;
 pub mod serve;
 pub mod serve_api;
 pub mod store_file;
+pub mod store_open;
 
 use crate::daemon::config::ConfigError;
 use crate::driver::EngineError;

@@ -35,7 +35,7 @@ impl ConfigReloader {
 /// The sections that differ and only take effect at a restart.
 fn restart_needed(running: &Config, new: &Config) -> Vec<&'static str> {
     let mut sections = Vec::new();
-    if running.store_path != new.store_path {
+    if running.store_path != new.store_path || running.postgres != new.postgres {
         sections.push("store");
     }
     if running.llm != new.llm || running.system_prompt != new.system_prompt {

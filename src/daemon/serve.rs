@@ -18,6 +18,7 @@ use crate::daemon::config::{Config, LlmConfig};
 use crate::daemon::reload::ConfigReloader;
 use crate::daemon::serve_api;
 use crate::daemon::store_file::{self, DaemonLock};
+use crate::daemon::store_open;
 use crate::daemon::DaemonError;
 use crate::delivery::sender::ChatSender;
 use crate::delivery::settings::destinations;
@@ -28,7 +29,6 @@ use crate::metrics::Metrics;
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
 use crate::ports::store::Store;
-use crate::store::sqlite::SqliteStore;
 
 /// Builds the configured LLM provider.
 ///
@@ -83,7 +83,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         Some(address) => Some(serve_api::bind(address, token.as_deref()).await?),
         None => None,
     };
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.store_path).await?);
+    let store: Arc<dyn Store> = store_open::open(&config).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let metrics = Arc::new(Metrics::default());
     let feed = Arc::new(EventFeed::default());

@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod http;
+pub mod leases;
 pub mod llm;
 pub mod messenger;
 pub mod store;

@@ -217,6 +217,10 @@ pub enum StoreError {
     Backend(String),
     #[error("store holds a row it cannot read ({what}): {problem}")]
     Corrupt { what: String, problem: String },
+    /// A write for partition `partition` under lease term `term`, which another node has
+    /// taken over since (or which never held the heartbeat): nothing was written.
+    #[error("this node no longer holds partition {partition} (its term {term} was taken over); the write was refused")]
+    Fenced { partition: u32, term: u64 },
 }
 
 /// Durable state of the engine.

@@ -2,4 +2,12 @@
 
 pub mod memory;
 #[cfg(not(madsim))]
+pub mod postgres;
+#[cfg(not(madsim))]
+pub mod postgres_leases;
+#[cfg(not(madsim))]
+mod sql_rows;
+#[cfg(not(madsim))]
+mod sql_store;
+#[cfg(not(madsim))]
 pub mod sqlite;

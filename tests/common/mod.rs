@@ -1,6 +1,8 @@
 //! Test doubles behind the real ports, for driving the engine on virtual time.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod postgres_server;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,0 +1,126 @@
+//! The PostgreSQL store, through sqlx: what several `systole serve` processes share
+//! (ADR 0017). The statements are SQLite's ([`super::sql_store`]); this file holds what
+//! only PostgreSQL does: its connection, its migrations, row locks and advisory locks
+//! where SQLite's single writer made turns implicit, and the fence on lease terms.
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Transaction};
+
+use super::sql_store::sql_store;
+use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::partition::{partition_of, PARTITIONS_COUNT};
+use crate::ports::leases::Lease;
+use crate::ports::store::StoreError;
+
+/// Connections one process keeps open to the database.
+pub const POSTGRES_CONNECTIONS_MAX: u32 = 8;
+/// How long opening a connection may take before the store reports the server unreachable.
+pub const POSTGRES_CONNECT_TIMEOUT_SECS: u64 = 10;
+
+#[derive(Clone)]
+pub struct PostgresStore {
+    pub(super) pool: PgPool,
+    /// Set for a partition's engine (see `ports::leases`): what it loads, and the lease
+    /// every write of it carries. `None`: the whole database, unfenced (one node).
+    pub(super) fence: Option<Lease>,
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user@host:port/db`), with `password`
+    /// when given (it never sits in the URL a config file holds), and applies pending
+    /// migrations. sqlx's PostgreSQL migrator holds an advisory lock while it runs, so
+    /// nodes starting together take turns.
+    ///
+    /// # Errors
+    /// When the URL does not parse, the server cannot be reached, or a migration fails.
+    pub async fn connect(url: &str, password: Option<&str>) -> Result<Self, StoreError> {
+        let mut options: PgConnectOptions =
+            url.parse().map_err(|error| StoreError::Backend(format!("store.url is not a PostgreSQL URL: {error}")))?;
+        if let Some(password) = password {
+            options = options.password(password);
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(POSTGRES_CONNECTIONS_MAX)
+            .acquire_timeout(Duration::from_secs(POSTGRES_CONNECT_TIMEOUT_SECS))
+            .connect_with(options)
+            .await
+            .map_err(|error| StoreError::Backend(format!("cannot connect to PostgreSQL: {error}")))?;
+        sqlx::migrate!("src/store/migrations_postgres").run(&pool).await?;
+        Ok(Self { pool, fence: None })
+    }
+
+    /// A write transaction (READ COMMITTED): a read that a later write depends on locks
+    /// its rows (`LOCK_READ_ROWS`) or its scope ([`serialize_on`]).
+    async fn write_tx(&self) -> Result<Transaction<'static, Postgres>, StoreError> {
+        Ok(self.pool.begin().await?)
+    }
+
+    /// Several reads that must agree with each other: one snapshot for all of them.
+    async fn snapshot_tx(&self) -> Result<Transaction<'static, Postgres>, StoreError> {
+        Ok(self.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
+    }
+
+    /// A partition's store refuses a write when its lease's term is no longer the
+    /// partition's (another node took it over), or when the write touches a heartbeat of
+    /// another partition. The lease row is read `FOR SHARE`: a takeover's `UPDATE` waits
+    /// for this transaction, and once it commits, no later write of the old term passes.
+    async fn fence<'k>(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        mut keys: impl Iterator<Item = &'k HeartbeatKey>,
+    ) -> Result<(), StoreError> {
+        let Some(lease) = &self.fence else { return Ok(()) };
+        let refused = StoreError::Fenced { partition: lease.partition, term: lease.term };
+        if keys.any(|key| !self.owns(&key.agent)) {
+            return Err(refused);
+        }
+        let partition = i32::try_from(lease.partition).unwrap_or(i32::MAX);
+        let current: Option<(Option<String>, i64)> =
+            sqlx::query_as("SELECT owner, term FROM partition_leases WHERE partition = $1 FOR SHARE")
+                .bind(partition)
+                .fetch_optional(&mut **tx)
+                .await?;
+        let term = i64::try_from(lease.term).unwrap_or(i64::MAX);
+        match current {
+            Some((Some(owner), current_term)) if owner == lease.node && current_term == term => Ok(()),
+            _ => Err(refused),
+        }
+    }
+
+    fn owns(&self, agent: &AgentId) -> bool {
+        self.fence.as_ref().is_none_or(|lease| partition_of(agent, PARTITIONS_COUNT) == lease.partition)
+    }
+
+    /// The condition, appended to a `WHERE`, that keeps a partition's store to its rows;
+    /// only numbers are formatted in.
+    fn owned_rows_sql(&self) -> String {
+        match &self.fence {
+            Some(lease) => {
+                format!(" AND systole_partition(agent_id, {PARTITIONS_COUNT}) = {}", lease.partition)
+            }
+            None => String::new(),
+        }
+    }
+}
+
+/// Makes the writers of `scope` take turns until the transaction ends: a transaction-level
+/// advisory lock on the scope's 64-bit hash (PostgreSQL's own `hashtextextended`).
+async fn serialize_on(tx: &mut Transaction<'_, Postgres>, scope: &str) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))").bind(scope).execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// A read whose rows the same transaction rewrites locks them, so a concurrent writer
+/// (an operator's enable on another node) waits instead of being overwritten.
+const LOCK_READ_ROWS: &str = " FOR UPDATE";
+
+fn load_page_sql(columns: &str) -> String {
+    format!(
+        "SELECT COALESCE(json_agg(json_build_array({columns}))::text, '[]'), count(*) FROM (SELECT {columns} \
+         FROM heartbeats WHERE (agent_id, heartbeat_id) > ($1, $2) ORDER BY agent_id, heartbeat_id LIMIT $3) AS page"
+    )
+}
+
+sql_store!(PostgresStore, sqlx::Postgres);

@@ -1,0 +1,235 @@
+//! Reading the relational stores' rows back into the engine's types, for SQLite and
+//! PostgreSQL alike: a stored row that does not parse is `StoreError::Corrupt`, never a panic.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use sqlx::{ColumnIndex, Decode, Row, Type};
+
+use crate::core::active_hours::ActiveHours;
+use crate::core::cron::CronSchedule;
+use crate::core::delivery_target::DeliveryTarget;
+use crate::core::guard::SkipReason;
+use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, JobKind, Origin};
+use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use crate::core::policy::{CatchUp, Overlap, RunPolicy};
+use crate::core::reply::ReplyKind;
+use crate::core::schedule::Schedule;
+use crate::ports::store::{DeliveryStatus, Execution, ExecutionStatus, StopReason, StoreError};
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        StoreError::Backend(error.to_string())
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(error: sqlx::migrate::MigrateError) -> Self {
+        StoreError::Backend(format!("migration failed: {error}"))
+    }
+}
+
+pub(super) fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+pub(super) fn corrupt(what: impl Into<String>, problem: impl ToString) -> StoreError {
+    StoreError::Corrupt { what: what.into(), problem: problem.to_string() }
+}
+
+pub(super) fn key_from_parts(agent: String, heartbeat: String) -> Result<HeartbeatKey, StoreError> {
+    let what = format!("heartbeat {agent}/{heartbeat}");
+    Ok(HeartbeatKey {
+        agent: AgentId::new(agent).map_err(|e| corrupt(&what, format!("agent id {e}")))?,
+        heartbeat: HeartbeatId::new(heartbeat).map_err(|e| corrupt(&what, format!("heartbeat id {e}")))?,
+    })
+}
+
+pub(super) fn timestamp(ms: i64, what: &str) -> Result<Timestamp, StoreError> {
+    Timestamp::from_millisecond(ms).map_err(|e| corrupt(what, e))
+}
+
+pub(super) fn duration_ms(ms: i64, what: &str) -> Result<Duration, StoreError> {
+    u64::try_from(ms).map(Duration::from_millis).map_err(|_| corrupt(what, format!("negative duration {ms} ms")))
+}
+
+/// The columns a heartbeat is read from, in the order of a loaded page's arrays.
+pub(super) const HEARTBEAT_COLUMNS: [&str; 26] = [
+    "agent_id",
+    "heartbeat_id",
+    "kind",
+    "prompt",
+    "schedule_kind",
+    "every_ms",
+    "cron_expr",
+    "cron_timezone",
+    "at_ms",
+    "catch_up",
+    "catch_up_window_ms",
+    "overlap",
+    "jitter_max_ms",
+    "delete_after_run",
+    "dedup",
+    "delivery_target",
+    "active_start",
+    "active_end",
+    "active_timezone",
+    "timeout_ms",
+    "origin",
+    "enabled",
+    "disabled_reason",
+    "consecutive_failures",
+    "next_slot_ms",
+    "breaker_opened_at_ms",
+];
+
+/// Heartbeats a page of the start-up load holds.
+pub(super) const LOAD_PAGE_ROWS: usize = 10_000;
+
+/// One heartbeat of a loaded page: its columns as JSON values, in [`HEARTBEAT_COLUMNS`] order.
+pub(super) struct JsonRow(pub(super) Vec<serde_json::Value>);
+
+/// What a column may hold.
+trait FromColumn: Sized {
+    fn from_column(value: &serde_json::Value) -> Option<Self>;
+}
+
+impl FromColumn for String {
+    fn from_column(value: &serde_json::Value) -> Option<Self> {
+        value.as_str().map(str::to_owned)
+    }
+}
+
+impl FromColumn for i64 {
+    fn from_column(value: &serde_json::Value) -> Option<Self> {
+        value.as_i64()
+    }
+}
+
+impl<T: FromColumn> FromColumn for Option<T> {
+    fn from_column(value: &serde_json::Value) -> Option<Self> {
+        if value.is_null() {
+            Some(None)
+        } else {
+            T::from_column(value).map(Some)
+        }
+    }
+}
+
+impl JsonRow {
+    /// The column `name`, as sqlx's `try_get` would read it.
+    fn try_get<T: FromColumn, I: AsRef<str>>(&self, name: I) -> Result<T, StoreError> {
+        let name = name.as_ref();
+        let value = HEARTBEAT_COLUMNS.iter().position(|column| *column == name).and_then(|index| self.0.get(index));
+        value
+            .and_then(T::from_column)
+            .ok_or_else(|| corrupt("a loaded heartbeat", format!("column {name} is missing or mistyped")))
+    }
+}
+
+pub(super) fn heartbeat_from_row(row: &JsonRow) -> Result<Heartbeat, StoreError> {
+    let key = key_from_parts(row.try_get("agent_id")?, row.try_get("heartbeat_id")?)?;
+    let what = format!("heartbeat {key}");
+    let target: String = row.try_get("delivery_target")?;
+    let window: (Option<String>, Option<String>, Option<String>) =
+        (row.try_get("active_start")?, row.try_get("active_end")?, row.try_get("active_timezone")?);
+    let active_hours = match window {
+        (Some(start), Some(end), Some(zone)) => {
+            Some(ActiveHours::new(&start, &end, &zone).map_err(|e| corrupt(&what, e))?)
+        }
+        (None, None, None) => None,
+        _ => return Err(corrupt(&what, "active hours are partly set")),
+    };
+    let origin: String = row.try_get("origin")?;
+    let next_slot: Option<i64> = row.try_get("next_slot_ms")?;
+    let opened_at: Option<i64> = row.try_get("breaker_opened_at_ms")?;
+    let failures: i64 = row.try_get("consecutive_failures")?;
+    let kind: String = row.try_get("kind")?;
+    let catch_up: String = row.try_get("catch_up")?;
+    let overlap: String = row.try_get("overlap")?;
+    let policy = RunPolicy {
+        catch_up: CatchUp::parse(&catch_up).ok_or_else(|| corrupt(&what, format!("unknown catch-up {catch_up:?}")))?,
+        catch_up_window: duration_ms(row.try_get("catch_up_window_ms")?, &what)?,
+        overlap: Overlap::parse(&overlap).ok_or_else(|| corrupt(&what, format!("unknown overlap {overlap:?}")))?,
+        jitter_max: duration_ms(row.try_get("jitter_max_ms")?, &what)?,
+    };
+    let def = HeartbeatDef {
+        kind: JobKind::parse(&kind).ok_or_else(|| corrupt(&what, format!("unknown kind {kind:?}")))?,
+        prompt: row.try_get("prompt")?,
+        schedule: schedule_from_row(row, &what)?,
+        policy,
+        delete_after_run: row.try_get::<i64, _>("delete_after_run")? == 1,
+        dedup: row.try_get::<i64, _>("dedup")? == 1,
+        target: DeliveryTarget::parse(&target).map_err(|e| corrupt(&what, e))?,
+        active_hours,
+        timeout: duration_ms(row.try_get("timeout_ms")?, &what)?,
+        origin: Origin::parse(&origin).ok_or_else(|| corrupt(&what, format!("unknown origin {origin:?}")))?,
+        key,
+    };
+    let state = HeartbeatState {
+        enabled: row.try_get::<i64, _>("enabled")? == 1,
+        disabled_reason: row.try_get("disabled_reason")?,
+        consecutive_failures: u32::try_from(failures).map_err(|_| corrupt(&what, "failure count out of range"))?,
+        next_slot: next_slot.map(|ms| timestamp(ms, &what)).transpose()?,
+        breaker_opened_at: opened_at.map(|ms| timestamp(ms, &what)).transpose()?,
+    };
+    Ok(Heartbeat { def, state })
+}
+
+fn schedule_from_row(row: &JsonRow, what: &str) -> Result<Schedule, StoreError> {
+    let kind: String = row.try_get("schedule_kind")?;
+    let every: Option<i64> = row.try_get("every_ms")?;
+    let cron: (Option<String>, Option<String>) = (row.try_get("cron_expr")?, row.try_get("cron_timezone")?);
+    let at: Option<i64> = row.try_get("at_ms")?;
+    match (kind.as_str(), every, cron, at) {
+        ("every", Some(ms), _, _) => Ok(Schedule::Every(duration_ms(ms, what)?)),
+        ("cron", _, (Some(expression), Some(zone)), _) => {
+            Ok(Schedule::Cron(CronSchedule::parse(&expression, &zone).map_err(|e| corrupt(what, e))?))
+        }
+        ("at", _, _, Some(ms)) => Ok(Schedule::At(timestamp(ms, what)?)),
+        _ => Err(corrupt(what, format!("schedule kind {kind:?} without its columns"))),
+    }
+}
+
+/// One row of `executions`, read from either backend's row type.
+pub(super) fn execution_from_row<R>(row: &R) -> Result<Execution, StoreError>
+where
+    R: Row,
+    for<'n> &'n str: ColumnIndex<R>,
+    String: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+    i64: for<'r> Decode<'r, R::Database> + Type<R::Database>,
+{
+    let key = key_from_parts(row.try_get("agent_id")?, row.try_get("heartbeat_id")?)?;
+    let what = format!("execution of {key}");
+    let status: String = row.try_get("status")?;
+    let skip_reason: Option<String> = row.try_get("skip_reason")?;
+    let delivery: Option<String> = row.try_get("delivery")?;
+    let finished_at: Option<i64> = row.try_get("finished_at_ms")?;
+    let duration: Option<i64> = row.try_get("duration_ms")?;
+    let stop_reason: Option<String> = row.try_get("stop_reason")?;
+    let reply: Option<String> = row.try_get("reply")?;
+    Ok(Execution {
+        reply: reply
+            .map(|text| ReplyKind::parse(&text).ok_or_else(|| corrupt(&what, format!("unknown reply {text:?}"))))
+            .transpose()?,
+        slot: timestamp(row.try_get("slot_ms")?, &what)?,
+        started_at: timestamp(row.try_get("started_at_ms")?, &what)?,
+        finished_at: finished_at.map(|ms| timestamp(ms, &what)).transpose()?,
+        status: ExecutionStatus::parse(&status).ok_or_else(|| corrupt(&what, format!("unknown status {status:?}")))?,
+        skip_reason: skip_reason
+            .map(|text| SkipReason::parse(&text).ok_or_else(|| corrupt(&what, format!("unknown skip reason {text:?}"))))
+            .transpose()?,
+        delivery: delivery
+            .map(|text| {
+                DeliveryStatus::parse(&text).ok_or_else(|| corrupt(&what, format!("unknown delivery {text:?}")))
+            })
+            .transpose()?,
+        duration: duration.map(|ms| duration_ms(ms, &what)).transpose()?,
+        error: row.try_get("error")?,
+        output_preview: row.try_get("output_preview")?,
+        stop_reason: stop_reason
+            .map(|text| StopReason::parse(&text).ok_or_else(|| corrupt(&what, format!("unknown stop reason {text:?}"))))
+            .transpose()?,
+        key,
+    })
+}

@@ -1,0 +1,760 @@
+//! The SQL both relational stores run, written once: SQLite and PostgreSQL take the same
+//! statements (`$n` parameters, `VALUES` lists named `column1..`, `UPDATE .. FROM`,
+//! `ON CONFLICT`, `RETURNING`, window functions), so one text serves both and the
+//! conformance suite holds them to one behaviour.
+//!
+//! A backend module invokes [`sql_store!`] after defining what differs:
+//! - `write_tx(&self)`: a transaction that writes (SQLite: `BEGIN IMMEDIATE`);
+//! - `snapshot_tx(&self)`: a transaction whose reads share one snapshot;
+//! - `fence(&self, tx, keys)`: refuses a write on heartbeats this node does not own
+//!   (ADR 0017; SQLite owns everything);
+//! - `owns(&self, agent)` and `owned_rows_sql(&self)`: what a partition's engine loads
+//!   and recovers (everything, but for a partition's store);
+//! - `serialize_on(tx, scope)`: makes writers of one scope take turns where the backend's
+//!   write transaction does not already;
+//! - `load_page_sql(columns)`: one page of heartbeats as one JSON array;
+//! - `LOCK_READ_ROWS`: the suffix that locks rows read before they are rewritten.
+//!
+//! A generic function over `sqlx::Database` would need a dozen higher-ranked bounds on
+//! every helper; a macro keeps the SQL readable and still written once.
+
+macro_rules! sql_store {
+    ($store:ident, $db:ty) => {
+        /// The shared statements, expanded for this backend (see `store::sql_store`).
+        mod shared_sql {
+            use std::collections::{BTreeMap, BTreeSet};
+
+            use async_trait::async_trait;
+            use jiff::Timestamp;
+            use sqlx::{QueryBuilder, Row, Transaction};
+
+            // The backend's hooks: write_tx, snapshot_tx, fence, serialize_on,
+            // load_page_sql, LOCK_READ_ROWS.
+            use super::*;
+            use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
+            use crate::core::heartbeat::{Heartbeat, HeartbeatDef, Origin};
+            use crate::core::ids::{AgentId, HeartbeatKey};
+            use crate::core::pause::PauseRecord;
+            use crate::core::reply::ReplyKind;
+            use crate::core::retention::RunRetention;
+            use crate::core::schedule::Schedule;
+            use crate::core::system_events::{self, SystemEvent};
+            use crate::limits::STORE_BATCH_ROWS_MAX;
+            use crate::ports::store::{
+                ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord,
+                SlotClaim, StopReason, Store, StoreError, INTERRUPTED_ERROR_TEXT,
+            };
+            use crate::store::sql_rows::{
+                corrupt, execution_from_row, heartbeat_from_row, key_from_parts, millis, timestamp, JsonRow,
+                HEARTBEAT_COLUMNS, LOAD_PAGE_ROWS,
+            };
+
+        #[async_trait]
+        impl Store for $store {
+            async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
+                // sqlx hands SQLite rows over one at a time between threads (~30 µs each here); a
+                // page of rows as one JSON array is one value, so a million load in seconds.
+                let page_sql = load_page_sql(&HEARTBEAT_COLUMNS.join(", "));
+                let mut heartbeats = Vec::new();
+                let mut after = (String::new(), String::new());
+                loop {
+                    let (page, count): (String, i64) = sqlx::query_as(&page_sql)
+                        .bind(&after.0)
+                        .bind(&after.1)
+                        .bind(i64::try_from(LOAD_PAGE_ROWS).unwrap_or(i64::MAX))
+                        .fetch_one(&self.pool)
+                        .await?;
+                    let rows: Vec<Vec<serde_json::Value>> =
+                        serde_json::from_str(&page).map_err(|e| corrupt("a page of heartbeats", e))?;
+                    for values in rows {
+                        let heartbeat = heartbeat_from_row(&JsonRow(values))?;
+                        after = (heartbeat.def.key.agent.to_string(), heartbeat.def.key.heartbeat.to_string());
+                        if self.owns(&heartbeat.def.key.agent) {
+                            heartbeats.push(heartbeat);
+                        }
+                    }
+                    if usize::try_from(count).unwrap_or(0) < LOAD_PAGE_ROWS {
+                        return Ok(heartbeats);
+                    }
+                }
+            }
+
+            async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
+                let mut tx = self.write_tx().await?;
+                // Two processes seeding at once would both read the old rows; they take turns.
+                serialize_on(&mut tx, "seed_config").await?;
+                let existing: BTreeMap<(String, String), (String, Option<String>)> =
+                    sqlx::query("SELECT agent_id, heartbeat_id, origin, config_fingerprint FROM heartbeats")
+                        .fetch_all(&mut *tx)
+                        .await?
+                        .into_iter()
+                        .map(|row| Ok(((row.try_get(0)?, row.try_get(1)?), (row.try_get(2)?, row.try_get(3)?))))
+                        .collect::<Result<_, sqlx::Error>>()?;
+                let mut report = SeedReport::default();
+                let mut changed = Vec::new();
+                for def in defs {
+                    let fingerprint = def.fingerprint();
+                    let id = (def.key.agent.to_string(), def.key.heartbeat.to_string());
+                    match existing.get(&id) {
+                        Some((_, stored)) if stored.as_deref() == Some(fingerprint.as_str()) => {
+                            report.unchanged.push(def.key.clone());
+                            continue;
+                        }
+                        Some(_) => report.updated.push(def.key.clone()),
+                        None => report.inserted.push(def.key.clone()),
+                    }
+                    changed.push((HeartbeatDef { origin: Origin::Config, ..def.clone() }, Some(fingerprint)));
+                }
+                // One statement may not upsert a key twice: a key the config names twice keeps its last.
+                let mut seen = BTreeSet::new();
+                changed.reverse();
+                changed.retain(|(def, _)| seen.insert(def.key.clone()));
+                changed.reverse();
+                for chunk in changed.chunks(UPSERT_ROWS_MAX) {
+                    upsert(&mut tx, chunk, at).await?;
+                }
+                let in_config: BTreeSet<(&str, &str)> =
+                    defs.iter().map(|def| (def.key.agent.as_str(), def.key.heartbeat.as_str())).collect();
+                for ((agent, heartbeat), (origin, _)) in &existing {
+                    let in_config = in_config.contains(&(agent.as_str(), heartbeat.as_str()));
+                    if origin == Origin::Config.as_str() && !in_config {
+                        sqlx::query("DELETE FROM heartbeats WHERE agent_id = $1 AND heartbeat_id = $2")
+                            .bind(agent)
+                            .bind(heartbeat)
+                            .execute(&mut *tx)
+                            .await?;
+                        report.removed.push(key_from_parts(agent.clone(), heartbeat.clone())?);
+                    }
+                }
+                tx.commit().await?;
+                Ok(report)
+            }
+
+            async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
+                let mut tx = self.write_tx().await?;
+                upsert(&mut tx, &[(def.clone(), None)], at).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn consecutive_failures(&self, key: &HeartbeatKey) -> Result<Option<u32>, StoreError> {
+                let row = sqlx::query("SELECT consecutive_failures FROM heartbeats WHERE agent_id = $1 AND heartbeat_id = $2")
+                    .bind(key.agent.as_str())
+                    .bind(key.heartbeat.as_str())
+                    .fetch_optional(&self.pool)
+                    .await?;
+                let Some(row) = row else { return Ok(None) };
+                let count: i64 = row.try_get(0)?;
+                u32::try_from(count).map(Some).map_err(|_| corrupt("consecutive_failures", format!("{count} is out of range")))
+            }
+
+            async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
+                let result = sqlx::query("DELETE FROM heartbeats WHERE agent_id = $1 AND heartbeat_id = $2")
+                    .bind(key.agent.as_str())
+                    .bind(key.heartbeat.as_str())
+                    .execute(&self.pool)
+                    .await?;
+                Ok(result.rows_affected() > 0)
+            }
+
+            async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError> {
+                let result = sqlx::query(
+                    "UPDATE heartbeats SET enabled = $1, disabled_reason = CASE WHEN $1 = 1 THEN NULL ELSE $2 END, \
+                     consecutive_failures = CASE WHEN $1 = 1 THEN 0 ELSE consecutive_failures END, \
+                     breaker_opened_at_ms = CASE WHEN $1 = 1 THEN NULL ELSE breaker_opened_at_ms END \
+                     WHERE agent_id = $3 AND heartbeat_id = $4",
+                )
+                .bind(i64::from(enabled))
+                .bind(reason)
+                .bind(key.agent.as_str())
+                .bind(key.heartbeat.as_str())
+                .execute(&self.pool)
+                .await?;
+                Ok(result.rows_affected() > 0)
+            }
+
+            async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
+                let result = sqlx::query(
+                    "UPDATE heartbeats SET enabled = 1, disabled_reason = NULL \
+                     WHERE agent_id = $1 AND heartbeat_id = $2 AND enabled = 0 AND disabled_reason = $3",
+                )
+                .bind(key.agent.as_str())
+                .bind(key.heartbeat.as_str())
+                .bind(DISABLED_BY_BREAKER)
+                .execute(&self.pool)
+                .await?;
+                Ok(result.rows_affected() > 0)
+            }
+
+            async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
+                let mut tx = self.write_tx().await?;
+                self.fence(&mut tx, slots.iter().map(|(key, _)| key)).await?;
+                update_next_slots(&mut tx, slots).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+                let mut tx = self.write_tx().await?;
+                self.fence(&mut tx, claims.iter().map(|claim| &claim.key)).await?;
+                // Rows the INSERT really added; each can answer one claim, so a slot twice in one
+                // batch is won once.
+                let mut won: BTreeSet<(String, String, i64)> = BTreeSet::new();
+                for chunk in claims.chunks(STORE_BATCH_ROWS_MAX) {
+                    // Only a heartbeat the store still has can claim: one deleted while its timer
+                    // fired never runs again.
+                    let mut insert = QueryBuilder::<$db>::new(
+                        "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, status) \
+                         SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (",
+                    );
+                    insert.push_values(chunk, |mut row, claim| {
+                        row.push_bind(claim.key.agent.as_str())
+                            .push_bind(claim.key.heartbeat.as_str())
+                            .push_bind(claim.slot.as_millisecond())
+                            .push_bind(claim.claimed_at.as_millisecond())
+                            .push_bind(ExecutionStatus::Running.as_str());
+                    });
+                    insert.push(
+                        ") AS v JOIN heartbeats h ON h.agent_id = v.column1 AND h.heartbeat_id = v.column2 WHERE true \
+                         ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING RETURNING agent_id, heartbeat_id, slot_ms",
+                    );
+                    for row in insert.build().fetch_all(&mut *tx).await? {
+                        won.insert((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
+                    }
+                }
+                let mut outcomes = Vec::with_capacity(claims.len());
+                for claim in claims {
+                    let id = (claim.key.agent.to_string(), claim.key.heartbeat.to_string(), claim.slot.as_millisecond());
+                    let outcome = if won.remove(&id) {
+                        ClaimOutcome::Claimed
+                    } else if heartbeat_exists(&mut tx, &claim.key).await? {
+                        ClaimOutcome::AlreadyClaimed
+                    } else {
+                        ClaimOutcome::Gone
+                    };
+                    outcomes.push(outcome);
+                }
+                let next_slots: Vec<(HeartbeatKey, Timestamp)> = claims
+                    .iter()
+                    .zip(&outcomes)
+                    .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
+                    .map(|(claim, _)| (claim.key.clone(), claim.next_slot))
+                    .collect();
+                update_next_slots(&mut tx, &next_slots).await?;
+                tx.commit().await?;
+                Ok(outcomes)
+            }
+
+            async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
+                let mut tx = self.write_tx().await?;
+                self.fence(&mut tx, skips.iter().map(|skip| &skip.key)).await?;
+                for chunk in skips.chunks(STORE_BATCH_ROWS_MAX) {
+                    let mut insert = QueryBuilder::<$db>::new(
+                        "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason) ",
+                    );
+                    insert.push_values(chunk, |mut row, skip| {
+                        row.push_bind(skip.key.agent.as_str())
+                            .push_bind(skip.key.heartbeat.as_str())
+                            .push_bind(skip.slot.as_millisecond())
+                            .push_bind(skip.at.as_millisecond())
+                            .push_bind(skip.at.as_millisecond())
+                            .push_bind(ExecutionStatus::Skipped.as_str())
+                            .push_bind(skip.reason.as_str());
+                    });
+                    insert.push(" ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING");
+                    insert.build().execute(&mut *tx).await?;
+                }
+                let next_slots: Vec<(HeartbeatKey, Timestamp)> =
+                    skips.iter().map(|skip| (skip.key.clone(), skip.next_slot)).collect();
+                update_next_slots(&mut tx, &next_slots).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
+                let mut tx = self.write_tx().await?;
+                self.fence(&mut tx, runs.iter().map(|run| &run.key)).await?;
+                for chunk in runs.chunks(STORE_BATCH_ROWS_MAX) {
+                    let mut update = QueryBuilder::<$db>::new(
+                        "UPDATE executions SET finished_at_ms = v.column4, status = v.column5, delivery = v.column6, \
+                         duration_ms = v.column7, error = v.column8, output_preview = v.column9, stop_reason = v.column10, \
+                         reply = v.column11, reply_digest = v.column12, llm_calls = v.column13 FROM (",
+                    );
+                    update.push_values(chunk, |mut row, run| {
+                        row.push_bind(run.key.agent.as_str())
+                            .push_bind(run.key.heartbeat.as_str())
+                            .push_bind(run.slot.as_millisecond())
+                            .push_bind(run.finished_at.as_millisecond())
+                            .push_bind(run.status.as_str())
+                            .push_bind(run.delivery.as_str())
+                            .push_bind(i64::try_from(run.duration.as_millis()).unwrap_or(i64::MAX))
+                            .push_bind(run.error.as_deref())
+                            .push_bind(run.output_preview.as_deref())
+                            .push_bind(run.stop_reason.map(StopReason::as_str))
+                            .push_bind(run.reply.map(ReplyKind::as_str))
+                            .push_bind(run.reply_digest.as_deref())
+                            .push_bind(i64::from(run.llm_calls));
+                    });
+                    update.push(
+                        ") AS v WHERE executions.agent_id = v.column1 AND executions.heartbeat_id = v.column2 \
+                         AND executions.slot_ms = v.column3",
+                    );
+                    update.build().execute(&mut *tx).await?;
+                }
+                let (steps, latest) = breaker_steps(&mut tx, runs, breaker_failures_max).await?;
+                for chunk in latest.chunks(STORE_BATCH_ROWS_MAX) {
+                    let mut update = QueryBuilder::<$db>::new("UPDATE heartbeats SET consecutive_failures = v.column3, ");
+                    update.push("enabled = CASE WHEN v.column4 = 1 THEN 0 ELSE enabled END, ");
+                    update.push("disabled_reason = CASE WHEN v.column4 = 1 THEN ");
+                    update.push_bind(DISABLED_BY_BREAKER);
+                    update.push(" ELSE disabled_reason END, ");
+                    update.push(
+                        "breaker_opened_at_ms = CASE WHEN v.column6 = 1 THEN v.column5 ELSE breaker_opened_at_ms END FROM (",
+                    );
+                    update.push_values(chunk, |mut row, (key, step, opened_at)| {
+                        row.push_bind(key.agent.as_str())
+                            .push_bind(key.heartbeat.as_str())
+                            .push_bind(i64::from(step.consecutive_failures))
+                            .push_bind(i64::from(step.tripped))
+                            .push_bind(opened_at.flatten().map(Timestamp::as_millisecond))
+                            .push_bind(i64::from(opened_at.is_some()));
+                    });
+                    update.push(") AS v WHERE heartbeats.agent_id = v.column1 AND heartbeats.heartbeat_id = v.column2");
+                    update.build().execute(&mut *tx).await?;
+                }
+                consume_system_events(&mut tx, runs).await?;
+                tx.commit().await?;
+                Ok(steps)
+            }
+
+            async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {
+                let mut tx = self.write_tx().await?;
+                // A partition's engine recovers its own partition's runs, and only while
+                // its lease is current: the runs of a node it took over from.
+                self.fence(&mut tx, std::iter::empty()).await?;
+                let result = sqlx::query(&format!(
+                    "UPDATE executions SET status = $1, finished_at_ms = $2, delivery = $3, error = $4 \
+                     WHERE status = $5{}",
+                    self.owned_rows_sql()
+                ))
+                .bind(ExecutionStatus::Interrupted.as_str())
+                .bind(at.as_millisecond())
+                .bind(DeliveryStatus::NotNeeded.as_str())
+                .bind(INTERRUPTED_ERROR_TEXT)
+                .bind(ExecutionStatus::Running.as_str())
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(result.rows_affected())
+            }
+
+            async fn set_pause(&self, agent: &AgentId, pause: &PauseRecord) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO agent_pauses (agent_id, until_ms, minutes, set_at_ms) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (agent_id) DO UPDATE SET until_ms = excluded.until_ms, minutes = excluded.minutes, \
+                     set_at_ms = excluded.set_at_ms",
+                )
+                .bind(agent.as_str())
+                .bind(pause.until.as_millisecond())
+                .bind(i64::from(pause.minutes))
+                .bind(pause.set_at.as_millisecond())
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn clear_pause(&self, agent: &AgentId) -> Result<(), StoreError> {
+                sqlx::query("DELETE FROM agent_pauses WHERE agent_id = $1").bind(agent.as_str()).execute(&self.pool).await?;
+                Ok(())
+            }
+
+            async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
+                let rows = sqlx::query("SELECT agent_id, until_ms, minutes, set_at_ms FROM agent_pauses ORDER BY agent_id")
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter()
+                    .map(|row| {
+                        let agent: String = row.try_get("agent_id")?;
+                        let what = format!("pause of agent {agent}");
+                        let agent = AgentId::new(agent).map_err(|e| corrupt(&what, e))?;
+                        let minutes: i64 = row.try_get("minutes")?;
+                        let record = PauseRecord {
+                            until: timestamp(row.try_get("until_ms")?, &what)?,
+                            minutes: u32::try_from(minutes).map_err(|_| corrupt(&what, "minutes out of range"))?,
+                            set_at: timestamp(row.try_get("set_at_ms")?, &what)?,
+                        };
+                        Ok((agent, record))
+                    })
+                    .filter(|pause| pause.as_ref().map_or(true, |(agent, _)| self.owns(agent)))
+                    .collect()
+            }
+
+            async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError> {
+                // The rule of `core::retention::PruneCutoffs::prunes`, in SQL over each heartbeat's
+                // rows ranked newest first (0 = newest); the conformance suite holds them equal.
+                let cutoffs = retention.cutoffs(now);
+                let mut tx = self.write_tx().await?;
+                let result = sqlx::query(
+                    "DELETE FROM executions WHERE id IN (SELECT id FROM (SELECT id, status, finished_at_ms, \
+                     ROW_NUMBER() OVER (PARTITION BY agent_id, heartbeat_id ORDER BY slot_ms DESC) - 1 AS rank \
+                     FROM executions) AS ranked WHERE rank > 0 AND status <> 'running' AND finished_at_ms IS NOT NULL \
+                     AND (finished_at_ms < $1 OR (rank >= $2 AND (status = 'skipped' OR finished_at_ms < $3))))",
+                )
+                .bind(cutoffs.aged_before.as_millisecond())
+                .bind(i64::from(cutoffs.kept_per_heartbeat))
+                .bind(cutoffs.protected_from.as_millisecond())
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(result.rows_affected())
+            }
+
+            async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {
+                let mut latest = BTreeMap::new();
+                for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
+                    let mut select = QueryBuilder::<$db>::new(
+                        "SELECT v.column1, v.column2, (SELECT MAX(e.slot_ms) FROM executions e \
+                         WHERE e.agent_id = v.column1 AND e.heartbeat_id = v.column2) FROM (",
+                    );
+                    select.push_values(chunk, |mut row, key| {
+                        row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str());
+                    });
+                    select.push(") AS v");
+                    for row in select.build().fetch_all(&self.pool).await? {
+                        let Some(slot_ms) = row.try_get::<Option<i64>, _>(2)? else { continue };
+                        let key = key_from_parts(row.try_get(0)?, row.try_get(1)?)?;
+                        let slot = timestamp(slot_ms, &format!("latest slot of {key}"))?;
+                        latest.insert(key, slot);
+                    }
+                }
+                Ok(latest)
+            }
+
+            async fn executions_page(
+                &self,
+                key: &HeartbeatKey,
+                before: Option<Timestamp>,
+                limit: usize,
+            ) -> Result<Vec<Execution>, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason, delivery, \
+                     duration_ms, error, output_preview, stop_reason, reply FROM executions WHERE agent_id = $1 \
+                     AND heartbeat_id = $2 AND slot_ms < $3 ORDER BY slot_ms DESC LIMIT $4",
+                )
+                .bind(key.agent.as_str())
+                .bind(key.heartbeat.as_str())
+                .bind(before.map_or(i64::MAX, |before| before.as_millisecond()))
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(execution_from_row).collect()
+            }
+
+            async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
+                let found: Option<i64> = sqlx::query_scalar(
+                    "SELECT CAST(1 AS BIGINT) FROM executions WHERE agent_id = $1 AND heartbeat_id = $2 AND reply_digest = $3 \
+                     AND finished_at_ms >= $4 LIMIT 1",
+                )
+                .bind(key.agent.as_str())
+                .bind(key.heartbeat.as_str())
+                .bind(digest)
+                .bind(since.as_millisecond())
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(found.is_some())
+            }
+
+            async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {
+                let mut tx = self.write_tx().await?;
+                // The duplicate check reads the newest event before inserting: one agent's queue
+                // takes writers in turn.
+                serialize_on(&mut tx, &format!("system_events/{agent}")).await?;
+                let newest: Option<String> = sqlx::query_scalar(
+                    "SELECT text FROM system_events WHERE agent_id = $1 AND state = 'pending' ORDER BY id DESC LIMIT 1",
+                )
+                .bind(agent.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+                if !system_events::admits(newest.as_deref(), text) {
+                    return Ok(Queued::Duplicate);
+                }
+                let id: i64 = sqlx::query_scalar(
+                    "INSERT INTO system_events (agent_id, text, queued_at_ms) VALUES ($1, $2, $3) RETURNING id",
+                )
+                .bind(agent.as_str())
+                .bind(text)
+                .bind(at.as_millisecond())
+                .fetch_one(&mut *tx)
+                .await?;
+                let pending: i64 =
+                    sqlx::query_scalar("SELECT COUNT(*) FROM system_events WHERE agent_id = $1 AND state = 'pending'")
+                        .bind(agent.as_str())
+                        .fetch_one(&mut *tx)
+                        .await?;
+                let dropped = system_events::overflow(usize::try_from(pending).unwrap_or(0));
+                if dropped > 0 {
+                    sqlx::query(
+                        "UPDATE system_events SET state = 'dropped', left_at_ms = $1 WHERE id IN (SELECT id FROM system_events \
+                         WHERE agent_id = $2 AND state = 'pending' ORDER BY id LIMIT $3)",
+                    )
+                    .bind(at.as_millisecond())
+                    .bind(agent.as_str())
+                    .bind(i64::try_from(dropped).unwrap_or(i64::MAX))
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                let id = u64::try_from(id).map_err(|_| corrupt("system event", format!("negative id {id}")))?;
+                Ok(Queued::Added { id, dropped })
+            }
+
+            async fn llm_calls_since(
+                &self,
+                agent: &AgentId,
+                since: Timestamp,
+                excluding: &[(HeartbeatKey, Timestamp)],
+            ) -> Result<u64, StoreError> {
+                // One read transaction: the total and the excluded runs' share come from the same
+                // snapshot, so a run recorded in between is either in both or in neither.
+                let mut tx = self.snapshot_tx().await?;
+                let total: i64 = sqlx::query_scalar(
+                    "SELECT CAST(COALESCE(SUM(llm_calls), 0) AS BIGINT) FROM executions WHERE agent_id = $1 AND finished_at_ms >= $2 \
+                     AND llm_calls > 0",
+                )
+                .bind(agent.as_str())
+                .bind(since.as_millisecond())
+                .fetch_one(&mut *tx)
+                .await?;
+                let mut excluded: i64 = 0;
+                for chunk in excluding.chunks(STORE_BATCH_ROWS_MAX) {
+                    let mut select =
+                        QueryBuilder::<$db>::new("SELECT CAST(COALESCE(SUM(e.llm_calls), 0) AS BIGINT) FROM executions e JOIN (");
+                    select.push_values(chunk, |mut row, (key, slot)| {
+                        row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str()).push_bind(slot.as_millisecond());
+                    });
+                    select.push(
+                        ") AS v ON e.agent_id = v.column1 AND e.heartbeat_id = v.column2 AND e.slot_ms = v.column3 \
+                         WHERE e.agent_id = ",
+                    );
+                    select.push_bind(agent.as_str());
+                    select.push(" AND e.finished_at_ms >= ");
+                    select.push_bind(since.as_millisecond());
+                    let share: i64 = select.build_query_scalar().fetch_one(&mut *tx).await?;
+                    excluded = excluded.saturating_add(share);
+                }
+                tx.commit().await?;
+                Ok(u64::try_from(total.saturating_sub(excluded)).unwrap_or(0))
+            }
+
+            async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError> {
+                let rows: Vec<(i64, String, i64)> = sqlx::query_as(
+                    "SELECT id, text, queued_at_ms FROM system_events WHERE agent_id = $1 AND state = 'pending' ORDER BY id",
+                )
+                .bind(agent.as_str())
+                .fetch_all(&self.pool)
+                .await?;
+                let mut events = Vec::with_capacity(rows.len());
+                for (id, text, queued_at_ms) in rows {
+                    let what = format!("system event {id}");
+                    let event = SystemEvent {
+                        id: u64::try_from(id).map_err(|_| corrupt(&what, "negative id".to_owned()))?,
+                        text,
+                        queued_at: Timestamp::from_millisecond(queued_at_ms)
+                            .map_err(|error| corrupt(&what, error.to_string()))?,
+                    };
+                    if system_events::is_live(&event, now) {
+                        events.push(event);
+                    }
+                }
+                Ok(events)
+            }
+        }
+
+        /// Consumes the system events that succeeded runs listed, in the transaction that records
+        /// the runs: an event leaves the queue exactly when a run that processed it is recorded.
+        async fn consume_system_events(tx: &mut Transaction<'_, $db>, runs: &[RunRecord]) -> Result<(), StoreError> {
+            for run in runs.iter().filter(|run| run.status == ExecutionStatus::Succeeded) {
+                for id in &run.consumes {
+                    sqlx::query(
+                        "UPDATE system_events SET state = 'consumed', left_at_ms = $1 \
+                         WHERE id = $2 AND agent_id = $3 AND state = 'pending'",
+                    )
+                    .bind(run.finished_at.as_millisecond())
+                    .bind(i64::try_from(*id).unwrap_or(i64::MAX))
+                    .bind(run.key.agent.as_str())
+                    .execute(&mut **tx)
+                    .await?;
+                }
+            }
+            Ok(())
+        }
+
+        /// Per heartbeat of a batch: its final count, whether any of its runs tripped, and when
+        /// the breaker opened if the batch opened (`Some(Some)`) or closed (`Some(None)`) it.
+        type BreakerUpdate = (HeartbeatKey, BreakerStep, Option<Option<Timestamp>>);
+
+        /// Reads the failure counts of the batch's heartbeats and steps the breaker through the
+        /// batch's runs in order. Returns each run's step, and the update of each heartbeat.
+        async fn breaker_steps(
+            tx: &mut Transaction<'_, $db>,
+            runs: &[RunRecord],
+            breaker_failures_max: u32,
+        ) -> Result<(Vec<BreakerStep>, Vec<BreakerUpdate>), StoreError> {
+            let mut counts: BTreeMap<HeartbeatKey, BreakerStep> = BTreeMap::new();
+            let mut opened: BTreeMap<HeartbeatKey, Option<Timestamp>> = BTreeMap::new();
+            // Heartbeats whose breaker is open (stored, or tripped earlier in this batch).
+            let mut open: BTreeSet<HeartbeatKey> = BTreeSet::new();
+            // Rows are read (and on PostgreSQL locked) in key order, so two batches
+            // never wait on each other's locks in a cycle.
+            let keys: BTreeSet<&HeartbeatKey> = runs.iter().map(|run| &run.key).collect();
+            for key in keys {
+                let row: Option<(i64, i64, Option<String>)> = sqlx::query_as(
+                    &format!(
+                        "SELECT consecutive_failures, enabled, disabled_reason FROM heartbeats \
+                         WHERE agent_id = $1 AND heartbeat_id = $2{LOCK_READ_ROWS}"
+                    ),
+                )
+                .bind(key.agent.as_str())
+                .bind(key.heartbeat.as_str())
+                .fetch_optional(&mut **tx)
+                .await?;
+                if let Some((count, enabled, reason)) = row {
+                    let consecutive_failures = u32::try_from(count).unwrap_or(u32::MAX);
+                    counts.insert(key.clone(), BreakerStep::unchanged(consecutive_failures));
+                    if breaker::is_open(enabled != 0, reason.as_deref()) {
+                        open.insert(key.clone());
+                    }
+                }
+            }
+            let mut steps = Vec::with_capacity(runs.len());
+            for run in runs {
+                let Some(current) = counts.get_mut(&run.key) else {
+                    // Deleted while it ran: nothing left to count against.
+                    steps.push(BreakerStep::unchanged(0));
+                    continue;
+                };
+                if open.contains(&run.key) {
+                    steps.push(BreakerStep::unchanged(current.consecutive_failures));
+                    continue;
+                }
+                let step = breaker::after_run(current.consecutive_failures, !run.failed(), breaker_failures_max);
+                *current = BreakerStep {
+                    tripped: current.tripped || step.tripped,
+                    ..BreakerStep::unchanged(step.consecutive_failures)
+                };
+                if step.tripped {
+                    open.insert(run.key.clone());
+                    opened.insert(run.key.clone(), Some(run.finished_at));
+                } else if step.consecutive_failures == 0 {
+                    opened.insert(run.key.clone(), None);
+                }
+                steps.push(step);
+            }
+            let updates = counts
+                .into_iter()
+                .map(|(key, step)| {
+                    let opened_at = opened.get(&key).copied();
+                    (key, step, opened_at)
+                })
+                .collect();
+            Ok((steps, updates))
+        }
+
+        /// Rows one multi-row upsert writes: 24 parameters each, under SQLite's 32,766.
+        const UPSERT_ROWS_MAX: usize = 1_000;
+
+        /// Inserts or replaces definitions (at most [`UPSERT_ROWS_MAX`], each key once), in one
+        /// statement. A replaced heartbeat is re-enabled with a clean breaker and no armed slot.
+        /// A fingerprint `None` keeps the stored config fingerprint.
+        async fn upsert(
+            tx: &mut Transaction<'_, $db>,
+            defs: &[(HeartbeatDef, Option<String>)],
+            at: Timestamp,
+        ) -> Result<(), StoreError> {
+            if defs.is_empty() {
+                return Ok(());
+            }
+            let mut insert = QueryBuilder::<$db>::new(
+                "INSERT INTO heartbeats (agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, \
+                 cron_timezone, at_ms, catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, dedup, \
+                 delivery_target, active_start, active_end, active_timezone, timeout_ms, origin, config_fingerprint, \
+                 created_at_ms, updated_at_ms, enabled, disabled_reason, consecutive_failures, next_slot_ms) ",
+            );
+            insert.push_values(defs, |mut row, (def, fingerprint)| {
+                let window = def.active_hours.as_ref();
+                let (every_ms, cron, at_ms) = match &def.schedule {
+                    Schedule::Every(interval) => (Some(millis(*interval)), None, None),
+                    Schedule::Cron(cron) => (None, Some(cron), None),
+                    Schedule::At(at) => (None, None, Some(at.as_millisecond())),
+                };
+                row.push_bind(def.key.agent.as_str().to_owned())
+                    .push_bind(def.key.heartbeat.as_str().to_owned())
+                    .push_bind(def.kind.as_str())
+                    .push_bind(def.prompt.clone())
+                    .push_bind(def.schedule.kind())
+                    .push_bind(every_ms)
+                    .push_bind(cron.map(|cron| cron.expression().to_owned()))
+                    .push_bind(cron.map(|cron| cron.zone_name().to_owned()))
+                    .push_bind(at_ms)
+                    .push_bind(def.policy.catch_up.as_str())
+                    .push_bind(millis(def.policy.catch_up_window))
+                    .push_bind(def.policy.overlap.as_str())
+                    .push_bind(millis(def.policy.jitter_max))
+                    .push_bind(i64::from(def.delete_after_run))
+                    .push_bind(i64::from(def.dedup))
+                    .push_bind(def.target.to_string())
+                    .push_bind(window.map(|window| window.start_text()))
+                    .push_bind(window.map(|window| window.end_text()))
+                    .push_bind(window.map(|window| window.zone_name().to_owned()))
+                    .push_bind(millis(def.timeout))
+                    .push_bind(def.origin.as_str())
+                    .push_bind(fingerprint.clone())
+                    .push_bind(at.as_millisecond())
+                    .push_bind(at.as_millisecond())
+                    .push_unseparated(", 1, NULL, 0, NULL");
+            });
+            insert.push(
+                " ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, \
+                 schedule_kind = excluded.schedule_kind, every_ms = excluded.every_ms, cron_expr = excluded.cron_expr, \
+                 cron_timezone = excluded.cron_timezone, at_ms = excluded.at_ms, catch_up = excluded.catch_up, \
+                 catch_up_window_ms = excluded.catch_up_window_ms, overlap = excluded.overlap, \
+                 jitter_max_ms = excluded.jitter_max_ms, delete_after_run = excluded.delete_after_run, dedup = excluded.dedup, \
+                 delivery_target = excluded.delivery_target, \
+                 active_start = excluded.active_start, active_end = excluded.active_end, \
+                 active_timezone = excluded.active_timezone, timeout_ms = excluded.timeout_ms, origin = excluded.origin, \
+                 config_fingerprint = COALESCE(excluded.config_fingerprint, heartbeats.config_fingerprint), \
+                 enabled = 1, disabled_reason = NULL, consecutive_failures = 0, next_slot_ms = NULL, \
+                 breaker_opened_at_ms = NULL, updated_at_ms = excluded.updated_at_ms",
+            );
+            insert.build().execute(&mut **tx).await?;
+            Ok(())
+        }
+
+        async fn heartbeat_exists(tx: &mut Transaction<'_, $db>, key: &HeartbeatKey) -> Result<bool, StoreError> {
+            let row = sqlx::query("SELECT 1 FROM heartbeats WHERE agent_id = $1 AND heartbeat_id = $2")
+                .bind(key.agent.as_str())
+                .bind(key.heartbeat.as_str())
+                .fetch_optional(&mut **tx)
+                .await?;
+            Ok(row.is_some())
+        }
+
+        async fn update_next_slots(
+            tx: &mut Transaction<'_, $db>,
+            slots: &[(HeartbeatKey, Timestamp)],
+        ) -> Result<(), StoreError> {
+            for chunk in slots.chunks(STORE_BATCH_ROWS_MAX) {
+                let mut update = QueryBuilder::<$db>::new("UPDATE heartbeats SET next_slot_ms = v.column3 FROM (");
+                update.push_values(chunk, |mut row, (key, next_slot)| {
+                    row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str()).push_bind(next_slot.as_millisecond());
+                });
+                update.push(") AS v WHERE heartbeats.agent_id = v.column1 AND heartbeats.heartbeat_id = v.column2");
+                update.build().execute(&mut **tx).await?;
+            }
+            Ok(())
+        }
+        }
+    };
+}
+
+pub(crate) use sql_store;
