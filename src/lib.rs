@@ -18,6 +18,7 @@ pub mod adapters;
 pub mod agent;
 #[cfg(not(madsim))]
 pub mod api;
+pub mod cluster;
 pub mod core;
 #[cfg(not(madsim))]
 pub mod daemon;

@@ -91,7 +91,7 @@ pub async fn pause(
             format!("{} is out of range; from {PAUSE_MINUTES_MIN} to {max}", body.minutes),
         ));
     }
-    let pause = state.engine.pause(&agent, body.minutes).await?;
+    let pause = state.engine.for_agent(&agent)?.pause(&agent, body.minutes).await?;
     Ok(Json(json!({ "agent": agent.as_str(), "paused_until": pause.record.until.to_string() })))
 }
 
@@ -101,7 +101,7 @@ pub async fn resume(
 ) -> Result<Json<Value>, ApiError> {
     let Path(agent) = path?;
     let agent = known_agent(&state, &agent).await?;
-    let was_paused = state.engine.resume(&agent).await?;
+    let was_paused = state.engine.for_agent(&agent)?.resume(&agent).await?;
     Ok(Json(json!({ "agent": agent.as_str(), "was_paused": was_paused })))
 }
 
@@ -159,10 +159,10 @@ pub async fn wake(
     // exec-event prompt for it.
     let text = text.map(|text| if reason == WakeReason::ExecEvent { exec_event_text(text) } else { text.to_owned() });
     let queued = match text {
-        Some(text) => Some(state.engine.queue_system_event(&agent, &text).await?),
+        Some(text) => Some(state.engine.for_agent(&agent)?.queue_system_event(&agent, &text).await?),
         None => None,
     };
-    state.engine.request_now(&agent, reason).await?;
+    state.engine.for_agent(&agent)?.request_now(&agent, reason).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({ "agent": agent.as_str(), "reason": reason.as_str(), "event": queued_json(queued) })),
@@ -192,9 +192,9 @@ pub async fn system_event(
     };
     let text = event_text(&body.text)?;
     require_agent_heartbeat(&state, &agent).await?;
-    let queued = state.engine.queue_system_event(&agent, text).await?;
+    let queued = state.engine.for_agent(&agent)?.queue_system_event(&agent, text).await?;
     if now {
-        state.engine.request_now(&agent, WakeReason::Manual).await?;
+        state.engine.for_agent(&agent)?.request_now(&agent, WakeReason::Manual).await?;
     }
     Ok((
         StatusCode::ACCEPTED,

@@ -68,7 +68,13 @@ impl From<StoreError> for ApiError {
 
 impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
-        ApiError::unavailable(error.to_string())
+        match error {
+            // A client that asked the wrong node of a cluster: retry where the message says.
+            EngineError::NotOwner { .. } => {
+                Self { status: StatusCode::CONFLICT, code: "not-owner", message: error.to_string() }
+            }
+            _ => ApiError::unavailable(error.to_string()),
+        }
     }
 }
 

@@ -100,10 +100,11 @@ pub async fn show(
 
 /// The tool context an operator's change runs in: the agent's guardrails, but the
 /// shortest interval any config may give.
-fn operator_context(state: &ApiState, agent: &AgentId) -> ToolContext {
+fn operator_context(state: &ApiState, agent: &AgentId) -> Result<ToolContext, ApiError> {
     let mut settings = state.settings(agent).clone();
     settings.model_interval_min = Duration::from_secs(INTERVAL_SECS_MIN);
-    ToolContext { agent: agent.clone(), settings: Arc::new(settings), control: state.engine.control().clone() }
+    let control = state.engine.for_agent(agent)?.control().clone();
+    Ok(ToolContext { agent: agent.clone(), settings: Arc::new(settings), control })
 }
 
 /// The tool's arguments from a request body: the body's fields, the action and the id.
@@ -133,7 +134,7 @@ pub async fn create(
         return Err(ApiError::not_found(format!("agent {agent} is not in the config; add it there first")));
     }
     let id = body.get("id").and_then(Value::as_str).map(str::to_owned);
-    act_as_operator(&operator_context(&state, &agent), kind, arguments(body, "create", None)?).await?;
+    act_as_operator(&operator_context(&state, &agent)?, kind, arguments(body, "create", None)?).await?;
     let job = find(&state, agent.as_str(), kind, id.as_deref().unwrap_or_default()).await?;
     Ok((StatusCode::CREATED, Json(row(&state, &job, true).await?)))
 }
@@ -157,7 +158,7 @@ pub async fn update(
     let kind = collection(&kind)?;
     let job = find(&state, &agent, kind, &id).await?;
     refuse_config_job(&job, "change")?;
-    let context = operator_context(&state, &job.def.key.agent);
+    let context = operator_context(&state, &job.def.key.agent)?;
     act_as_operator(&context, job.def.kind, arguments(body, "update", Some(&id))?).await?;
     let job = find(&state, &agent, kind, &id).await?;
     Ok(Json(row(&state, &job, true).await?))
@@ -170,7 +171,7 @@ pub async fn remove(
     let Path((agent, kind, id)) = path?;
     let job = find(&state, &agent, collection(&kind)?, &id).await?;
     refuse_config_job(&job, "remove")?;
-    state.engine.delete(&job.def.key).await?;
+    state.engine.for_agent(&job.def.key.agent)?.delete(&job.def.key).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -182,7 +183,7 @@ async fn set_enabled(
     let Path((agent, kind, id)) = path?;
     let kind = collection(&kind)?;
     let job = find(&state, &agent, kind, &id).await?;
-    state.engine.set_enabled(&job.def.key, enabled).await?;
+    state.engine.for_agent(&job.def.key.agent)?.set_enabled(&job.def.key, enabled).await?;
     let job = find(&state, &agent, kind, &id).await?;
     Ok(Json(row(&state, &job, false).await?))
 }
@@ -210,7 +211,7 @@ pub async fn trigger(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let Path((agent, kind, id)) = path?;
     let job = find(&state, &agent, collection(&kind)?, &id).await?;
-    match state.engine.trigger(&job.def.key).await? {
+    match state.engine.for_agent(&job.def.key.agent)?.trigger(&job.def.key).await? {
         TriggerOutcome::Queued { slot } => Ok((StatusCode::ACCEPTED, Json(json!({ "slot": slot.to_string() })))),
         TriggerOutcome::WakeRequested => Ok((StatusCode::ACCEPTED, Json(json!({ "wake_requested": true })))),
         TriggerOutcome::Backfilling { slots } => {
@@ -248,7 +249,7 @@ pub async fn backfill(
         let field = if matches!(error, BackfillError::Future) { "to" } else { "from" };
         ApiError::invalid(field, error)
     })?;
-    match state.engine.backfill(&job.def.key, slots).await? {
+    match state.engine.for_agent(&job.def.key.agent)?.backfill(&job.def.key, slots).await? {
         TriggerOutcome::NotFound => Err(ApiError::not_found(format!("{id:?} was deleted"))),
         TriggerOutcome::Disabled => Err(ApiError::conflict(format!("{id:?} is disabled; enable it first"))),
         // What was queued: slots from the armed one on are the schedule's own.

@@ -28,8 +28,8 @@ use crate::agent::settings::AgentSettings;
 use crate::api::error::ApiError;
 use crate::api::feed::EventFeed;
 use crate::api::user_turns::UserTurns;
+use crate::cluster::engines::{ClusterRoute, Engines};
 use crate::core::ids::AgentId;
-use crate::driver::EngineClient;
 use crate::limits::API_BODY_BYTES_MAX;
 use crate::metrics::Metrics;
 use crate::ports::clock::Clock;
@@ -38,7 +38,8 @@ use crate::ports::store::Store;
 /// What every handler may reach.
 #[derive(Clone)]
 pub struct ApiState {
-    pub engine: EngineClient,
+    /// The engine (or, on a node of a cluster, the engines) the API steers.
+    pub engine: Engines,
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     /// The configured agents' settings; others get `agent_default`.
@@ -116,8 +117,44 @@ async fn metrics(State(state): State<ApiState>) -> Result<impl IntoResponse, Api
         };
         *counts.entry(state).or_default() += 1;
     }
-    let text = state.metrics.render(&counts);
+    let mut text = state.metrics.render(&counts);
+    if let Some(route) = state.engine.cluster() {
+        text.push_str(&cluster_metrics(route));
+    }
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text))
+}
+
+/// A node's leases in the Prometheus text format.
+fn cluster_metrics(route: &ClusterRoute) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (_, held) = route.leases();
+    let stats = &route.stats;
+    let node = &route.node;
+    let mut text = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
+        text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{node=\"{node}\"}} {value}\n"));
+    };
+    metric("systole_leases_held", "gauge", "Partitions this node holds now.", u64::try_from(held.len()).unwrap_or(0));
+    metric("systole_leases_acquired_total", "counter", "Free partitions this node took.", stats.acquired.load(Relaxed));
+    metric(
+        "systole_leases_taken_over_total",
+        "counter",
+        "Partitions this node took over after another node's lease expired.",
+        stats.taken_over.load(Relaxed),
+    );
+    metric(
+        "systole_leases_lost_total",
+        "counter",
+        "Leases this node lost: taken over, or not renewed within their period.",
+        stats.lost.load(Relaxed),
+    );
+    metric(
+        "systole_leases_released_total",
+        "counter",
+        "Leases this node gave back (rebalance, shutdown).",
+        stats.released.load(Relaxed),
+    );
+    text
 }
 
 async fn not_found() -> ApiError {

@@ -36,7 +36,10 @@ fn error_text(status: &str) -> &'static str {
         "400" => "the body is not a JSON object",
         "401" => "the bearer token is missing or wrong",
         "404" => "no such agent, job or route",
-        "409" => "a conflict: the id exists, the job is disabled or comes from the config file",
+        "409" => {
+            "a conflict: the id exists, the job is disabled or comes from the config file; or, on a node of a \
+             cluster, another node runs the agent (code `not-owner`, the message names it)"
+        }
         "422" => "a value is refused; the message names the field",
         _ => "the store or the engine did not answer",
     }
@@ -158,7 +161,7 @@ pub fn document() -> Value {
             params: AGENT,
             body: Some(object(json!({ "minutes": { "type": "integer", "minimum": 1 } }), &["minutes"])),
             success: ("200", any_object()),
-            errors: &["400", "404", "422"],
+            errors: &["400", "404", "409", "422"],
         },
     );
     add(
@@ -169,7 +172,7 @@ pub fn document() -> Value {
             params: AGENT,
             body: None,
             success: ("200", any_object()),
-            errors: &["404"],
+            errors: &["404", "409"],
         },
     );
     add(
@@ -275,7 +278,7 @@ pub fn document() -> Value {
         add(
             &format!("/v1/agents/{{agent}}/{{collection}}/{{id}}/{action}"),
             "post",
-            Operation { summary, params: JOB, body: None, success: ("200", job.clone()), errors: &["404"] },
+            Operation { summary, params: JOB, body: None, success: ("200", job.clone()), errors: &["404", "409"] },
         );
     }
     add(

@@ -1,6 +1,7 @@
 //! `GET /v1/status`: every agent and job with what it will do next and, when a slot due
 //! now would not run, why: the reason comes from the guard chain the engine runs.
 
+use crate::cluster::engines::ClusterRoute;
 use std::collections::{BTreeMap, BTreeSet};
 
 use axum::extract::State;
@@ -132,5 +133,25 @@ pub async fn status(State(state): State<ApiState>) -> Result<Json<Value>, ApiErr
             "jobs": items,
         }));
     }
-    Ok(Json(json!({ "now": state.clock.wall().to_string(), "agents": rows })))
+    let mut body = json!({ "now": state.clock.wall().to_string(), "agents": rows });
+    if let Some(route) = state.engine.cluster() {
+        body["cluster"] = cluster_json(route);
+    }
+    Ok(Json(body))
+}
+
+/// On a node of a cluster: who this node is, what it runs, and every partition's owner.
+fn cluster_json(route: &ClusterRoute) -> Value {
+    let (table, held) = route.leases();
+    let partitions: Vec<Value> = table
+        .iter()
+        .map(|lease| {
+            json!({
+                "partition": lease.partition,
+                "owner": if lease.expired { None } else { lease.owner.clone() },
+                "term": lease.term,
+            })
+        })
+        .collect();
+    json!({ "node": route.node, "partitions_held": held, "partitions": partitions })
 }

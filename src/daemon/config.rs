@@ -1,6 +1,7 @@
 //! The TOML config: parsed strictly (unknown keys are errors), then validated into typed
 //! definitions. Every error names the file, the field and the problem.
 
+use crate::cluster::{ClusterSettings, LEASE_SECS_DEFAULT, LEASE_SECS_MAX, LEASE_SECS_MIN};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -90,6 +91,8 @@ pub struct Config {
     pub store_path: PathBuf,
     /// `[store] url`: the runs live in PostgreSQL instead of the SQLite file.
     pub postgres: Option<PostgresConfig>,
+    /// `[cluster]`: this daemon is one node of several on the PostgreSQL store.
+    pub cluster: Option<ClusterSettings>,
     /// What the run log keeps (`[store] runs_kept_days`, `runs_kept_per_heartbeat`).
     pub run_retention: RunRetention,
     pub llm: LlmConfig,
@@ -127,6 +130,16 @@ struct RawConfig {
     agents: Vec<RawAgent>,
     #[serde(default)]
     api: api::RawApi,
+    cluster: Option<RawCluster>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    /// This node's name, unique in the cluster: `[a-z0-9-]`, up to 64 characters.
+    node_id: Option<String>,
+    /// How long a lease lasts unless renewed (`LEASE_SECS_DEFAULT`).
+    lease_secs: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -379,6 +392,7 @@ impl Validator<'_> {
     fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
         let run_retention = self.run_retention(&raw.store)?;
         let postgres = self.postgres(&raw.store)?;
+        let cluster = self.cluster(raw.cluster, postgres.is_some())?;
         let store_path = self.store_path(raw.store)?;
         let api = self.api(raw.api)?;
         let llm = raw.llm.ok_or_else(|| {
@@ -463,6 +477,7 @@ impl Validator<'_> {
             file: self.path.to_owned(),
             store_path,
             postgres,
+            cluster,
             run_retention,
             llm,
             system_prompt,
@@ -558,6 +573,25 @@ impl Validator<'_> {
             return Err(self.error("store.runs_kept_per_heartbeat", problem));
         }
         Ok(RunRetention { kept_days, kept_per_heartbeat })
+    }
+
+    fn cluster(&self, raw: Option<RawCluster>, on_postgres: bool) -> Result<Option<ClusterSettings>, ConfigError> {
+        let Some(raw) = raw else { return Ok(None) };
+        if !on_postgres {
+            let problem =
+                "needs store.url: the nodes of a cluster share one PostgreSQL database (SQLite is one process's)";
+            return Err(self.error("cluster", problem));
+        }
+        let node =
+            raw.node_id.ok_or_else(|| self.error("cluster.node_id", "is missing; name this node, like \"node-a\""))?;
+        AgentId::new(node.clone()).map_err(|problem| self.error("cluster.node_id", problem))?;
+        let lease_secs = raw.lease_secs.unwrap_or(LEASE_SECS_DEFAULT);
+        if !(LEASE_SECS_MIN..=LEASE_SECS_MAX).contains(&lease_secs) {
+            let problem =
+                format!("{lease_secs} is out of range; allowed from {LEASE_SECS_MIN} to {LEASE_SECS_MAX} seconds");
+            return Err(self.error("cluster.lease_secs", problem));
+        }
+        Ok(Some(ClusterSettings { node, lease: Duration::from_secs(lease_secs) }))
     }
 
     fn postgres(&self, raw: &RawStore) -> Result<Option<PostgresConfig>, ConfigError> {

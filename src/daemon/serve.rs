@@ -14,6 +14,8 @@ use crate::adapters::system_clock::SystemClock;
 use crate::api::feed::EventFeed;
 use crate::api::reload::Reloader;
 use crate::api::ApiState;
+use crate::cluster::engines::{ClusterRoute, Engines};
+use crate::cluster::{self, ClusterHandle};
 use crate::daemon::config::{Config, LlmConfig};
 use crate::daemon::reload::ConfigReloader;
 use crate::daemon::serve_api;
@@ -23,12 +25,11 @@ use crate::daemon::DaemonError;
 use crate::delivery::sender::ChatSender;
 use crate::delivery::settings::destinations;
 use crate::driver::events::{EventSink, TracingSink};
-use crate::driver::{self, EngineOptions, Ports};
+use crate::driver::{self, EngineHandle, EngineOptions, Ports};
 use crate::metrics::metered::{MeteredLlm, MeteredMessenger, MeteredSink};
 use crate::metrics::Metrics;
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
-use crate::ports::store::Store;
 
 /// Builds the configured LLM provider.
 ///
@@ -83,7 +84,8 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         Some(address) => Some(serve_api::bind(address, token.as_deref()).await?),
         None => None,
     };
-    let store: Arc<dyn Store> = store_open::open(&config).await?;
+    let opened = store_open::open_for_daemon(&config).await?;
+    let store = Arc::clone(&opened.store);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let metrics = Arc::new(Metrics::default());
     let feed = Arc::new(EventFeed::default());
@@ -108,7 +110,9 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         run_retention: config.run_retention,
         ..EngineOptions::default()
     };
-    let (engine, report) = driver::boot(ports, &config.heartbeats, options).await?;
+    // Seeded once here, through the unfenced store: every node seeds the same file, and
+    // the store makes them take turns.
+    let report = store.seed_config(&config.heartbeats, clock.wall()).await?;
     tracing::info!(
         store = %config.store_path.display(),
         inserted = report.inserted.len(),
@@ -117,11 +121,24 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         removed = report.removed.len(),
         "config seeded"
     );
-    let reloader: Arc<dyn Reloader> = Arc::new(ConfigReloader::new(config.clone(), engine.client()));
+    let running = match (&config.cluster, opened.leases) {
+        (Some(settings), Some(leases)) => {
+            tracing::info!(node = %settings.node, lease_secs = settings.lease.as_secs(), "joining the cluster");
+            Running::Cluster(cluster::start(settings.clone(), leases, ports, options))
+        }
+        _ => Running::One(driver::start(ports, options).await?),
+    };
+    let engines = running.engines();
+    // A cluster's nodes each run some partitions: a reload there would need every node to
+    // re-read the file at once, so a node of a cluster reloads by restarting.
+    let reloader: Option<Arc<dyn Reloader>> = match &running {
+        Running::One(engine) => Some(Arc::new(ConfigReloader::new(config.clone(), engine.client()))),
+        Running::Cluster(_) => None,
+    };
     let api = match listener {
         Some(listener) => {
             let state = ApiState {
-                engine: engine.client(),
+                engine: engines.clone(),
                 store,
                 clock,
                 agents: Arc::new(config.agents.clone()),
@@ -130,7 +147,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
                 feed,
                 user_turns: Arc::default(),
                 token,
-                reloader: Some(Arc::clone(&reloader)),
+                reloader: reloader.clone(),
             };
             Some(ApiServer::start(listener, state, &config.store_path)?)
         }
@@ -138,6 +155,12 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     };
     tracing::info!(heartbeats = config.heartbeats.len(), "systole is running; stop with Ctrl-C, reload with SIGHUP");
     while signals.next().await == Signal::Reload {
+        let Some(reloader) = &reloader else {
+            tracing::warn!(
+                "config not reloaded (SIGHUP): a node of a cluster reads its config at start-up; restart it"
+            );
+            continue;
+        };
         match reloader.reload().await {
             Ok(report) => tracing::info!(%report, "config reloaded (SIGHUP)"),
             Err(error) => tracing::error!(?error, "config not reloaded (SIGHUP); nothing changed"),
@@ -145,7 +168,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     }
     // The API goes first: nothing can change the engine while it drains.
     drop(api);
-    let going: Vec<String> = engine
+    let going: Vec<String> = engines
         .inspect()
         .await
         .unwrap_or_default()
@@ -159,7 +182,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         "stopping: letting in-flight runs finish (a second Ctrl-C stops at once)"
     );
     let abandoned = tokio::select! {
-        abandoned = engine.shutdown(config.engine.shutdown_grace) => abandoned,
+        abandoned = running.shutdown(config.engine.shutdown_grace) => abandoned,
         () = signals.stop_again() => {
             // Like a crash: the next start-up records the runs as interrupted.
             tracing::warn!(runs = ?going, "stopped at once; the runs still going will be recorded as interrupted");
@@ -174,6 +197,33 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The engine of a single node, or a node's part of a cluster.
+enum Running {
+    One(EngineHandle),
+    Cluster(ClusterHandle),
+}
+
+impl Running {
+    fn engines(&self) -> Engines {
+        match self {
+            Running::One(engine) => Engines::One(engine.client()),
+            Running::Cluster(handle) => Engines::Cluster(ClusterRoute::new(handle)),
+        }
+    }
+
+    /// Stops the engines; returns how many runs were abandoned (a cluster's are counted
+    /// by the engines' own logs).
+    async fn shutdown(self, grace: std::time::Duration) -> usize {
+        match self {
+            Running::One(engine) => engine.shutdown(grace).await,
+            Running::Cluster(handle) => {
+                handle.shutdown(grace).await;
+                0
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

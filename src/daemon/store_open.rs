@@ -6,8 +6,9 @@ use std::sync::Arc;
 use crate::daemon::config::{Config, ConfigError, PostgresConfig, POSTGRES_PASSWORD_ENV_DEFAULT};
 use crate::daemon::store_file;
 use crate::daemon::DaemonError;
+use crate::ports::leases::Leases;
 use crate::ports::store::Store;
-use crate::store::postgres::PostgresStore;
+use crate::store::postgres::{NodeLock, PostgresStore};
 use crate::store::sqlite::SqliteStore;
 
 /// # Errors
@@ -21,6 +22,32 @@ pub async fn open(config: &Config) -> Result<Arc<dyn Store>, DaemonError> {
             Ok(Arc::new(SqliteStore::open(&config.store_path).await?))
         }
     }
+}
+
+/// What a daemon runs on: the store, the lease port when it is a node of a cluster, and
+/// its hold on a PostgreSQL database (see `PostgresStore::hold_node_lock`).
+pub struct DaemonStore {
+    pub store: Arc<dyn Store>,
+    pub leases: Option<Arc<dyn Leases>>,
+    _node_lock: Option<NodeLock>,
+}
+
+/// Opens the store for `systole serve`: on PostgreSQL it also takes the database for a
+/// single node, or a share of it for a node of a cluster.
+///
+/// # Errors
+/// As [`open`], and when another daemon holds the database in the other mode.
+pub async fn open_for_daemon(config: &Config) -> Result<DaemonStore, DaemonError> {
+    let Some(postgres) = &config.postgres else {
+        return Ok(DaemonStore { store: open(config).await?, leases: None, _node_lock: None });
+    };
+    let store = Arc::new(open_postgres(config, postgres).await?);
+    let lock = store.hold_node_lock(config.cluster.is_some()).await?;
+    let leases: Option<Arc<dyn Leases>> = match config.cluster {
+        Some(_) => Some(Arc::clone(&store) as Arc<dyn Leases>),
+        None => None,
+    };
+    Ok(DaemonStore { store, leases, _node_lock: Some(lock) })
 }
 
 /// Connects to the configured PostgreSQL database.

@@ -119,6 +119,17 @@ pub enum EngineError {
     Store(#[from] StoreError),
     #[error("the engine has stopped")]
     Stopped,
+    /// On a node of a cluster: the agent's partition runs on another node (`owner`), or
+    /// on none while it changes hands.
+    #[error("{}", not_owner_text(*partition, owner.as_deref()))]
+    NotOwner { partition: u32, owner: Option<String> },
+}
+
+fn not_owner_text(partition: u32, owner: Option<&str>) -> String {
+    match owner {
+        Some(owner) => format!("this agent's heartbeats (partition {partition}) run on node {owner}; ask that node"),
+        None => format!("this agent's heartbeats (partition {partition}) are changing nodes; try again in a moment"),
+    }
 }
 
 /// Controls a running engine. Every change is written to the store first, then applied
@@ -172,6 +183,32 @@ pub async fn boot(
 /// # Errors
 /// When the store cannot be read at start-up.
 pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle, StoreError> {
+    let shared = Shared::new(&ports);
+    start_sharing(ports, options, shared).await
+}
+
+/// What the engines of one process share when it runs several (one per partition it
+/// holds, see `cluster`): an agent's lane and its run events do not move with its partition.
+#[derive(Clone)]
+pub struct Shared {
+    pub lanes: Arc<Lanes>,
+    pub run_events: Arc<RunEvents>,
+}
+
+impl Shared {
+    pub fn new(ports: &Ports) -> Self {
+        Self {
+            lanes: Arc::new(Lanes::new(Arc::clone(&ports.clock), Arc::clone(&ports.events))),
+            run_events: Arc::new(RunEvents::default()),
+        }
+    }
+}
+
+/// [`start`], with lanes and run events shared with other engines of this process.
+///
+/// # Errors
+/// When the store cannot be read at start-up.
+pub async fn start_sharing(ports: Ports, options: EngineOptions, shared: Shared) -> Result<EngineHandle, StoreError> {
     let interrupted = ports.store.recover_interrupted(ports.clock.wall()).await?;
     if interrupted > 0 {
         ports.events.emit(ports.clock.wall(), &EngineEvent::Recovered { interrupted });
@@ -179,8 +216,7 @@ pub async fn start(ports: Ports, options: EngineOptions) -> Result<EngineHandle,
     let heartbeats = ports.store.load_heartbeats().await?;
     let pauses = ports.store.load_pauses().await?;
     let (commands, receiver) = mpsc::channel(COMMAND_QUEUE_MAX);
-    let lanes = Arc::new(Lanes::new(Arc::clone(&ports.clock), Arc::clone(&ports.events)));
-    let run_events = Arc::new(RunEvents::default());
+    let Shared { lanes, run_events } = shared;
     let control = Control::new(Arc::clone(&ports.store), Arc::clone(&ports.clock), commands.clone());
     let (completions_tx, completions) = mpsc::unbounded_channel();
     let context = RunContext {
@@ -338,6 +374,11 @@ impl EngineClient {
     /// Run events: subscribe, or read an agent's last one.
     pub fn run_events(&self) -> &RunEvents {
         &self.run_events
+    }
+
+    /// The run events, shared, for tasks that outlive a borrow of the handle.
+    pub fn run_events_shared(&self) -> Arc<RunEvents> {
+        Arc::clone(&self.run_events)
     }
 
     /// The agents' lanes, for user turns begun from tasks that outlive a borrow of the handle.

@@ -19,6 +19,14 @@ pub const POSTGRES_CONNECTIONS_MAX: u32 = 8;
 /// How long opening a connection may take before the store reports the server unreachable.
 pub const POSTGRES_CONNECT_TIMEOUT_SECS: u64 = 10;
 
+/// The advisory lock key daemons hold on their database (`hold_node_lock`): "systole" in ASCII.
+const NODE_LOCK_KEY: i64 = 0x0073_7973_746f_6c65;
+
+/// A daemon's hold on its database; the session lock goes with the connection.
+pub struct NodeLock {
+    _connection: sqlx::PgConnection,
+}
+
 #[derive(Clone)]
 pub struct PostgresStore {
     pub(super) pool: PgPool,
@@ -49,6 +57,31 @@ impl PostgresStore {
             .map_err(|error| StoreError::Backend(format!("cannot connect to PostgreSQL: {error}")))?;
         sqlx::migrate!("src/store/migrations_postgres").run(&pool).await?;
         Ok(Self { pool, fence: None })
+    }
+
+    /// Holds the database for this daemon until dropped: exclusively for a single node, or
+    /// shared with the other nodes of a cluster. Two single-node daemons on one database
+    /// would run every heartbeat twice over and recover each other's runs; a single node
+    /// beside a cluster, too.
+    ///
+    /// # Errors
+    /// `StoreError::Backend` naming what holds the database, or a connection error.
+    pub async fn hold_node_lock(&self, cluster: bool) -> Result<NodeLock, StoreError> {
+        let mut connection = self.pool.acquire().await?.detach();
+        let function = if cluster { "pg_try_advisory_lock_shared" } else { "pg_try_advisory_lock" };
+        let held: bool = sqlx::query_scalar(&format!("SELECT {function}($1)"))
+            .bind(NODE_LOCK_KEY)
+            .fetch_one(&mut connection)
+            .await?;
+        if held {
+            return Ok(NodeLock { _connection: connection });
+        }
+        let problem = if cluster {
+            "a single-node systole daemon (no [cluster] section) runs on this database; stop it first"
+        } else {
+            "another systole daemon runs on this database; give every node a [cluster] section to share it"
+        };
+        Err(StoreError::Backend(problem.to_owned()))
     }
 
     /// A write transaction (READ COMMITTED): a read that a later write depends on locks

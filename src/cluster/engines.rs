@@ -1,0 +1,117 @@
+//! The engines an API reaches: the one engine of a single node, or, on a node of a
+//! cluster, the engine of the partition an agent's heartbeats belong to, when this node
+//! holds it. A change for an agent another node holds is refused with that node's name
+//! (`EngineError::NotOwner`): it must be made where the agent's engine runs, or it would be
+//! stored but not applied until the partition moves.
+
+use std::sync::{Arc, RwLock};
+
+use crate::cluster::{ClusterHandle, ClusterView, LeaseStats};
+use crate::core::ids::AgentId;
+use crate::core::partition::{partition_of, LeaseView, PARTITIONS_COUNT};
+use crate::driver::lanes::Lanes;
+use crate::driver::run_events::RunEvents;
+use crate::driver::{EngineClient, EngineError, JobView, Shared};
+
+#[derive(Clone)]
+pub enum Engines {
+    One(EngineClient),
+    Cluster(ClusterRoute),
+}
+
+/// A node's partitions, as its cluster loop last published them.
+#[derive(Clone)]
+pub struct ClusterRoute {
+    pub node: String,
+    view: Arc<RwLock<ClusterView>>,
+    shared: Shared,
+    pub stats: Arc<LeaseStats>,
+}
+
+impl ClusterRoute {
+    pub fn new(handle: &ClusterHandle) -> Self {
+        Self {
+            node: handle.settings.node.clone(),
+            view: Arc::clone(&handle.view),
+            shared: handle.shared.clone(),
+            stats: Arc::clone(&handle.stats),
+        }
+    }
+
+    /// Every partition's lease as last read, and the partitions this node runs.
+    pub fn leases(&self) -> (Vec<LeaseView>, Vec<u32>) {
+        let view = self.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (view.table.clone(), view.engines.keys().copied().collect())
+    }
+}
+
+impl Engines {
+    /// The engine `agent`'s heartbeats run on.
+    ///
+    /// # Errors
+    /// `NotOwner` when another node (or, between owners, none) holds the agent's partition.
+    pub fn for_agent(&self, agent: &AgentId) -> Result<EngineClient, EngineError> {
+        match self {
+            Engines::One(engine) => Ok(engine.clone()),
+            Engines::Cluster(route) => {
+                let partition = partition_of(agent, PARTITIONS_COUNT);
+                let view = route.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Some((_, engine)) = view.engines.get(&partition) {
+                    return Ok(engine.clone());
+                }
+                let owner = view
+                    .table
+                    .iter()
+                    .find(|lease| lease.partition == partition && !lease.expired)
+                    .and_then(|lease| lease.owner.clone());
+                Err(EngineError::NotOwner { partition, owner })
+            }
+        }
+    }
+
+    /// Every job of the engines this node runs, ordered by key.
+    ///
+    /// # Errors
+    /// When an engine has stopped.
+    pub async fn inspect(&self) -> Result<Vec<JobView>, EngineError> {
+        match self {
+            Engines::One(engine) => engine.inspect().await,
+            Engines::Cluster(route) => {
+                let engines: Vec<EngineClient> = {
+                    let view = route.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    view.engines.values().map(|(_, engine)| engine.clone()).collect()
+                };
+                let mut views = Vec::new();
+                for engine in engines {
+                    // A partition lost since the list was taken answers `Stopped`: skip it.
+                    if let Ok(jobs) = engine.inspect().await {
+                        views.extend(jobs);
+                    }
+                }
+                views.sort_by(|a, b| a.key.cmp(&b.key));
+                Ok(views)
+            }
+        }
+    }
+
+    pub fn run_events(&self) -> Arc<RunEvents> {
+        match self {
+            Engines::One(engine) => engine.run_events_shared(),
+            Engines::Cluster(route) => Arc::clone(&route.shared.run_events),
+        }
+    }
+
+    pub fn lanes(&self) -> Arc<Lanes> {
+        match self {
+            Engines::One(engine) => engine.lanes(),
+            Engines::Cluster(route) => Arc::clone(&route.shared.lanes),
+        }
+    }
+
+    pub fn cluster(&self) -> Option<&ClusterRoute> {
+        match self {
+            Engines::One(_) => None,
+            Engines::Cluster(route) => Some(route),
+        }
+    }
+}

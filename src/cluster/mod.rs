@@ -1,0 +1,282 @@
+//! Several nodes on one store (ADR 0017). A node holds leases on partitions of the
+//! heartbeats and runs one engine per partition it holds, on a store fenced by that
+//! partition's lease; the engines are the ordinary ones (`driver::start`), so a partition
+//! taken over starts exactly like a process after a crash: its runs left `running` become
+//! `interrupted`, its heartbeats resume above every slot the log has decided.
+//!
+//! The loop here only executes what `core::partition::plan` decides, through the
+//! [`Leases`] port and the [`Clock`] port, so the simulator can run several nodes.
+
+pub mod engines;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::core::partition::{plan, LeaseView};
+use crate::driver::{self, EngineClient, EngineHandle, EngineOptions, Ports, Shared};
+use crate::ports::clock::Mono;
+use crate::ports::leases::{Lease, Leases};
+
+/// How long a lease lasts unless renewed, by default. A dead node's heartbeats wait at
+/// most this long (plus one renewal turn) before another node takes them over.
+pub const LEASE_SECS_DEFAULT: u64 = 15;
+/// Shortest lease a config may ask for: renewals go out three times per lease.
+pub const LEASE_SECS_MIN: u64 = 3;
+pub const LEASE_SECS_MAX: u64 = 600;
+/// Renewals per lease period: a node misses two in a row before its lease can expire.
+const RENEWALS_PER_LEASE: u32 = 3;
+/// How long a partition's engine may finish its runs when the partition is given back
+/// in a rebalance (another node is waiting for it).
+const RELEASE_GRACE_SECS: u64 = 5;
+
+/// Who this node is and how long its leases last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    pub node: String,
+    pub lease: Duration,
+}
+
+/// Lease counters of this node, for `/metrics` and the status.
+#[derive(Debug, Default)]
+pub struct LeaseStats {
+    /// Grants of a free partition (first start, a rebalance, a clean leave of another node).
+    pub acquired: AtomicU64,
+    /// Grants of a partition whose lease had expired under another owner: a takeover.
+    pub taken_over: AtomicU64,
+    /// Leases this node lost: taken over by another, or not renewed within their period.
+    pub lost: AtomicU64,
+    /// Leases given back (rebalance, shutdown).
+    pub released: AtomicU64,
+}
+
+/// What the node holds now, for the API.
+#[derive(Default)]
+pub struct ClusterView {
+    /// The engine of each partition held.
+    pub engines: BTreeMap<u32, (Lease, EngineClient)>,
+    /// The lease table as last read (every node's leases).
+    pub table: Vec<LeaseView>,
+}
+
+/// A running node's loop.
+pub struct ClusterHandle {
+    pub view: Arc<RwLock<ClusterView>>,
+    pub stats: Arc<LeaseStats>,
+    pub shared: Shared,
+    pub settings: ClusterSettings,
+    stop: oneshot::Sender<Duration>,
+    task: JoinHandle<()>,
+}
+
+impl ClusterHandle {
+    /// Stops every partition's engine (in-flight runs get `grace`), gives the leases back
+    /// and leaves, so the other nodes take over at once instead of after the lease.
+    pub async fn shutdown(self, grace: Duration) {
+        if self.stop.send(grace).is_ok() {
+            let _ = self.task.await;
+        }
+    }
+}
+
+struct Held {
+    lease: Lease,
+    engine: EngineHandle,
+    /// When the last successful renewal was sent: the lease is surely valid until this
+    /// plus the lease period, by this node's own monotonic clock.
+    renewed_at: Mono,
+}
+
+struct Node {
+    settings: ClusterSettings,
+    leases: Arc<dyn Leases>,
+    ports: Ports,
+    options: EngineOptions,
+    shared: Shared,
+    held: BTreeMap<u32, Held>,
+    view: Arc<RwLock<ClusterView>>,
+    stats: Arc<LeaseStats>,
+}
+
+/// Starts the node's loop: its first turn takes its share of the partitions.
+pub fn start(
+    settings: ClusterSettings,
+    leases: Arc<dyn Leases>,
+    ports: Ports,
+    options: EngineOptions,
+) -> ClusterHandle {
+    let shared = Shared::new(&ports);
+    let view = Arc::new(RwLock::new(ClusterView::default()));
+    let stats = Arc::new(LeaseStats::default());
+    let node = Node {
+        settings: settings.clone(),
+        leases,
+        ports,
+        options,
+        shared: shared.clone(),
+        held: BTreeMap::new(),
+        view: Arc::clone(&view),
+        stats: Arc::clone(&stats),
+    };
+    let (stop, stopped) = oneshot::channel();
+    let task = tokio::spawn(node.run(stopped));
+    ClusterHandle { view, stats, shared, settings, stop, task }
+}
+
+impl Node {
+    async fn run(mut self, mut stopped: oneshot::Receiver<Duration>) {
+        let clock = Arc::clone(&self.ports.clock);
+        let period = self.settings.lease / RENEWALS_PER_LEASE;
+        loop {
+            self.turn().await;
+            let wake = clock.monotonic() + period;
+            tokio::select! {
+                grace = &mut stopped => {
+                    self.leave(grace.unwrap_or(Duration::ZERO)).await;
+                    return;
+                }
+                () = clock.sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// One turn: renew what is held, announce this node, then take and give back
+    /// partitions as the plan says.
+    async fn turn(&mut self) {
+        self.renew_all().await;
+        let live = match self.leases.announce(&self.settings.node, self.settings.lease).await {
+            Ok(live) => live,
+            Err(error) => {
+                tracing::warn!(%error, node = %self.settings.node, "cannot announce this node; holding what it has");
+                return;
+            }
+        };
+        let table = match self.leases.lease_table().await {
+            Ok(table) => table,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the lease table; holding what this node has");
+                return;
+            }
+        };
+        let planned = plan(&self.settings.node, &table, &live);
+        for partition in planned.release {
+            if let Some(held) = self.held.remove(&partition) {
+                held.engine.shutdown(Duration::from_secs(RELEASE_GRACE_SECS)).await;
+                if let Err(error) = self.leases.release(&held.lease).await {
+                    tracing::warn!(%error, partition, "cannot release the lease; it expires on its own");
+                }
+                self.stats.released.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(partition, node = %self.settings.node, "partition given back for a rebalance");
+            }
+        }
+        for partition in planned.acquire {
+            let previous =
+                table.iter().find(|lease| lease.partition == partition).and_then(|lease| lease.owner.clone());
+            self.acquire(partition, previous).await;
+        }
+        self.publish(table);
+    }
+
+    async fn acquire(&mut self, partition: u32, previous_owner: Option<String>) {
+        let sent = self.ports.clock.monotonic();
+        let lease = match self.leases.acquire(&self.settings.node, partition, self.settings.lease).await {
+            Ok(Some(lease)) => lease,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(%error, partition, "cannot acquire the partition");
+                return;
+            }
+        };
+        let ports = Ports { store: self.leases.partition_store(&lease), ..self.ports.clone() };
+        match driver::start_sharing(ports, self.options.clone(), self.shared.clone()).await {
+            Ok(engine) => {
+                let counter = if previous_owner.is_some() { &self.stats.taken_over } else { &self.stats.acquired };
+                counter.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    partition,
+                    term = lease.term,
+                    node = %self.settings.node,
+                    from = previous_owner.as_deref().unwrap_or("nobody"),
+                    "partition acquired"
+                );
+                self.held.insert(partition, Held { lease, engine, renewed_at: sent });
+            }
+            Err(error) => {
+                // Fenced already, or the store failed: give it back for another try.
+                tracing::warn!(%error, partition, "the partition's engine did not start; releasing it");
+                let _ = self.leases.release(&lease).await;
+            }
+        }
+    }
+
+    /// Renews every lease. A lease refused (taken over) or not renewed within its period
+    /// by this node's clock stops its engine at once: the store fences its writes anyway,
+    /// and stopping it early spares a receiver the deliveries it could still send.
+    async fn renew_all(&mut self) {
+        let clock = Arc::clone(&self.ports.clock);
+        let partitions: Vec<u32> = self.held.keys().copied().collect();
+        for partition in partitions {
+            let Some(held) = self.held.get(&partition) else { continue };
+            let deadline = held.renewed_at + self.settings.lease;
+            let sent = clock.monotonic();
+            let outcome = tokio::select! {
+                renewed = self.leases.renew(&held.lease, self.settings.lease) => Some(renewed),
+                () = clock.sleep_until(deadline) => None,
+            };
+            let lost = match outcome {
+                Some(Ok(true)) => {
+                    if let Some(held) = self.held.get_mut(&partition) {
+                        held.renewed_at = sent;
+                    }
+                    None
+                }
+                Some(Ok(false)) => Some("taken over by another node"),
+                Some(Err(error)) if clock.monotonic() >= deadline => {
+                    tracing::warn!(%error, partition, "renewal failed past the lease's end");
+                    Some("not renewed within its lease")
+                }
+                Some(Err(error)) => {
+                    tracing::warn!(%error, partition, "renewal failed; retrying next turn");
+                    None
+                }
+                None => Some("not renewed within its lease"),
+            };
+            if let Some(why) = lost {
+                if let Some(held) = self.held.remove(&partition) {
+                    self.stats.lost.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(partition, term = held.lease.term, why, "partition lost; its engine stops now");
+                    held.engine.shutdown(Duration::ZERO).await;
+                }
+            }
+        }
+    }
+
+    fn publish(&self, table: Vec<LeaseView>) {
+        let engines = self
+            .held
+            .iter()
+            .map(|(partition, held)| (*partition, (held.lease.clone(), held.engine.client())))
+            .collect();
+        let mut view = self.view.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *view = ClusterView { engines, table };
+    }
+
+    async fn leave(&mut self, grace: Duration) {
+        let held = std::mem::take(&mut self.held);
+        for (partition, held) in held {
+            held.engine.shutdown(grace).await;
+            if let Err(error) = self.leases.release(&held.lease).await {
+                tracing::warn!(%error, partition, "cannot release the lease at shutdown; it expires on its own");
+            }
+            self.stats.released.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Err(error) = self.leases.leave(&self.settings.node).await {
+            tracing::warn!(%error, "cannot leave the cluster cleanly; the others count this node gone after its lease");
+        }
+        self.publish(Vec::new());
+    }
+}
