@@ -2,7 +2,7 @@
 //! and as the base of the simulator's store.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use jiff::Timestamp;
@@ -50,11 +50,32 @@ pub struct MemoryState {
     system_events: BTreeMap<AgentId, Vec<SystemEvent>>,
     /// The last system event id handed out.
     system_event_id: u64,
+    /// The partition leases and the nodes alive (see `memory_leases`).
+    pub(super) leases: BTreeMap<u32, LeaseRow>,
+    pub(super) nodes: BTreeMap<String, Timestamp>,
 }
 
-#[derive(Debug, Default)]
+/// One partition's lease, as PostgreSQL's `partition_leases` row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct LeaseRow {
+    pub(super) owner: Option<String>,
+    pub(super) term: u64,
+    pub(super) expires_at: Timestamp,
+}
+
+#[derive(Default)]
 pub struct MemoryStore {
-    state: Mutex<MemoryState>,
+    pub(super) state: Arc<Mutex<MemoryState>>,
+    /// The store's own clock: what judges lease expiry (the database's `now()`).
+    pub(super) clock: Option<Arc<dyn crate::ports::clock::Clock>>,
+    /// Set for a partition's engine, as `PostgresStore`'s (ADR 0017).
+    pub(super) fence: Option<crate::ports::leases::Lease>,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore").field("fence", &self.fence).finish_non_exhaustive()
+    }
 }
 
 impl MemoryStore {
@@ -64,7 +85,13 @@ impl MemoryStore {
 
     /// A store that starts from `state` (a simulator's durable snapshot).
     pub fn from_state(state: MemoryState) -> Self {
-        Self { state: Mutex::new(state) }
+        Self { state: Arc::new(Mutex::new(state)), clock: None, fence: None }
+    }
+
+    /// A store whose leases expire by `clock`: the simulated database's clock, which no
+    /// node's skew touches.
+    pub fn with_lease_clock(clock: Arc<dyn crate::ports::clock::Clock>) -> Self {
+        Self { clock: Some(clock), ..Self::default() }
     }
 
     /// A copy of everything held.
@@ -88,7 +115,7 @@ impl MemoryStore {
             .unwrap_or_default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, MemoryState> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, MemoryState> {
         // A panic while holding the lock cannot leave a half-applied write: every method
         // computes first and mutates last. So a poisoned lock is still consistent.
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -104,7 +131,13 @@ fn set_next_slot(state: &mut MemoryState, key: &HeartbeatKey, next_slot: Timesta
 #[async_trait]
 impl Store for MemoryStore {
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
-        Ok(self.lock().heartbeats.values().map(|row| row.heartbeat.clone()).collect())
+        let state = self.lock();
+        Ok(state
+            .heartbeats
+            .values()
+            .filter(|row| self.owns(&row.heartbeat.def.key.agent))
+            .map(|row| row.heartbeat.clone())
+            .collect())
     }
 
     async fn seed_config(&self, defs: &[HeartbeatDef], _at: Timestamp) -> Result<SeedReport, StoreError> {
@@ -190,6 +223,7 @@ impl Store for MemoryStore {
 
     async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
         let mut state = self.lock();
+        self.fence(&state, slots.iter().map(|(key, _)| key))?;
         for (key, next_slot) in slots {
             set_next_slot(&mut state, key, *next_slot);
         }
@@ -198,6 +232,7 @@ impl Store for MemoryStore {
 
     async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
         let mut state = self.lock();
+        self.fence(&state, claims.iter().map(|claim| &claim.key))?;
         let mut outcomes = Vec::with_capacity(claims.len());
         for claim in claims {
             let id = (claim.key.clone(), claim.slot);
@@ -218,6 +253,7 @@ impl Store for MemoryStore {
 
     async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
         let mut state = self.lock();
+        self.fence(&state, skips.iter().map(|skip| &skip.key))?;
         for skip in skips {
             let id = (skip.key.clone(), skip.slot);
             state.executions.entry(id).or_insert_with(|| {
@@ -243,6 +279,7 @@ impl Store for MemoryStore {
 
     async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
         let mut state = self.lock();
+        self.fence(&state, runs.iter().map(|run| &run.key))?;
         let mut steps = Vec::with_capacity(runs.len());
         for run in runs {
             if let Some(entry) = state.executions.get_mut(&(run.key.clone(), run.slot)) {
@@ -289,9 +326,10 @@ impl Store for MemoryStore {
 
     async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {
         let mut state = self.lock();
+        self.fence(&state, std::iter::empty())?;
         let mut count = 0;
         let entries = state.executions.values_mut().map(|entry| &mut entry.execution);
-        for execution in entries.filter(|e| e.status == ExecutionStatus::Running) {
+        for execution in entries.filter(|e| e.status == ExecutionStatus::Running && self.owns(&e.key.agent)) {
             execution.status = ExecutionStatus::Interrupted;
             execution.finished_at = Some(at);
             execution.delivery = Some(DeliveryStatus::NotNeeded);
@@ -312,7 +350,13 @@ impl Store for MemoryStore {
     }
 
     async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
-        Ok(self.lock().pauses.iter().map(|(agent, pause)| (agent.clone(), *pause)).collect())
+        let state = self.lock();
+        Ok(state
+            .pauses
+            .iter()
+            .filter(|(agent, _)| self.owns(agent))
+            .map(|(agent, pause)| (agent.clone(), *pause))
+            .collect())
     }
 
     async fn executions_page(

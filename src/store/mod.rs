@@ -1,6 +1,7 @@
 //! Implementations of the [`Store`](crate::ports::store::Store) port.
 
 pub mod memory;
+mod memory_leases;
 #[cfg(not(madsim))]
 pub mod postgres;
 #[cfg(not(madsim))]
