@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test systole has: formatting, lints (with the clock/sleep/rng bans), unit,
 # property, store-conformance and store-differential, engine and end-to-end daemon tests;
-# the SQL mutant check; then the simulator's own tests, its mutant check, and 500 seeds
-# plus the regression list.
+# the SQL mutant check; then the simulator's own tests, its mutant check, 500 seeds plus
+# the regression list, and 500 seeds of the cluster simulation (ADR 0017).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,3 +34,6 @@ bash sim/check-mutants.sh 300
 
 echo "== simulator: 500 seeds plus the regression list"
 (cd sim && ./target/release/systole-sim run --seeds 500 --stats)
+
+echo "== cluster simulation: 500 seeds of three nodes with leases, fencing and node faults"
+(cd sim && ./target/release/systole-sim cluster --seeds 500 --stats)

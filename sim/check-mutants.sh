@@ -38,7 +38,13 @@ for patch in "${patches[@]}"; do
     start=$SECONDS
     (cd "$work/tree/sim" && cargo build --profile mutant --locked --quiet)
     built=$((SECONDS - start))
-    output="$("$CARGO_TARGET_DIR/mutant/systole-sim" run --seeds "$seeds" --regressions /dev/null 2>&1 || true)"
+    # A patch may name the simulation that must catch it (`# sim-command: cluster`).
+    command="$(sed -n 's/^# sim-command: *\([a-z-]*\).*/\1/p' "$patch" | head -n1)"
+    case "${command:-run}" in
+        run) output="$("$CARGO_TARGET_DIR/mutant/systole-sim" run --seeds "$seeds" --regressions /dev/null 2>&1 || true)" ;;
+        cluster) output="$("$CARGO_TARGET_DIR/mutant/systole-sim" cluster --seeds "$seeds" 2>&1 || true)" ;;
+        *) echo "BROKEN    $name: unknown sim-command ${command}" >&2; exit 2 ;;
+    esac
     failed="$(printf '%s\n' "$output" | sed -n 's/^[0-9]* passed, \([0-9]*\) failed$/\1/p' | tail -n1)"
     failed="${failed:-0}"
     # The most common way it was caught, as the run's summary names it.

@@ -3,6 +3,7 @@
 
 mod agents;
 mod checker;
+mod cluster;
 mod faults;
 mod harness;
 mod options;
@@ -75,6 +76,25 @@ enum Command {
         #[arg(long)]
         seed: u64,
     },
+    /// Run cluster seeds FROM..FROM+SEEDS: three engine nodes on one store with leases,
+    /// fencing and node faults (ADR 0017); the first seed runs twice to prove replay.
+    Cluster {
+        #[arg(long)]
+        seeds: u64,
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        #[arg(long)]
+        jobs: Option<usize>,
+        #[arg(long)]
+        stats: bool,
+        /// Print one seed's record, one entry a line, instead.
+        #[arg(long)]
+        replay: Option<u64>,
+        /// Print the hash of one seed's record instead (the replay check runs this in a
+        /// fresh process: madsim's task ids are per process, so a replay is too).
+        #[arg(long)]
+        hash: Option<u64>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -96,6 +116,123 @@ fn main() -> ExitCode {
             println!("{}", trace::hash(&report::entries(seed)));
             ExitCode::SUCCESS
         }
+        Command::Cluster { seeds, from, jobs, stats, replay, hash } => match (replay, hash) {
+            (Some(seed), _) => cluster_replay(seed),
+            (None, Some(seed)) => {
+                println!("{:016x}", cluster_hash(&cluster::run_seed(seed).entries));
+                ExitCode::SUCCESS
+            }
+            (None, None) => cluster_run(seeds, from, jobs, stats),
+        },
+    }
+}
+
+fn cluster_replay(seed: u64) -> ExitCode {
+    let outcome = cluster::run_seed(seed);
+    println!("{:?}", outcome.options);
+    for (sequence, at, record) in &outcome.entries {
+        println!("#{sequence:<6} {:>8.3}s {record:?}", at.as_secs_f64());
+    }
+    let verdict = cluster::checker::check(&outcome.options, &outcome.entries);
+    match verdict.failure {
+        Some(failure) => {
+            println!("FAILED: {failure}");
+            ExitCode::FAILURE
+        }
+        None => ExitCode::SUCCESS,
+    }
+}
+
+/// A seed's record as one number: two runs of a seed must agree on it.
+fn cluster_hash(entries: &[cluster::Entry]) -> u64 {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for entry in entries {
+        hasher.update(format!("{entry:?}\n").as_bytes());
+    }
+    let digest = hasher.finalize();
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(bytes)
+}
+
+/// One cluster seed: its number, verdict, faults fired and record hash.
+type ClusterResult = (u64, cluster::checker::Verdict, BTreeMap<cluster::FaultKind, u64>, u64);
+
+fn cluster_run(count: u64, from: u64, jobs: Option<usize>, stats: bool) -> ExitCode {
+    let seeds: Vec<u64> = (from..from.saturating_add(count)).collect();
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<ClusterResult>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::SeqCst);
+                let Some(&seed) = seeds.get(index) else { break };
+                let outcome = cluster::run_seed(seed);
+                let verdict = cluster::checker::check(&outcome.options, &outcome.entries);
+                if let Some(failure) = &verdict.failure {
+                    eprintln!("seed {seed} FAILED: {failure}\n  replay: systole-sim cluster --seeds 0 --replay {seed}");
+                }
+                let hash = cluster_hash(&outcome.entries);
+                results.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((
+                    seed,
+                    verdict,
+                    outcome.fired,
+                    hash,
+                ));
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    results.sort_by_key(|(seed, ..)| *seed);
+    let mut replay_failed = false;
+    if let Some((seed, _, _, hash)) = results.first() {
+        let again = std::env::current_exe()
+            .and_then(|exe| {
+                std::process::Command::new(exe).args(["cluster", "--seeds", "0", "--hash", &seed.to_string()]).output()
+            })
+            .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+            .unwrap_or_default();
+        if again == format!("{hash:016x}") {
+            println!("replay: seed {seed} ran twice to the same record ({hash:016x})");
+        } else {
+            println!("replay FAILED: seed {seed} gave {hash:016x}, then {again:?} in a fresh process");
+            replay_failed = true;
+        }
+    }
+    if stats {
+        let mut fired: BTreeMap<cluster::FaultKind, (u64, u64)> =
+            cluster::FaultKind::ALL.into_iter().map(|kind| (kind, (0, 0))).collect();
+        let mut checks: BTreeMap<&str, u64> = cluster::checker::INVARIANTS.iter().map(|name| (*name, 0)).collect();
+        for (_, verdict, faults, _) in &results {
+            for (kind, count) in faults {
+                let entry = fired.entry(*kind).or_default();
+                entry.0 += count;
+                entry.1 += u64::from(*count > 0);
+            }
+            for (name, count) in &verdict.checks {
+                *checks.entry(name).or_default() += count;
+            }
+        }
+        println!("cluster faults fired (total, in how many seeds):");
+        for (kind, (count, seeds)) in &fired {
+            println!("  {:<22} {count:>9} {seeds:>6}", kind.name());
+        }
+        let refused: u64 = results.iter().map(|(_, verdict, ..)| verdict.refused_writes).sum();
+        let seeds_refused = results.iter().filter(|(_, verdict, ..)| verdict.refused_writes > 0).count();
+        println!("  {:<22} {refused:>9} {seeds_refused:>6}", "fenced-write-refused");
+        println!("cluster invariants checked:");
+        for (name, count) in &checks {
+            println!("  {name:<30} {count:>9}");
+        }
+    }
+    let failed = results.iter().filter(|(_, verdict, ..)| verdict.failure.is_some()).count();
+    println!("{} passed, {failed} failed", results.len() - failed);
+    if failed == 0 && !replay_failed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 

@@ -1,0 +1,401 @@
+//! The cluster simulation (ADR 0017): several engine nodes, each a madsim node with its
+//! own skewed wall clock, share one memory store with PostgreSQL's lease and fence
+//! semantics, and run the real `systole::cluster` loop. Faults: a node paused past its
+//! lease (madsim pauses every task of it), a node cut from the store, a node killed and
+//! restarted, a node leaving cleanly and joining again. A safety phase with faults, then a
+//! healed liveness phase; `checker` reads the records.
+
+pub mod checker;
+mod ports;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tokio::sync::Notify;
+
+use systole::adapters::memory_workspace::MemoryWorkspace;
+use systole::adapters::virtual_clock::VirtualClock;
+use systole::cluster::{self, ClusterSettings};
+use systole::core::delivery_target::DeliveryTarget;
+use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
+use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use systole::core::policy::RunPolicy;
+use systole::core::schedule::Schedule;
+use systole::driver::{EngineOptions, Ports};
+use systole::ports::clock::Clock;
+use systole::ports::store::Store;
+use systole::store::memory::MemoryStore;
+
+use ports::{Link, NodeLeases, NodeStore, RecordingMessenger, RunSink, SlowModel};
+
+/// What happened, in the store's order (a sequence number) and at the true time.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Record {
+    Granted {
+        node: String,
+        partition: u32,
+        term: u64,
+    },
+    /// A lease given back (the store ignores a release of a term no longer held).
+    Released {
+        node: String,
+        partition: u32,
+        term: u64,
+    },
+    /// A fenced write of a partition's engine, with the term it carried.
+    Write {
+        node: String,
+        partition: u32,
+        term: u64,
+        kind: &'static str,
+        accepted: bool,
+    },
+    Claimed {
+        node: String,
+        key: HeartbeatKey,
+        slot: Timestamp,
+    },
+    RunStarted {
+        node: String,
+        key: HeartbeatKey,
+        slot: Timestamp,
+    },
+    Delivered {
+        node: String,
+        key: HeartbeatKey,
+        slot: Timestamp,
+        idempotency_key: String,
+    },
+    Fault {
+        node: String,
+        kind: FaultKind,
+        detail: String,
+    },
+    /// Every fault is over: the liveness phase starts.
+    Healed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultKind {
+    /// Every task of the node stops (a GC pause, a stopped VM) for longer than its lease.
+    PausedPastLease,
+    /// The node's calls to the store fail.
+    CutFromStore,
+    Killed,
+    Restarted,
+    /// A clean shutdown: engines drain, leases are given back.
+    Left,
+    Joined,
+    ClockSkew,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 7] = [
+        FaultKind::PausedPastLease,
+        FaultKind::CutFromStore,
+        FaultKind::Killed,
+        FaultKind::Restarted,
+        FaultKind::Left,
+        FaultKind::Joined,
+        FaultKind::ClockSkew,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::PausedPastLease => "paused-past-lease",
+            FaultKind::CutFromStore => "cut-from-store",
+            FaultKind::Killed => "killed",
+            FaultKind::Restarted => "restarted",
+            FaultKind::Left => "left",
+            FaultKind::Joined => "joined",
+            FaultKind::ClockSkew => "clock-skew",
+        }
+    }
+}
+
+/// One entry of the record: sequence, true time since the start, what.
+pub type Entry = (u64, Duration, Record);
+
+/// What a seed is made of, drawn from it.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    pub seed: u64,
+    pub start: Timestamp,
+    /// Each node's name, wall-clock skew, and when it first starts.
+    pub nodes: Vec<(String, SignedDuration, Duration)>,
+    pub heartbeats: Vec<HeartbeatDef>,
+    pub lease: Duration,
+    pub faults: Vec<(Duration, usize, Fault)>,
+    pub safety: Duration,
+    pub liveness: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Fault {
+    Pause(Duration),
+    Cut(Duration),
+    Kill(Duration),
+    Leave(Duration),
+}
+
+const NODES_COUNT: usize = 3;
+const SKEW_SECS_MAX: i64 = 30;
+const SAFETY_MINUTES: u64 = 30;
+const LIVENESS_MINUTES: u64 = 20;
+
+impl ClusterOptions {
+    pub fn from_seed(seed: u64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0063_6c75_7374_6572);
+        let start =
+            Timestamp::from_second(1_790_000_000 + rng.random_range(0..86_400 * 365)).unwrap_or(Timestamp::UNIX_EPOCH);
+        let lease = Duration::from_secs([5, 10, 15, 30][rng.random_range(0..4)]);
+        let nodes = (0..NODES_COUNT)
+            .map(|index| {
+                let skew = SignedDuration::from_secs(rng.random_range(-SKEW_SECS_MAX..=SKEW_SECS_MAX));
+                // The first node starts at once; the others may join later.
+                let join = if index == 0 { Duration::ZERO } else { Duration::from_secs(rng.random_range(0..300)) };
+                (format!("node-{}", index + 1), skew, join)
+            })
+            .collect();
+        let agents = rng.random_range(4..14);
+        let heartbeats = (0..agents)
+            .map(|index| {
+                let every = Duration::from_secs(rng.random_range(20..240));
+                heartbeat(&format!("agent-{index}"), every)
+            })
+            .collect();
+        let safety = Duration::from_secs(SAFETY_MINUTES * 60);
+        let faults_count = rng.random_range(2..9);
+        let mut faults: Vec<(Duration, usize, Fault)> = (0..faults_count)
+            .map(|_| {
+                let at = Duration::from_secs(rng.random_range(60..safety.as_secs() - 300));
+                let node = rng.random_range(0..NODES_COUNT);
+                let past_lease = lease + Duration::from_secs(rng.random_range(1..lease.as_secs() * 3));
+                let fault = match rng.random_range(0..4) {
+                    0 => Fault::Pause(past_lease),
+                    1 => Fault::Cut(past_lease),
+                    2 => Fault::Kill(Duration::from_secs(rng.random_range(1..120))),
+                    _ => Fault::Leave(Duration::from_secs(rng.random_range(10..240))),
+                };
+                (at, node, fault)
+            })
+            .collect();
+        faults.sort_by_key(|(at, node, _)| (*at, *node));
+        Self {
+            seed,
+            start,
+            nodes,
+            heartbeats,
+            lease,
+            faults,
+            safety,
+            liveness: Duration::from_secs(LIVENESS_MINUTES * 60),
+        }
+    }
+}
+
+fn heartbeat(agent: &str, every: Duration) -> HeartbeatDef {
+    let agent = AgentId::new(agent).unwrap_or_else(|_| unreachable!("generated ids are valid"));
+    let heartbeat = HeartbeatId::new("pulse").unwrap_or_else(|_| unreachable!("a valid id"));
+    HeartbeatDef {
+        key: HeartbeatKey { agent, heartbeat },
+        kind: JobKind::Heartbeat,
+        prompt: "report".to_owned(),
+        schedule: Schedule::Every(every),
+        policy: RunPolicy::default(),
+        delete_after_run: false,
+        dedup: false,
+        target: DeliveryTarget::parse("sim:inbox").unwrap_or_else(|_| unreachable!("a valid target")),
+        active_hours: None,
+        timeout: Duration::from_secs(60),
+        origin: Origin::Config,
+    }
+}
+
+/// What the nodes share: the true clock (the store's), the store, the record.
+pub struct ClusterWorld {
+    pub options: ClusterOptions,
+    pub clock: Arc<VirtualClock>,
+    pub store: Arc<MemoryStore>,
+    records: Mutex<Vec<Entry>>,
+    sequence: AtomicU64,
+    partitioned: Mutex<BTreeSet<String>>,
+    rng: Mutex<ChaCha8Rng>,
+    /// Each node's own wall clock, skewed; kept across its restarts.
+    node_clocks: BTreeMap<String, Arc<VirtualClock>>,
+    leave: BTreeMap<String, Notify>,
+    fired: Mutex<BTreeMap<FaultKind, u64>>,
+}
+
+impl ClusterWorld {
+    pub fn record(&self, record: Record) {
+        let sequence = self.sequence.fetch_add(1, Ordering::SeqCst);
+        let at = self.clock.monotonic().since_origin();
+        self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((sequence, at, record));
+    }
+
+    fn fault(&self, node: &str, kind: FaultKind, detail: String) {
+        *self.fired.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(kind).or_default() += 1;
+        self.record(Record::Fault { node: node.to_owned(), kind, detail });
+    }
+
+    fn is_partitioned(&self, node: &str) -> bool {
+        self.partitioned.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(node)
+    }
+
+    fn draw_millis(&self, range: std::ops::Range<u64>) -> u64 {
+        self.rng.lock().unwrap_or_else(std::sync::PoisonError::into_inner).random_range(range)
+    }
+}
+
+/// What one seed produced.
+pub struct ClusterOutcome {
+    pub options: ClusterOptions,
+    pub entries: Vec<Entry>,
+    pub fired: BTreeMap<FaultKind, u64>,
+}
+
+pub fn run_seed(seed: u64) -> ClusterOutcome {
+    let options = ClusterOptions::from_seed(seed);
+    let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
+    let (entries, fired) = runtime.block_on(simulate(options.clone()));
+    ClusterOutcome { options, entries, fired }
+}
+
+async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u64>) {
+    let clock = Arc::new(VirtualClock::new(options.start));
+    let node_clocks = options
+        .nodes
+        .iter()
+        .map(|(name, skew, _)| {
+            let wall = options.start.saturating_add(*skew).unwrap_or(options.start);
+            (name.clone(), Arc::new(VirtualClock::new(wall)))
+        })
+        .collect();
+    let world = Arc::new(ClusterWorld {
+        clock: Arc::clone(&clock),
+        store: Arc::new(MemoryStore::with_lease_clock(clock.clone())),
+        records: Mutex::default(),
+        sequence: AtomicU64::new(0),
+        partitioned: Mutex::default(),
+        rng: Mutex::new(ChaCha8Rng::seed_from_u64(options.seed ^ 0x006c_6c6d)),
+        node_clocks,
+        leave: options.nodes.iter().map(|(name, _, _)| (name.clone(), Notify::new())).collect(),
+        fired: Mutex::default(),
+        options,
+    });
+    for (name, skew, _) in &world.options.nodes {
+        if !skew.is_zero() {
+            world.fault(name, FaultKind::ClockSkew, skew.to_string());
+        }
+    }
+    let handle = madsim::runtime::Handle::current();
+    let origin = clock.monotonic();
+    // Nodes start at their join time; a node's madsim id is its index.
+    let mut ids = Vec::new();
+    for (name, _, _) in &world.options.nodes {
+        let node = handle
+            .create_node()
+            .name(name.clone())
+            .init({
+                let (world, name) = (Arc::clone(&world), name.clone());
+                move || node_life(Arc::clone(&world), name.clone())
+            })
+            .build();
+        // Built nodes run at once; a late joiner is paused until its time (it holds nothing).
+        ids.push(node.id());
+    }
+    for (index, (name, _, join)) in world.options.nodes.clone().iter().enumerate() {
+        if !join.is_zero() {
+            handle.kill(ids[index]);
+            let (world, handle, id, join, name) = (Arc::clone(&world), handle.clone(), ids[index], *join, name.clone());
+            tokio::spawn(async move {
+                world.clock.sleep_until(origin + join).await;
+                world.fault(&name, FaultKind::Joined, format!("after {}s", join.as_secs()));
+                handle.restart(id);
+            });
+        }
+    }
+    for (at, index, fault) in world.options.faults.clone() {
+        world.clock.sleep_until(origin + at).await;
+        let (name, id) = (world.options.nodes[index].0.clone(), ids[index]);
+        match fault {
+            Fault::Pause(length) => {
+                world.fault(&name, FaultKind::PausedPastLease, format!("{}s", length.as_secs()));
+                handle.pause(id);
+                world.clock.sleep(length).await;
+                handle.resume(id);
+            }
+            Fault::Cut(length) => {
+                world.fault(&name, FaultKind::CutFromStore, format!("{}s", length.as_secs()));
+                world.partitioned.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.clone());
+                world.clock.sleep(length).await;
+                world.partitioned.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&name);
+            }
+            Fault::Kill(down) => {
+                world.fault(&name, FaultKind::Killed, format!("down {}s", down.as_secs()));
+                handle.kill(id);
+                world.clock.sleep(down).await;
+                world.fault(&name, FaultKind::Restarted, String::new());
+                handle.restart(id);
+            }
+            Fault::Leave(away) => {
+                world.fault(&name, FaultKind::Left, format!("away {}s", away.as_secs()));
+                if let Some(leave) = world.leave.get(&name) {
+                    leave.notify_one();
+                }
+                world.clock.sleep(away).await;
+                world.fault(&name, FaultKind::Joined, String::new());
+                handle.restart(id);
+            }
+        }
+    }
+    world.clock.sleep_until(origin + world.options.safety).await;
+    // Heal: every node up and linked (a late joiner whose time never came starts now).
+    world.partitioned.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+    for id in &ids {
+        handle.resume(*id);
+    }
+    world.record(Record::Healed);
+    world.clock.sleep(world.options.liveness).await;
+    for id in ids {
+        handle.kill(id);
+    }
+    let entries = std::mem::take(&mut *world.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let fired = world.fired.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    (entries, fired)
+}
+
+/// One life of a node: seed the config, join the cluster, run until killed or told to leave.
+async fn node_life(world: Arc<ClusterWorld>, name: String) {
+    let link = Link { world: Arc::clone(&world), node: name.clone() };
+    let Some(clock) = world.node_clocks.get(&name).cloned() else { return };
+    let store: Arc<dyn Store> = Arc::new(NodeStore { link: link.clone(), inner: world.store.clone(), lease: None });
+    let ports = Ports {
+        clock,
+        llm: Arc::new(SlowModel { world: Arc::clone(&world), replies: AtomicU64::new(0) }),
+        messenger: Arc::new(RecordingMessenger { link: link.clone() }),
+        store: Arc::clone(&store),
+        events: Arc::new(RunSink { link: link.clone() }),
+        workspace: Arc::new(MemoryWorkspace::default()),
+    };
+    // Seeding retries until the link is up, as a daemon's supervisor restarts it.
+    while store.seed_config(&world.options.heartbeats, ports.clock.wall()).await.is_err() {
+        world.clock.sleep(Duration::from_secs(1)).await;
+    }
+    let mut options = EngineOptions::default();
+    options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);
+    let settings = ClusterSettings { node: name.clone(), lease: world.options.lease };
+    let leases = Arc::new(NodeLeases { link, inner: Arc::clone(&world.store) });
+    let handle = cluster::start(settings, leases, ports, options);
+    if let Some(leave) = world.leave.get(&name) {
+        leave.notified().await;
+        handle.shutdown(Duration::from_secs(5)).await;
+    }
+    std::future::pending::<()>().await;
+}

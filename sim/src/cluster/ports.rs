@@ -1,0 +1,319 @@
+//! The ports of one simulated cluster node: the shared memory store seen through the
+//! node's link (which a partition cuts), leases that record every grant, partition stores
+//! that record every fenced write and its verdict, a model that answers after a seeded
+//! delay, and a messenger that records every delivery.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+
+use systole::core::breaker::BreakerStep;
+use systole::core::heartbeat::{Heartbeat, HeartbeatDef};
+use systole::core::ids::{AgentId, HeartbeatKey};
+use systole::core::partition::LeaseView;
+use systole::core::pause::PauseRecord;
+use systole::core::retention::RunRetention;
+use systole::core::system_events::SystemEvent;
+use systole::driver::events::{EngineEvent, EventSink};
+use systole::ports::clock::Clock;
+use systole::ports::leases::{Lease, Leases};
+use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError};
+use systole::ports::messenger::{Delivery, DeliveryError, DeliveryKind, Messenger};
+use systole::ports::store::{
+    ClaimOutcome, Execution, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
+};
+
+use super::{ClusterWorld, Record};
+
+/// How long a call waits before a partitioned node learns the store is unreachable.
+const UNREACHABLE_AFTER_SECS: u64 = 1;
+
+/// The node's link to the store: every call goes through it.
+#[derive(Clone)]
+pub struct Link {
+    pub world: Arc<ClusterWorld>,
+    pub node: String,
+}
+
+impl Link {
+    async fn check(&self) -> Result<(), StoreError> {
+        if self.world.is_partitioned(&self.node) {
+            self.world.clock.sleep(Duration::from_secs(UNREACHABLE_AFTER_SECS)).await;
+            return Err(StoreError::Backend(format!("{} cannot reach the store (partitioned)", self.node)));
+        }
+        Ok(())
+    }
+}
+
+/// The store as one node sees it; `lease` is set for a partition's engine.
+pub struct NodeStore {
+    pub link: Link,
+    pub inner: Arc<dyn Store>,
+    pub lease: Option<Lease>,
+}
+
+impl NodeStore {
+    /// A fenced write: reaches the store only over a healthy link; its verdict (written
+    /// or refused as fenced) is recorded with the term it carried.
+    async fn write<T>(
+        &self,
+        kind: &'static str,
+        apply: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.link.check().await?;
+        let result = apply.await;
+        if let Some(lease) = &self.lease {
+            let accepted = match &result {
+                Ok(_) => true,
+                Err(StoreError::Fenced { .. }) => false,
+                Err(_) => return result,
+            };
+            self.link.world.record(Record::Write {
+                node: self.link.node.clone(),
+                partition: lease.partition,
+                term: lease.term,
+                kind,
+                accepted,
+            });
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl Store for NodeStore {
+    async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
+        self.link.check().await?;
+        self.inner.load_heartbeats().await
+    }
+
+    async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
+        self.link.check().await?;
+        self.inner.seed_config(defs, at).await
+    }
+
+    async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
+        self.link.check().await?;
+        self.inner.put_heartbeat(def, at).await
+    }
+
+    async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
+        self.link.check().await?;
+        self.inner.delete_heartbeat(key).await
+    }
+
+    async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError> {
+        self.link.check().await?;
+        self.inner.set_enabled(key, enabled, reason).await
+    }
+
+    async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
+        self.link.check().await?;
+        self.inner.half_open_breaker(key).await
+    }
+
+    async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
+        self.write("set_next_slots", self.inner.set_next_slots(slots)).await
+    }
+
+    async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+        let outcomes = self.write("claim_slots", self.inner.claim_slots(claims)).await?;
+        for (claim, outcome) in claims.iter().zip(&outcomes) {
+            if *outcome == ClaimOutcome::Claimed {
+                self.link.world.record(Record::Claimed {
+                    node: self.link.node.clone(),
+                    key: claim.key.clone(),
+                    slot: claim.slot,
+                });
+            }
+        }
+        Ok(outcomes)
+    }
+
+    async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
+        self.write("record_skips", self.inner.record_skips(skips)).await
+    }
+
+    async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
+        self.write("finish_runs", self.inner.finish_runs(runs, breaker_failures_max)).await
+    }
+
+    async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {
+        self.write("recover_interrupted", self.inner.recover_interrupted(at)).await
+    }
+
+    async fn set_pause(&self, agent: &AgentId, pause: &PauseRecord) -> Result<(), StoreError> {
+        self.link.check().await?;
+        self.inner.set_pause(agent, pause).await
+    }
+
+    async fn clear_pause(&self, agent: &AgentId) -> Result<(), StoreError> {
+        self.link.check().await?;
+        self.inner.clear_pause(agent).await
+    }
+
+    async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
+        self.link.check().await?;
+        self.inner.load_pauses().await
+    }
+
+    async fn consecutive_failures(&self, key: &HeartbeatKey) -> Result<Option<u32>, StoreError> {
+        self.link.check().await?;
+        self.inner.consecutive_failures(key).await
+    }
+
+    async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError> {
+        self.link.check().await?;
+        self.inner.prune_runs(now, retention).await
+    }
+
+    async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {
+        self.link.check().await?;
+        self.inner.latest_slots(keys).await
+    }
+
+    async fn executions_page(
+        &self,
+        key: &HeartbeatKey,
+        before: Option<Timestamp>,
+        limit: usize,
+    ) -> Result<Vec<Execution>, StoreError> {
+        self.link.check().await?;
+        self.inner.executions_page(key, before, limit).await
+    }
+
+    async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
+        self.link.check().await?;
+        self.inner.delivered_since(key, digest, since).await
+    }
+
+    async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {
+        self.link.check().await?;
+        self.inner.queue_system_event(agent, text, at).await
+    }
+
+    async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError> {
+        self.link.check().await?;
+        self.inner.pending_system_events(agent, now).await
+    }
+
+    async fn llm_calls_since(
+        &self,
+        agent: &AgentId,
+        since: Timestamp,
+        excluding: &[(HeartbeatKey, Timestamp)],
+    ) -> Result<u64, StoreError> {
+        self.link.check().await?;
+        self.inner.llm_calls_since(agent, since, excluding).await
+    }
+}
+
+/// The lease port as one node sees it: over its link, every grant recorded.
+pub struct NodeLeases {
+    pub link: Link,
+    pub inner: Arc<systole::store::memory::MemoryStore>,
+}
+
+#[async_trait]
+impl Leases for NodeLeases {
+    async fn announce(&self, node: &str, ttl: Duration) -> Result<std::collections::BTreeSet<String>, StoreError> {
+        self.link.check().await?;
+        self.inner.announce(node, ttl).await
+    }
+
+    async fn lease_table(&self) -> Result<Vec<LeaseView>, StoreError> {
+        self.link.check().await?;
+        self.inner.lease_table().await
+    }
+
+    async fn acquire(&self, node: &str, partition: u32, ttl: Duration) -> Result<Option<Lease>, StoreError> {
+        self.link.check().await?;
+        let lease = self.inner.acquire(node, partition, ttl).await?;
+        if let Some(lease) = &lease {
+            self.link.world.record(Record::Granted { node: node.to_owned(), partition, term: lease.term });
+        }
+        Ok(lease)
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<bool, StoreError> {
+        self.link.check().await?;
+        self.inner.renew(lease, ttl).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.link.check().await?;
+        self.inner.release(lease).await?;
+        self.link.world.record(Record::Released {
+            node: lease.node.clone(),
+            partition: lease.partition,
+            term: lease.term,
+        });
+        Ok(())
+    }
+
+    async fn leave(&self, node: &str) -> Result<(), StoreError> {
+        self.link.check().await?;
+        self.inner.leave(node).await
+    }
+
+    fn partition_store(&self, lease: &Lease) -> Arc<dyn Store> {
+        Arc::new(NodeStore {
+            link: self.link.clone(),
+            inner: self.inner.partition_store(lease),
+            lease: Some(lease.clone()),
+        })
+    }
+}
+
+/// A model that answers every prompt with a new line of text after a seeded delay.
+pub struct SlowModel {
+    pub world: Arc<ClusterWorld>,
+    pub replies: AtomicU64,
+}
+
+#[async_trait]
+impl Llm for SlowModel {
+    async fn complete(&self, _request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        let delay = self.world.draw_millis(200..8_000);
+        self.world.clock.sleep(Duration::from_millis(delay)).await;
+        let count = self.replies.fetch_add(1, Ordering::SeqCst);
+        Ok(ChatResponse { text: Some(format!("status report {count}")), tool_calls: Vec::new() })
+    }
+}
+
+/// Records every reply delivered, by idempotency key.
+pub struct RecordingMessenger {
+    pub link: Link,
+}
+
+#[async_trait]
+impl Messenger for RecordingMessenger {
+    async fn deliver(&self, delivery: &Delivery) -> Result<(), DeliveryError> {
+        if delivery.kind == DeliveryKind::Reply {
+            self.link.world.record(Record::Delivered {
+                node: self.link.node.clone(),
+                key: delivery.heartbeat.clone(),
+                slot: delivery.scheduled_for,
+                idempotency_key: delivery.idempotency_key.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Records the runs each node starts.
+pub struct RunSink {
+    pub link: Link,
+}
+
+impl EventSink for RunSink {
+    fn emit(&self, _at: Timestamp, event: &EngineEvent) {
+        if let EngineEvent::RunStarted { key, slot } = event {
+            self.link.world.record(Record::RunStarted { node: self.link.node.clone(), key: key.clone(), slot: *slot });
+        }
+    }
+}
