@@ -11,6 +11,8 @@
 
 mod measure;
 mod peer_cases;
+#[path = "../../tests/common/postgres_server.rs"]
+mod postgres_server;
 mod systole_cases;
 
 use std::collections::BTreeMap;
@@ -64,6 +66,11 @@ async fn run_case(name: &str, params: &BTreeMap<String, String>, process_start: 
         "prepare" => systole_cases::prepare(number("n"), &path).await,
         "cold-start" => systole_cases::cold_start(&path, process_start).await,
         "dispatch" => systole_cases::dispatch(store(), number("n"), &path).await,
+        "cluster-dispatch" => {
+            let url = params.get("url").cloned().unwrap_or_default();
+            let password = postgres_server::POSTGRES_TEST_PASSWORD;
+            systole_cases::cluster_dispatch(number("nodes"), number("n"), &url, password).await
+        }
         "lateness" => systole_cases::lateness(number("busy"), number("idle"), spread, windows).await,
         "peer-register" => peer_cases::register(number("n")).await,
         "peer-lateness" => peer_cases::lateness(number("n"), spread.as_secs(), windows).await,
@@ -113,8 +120,8 @@ impl Bench {
         print_machine(self.repeats);
         println!("| measure | systole | tokio-cron-scheduler | target |");
         println!("|---|---|---|---|");
-        let sections: [fn(&Self) -> Vec<Row>; 5] =
-            [Self::registration, Self::cold_start, Self::dispatch, Self::lateness, Self::simulator];
+        let sections: [fn(&Self) -> Vec<Row>; 6] =
+            [Self::registration, Self::cold_start, Self::dispatch, Self::cluster, Self::lateness, Self::simulator];
         for section in sections {
             for row in section(self) {
                 println!("| {} | {} | {} | {} |", row.measure, row.systole, row.peer, row.target);
@@ -271,6 +278,44 @@ impl Bench {
             target: "< 1 s / 0",
         });
         rows
+    }
+
+    /// Runs per second with 1, 2 and 3 nodes on one throwaway PostgreSQL, measured in the
+    /// same run so the three compare.
+    fn cluster(&self) -> Vec<Row> {
+        let server = postgres_server::PostgresServer::start();
+        let count = self.size(10_000, 200);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        let mut cells = Vec::new();
+        for nodes in 1..=3 {
+            let mut params = vec![("nodes", nodes.to_string()), ("n", count.to_string())];
+            // A fresh database per repeat, made here so each case process only connects.
+            let mut figures: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            for repeat in 0..self.repeats {
+                let url = runtime.block_on(server.create_database(&format!("cluster_{nodes}_{repeat}")));
+                params.retain(|(key, _)| *key != "url");
+                params.push(("url", url));
+                for (key, value) in self.case_once("cluster-dispatch", &params) {
+                    figures.entry(key).or_default().push(value);
+                }
+            }
+            let figures: Figures = figures.into_iter().map(|(key, values)| (key, median(&values))).collect();
+            cells.push(format!(
+                "{nodes} node{}: {} runs/s ({} lost)",
+                if nodes == 1 { "" } else { "s" },
+                whole(figures.get("runs_per_sec")),
+                whole(figures.get("lost"))
+            ));
+        }
+        vec![Row {
+            measure: format!(
+                "cluster dispatch, {} due at once (PostgreSQL, one process per node set): runs/s end to end",
+                thousands(count)
+            ),
+            systole: cells.join("; "),
+            peer: "—".into(),
+            target: "",
+        }]
     }
 
     fn lateness(&self) -> Vec<Row> {

@@ -273,3 +273,63 @@ pub async fn lateness(busy: usize, idle: usize, spread: Duration, windows: u32) 
     let late = recorder.lateness_of_first_slots(windows as usize);
     lateness_figures(late, busy as f64 * f64::from(windows), cpu)
 }
+
+/// A lease short enough that nodes started together share the partitions within seconds.
+const CLUSTER_LEASE_SECS: u64 = 3;
+/// When the heartbeats fall due, after the nodes started: time to share the partitions.
+const CLUSTER_DUE_AFTER_SECS: i64 = 10;
+
+/// Dispatch on a cluster: `count` heartbeats due at one instant, run by `nodes` nodes of
+/// this process on one PostgreSQL database (each node its own connection pool, as
+/// separate daemons would have). Runs per second from the due instant to the last result.
+pub async fn cluster_dispatch(nodes: usize, count: usize, url: &str, password: &str) -> Figures {
+    use systole::cluster::{self, ClusterSettings};
+    use systole::ports::leases::Leases;
+    use systole::store::postgres::PostgresStore;
+
+    let connect = || async { PostgresStore::connect(url, Some(password)).await.expect("PostgreSQL is reachable") };
+    let store = connect().await;
+    let defs = defs(0, count, Duration::from_secs(3_600), Duration::ZERO);
+    store.seed_config(&defs, Timestamp::now()).await.expect("the heartbeats are stored");
+    let due = Timestamp::now() + SignedDuration::from_secs(CLUSTER_DUE_AFTER_SECS);
+    let slots: Vec<(HeartbeatKey, Timestamp)> = defs.iter().map(|def| (def.key.clone(), due)).collect();
+    store.set_next_slots(&slots).await.expect("the slots are stored");
+    drop((defs, slots));
+    let recorder = Arc::new(Recorder::new(Duration::ZERO, count as u64));
+    let mut handles = Vec::new();
+    for index in 0..nodes {
+        let node_store = Arc::new(connect().await);
+        let ports = Ports {
+            events: Arc::clone(&recorder) as Arc<dyn EventSink>,
+            ..Ports::new(
+                Arc::new(SystemClock::new()),
+                Arc::new(ScriptedLlm::new(vec![ALERT_REPLY.to_owned()])),
+                Arc::new(CountingMessenger::default()),
+                Arc::clone(&node_store) as Arc<dyn Store>,
+            )
+        };
+        let settings =
+            ClusterSettings { node: format!("node-{index}"), lease: Duration::from_secs(CLUSTER_LEASE_SECS) };
+        handles.push(cluster::start(settings, node_store as Arc<dyn Leases>, ports, EngineOptions::default()));
+    }
+    let until_due = due.duration_since(Timestamp::now()).as_secs_f64().max(0.0);
+    let begun = Instant::now() + Duration::from_secs_f64(until_due);
+    let cpu_before = cpu_time();
+    let finished =
+        tokio::time::timeout(Duration::from_secs(RUNS_WAIT_SECS_MAX), recorder.all_finished.notified()).await.is_ok();
+    let took = begun.elapsed().as_secs_f64();
+    let cpu = cpu_time().saturating_sub(cpu_before).as_secs_f64();
+    let runs = recorder.finished.load(Ordering::Relaxed);
+    let held: Vec<usize> =
+        handles.iter().map(|handle| handle.view.read().map_or(0, |view| view.engines.len())).collect();
+    for handle in handles {
+        handle.shutdown(Duration::ZERO).await;
+    }
+    Figures::from([
+        ("runs_per_sec".to_owned(), runs as f64 / took),
+        ("all_finished".to_owned(), f64::from(u8::from(finished))),
+        ("lost".to_owned(), count as f64 - recorder.started.load(Ordering::Relaxed) as f64),
+        ("cpu_ms_per_run".to_owned(), cpu * 1000.0 / runs.max(1) as f64),
+        ("fewest_partitions".to_owned(), held.iter().copied().min().unwrap_or(0) as f64),
+    ])
+}
