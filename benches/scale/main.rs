@@ -12,6 +12,7 @@
 mod measure;
 mod peer_cases;
 #[path = "../../tests/common/postgres_server.rs"]
+#[allow(dead_code)] // the tests' helper; the benchmark uses a part of it
 mod postgres_server;
 mod systole_cases;
 
