@@ -258,6 +258,20 @@ async fn three_nodes_run_every_slot_once_and_take_over_a_killed_node_within_its_
     assert!(takeover <= bound, "took {takeover:?} to take over; the bound is {bound:?}");
     let after = owners(&pool).await;
     assert!(after.values().all(|owner| owner != victim), "nothing is still held by the dead node: {after:?}");
+    // A single-node daemon (no [cluster]) on the cluster's database is refused at start-up.
+    let single = write_config(&dir.path().join("single"), "single", &url, address);
+    let text = std::fs::read_to_string(&single).expect("config");
+    let start = text.find("[cluster]").expect("a cluster section");
+    let end = text[start..].find("[llm]").map_or(text.len(), |offset| start + offset);
+    std::fs::write(&single, format!("{}{}", &text[..start], &text[end..])).expect("write config");
+    let output = Command::new(env!("CARGO_BIN_EXE_systole"))
+        .args(["serve", "--config", single.to_str().expect("utf-8 path")])
+        .env(PASSWORD_ENV, POSTGRES_TEST_PASSWORD)
+        .output()
+        .expect("run a single node");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a single node beside a cluster must not start: {stderr}");
+    assert!(stderr.contains("[cluster]"), "the refusal says what to do: {stderr}");
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     for (_, child) in std::mem::take(&mut children.0) {

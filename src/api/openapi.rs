@@ -211,7 +211,7 @@ pub fn document() -> Value {
             params: AGENT,
             body: Some(object(json!({ "timeout_secs": { "type": "integer", "minimum": 1 } }), &[])),
             success: ("201", any_object()),
-            errors: &["400", "404", "422"],
+            errors: &["400", "404", "409", "422"],
         },
     );
     add(

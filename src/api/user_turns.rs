@@ -67,6 +67,8 @@ pub async fn begin(
             format!("{timeout_secs} is out of range; from 1 to {USER_TURN_SECS_MAX}"),
         ));
     }
+    // On a node of a cluster the lane that holds the agent's heartbeat is its owner's.
+    state.engine.for_agent(&agent)?;
     let turn = state.engine.lanes().begin_user_turn(&agent).await;
     let id = state.user_turns.next_id.fetch_add(1, Ordering::Relaxed) + 1;
     state.user_turns.lock().insert(id, (agent.clone(), turn));

@@ -431,3 +431,36 @@ fn a_postgres_url_without_a_password_names_where_the_password_comes_from() {
     assert_eq!(config.postgres.expect("postgres").password_env, None);
     assert_eq!(parse_text(LLM).expect("valid").postgres, None);
 }
+
+#[test]
+fn the_cluster_examples_are_two_nodes_of_one_database() {
+    let a = parse(include_str!("../../examples/cluster/node-a.toml"), Path::new("examples/cluster/node-a.toml"))
+        .expect("node-a config");
+    let b = parse(include_str!("../../examples/cluster/node-b.toml"), Path::new("examples/cluster/node-b.toml"))
+        .expect("node-b config");
+    assert_eq!(a.postgres, b.postgres, "one database");
+    assert_eq!(a.postgres.as_ref().and_then(|pg| pg.password_env.as_deref()), Some("SYSTOLE_DB_PASSWORD"));
+    let (a_node, b_node) = (a.cluster.expect("a cluster node"), b.cluster.expect("a cluster node"));
+    assert_ne!(a_node.node, b_node.node);
+    assert_ne!(a.store_path, b.store_path, "each node its own lock file");
+    assert_ne!(a.api.listen, b.api.listen);
+    assert_eq!(a.heartbeats, b.heartbeats, "the same heartbeats");
+}
+
+#[test]
+fn a_cluster_needs_postgres_a_node_id_and_a_sane_lease() {
+    let pg = "[store]\nurl = \"postgres://systole@db/x\"\n";
+    for (text, field, problem) in [
+        (format!("{LLM}[cluster]\nnode_id = \"a\"\n"), "cluster", "needs store.url"),
+        (format!("{LLM}{pg}[cluster]\n"), "cluster.node_id", "missing"),
+        (format!("{LLM}{pg}[cluster]\nnode_id = \"Node A\"\n"), "cluster.node_id", "only lowercase"),
+        (format!("{LLM}{pg}[cluster]\nnode_id = \"a\"\nlease_secs = 1\n"), "cluster.lease_secs", "out of range"),
+    ] {
+        let error = refused(&text);
+        assert_eq!(error.field, field, "for config:\n{text}\nerror: {error}");
+        assert!(error.problem.contains(problem), "problem {:?} should mention {problem:?}", error.problem);
+    }
+    let config = parse_text(&format!("{LLM}{pg}[cluster]\nnode_id = \"node-1\"\n")).expect("valid");
+    let cluster = config.cluster.expect("a cluster node");
+    assert_eq!((cluster.node.as_str(), cluster.lease.as_secs()), ("node-1", crate::cluster::LEASE_SECS_DEFAULT));
+}
