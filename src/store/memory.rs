@@ -380,7 +380,8 @@ impl Store for MemoryStore {
         let mut current: Option<&HeartbeatKey> = None;
         let mut rank = 0;
         // Newest first within each heartbeat: the map is ordered by key, then slot.
-        for ((key, slot), LogEntry { execution, .. }) in state.executions.iter().rev() {
+        let owned = state.executions.iter().rev().filter(|((key, _), _)| self.owns(&key.agent));
+        for ((key, slot), LogEntry { execution, .. }) in owned {
             rank = if current == Some(key) { rank + 1 } else { 0 };
             current = Some(key);
             let row = match execution.status {

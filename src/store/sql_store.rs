@@ -394,12 +394,15 @@ macro_rules! sql_store {
                 // rows ranked newest first (0 = newest); the conformance suite holds them equal.
                 let cutoffs = retention.cutoffs(now);
                 let mut tx = self.write_tx().await?;
-                let result = sqlx::query(
+                // A partition's engine prunes its own partition's rows (`owned_rows_sql`).
+                let result = sqlx::query(&format!(
                     "DELETE FROM executions WHERE id IN (SELECT id FROM (SELECT id, status, finished_at_ms, \
                      ROW_NUMBER() OVER (PARTITION BY agent_id, heartbeat_id ORDER BY slot_ms DESC) - 1 AS rank \
-                     FROM executions) AS ranked WHERE rank > 0 AND status <> 'running' AND finished_at_ms IS NOT NULL \
+                     FROM executions WHERE true{}) AS ranked WHERE rank > 0 AND status <> 'running' \
+                     AND finished_at_ms IS NOT NULL \
                      AND (finished_at_ms < $1 OR (rank >= $2 AND (status = 'skipped' OR finished_at_ms < $3))))",
-                )
+                    self.owned_rows_sql()
+                ))
                 .bind(cutoffs.aged_before.as_millisecond())
                 .bind(i64::from(cutoffs.kept_per_heartbeat))
                 .bind(cutoffs.protected_from.as_millisecond())
