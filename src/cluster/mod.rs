@@ -98,6 +98,8 @@ struct Node {
     options: EngineOptions,
     shared: Shared,
     held: BTreeMap<u32, Held>,
+    /// The lease table as last read: published again when a partition is lost between reads.
+    table: Vec<LeaseView>,
     view: Arc<RwLock<ClusterView>>,
     stats: Arc<LeaseStats>,
 }
@@ -119,6 +121,7 @@ pub fn start(
         options,
         shared: shared.clone(),
         held: BTreeMap::new(),
+        table: Vec::new(),
         view: Arc::clone(&view),
         stats: Arc::clone(&stats),
     };
@@ -135,6 +138,7 @@ impl Node {
             self.turn().await;
             let wake = clock.monotonic() + period;
             tokio::select! {
+                biased;
                 grace = &mut stopped => {
                     self.leave(grace.unwrap_or(Duration::ZERO)).await;
                     return;
@@ -147,7 +151,11 @@ impl Node {
     /// One turn: renew what is held, announce this node, then take and give back
     /// partitions as the plan says.
     async fn turn(&mut self) {
-        self.renew_all().await;
+        if self.renew_all().await {
+            // The API must stop routing to an engine that stopped, even if the table
+            // cannot be read this turn.
+            self.publish(self.table.clone());
+        }
         let live = match self.leases.announce(&self.settings.node, self.settings.lease).await {
             Ok(live) => live,
             Err(error) => {
@@ -216,7 +224,9 @@ impl Node {
     /// Renews every lease. A lease refused (taken over) or not renewed within its period
     /// by this node's clock stops its engine at once: the store fences its writes anyway,
     /// and stopping it early spares a receiver the deliveries it could still send.
-    async fn renew_all(&mut self) {
+    /// Returns whether a partition was lost.
+    async fn renew_all(&mut self) -> bool {
+        let mut any_lost = false;
         let clock = Arc::clone(&self.ports.clock);
         let partitions: Vec<u32> = self.held.keys().copied().collect();
         for partition in partitions {
@@ -224,6 +234,7 @@ impl Node {
             let deadline = held.renewed_at + self.settings.lease;
             let sent = clock.monotonic();
             let outcome = tokio::select! {
+                biased;
                 renewed = self.leases.renew(&held.lease, self.settings.lease) => Some(renewed),
                 () = clock.sleep_until(deadline) => None,
             };
@@ -250,12 +261,15 @@ impl Node {
                     self.stats.lost.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(partition, term = held.lease.term, why, "partition lost; its engine stops now");
                     held.engine.shutdown(Duration::ZERO).await;
+                    any_lost = true;
                 }
             }
         }
+        any_lost
     }
 
-    fn publish(&self, table: Vec<LeaseView>) {
+    fn publish(&mut self, table: Vec<LeaseView>) {
+        self.table.clone_from(&table);
         let engines = self
             .held
             .iter()
