@@ -85,7 +85,28 @@ pub async fn status(client: &ApiClient, as_json: bool) -> Result<String, DaemonE
             ));
         }
     }
+    if let Some(cluster) = status.get("cluster") {
+        out.push_str(&cluster_lines(cluster));
+    }
     Ok(out)
+}
+
+/// On a node of a cluster: what this node runs, and how the partitions are shared.
+fn cluster_lines(cluster: &Value) -> String {
+    let held: Vec<String> =
+        cluster["partitions_held"].as_array().into_iter().flatten().map(|partition| partition.to_string()).collect();
+    let mut owners: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for partition in cluster["partitions"].as_array().into_iter().flatten() {
+        let owner = partition["owner"].as_str().unwrap_or("(none: changing hands)");
+        *owners.entry(owner.to_owned()).or_default() += 1;
+    }
+    let shares: Vec<String> = owners.iter().map(|(owner, count)| format!("{owner} {count}")).collect();
+    format!(
+        "\nnode {} runs partitions {}; partitions by node: {}\n(jobs of other nodes show no verdict here; ask their node)\n",
+        cluster["node"].as_str().unwrap_or("?"),
+        if held.is_empty() { "none".to_owned() } else { held.join(",") },
+        shares.join(", ")
+    )
 }
 
 /// The agent that has job `id` in list `kind`, when the user did not say.
@@ -252,4 +273,26 @@ pub async fn follow(client: &ApiClient) -> Result<(), DaemonError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_nodes_status_names_what_it_runs_and_who_holds_the_rest() {
+        let cluster = json!({
+            "node": "node-a",
+            "partitions_held": [0, 2],
+            "partitions": [
+                { "partition": 0, "owner": "node-a", "term": 3 },
+                { "partition": 1, "owner": "node-b", "term": 1 },
+                { "partition": 2, "owner": "node-a", "term": 1 },
+                { "partition": 3, "owner": null, "term": 4 },
+            ],
+        });
+        let text = cluster_lines(&cluster);
+        assert!(text.contains("node node-a runs partitions 0,2;"), "{text}");
+        assert!(text.contains("partitions by node: (none: changing hands) 1, node-a 2, node-b 1"), "{text}");
+    }
 }
