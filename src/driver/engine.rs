@@ -702,9 +702,11 @@ impl Driver {
     async fn exhaust_if_decided(&mut self, key: &HeartbeatKey) {
         let one_shot = self.entries.get(key).is_some_and(|entry| matches!(entry.def.schedule, Schedule::At(_)));
         let Some(timer) = self.timers.timer(key).copied().filter(|_| one_shot) else { return };
-        let after = timer.next_slot.checked_add(SignedDuration::from_millis(1)).unwrap_or(timer.next_slot);
-        let decided = match self.context.store.executions_page(key, Some(after), 1).await {
-            Ok(latest) => latest.first().is_some_and(|execution| execution.slot == timer.next_slot),
+        // Decided when the log holds its slot, or any slot above it: a retry of the one-shot
+        // (a failed claim leaves no row for the instant itself, but its retry ran above it),
+        // or a slot a re-created one-shot would be lifted above anyway.
+        let decided = match self.context.store.executions_page(key, None, 1).await {
+            Ok(latest) => latest.first().is_some_and(|execution| execution.slot >= timer.next_slot),
             Err(error) => {
                 self.store_failed("executions", error.to_string(), "its slot may be found claimed and retired");
                 false
