@@ -222,22 +222,11 @@ pub async fn cold_start(path: &Path, process_start: Instant) -> Figures {
 /// until the last one started, and how many never ran.
 pub async fn dispatch(kind: StoreKind, count: usize, path: &Path) -> Figures {
     let store = open_store(&kind, path).await;
-    let defs = defs(0, count, Duration::from_secs(3_600), Duration::ZERO);
-    store.seed_config(&defs, Timestamp::now()).await.expect("the heartbeats are stored");
     // Every heartbeat's next slot is the same instant, shortly after the engine is up.
-    let due = Timestamp::now() + SignedDuration::from_secs(2);
-    let slots: Vec<(HeartbeatKey, Timestamp)> = defs.iter().map(|def| (def.key.clone(), due)).collect();
-    store.set_next_slots(&slots).await.expect("the slots are stored");
-    drop((defs, slots));
+    let due = seed_all_due(store.as_ref(), count, 2).await;
     let recorder = Arc::new(Recorder::new(Duration::ZERO, count as u64));
     let engine = start_engine(store, Arc::clone(&recorder), ALERT_REPLY).await;
-    let until_due = due.duration_since(Timestamp::now()).as_secs_f64().max(0.0);
-    let begun = Instant::now() + Duration::from_secs_f64(until_due);
-    let cpu_before = cpu_time();
-    let finished =
-        tokio::time::timeout(Duration::from_secs(RUNS_WAIT_SECS_MAX), recorder.all_finished.notified()).await.is_ok();
-    let took = begun.elapsed().as_secs_f64();
-    let cpu = cpu_time().saturating_sub(cpu_before).as_secs_f64();
+    let Waited { begun, finished, took, cpu } = wait_for_all(&recorder, due).await;
     let last_started = recorder
         .last_started
         .lock()
@@ -288,13 +277,7 @@ pub async fn cluster_dispatch(nodes: usize, count: usize, url: &str, password: &
     use systole::store::postgres::PostgresStore;
 
     let connect = || async { PostgresStore::connect(url, Some(password)).await.expect("PostgreSQL is reachable") };
-    let store = connect().await;
-    let defs = defs(0, count, Duration::from_secs(3_600), Duration::ZERO);
-    store.seed_config(&defs, Timestamp::now()).await.expect("the heartbeats are stored");
-    let due = Timestamp::now() + SignedDuration::from_secs(CLUSTER_DUE_AFTER_SECS);
-    let slots: Vec<(HeartbeatKey, Timestamp)> = defs.iter().map(|def| (def.key.clone(), due)).collect();
-    store.set_next_slots(&slots).await.expect("the slots are stored");
-    drop((defs, slots));
+    let due = seed_all_due(&connect().await, count, CLUSTER_DUE_AFTER_SECS).await;
     let recorder = Arc::new(Recorder::new(Duration::ZERO, count as u64));
     let mut handles = Vec::new();
     for index in 0..nodes {
@@ -312,13 +295,7 @@ pub async fn cluster_dispatch(nodes: usize, count: usize, url: &str, password: &
             ClusterSettings { node: format!("node-{index}"), lease: Duration::from_secs(CLUSTER_LEASE_SECS) };
         handles.push(cluster::start(settings, node_store as Arc<dyn Leases>, ports, EngineOptions::default()));
     }
-    let until_due = due.duration_since(Timestamp::now()).as_secs_f64().max(0.0);
-    let begun = Instant::now() + Duration::from_secs_f64(until_due);
-    let cpu_before = cpu_time();
-    let finished =
-        tokio::time::timeout(Duration::from_secs(RUNS_WAIT_SECS_MAX), recorder.all_finished.notified()).await.is_ok();
-    let took = begun.elapsed().as_secs_f64();
-    let cpu = cpu_time().saturating_sub(cpu_before).as_secs_f64();
+    let Waited { finished, took, cpu, .. } = wait_for_all(&recorder, due).await;
     let runs = recorder.finished.load(Ordering::Relaxed);
     let held: Vec<usize> =
         handles.iter().map(|handle| handle.view.read().map_or(0, |view| view.engines.len())).collect();
@@ -332,4 +309,33 @@ pub async fn cluster_dispatch(nodes: usize, count: usize, url: &str, password: &
         ("cpu_ms_per_run".to_owned(), cpu * 1000.0 / runs.max(1) as f64),
         ("fewest_partitions".to_owned(), held.iter().copied().min().unwrap_or(0) as f64),
     ])
+}
+
+/// Seeds `count` heartbeats whose next slot is one instant, `after_secs` from now.
+async fn seed_all_due(store: &dyn Store, count: usize, after_secs: i64) -> Timestamp {
+    let defs = defs(0, count, Duration::from_secs(3_600), Duration::ZERO);
+    store.seed_config(&defs, Timestamp::now()).await.expect("the heartbeats are stored");
+    let due = Timestamp::now() + SignedDuration::from_secs(after_secs);
+    let slots: Vec<(HeartbeatKey, Timestamp)> = defs.iter().map(|def| (def.key.clone(), due)).collect();
+    store.set_next_slots(&slots).await.expect("the slots are stored");
+    due
+}
+
+/// From the due instant until every run finished (or the wait ran out).
+struct Waited {
+    begun: Instant,
+    finished: bool,
+    took: f64,
+    cpu: f64,
+}
+
+async fn wait_for_all(recorder: &Recorder, due: Timestamp) -> Waited {
+    let until_due = due.duration_since(Timestamp::now()).as_secs_f64().max(0.0);
+    let begun = Instant::now() + Duration::from_secs_f64(until_due);
+    let cpu_before = cpu_time();
+    let finished =
+        tokio::time::timeout(Duration::from_secs(RUNS_WAIT_SECS_MAX), recorder.all_finished.notified()).await.is_ok();
+    let took = begun.elapsed().as_secs_f64();
+    let cpu = cpu_time().saturating_sub(cpu_before).as_secs_f64();
+    Waited { begun, finished, took, cpu }
 }

@@ -12,7 +12,7 @@
 //!   and recovers (everything, but for a partition's store);
 //! - `serialize_on(tx, scope)`: makes writers of one scope take turns where the backend's
 //!   write transaction does not already;
-//! - `load_page_sql(columns)`: one page of heartbeats as one JSON array;
+//! - `load_page_sql(columns, owned)`: one page of heartbeats as one JSON array;
 //! - `LOCK_READ_ROWS`: the suffix that locks rows read before they are rewritten.
 //!
 //! A generic function over `sqlx::Database` would need a dozen higher-ranked bounds on
@@ -54,7 +54,8 @@ macro_rules! sql_store {
             async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
                 // sqlx hands SQLite rows over one at a time between threads (~30 µs each here); a
                 // page of rows as one JSON array is one value, so a million load in seconds.
-                let page_sql = load_page_sql(&HEARTBEAT_COLUMNS.join(", "));
+                // A partition's store reads only its partition's rows.
+                let page_sql = load_page_sql(&HEARTBEAT_COLUMNS.join(", "), &self.owned_rows_sql());
                 let mut heartbeats = Vec::new();
                 let mut after = (String::new(), String::new());
                 loop {
@@ -69,9 +70,7 @@ macro_rules! sql_store {
                     for values in rows {
                         let heartbeat = heartbeat_from_row(&JsonRow(values))?;
                         after = (heartbeat.def.key.agent.to_string(), heartbeat.def.key.heartbeat.to_string());
-                        if self.owns(&heartbeat.def.key.agent) {
-                            heartbeats.push(heartbeat);
-                        }
+                        heartbeats.push(heartbeat);
                     }
                     if usize::try_from(count).unwrap_or(0) < LOAD_PAGE_ROWS {
                         return Ok(heartbeats);

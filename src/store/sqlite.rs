@@ -89,10 +89,10 @@ async fn serialize_on(_tx: &mut Transaction<'_, Sqlite>, _scope: &str) -> Result
 /// SQLite has no row locks; the write transaction holds the whole database.
 const LOCK_READ_ROWS: &str = "";
 
-fn load_page_sql(columns: &str) -> String {
+fn load_page_sql(columns: &str, owned: &str) -> String {
     format!(
         "SELECT json_group_array(json_array({columns})), count(*) FROM (SELECT {columns} FROM heartbeats \
-         WHERE (agent_id, heartbeat_id) > ($1, $2) ORDER BY agent_id, heartbeat_id LIMIT $3)"
+         WHERE (agent_id, heartbeat_id) > ($1, $2){owned} ORDER BY agent_id, heartbeat_id LIMIT $3)"
     )
 }
 
