@@ -111,6 +111,7 @@ fn delivery(target: &str, text: &str) -> Delivery {
         scheduled_for: start(),
         idempotency_key: "main/inbox/1".to_owned(),
         kind: DeliveryKind::Reply,
+        fence: systole::ports::fence::Fence::default(),
     }
 }
 

@@ -222,6 +222,9 @@ fn cluster_run(count: u64, from: u64, jobs: Option<usize>, stats: bool) -> ExitC
         let refused: u64 = results.iter().map(|(_, verdict, ..)| verdict.refused_writes).sum();
         let seeds_refused = results.iter().filter(|(_, verdict, ..)| verdict.refused_writes > 0).count();
         println!("  {:<22} {refused:>9} {seeds_refused:>6}", "fenced-write-refused");
+        let dropped: u64 = results.iter().map(|(_, verdict, ..)| verdict.fenced_effects).sum();
+        let seeds_dropped = results.iter().filter(|(_, verdict, ..)| verdict.fenced_effects > 0).count();
+        println!("  {:<22} {dropped:>9} {seeds_dropped:>6}", "fenced-effect-dropped");
         println!("cluster invariants checked:");
         for (name, count) in &checks {
             println!("  {name:<30} {count:>9}");

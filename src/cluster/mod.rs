@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 use crate::core::partition::{plan, LeaseView};
 use crate::driver::{self, EngineClient, EngineHandle, EngineOptions, Ports, Shared};
 use crate::ports::clock::Mono;
+use crate::ports::fence::Fence;
 use crate::ports::leases::{Lease, Leases};
 
 /// How long a lease lasts unless renewed, by default. A dead node's heartbeats wait at
@@ -89,6 +90,8 @@ struct Held {
     /// When the last successful renewal was sent: the lease is surely valid until this
     /// plus the lease period, by this node's own monotonic clock.
     renewed_at: Mono,
+    /// The same bound, shared with the engine: every delivery checks it (ADR 0018).
+    fence: Fence,
 }
 
 struct Node {
@@ -171,9 +174,13 @@ impl Node {
             }
         };
         let planned = plan(&self.settings.node, &table, &live);
+        // Taking partitions may wait on the store; what this node holds must still be
+        // renewed on time, so the acquisitions of one turn stop at half a renewal period.
+        let acquire_until = self.ports.clock.monotonic() + self.settings.lease / (2 * RENEWALS_PER_LEASE);
         for partition in planned.release {
             if let Some(held) = self.held.remove(&partition) {
                 held.engine.shutdown(Duration::from_secs(RELEASE_GRACE_SECS)).await;
+                held.fence.revoke();
                 if let Err(error) = self.leases.release(&held.lease).await {
                     tracing::warn!(%error, partition, "cannot release the lease; it expires on its own");
                 }
@@ -182,6 +189,9 @@ impl Node {
             }
         }
         for partition in planned.acquire {
+            if self.ports.clock.monotonic() >= acquire_until {
+                break;
+            }
             let previous =
                 table.iter().find(|lease| lease.partition == partition).and_then(|lease| lease.owner.clone());
             self.acquire(partition, previous).await;
@@ -200,7 +210,9 @@ impl Node {
             }
         };
         let ports = Ports { store: self.leases.partition_store(&lease), ..self.ports.clone() };
-        match driver::start_sharing(ports, self.options.clone(), self.shared.clone()).await {
+        let fence = Fence::lease(Arc::clone(&self.ports.clock), partition, lease.term, sent + self.settings.lease);
+        let options = EngineOptions { fence: fence.clone(), ..self.options.clone() };
+        match driver::start_sharing(ports, options, self.shared.clone()).await {
             Ok(engine) => {
                 let counter = if previous_owner.is_some() { &self.stats.taken_over } else { &self.stats.acquired };
                 counter.fetch_add(1, Ordering::Relaxed);
@@ -211,9 +223,10 @@ impl Node {
                     from = previous_owner.as_deref().unwrap_or("nobody"),
                     "partition acquired"
                 );
-                self.held.insert(partition, Held { lease, engine, renewed_at: sent });
+                self.held.insert(partition, Held { lease, engine, renewed_at: sent, fence });
             }
             Err(error) => {
+                fence.revoke();
                 // Fenced already, or the store failed: give it back for another try.
                 tracing::warn!(%error, partition, "the partition's engine did not start; releasing it");
                 let _ = self.leases.release(&lease).await;
@@ -242,6 +255,7 @@ impl Node {
                 Some(Ok(true)) => {
                     if let Some(held) = self.held.get_mut(&partition) {
                         held.renewed_at = sent;
+                        held.fence.extend(sent + self.settings.lease);
                     }
                     None
                 }
@@ -260,6 +274,7 @@ impl Node {
                 if let Some(held) = self.held.remove(&partition) {
                     self.stats.lost.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(partition, term = held.lease.term, why, "partition lost; its engine stops now");
+                    held.fence.revoke();
                     held.engine.shutdown(Duration::ZERO).await;
                     any_lost = true;
                 }
@@ -283,6 +298,7 @@ impl Node {
         let held = std::mem::take(&mut self.held);
         for (partition, held) in held {
             held.engine.shutdown(grace).await;
+            held.fence.revoke();
             if let Err(error) = self.leases.release(&held.lease).await {
                 tracing::warn!(%error, partition, "cannot release the lease at shutdown; it expires on its own");
             }

@@ -38,6 +38,7 @@ pub async fn deliver_test(config: &Config, target: &str, text: &str) -> Result<S
         scheduled_for: now,
         idempotency_key: format!("systole/deliver-test/{}", now.as_millisecond()),
         kind: DeliveryKind::Reply,
+        fence: crate::ports::fence::Fence::default(),
     };
     if delivery.target.adapter == DeliveryTarget::STDOUT || delivery.target.is_silent() {
         return Ok(format!("{target} needs no check: it is not a network adapter\n"));

@@ -8,7 +8,7 @@ use crate::daemon::store_file;
 use crate::daemon::DaemonError;
 use crate::ports::leases::Leases;
 use crate::ports::store::Store;
-use crate::store::postgres::{NodeLock, PostgresStore};
+use crate::store::postgres::{NodeLock, PostgresStore, SessionSettings};
 use crate::store::sqlite::SqliteStore;
 
 /// # Errors
@@ -68,5 +68,18 @@ pub async fn open_postgres(config: &Config, postgres: &PostgresConfig) -> Result
         },
         None => std::env::var(POSTGRES_PASSWORD_ENV_DEFAULT).ok(),
     };
-    Ok(PostgresStore::connect(&postgres.url, password.as_deref()).await?)
+    Ok(PostgresStore::connect_with(&postgres.url, password.as_deref(), &session_settings(config)).await?)
+}
+
+/// A node of a cluster names its sessions after itself, and has the database end any of
+/// them left inside a transaction for a lease period (a node frozen mid-write), so the
+/// locks it holds never keep another node from taking its partitions over (ADR 0018).
+fn session_settings(config: &Config) -> SessionSettings {
+    match &config.cluster {
+        Some(cluster) => SessionSettings {
+            application_name: format!("systole {}", cluster.node),
+            idle_in_transaction: Some(cluster.lease),
+        },
+        None => SessionSettings::default(),
+    }
 }

@@ -17,6 +17,7 @@ use crate::core::message_split::split_message;
 use crate::delivery::platform::{Part, Platform, Verdict};
 use crate::limits::{DELIVERY_PARTS_MAX, DELIVERY_RETRY_AFTER_SECS_MAX, WEBHOOK_RETRY_DELAY_MS_BASE};
 use crate::ports::clock::Clock;
+use crate::ports::fence::Fenced;
 use crate::ports::http::HttpClient;
 use crate::ports::messenger::{Delivery, DeliveryError, Messenger};
 
@@ -36,6 +37,14 @@ pub struct Receipt {
     pub parts: usize,
     pub status: u16,
     pub body: String,
+}
+
+/// Why one part did not go out.
+enum PartFailure {
+    /// The lease's fence refused the attempt: nothing more goes out.
+    Fenced(Fenced),
+    /// Refused by the platform, or out of attempts; the attempts made and the last error.
+    Failed { attempts: u32, error: String },
 }
 
 /// Routes each delivery to its destination by the target's adapter (and name, for the
@@ -89,7 +98,10 @@ impl ChatSender {
             let part = Part { text, idempotency_key: &key };
             match self.send_part(destination, channel, &part, delivery).await {
                 Ok((status, body)) => receipt = Receipt { parts: index + 1, status, body },
-                Err((attempts, error)) => {
+                Err(PartFailure::Fenced(fenced)) => {
+                    return Err(DeliveryError::Fenced { target: target.to_string(), parts_sent: index, fenced });
+                }
+                Err(PartFailure::Failed { attempts, error }) => {
                     let sent = if parts.len() > 1 {
                         format!(" ({index} of {} parts delivered)", parts.len())
                     } else {
@@ -106,22 +118,24 @@ impl ChatSender {
         Ok(receipt)
     }
 
-    /// One part, with retries. The attempts made and the last error when it failed.
+    /// One part, with retries, each attempt after the fence allowed it.
     async fn send_part(
         &self,
         destination: &Destination,
         channel: &str,
         part: &Part<'_>,
         delivery: &Delivery,
-    ) -> Result<(u16, String), (u32, String)> {
+    ) -> Result<(u16, String), PartFailure> {
         let attempts_max = destination.attempts_max.max(1);
         let mut last_error = String::new();
         for attempt in 1..=attempts_max {
+            // A node that lost its lease before this part (or this retry) stops here.
+            delivery.fence.check().map_err(PartFailure::Fenced)?;
             let request = destination.platform.request(channel, part, delivery, self.clock.wall(), destination.timeout);
             let wait = match self.http.post(request).await {
                 Ok(response) => match destination.platform.verdict(&response) {
                     Verdict::Delivered => return Ok((response.status, response.excerpt(200))),
-                    Verdict::Refused(why) => return Err((attempt, why)),
+                    Verdict::Refused(why) => return Err(PartFailure::Failed { attempts: attempt, error: why }),
                     Verdict::Retry { after, why } => {
                         last_error = why;
                         after
@@ -138,14 +152,17 @@ impl ChatSender {
             let delay = match wait {
                 Some(wait) if wait > Duration::from_secs(DELIVERY_RETRY_AFTER_SECS_MAX) => {
                     let asked = wait.as_secs();
-                    return Err((attempt, format!("{last_error}; the platform asked to wait {asked} s, more than {DELIVERY_RETRY_AFTER_SECS_MAX} s")));
+                    let error = format!(
+                        "{last_error}; the platform asked to wait {asked} s, more than {DELIVERY_RETRY_AFTER_SECS_MAX} s"
+                    );
+                    return Err(PartFailure::Failed { attempts: attempt, error });
                 }
                 Some(wait) => wait,
                 None => self.backoff(attempt),
             };
             self.clock.sleep(delay).await;
         }
-        Err((attempts_max, last_error))
+        Err(PartFailure::Failed { attempts: attempts_max, error: last_error })
     }
 
     /// Base delay doubled per attempt, plus up to 50 % jitter.

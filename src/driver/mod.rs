@@ -39,6 +39,7 @@ use crate::limits::{
     BREAKER_COOLDOWN_SECS_DEFAULT, BREAKER_FAILURES_MAX_DEFAULT, ERROR_BACKOFF_SECS_DEFAULT, RUNS_IN_FLIGHT_MAX_DEFAULT,
 };
 use crate::ports::clock::Clock;
+use crate::ports::fence::Fence;
 use crate::ports::llm::Llm;
 use crate::ports::messenger::Messenger;
 use crate::ports::store::{Queued, SeedReport, Store, StoreError};
@@ -92,6 +93,9 @@ pub struct EngineOptions {
     pub visibility: VisibilityRules,
     /// How long the run log keeps rows, by age and count per heartbeat.
     pub run_retention: RunRetention,
+    /// On a node of a cluster, the lease of the partition this engine runs: every
+    /// delivery checks it first (ADR 0018). The default never refuses.
+    pub fence: Fence,
 }
 
 impl Default for EngineOptions {
@@ -109,6 +113,7 @@ impl Default for EngineOptions {
             toolbox: ToolBox::standard(),
             visibility: VisibilityRules::default(),
             run_retention: RunRetention::default(),
+            fence: Fence::default(),
         }
     }
 }
@@ -248,6 +253,7 @@ pub async fn start_sharing(ports: Ports, options: EngineOptions, shared: Shared)
             Arc::clone(&ports.clock),
             completions_tx,
         ),
+        fence: options.fence,
     };
     let mut driver = Driver::new(context, options.runs_in_flight_max, receiver, completions);
     driver.load(heartbeats, pauses).await;

@@ -24,8 +24,9 @@ use crate::driver::lanes::Lanes;
 use crate::driver::run_events::RunEvents;
 use crate::limits::{DEDUP_WINDOW_SECS, ERROR_TEXT_CHARS_MAX, OUTPUT_PREVIEW_CHARS_MAX};
 use crate::ports::clock::Clock;
+use crate::ports::fence::Fence;
 use crate::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError};
-use crate::ports::messenger::{Delivery, DeliveryKind, Messenger};
+use crate::ports::messenger::{Delivery, DeliveryError, DeliveryKind, Messenger};
 use crate::ports::store::{DeliveryStatus, ExecutionStatus, Queued, RunRecord, StopReason, Store};
 use crate::ports::workspace::Workspace;
 
@@ -59,6 +60,8 @@ pub struct RunContext {
     pub run_retention: crate::core::retention::RunRetention,
     /// Where runs write their results: one transaction for all that finish together.
     pub results: ResultWriter,
+    /// On a node of a cluster, the partition's lease: checked before every delivery.
+    pub fence: Fence,
 }
 
 impl RunContext {
@@ -295,8 +298,15 @@ async fn attempt(
         idempotency_key: idempotency_key(def, slot),
         text,
         kind: DeliveryKind::Reply,
+        fence: context.fence.clone(),
     };
-    match context.messenger.deliver(&delivery).await {
+    // A node that lost its lease while the model answered (paused past it, cut from the
+    // store) must not deliver for a partition another node may run by now (ADR 0018).
+    let delivered = match context.fence.check() {
+        Ok(()) => context.messenger.deliver(&delivery).await,
+        Err(fenced) => Err(DeliveryError::Fenced { target: def.target.to_string(), parts_sent: 0, fenced }),
+    };
+    match delivered {
         Ok(()) => Outcome {
             status: ExecutionStatus::Succeeded,
             delivery: DeliveryStatus::Delivered,

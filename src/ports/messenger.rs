@@ -5,6 +5,7 @@ use jiff::Timestamp;
 
 use crate::core::delivery_target::DeliveryTarget;
 use crate::core::ids::HeartbeatKey;
+use crate::ports::fence::{Fence, Fenced};
 
 /// One message to deliver.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,8 @@ pub struct Delivery {
     /// The same for every attempt at the same slot, so receivers can drop duplicates.
     pub idempotency_key: String,
     pub kind: DeliveryKind,
+    /// Checked before each part goes out: on a node of a cluster, the partition's lease.
+    pub fence: Fence,
 }
 
 /// What a message is: a run's reply, or the engine's own alert about a heartbeat.
@@ -46,12 +49,16 @@ pub enum DeliveryError {
     UnknownAdapter(String),
     #[error("delivery to {target} failed after {attempts} attempt(s): {last_error}")]
     Failed { target: String, attempts: u32, last_error: String },
+    /// The node no longer surely holds the heartbeat's partition: what was not sent yet
+    /// was dropped (`parts_sent` went out before).
+    #[error("delivery to {target} stopped after {parts_sent} part(s): {fenced}")]
+    Fenced { target: String, parts_sent: usize, fenced: Fenced },
 }
 
 /// Delivers messages to targets.
 #[async_trait]
 pub trait Messenger: Send + Sync + 'static {
-    /// Delivers one message.
+    /// Delivers one message, checking `delivery.fence` before each part it sends.
     ///
     /// # Errors
     /// When the target's adapter is unknown or every attempt failed.

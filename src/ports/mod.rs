@@ -4,6 +4,7 @@
 //! Randomness is handed in as a seed (ChaCha), never drawn from the operating system.
 
 pub mod clock;
+pub mod fence;
 pub mod http;
 pub mod leases;
 pub mod llm;

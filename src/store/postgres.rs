@@ -18,6 +18,32 @@ use crate::ports::store::StoreError;
 pub const POSTGRES_CONNECTIONS_MAX: u32 = 8;
 /// How long opening a connection may take before the store reports the server unreachable.
 pub const POSTGRES_CONNECT_TIMEOUT_SECS: u64 = 10;
+/// Connections of the lease loop, apart from the engines' (ADR 0018): a node whose engines
+/// wait on the database still renews its leases.
+pub const LEASE_CONNECTIONS_MAX: u32 = 2;
+/// The longest a lease statement waits for a row lock (PostgreSQL's `lock_timeout`): a
+/// grant that would wait behind a frozen holder's transaction gives up and is tried again
+/// on the next turn, so the lease loop keeps renewing what it holds.
+pub const LEASE_LOCK_WAIT_MS_MAX: u64 = 500;
+/// How long the lease loop waits for one of its connections.
+const LEASE_ACQUIRE_TIMEOUT_SECS: u64 = 2;
+
+/// How this process's sessions present themselves and what the database bounds for them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSettings {
+    /// `application_name`, seen in `pg_stat_activity` (a node's id, for a cluster).
+    pub application_name: String,
+    /// `idle_in_transaction_session_timeout`: the database ends a session that sits inside
+    /// a transaction this long without a statement (a node frozen mid-transaction), so its
+    /// locks never hold up a takeover longer than this. `None`: no bound.
+    pub idle_in_transaction: Option<Duration>,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self { application_name: "systole".to_owned(), idle_in_transaction: None }
+    }
+}
 
 /// The advisory lock key daemons hold on their database (`hold_node_lock`): "systole" in ASCII.
 const NODE_LOCK_KEY: i64 = 0x0073_7973_746f_6c65;
@@ -30,6 +56,8 @@ pub struct NodeLock {
 #[derive(Clone)]
 pub struct PostgresStore {
     pub(super) pool: PgPool,
+    /// The lease loop's own connections, each with a bounded lock wait.
+    pub(super) lease_pool: PgPool,
     /// Set for a partition's engine (see `ports::leases`): what it loads, and the lease
     /// every write of it carries. `None`: the whole database, unfenced (one node).
     pub(super) fence: Option<Lease>,
@@ -44,19 +72,42 @@ impl PostgresStore {
     /// # Errors
     /// When the URL does not parse, the server cannot be reached, or a migration fails.
     pub async fn connect(url: &str, password: Option<&str>) -> Result<Self, StoreError> {
+        Self::connect_with(url, password, &SessionSettings::default()).await
+    }
+
+    /// [`connect`](Self::connect), with the sessions' name and bounds.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect).
+    pub async fn connect_with(
+        url: &str,
+        password: Option<&str>,
+        session: &SessionSettings,
+    ) -> Result<Self, StoreError> {
         let mut options: PgConnectOptions =
             url.parse().map_err(|error| StoreError::Backend(format!("store.url is not a PostgreSQL URL: {error}")))?;
         if let Some(password) = password {
             options = options.password(password);
         }
+        options = options.application_name(&session.application_name);
+        if let Some(idle) = session.idle_in_transaction {
+            let millis = idle.as_millis().max(1).to_string();
+            options = options.options([("idle_in_transaction_session_timeout", millis)]);
+        }
+        let unreachable = |error: sqlx::Error| StoreError::Backend(format!("cannot connect to PostgreSQL: {error}"));
         let pool = PgPoolOptions::new()
             .max_connections(POSTGRES_CONNECTIONS_MAX)
             .acquire_timeout(Duration::from_secs(POSTGRES_CONNECT_TIMEOUT_SECS))
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
-            .map_err(|error| StoreError::Backend(format!("cannot connect to PostgreSQL: {error}")))?;
+            .map_err(unreachable)?;
+        let lease_options = options.options([("lock_timeout", LEASE_LOCK_WAIT_MS_MAX.to_string())]);
+        let lease_pool = PgPoolOptions::new()
+            .max_connections(LEASE_CONNECTIONS_MAX)
+            .acquire_timeout(Duration::from_secs(LEASE_ACQUIRE_TIMEOUT_SECS))
+            .connect_lazy_with(lease_options);
         sqlx::migrate!("src/store/migrations_postgres").run(&pool).await?;
-        Ok(Self { pool, fence: None })
+        Ok(Self { pool, lease_pool, fence: None })
     }
 
     /// Holds the database for this daemon until dropped: exclusively for a single node, or

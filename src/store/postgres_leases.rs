@@ -1,6 +1,7 @@
 //! Partition leases on PostgreSQL (ADR 0017): grants, renewals and releases are single
 //! conditional statements judged by the server's `now()`, so nodes with skewed clocks
-//! agree on who holds what.
+//! agree on who holds what. They run on the lease loop's own connections, whose lock
+//! waits are bounded (ADR 0018): a grant never waits long behind a frozen holder.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -47,7 +48,7 @@ impl PostgresStore {
 #[async_trait]
 impl Leases for PostgresStore {
     async fn announce(&self, node: &str, ttl: Duration) -> Result<BTreeSet<String>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.lease_pool.begin().await?;
         sqlx::query(
             "INSERT INTO partition_leases (partition) SELECT generate_series(0, $1 - 1) ON CONFLICT DO NOTHING",
         )
@@ -77,7 +78,7 @@ impl Leases for PostgresStore {
              WHERE partition < $1 ORDER BY partition",
         )
         .bind(i32::try_from(PARTITIONS_COUNT).unwrap_or(i32::MAX))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.lease_pool)
         .await?;
         rows.into_iter()
             .map(|(partition, owner, term, expired)| {
@@ -102,7 +103,7 @@ impl Leases for PostgresStore {
         .bind(node)
         .bind(ttl_ms(ttl))
         .bind(partition_column(partition))
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.lease_pool)
         .await?;
         term.map(|term| Ok(Lease { partition, node: node.to_owned(), term: term_from(term)? })).transpose()
     }
@@ -116,7 +117,7 @@ impl Leases for PostgresStore {
         .bind(partition_column(lease.partition))
         .bind(&lease.node)
         .bind(i64::try_from(lease.term).unwrap_or(i64::MAX))
-        .execute(&self.pool)
+        .execute(&self.lease_pool)
         .await?;
         Ok(result.rows_affected() == 1)
     }
@@ -129,17 +130,21 @@ impl Leases for PostgresStore {
         .bind(partition_column(lease.partition))
         .bind(&lease.node)
         .bind(i64::try_from(lease.term).unwrap_or(i64::MAX))
-        .execute(&self.pool)
+        .execute(&self.lease_pool)
         .await?;
         Ok(())
     }
 
     async fn leave(&self, node: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM cluster_nodes WHERE node_id = $1").bind(node).execute(&self.pool).await?;
+        sqlx::query("DELETE FROM cluster_nodes WHERE node_id = $1").bind(node).execute(&self.lease_pool).await?;
         Ok(())
     }
 
     fn partition_store(&self, lease: &Lease) -> Arc<dyn Store> {
-        Arc::new(PostgresStore { pool: self.pool.clone(), fence: Some(lease.clone()) })
+        Arc::new(PostgresStore {
+            pool: self.pool.clone(),
+            lease_pool: self.lease_pool.clone(),
+            fence: Some(lease.clone()),
+        })
     }
 }

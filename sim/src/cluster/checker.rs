@@ -8,11 +8,18 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use systole::core::ids::HeartbeatKey;
+use systole::core::partition::{partition_of, PARTITIONS_COUNT};
 
 use super::{ClusterOptions, Entry, Record};
 
-pub const INVARIANTS: [&str; 4] =
-    ["cluster-slot-once", "cluster-fenced-writes-refused", "cluster-cadence-after-heal", "cluster-key-once"];
+pub const INVARIANTS: [&str; 6] = [
+    "cluster-slot-once",
+    "cluster-fenced-writes-refused",
+    "cluster-cadence-after-heal",
+    "cluster-key-once",
+    "cluster-grant-raises-term",
+    "cluster-no-effect-after-lease",
+];
 
 /// Slack on the cadence bound: the model's slowest answer and a partition engine's start.
 const CADENCE_SLACK_SECS: u64 = 15;
@@ -23,6 +30,8 @@ pub struct Verdict {
     pub failure: Option<String>,
     /// Writes the store refused as fenced: proof that a node really wrote past its lease.
     pub refused_writes: u64,
+    /// Deliveries the lease's fence dropped: proof that a node woke with a reply in hand.
+    pub fenced_effects: u64,
 }
 
 impl Verdict {
@@ -35,9 +44,12 @@ impl Verdict {
 }
 
 pub fn check(options: &ClusterOptions, entries: &[Entry]) -> Verdict {
-    let mut verdict = Verdict::default();
+    let fenced_effects = entries.iter().filter(|(_, _, record)| matches!(record, Record::EffectFenced { .. })).count();
+    let mut verdict = Verdict { fenced_effects: u64::try_from(fenced_effects).unwrap_or(u64::MAX), ..Verdict::default() };
     slot_once(entries, &mut verdict);
     fenced_writes_refused(entries, &mut verdict);
+    grant_raises_term(entries, &mut verdict);
+    no_effect_after_lease(options, entries, &mut verdict);
     cadence_after_heal(options, entries, &mut verdict);
     verdict
 }
@@ -81,7 +93,7 @@ fn fenced_writes_refused(entries: &[Entry], verdict: &mut Verdict) {
     let mut current: BTreeMap<u32, (u64, &str)> = BTreeMap::new();
     for (sequence, _, record) in entries {
         match record {
-            Record::Granted { node, partition, term } => {
+            Record::Granted { node, partition, term, .. } => {
                 current.insert(*partition, (*term, node));
             }
             Record::Released { node, partition, term } if current.get(partition) == Some(&(*term, node.as_str())) => {
@@ -97,6 +109,53 @@ fn fenced_writes_refused(entries: &[Entry], verdict: &mut Verdict) {
                     format!(
                         "#{sequence}: {kind} of {node} under term {term} of partition {partition} was {verb}; the \
                          newest grant was term {newest_term} to {holder}"
+                    )
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Every grant of a partition carries a term above every earlier grant of it, by the
+/// checker's own record of grants: a re-grant that kept its term would let a fenced write
+/// of the old holder pass as the new one's.
+fn grant_raises_term(entries: &[Entry], verdict: &mut Verdict) {
+    let mut highest: BTreeMap<u32, (u64, &str)> = BTreeMap::new();
+    for (sequence, _, record) in entries {
+        if let Record::Granted { node, partition, term, .. } = record {
+            let earlier = highest.get(partition).copied();
+            verdict.check("cluster-grant-raises-term", earlier.is_none_or(|(before, _)| *term > before), || {
+                let (before, holder) = earlier.unwrap_or((0, "nobody"));
+                format!("#{sequence}: {node} was granted partition {partition} under term {term}; term {before} was granted to {holder} before")
+            });
+            highest.insert(*partition, (*term, node));
+        }
+    }
+}
+
+/// No part is posted for a partition after its lease ran out by the posting node's own
+/// clock: the last grant or renewal the node had sent for it, plus the lease, is past.
+fn no_effect_after_lease(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
+    // The latest send time of a grant or renewal that went through, by node and partition.
+    let mut sure_since: BTreeMap<(&str, u32), Duration> = BTreeMap::new();
+    for (sequence, at, record) in entries {
+        match record {
+            Record::Granted { node, partition, sent, .. } | Record::Renewed { node, partition, sent, .. } => {
+                let latest = sure_since.entry((node.as_str(), *partition)).or_default();
+                *latest = (*latest).max(*sent);
+            }
+            Record::Delivered { node, agent, idempotency_key } => {
+                let partition = partition_of(agent, PARTITIONS_COUNT);
+                let since = sure_since.get(&(node.as_str(), partition)).copied();
+                let held = since.is_some_and(|since| *at < since + options.lease);
+                verdict.check("cluster-no-effect-after-lease", held, || {
+                    let last = since.map_or_else(|| "never".to_owned(), |since| format!("at {}ms", since.as_millis()));
+                    format!(
+                        "#{sequence}: {node} posted {idempotency_key} at {}ms for partition {partition}, whose \
+                         lease it last had granted or renewed by a request sent {last} (lease {}s)",
+                        at.as_millis(),
+                        options.lease.as_secs()
                     )
                 });
             }

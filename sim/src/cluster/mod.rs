@@ -31,15 +31,25 @@ use systole::ports::clock::Clock;
 use systole::ports::store::Store;
 use systole::store::memory::MemoryStore;
 
-use ports::{Link, NodeLeases, NodeStore, RecordingMessenger, RunSink, SlowModel};
+use ports::{recording_messenger, Link, NodeLeases, NodeStore, RunSink, SlowModel};
 
 /// What happened, in the store's order (a sequence number) and at the true time.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Record {
+    /// A grant, with the node's monotonic time when it sent the request: the lease is
+    /// surely its own until `sent` plus the lease, by its clock.
     Granted {
         node: String,
         partition: u32,
         term: u64,
+        sent: Duration,
+    },
+    /// A renewal that went through, with the time its request was sent.
+    Renewed {
+        node: String,
+        partition: u32,
+        term: u64,
+        sent: Duration,
     },
     /// A lease given back (the store ignores a release of a term no longer held).
     Released {
@@ -65,11 +75,16 @@ pub enum Record {
         key: HeartbeatKey,
         slot: Timestamp,
     },
+    /// A part posted to the platform (after the engine's fence let it out).
     Delivered {
         node: String,
-        key: HeartbeatKey,
-        slot: Timestamp,
+        agent: AgentId,
         idempotency_key: String,
+    },
+    /// A run whose delivery the lease's fence dropped.
+    EffectFenced {
+        node: String,
+        key: HeartbeatKey,
     },
     Fault {
         node: String,
@@ -84,6 +99,9 @@ pub enum Record {
 pub enum FaultKind {
     /// Every task of the node stops (a GC pause, a stopped VM) for longer than its lease.
     PausedPastLease,
+    /// The node is stopped past its lease while a model call of it is in flight, so it
+    /// wakes with a reply in hand.
+    PausedWithReply,
     /// The node's calls to the store fail.
     CutFromStore,
     Killed,
@@ -95,8 +113,9 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 8] = [
         FaultKind::PausedPastLease,
+        FaultKind::PausedWithReply,
         FaultKind::CutFromStore,
         FaultKind::Killed,
         FaultKind::Restarted,
@@ -108,6 +127,7 @@ impl FaultKind {
     pub fn name(self) -> &'static str {
         match self {
             FaultKind::PausedPastLease => "paused-past-lease",
+            FaultKind::PausedWithReply => "paused-with-reply",
             FaultKind::CutFromStore => "cut-from-store",
             FaultKind::Killed => "killed",
             FaultKind::Restarted => "restarted",
@@ -138,6 +158,8 @@ pub struct ClusterOptions {
 #[derive(Debug, Clone, Copy)]
 pub enum Fault {
     Pause(Duration),
+    /// Waits for a model call of the node in flight, then pauses it.
+    PauseWithReply(Duration),
     Cut(Duration),
     Kill(Duration),
     Leave(Duration),
@@ -147,6 +169,8 @@ const NODES_COUNT: usize = 3;
 const SKEW_SECS_MAX: i64 = 30;
 const SAFETY_MINUTES: u64 = 30;
 const LIVENESS_MINUTES: u64 = 20;
+/// How long a pause-with-reply fault waits for a model call of its node to be in flight.
+const REPLY_WAIT_SECS_MAX: u64 = 120;
 
 impl ClusterOptions {
     pub fn from_seed(seed: u64) -> Self {
@@ -176,10 +200,11 @@ impl ClusterOptions {
                 let at = Duration::from_secs(rng.random_range(60..safety.as_secs() - 300));
                 let node = rng.random_range(0..NODES_COUNT);
                 let past_lease = lease + Duration::from_secs(rng.random_range(1..lease.as_secs() * 3));
-                let fault = match rng.random_range(0..4) {
+                let fault = match rng.random_range(0..5) {
                     0 => Fault::Pause(past_lease),
                     1 => Fault::Cut(past_lease),
                     2 => Fault::Kill(Duration::from_secs(rng.random_range(1..120))),
+                    3 => Fault::PauseWithReply(past_lease),
                     _ => Fault::Leave(Duration::from_secs(rng.random_range(10..240))),
                 };
                 (at, node, fault)
@@ -230,6 +255,8 @@ pub struct ClusterWorld {
     node_clocks: BTreeMap<String, Arc<VirtualClock>>,
     leave: BTreeMap<String, Notify>,
     fired: Mutex<BTreeMap<FaultKind, u64>>,
+    /// Model calls in flight, by node.
+    calls_in_flight: Mutex<BTreeMap<String, u64>>,
 }
 
 impl ClusterWorld {
@@ -246,6 +273,16 @@ impl ClusterWorld {
 
     fn is_partitioned(&self, node: &str) -> bool {
         self.partitioned.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(node)
+    }
+
+    fn calls_in_flight(&self, node: &str) -> u64 {
+        self.calls_in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(node).copied().unwrap_or(0)
+    }
+
+    fn count_call(&self, node: &str, delta: i64) {
+        let mut calls = self.calls_in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = calls.entry(node.to_owned()).or_default();
+        *count = count.saturating_add_signed(delta);
     }
 
     fn draw_millis(&self, range: std::ops::Range<u64>) -> u64 {
@@ -287,6 +324,7 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
         node_clocks,
         leave: options.nodes.iter().map(|(name, _, _)| (name.clone(), Notify::new())).collect(),
         fired: Mutex::default(),
+        calls_in_flight: Mutex::default(),
         options,
     });
     for (name, skew, _) in &world.options.nodes {
@@ -330,6 +368,19 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
                 handle.pause(id);
                 world.clock.sleep(length).await;
                 handle.resume(id);
+            }
+            Fault::PauseWithReply(length) => {
+                // Wait (within a bound) until the node has a model call in flight.
+                let give_up = world.clock.monotonic() + Duration::from_secs(REPLY_WAIT_SECS_MAX);
+                while world.calls_in_flight(&name) == 0 && world.clock.monotonic() < give_up {
+                    world.clock.sleep(Duration::from_millis(100)).await;
+                }
+                if world.calls_in_flight(&name) > 0 {
+                    world.fault(&name, FaultKind::PausedWithReply, format!("{}s", length.as_secs()));
+                    handle.pause(id);
+                    world.clock.sleep(length).await;
+                    handle.resume(id);
+                }
             }
             Fault::Cut(length) => {
                 world.fault(&name, FaultKind::CutFromStore, format!("{}s", length.as_secs()));
@@ -376,10 +427,11 @@ async fn node_life(world: Arc<ClusterWorld>, name: String) {
     let link = Link { world: Arc::clone(&world), node: name.clone() };
     let Some(clock) = world.node_clocks.get(&name).cloned() else { return };
     let store: Arc<dyn Store> = Arc::new(NodeStore { link: link.clone(), inner: world.store.clone(), lease: None });
+    let messenger = recording_messenger(&link, Arc::clone(&clock) as Arc<dyn Clock>);
     let ports = Ports {
         clock,
-        llm: Arc::new(SlowModel { world: Arc::clone(&world), replies: AtomicU64::new(0) }),
-        messenger: Arc::new(RecordingMessenger { link: link.clone() }),
+        llm: Arc::new(SlowModel { world: Arc::clone(&world), node: name.clone(), replies: AtomicU64::new(0) }),
+        messenger,
         store: Arc::clone(&store),
         events: Arc::new(RunSink { link: link.clone() }),
         workspace: Arc::new(MemoryWorkspace::default()),

@@ -1,7 +1,7 @@
 //! The ports of one simulated cluster node: the shared memory store seen through the
 //! node's link (which a partition cuts), leases that record every grant, partition stores
 //! that record every fenced write and its verdict, a model that answers after a seeded
-//! delay, and a messenger that records every delivery.
+//! delay, and the real delivery code posting to a receiver that records every part.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
 use systole::core::breaker::BreakerStep;
 use systole::core::heartbeat::{Heartbeat, HeartbeatDef};
@@ -18,11 +20,14 @@ use systole::core::partition::LeaseView;
 use systole::core::pause::PauseRecord;
 use systole::core::retention::RunRetention;
 use systole::core::system_events::SystemEvent;
+use systole::delivery::platform::Platform;
+use systole::delivery::sender::{ChatSender, Destination};
 use systole::driver::events::{EngineEvent, EventSink};
 use systole::ports::clock::Clock;
+use systole::ports::http::{HttpClient, HttpError, HttpRequest, HttpResponse};
 use systole::ports::leases::{Lease, Leases};
 use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError};
-use systole::ports::messenger::{Delivery, DeliveryError, DeliveryKind, Messenger};
+use systole::ports::messenger::Messenger;
 use systole::ports::store::{
     ClaimOutcome, Execution, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
 };
@@ -231,17 +236,28 @@ impl Leases for NodeLeases {
     }
 
     async fn acquire(&self, node: &str, partition: u32, ttl: Duration) -> Result<Option<Lease>, StoreError> {
+        let sent = self.link.world.clock.monotonic().since_origin();
         self.link.check().await?;
         let lease = self.inner.acquire(node, partition, ttl).await?;
         if let Some(lease) = &lease {
-            self.link.world.record(Record::Granted { node: node.to_owned(), partition, term: lease.term });
+            self.link.world.record(Record::Granted { node: node.to_owned(), partition, term: lease.term, sent });
         }
         Ok(lease)
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<bool, StoreError> {
+        let sent = self.link.world.clock.monotonic().since_origin();
         self.link.check().await?;
-        self.inner.renew(lease, ttl).await
+        let renewed = self.inner.renew(lease, ttl).await?;
+        if renewed {
+            self.link.world.record(Record::Renewed {
+                node: lease.node.clone(),
+                partition: lease.partition,
+                term: lease.term,
+                sent,
+            });
+        }
+        Ok(renewed)
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -269,9 +285,11 @@ impl Leases for NodeLeases {
     }
 }
 
-/// A model that answers every prompt with a new line of text after a seeded delay.
+/// A model that answers every prompt with a new line of text after a seeded delay; the
+/// world counts its calls in flight (a pause-with-reply fault waits for one).
 pub struct SlowModel {
     pub world: Arc<ClusterWorld>,
+    pub node: String,
     pub replies: AtomicU64,
 }
 
@@ -279,41 +297,69 @@ pub struct SlowModel {
 impl Llm for SlowModel {
     async fn complete(&self, _request: ChatRequest) -> Result<ChatResponse, LlmError> {
         let delay = self.world.draw_millis(200..8_000);
+        self.world.count_call(&self.node, 1);
         self.world.clock.sleep(Duration::from_millis(delay)).await;
+        self.world.count_call(&self.node, -1);
         let count = self.replies.fetch_add(1, Ordering::SeqCst);
         Ok(ChatResponse { text: Some(format!("status report {count}")), tool_calls: Vec::new() })
     }
 }
 
-/// Records every reply delivered, by idempotency key.
-pub struct RecordingMessenger {
-    pub link: Link,
+/// The node's messenger: the engine's real delivery code (`ChatSender`, which checks the
+/// lease's fence before each part) posting to a webhook that records every part.
+pub fn recording_messenger(link: &Link, clock: Arc<dyn Clock>) -> Arc<dyn Messenger> {
+    let destination = Destination {
+        platform: Platform::Webhook { url: "http://receiver.sim/hook".to_owned(), secret: None },
+        timeout: Duration::from_secs(10),
+        attempts_max: 3,
+    };
+    let http = Arc::new(RecordingHttp { link: link.clone() });
+    let rng = ChaCha8Rng::seed_from_u64(link.world.options.seed);
+    Arc::new(ChatSender::new(http, clock, rng, BTreeMap::from([("sim".to_owned(), destination)])))
+}
+
+/// A webhook receiver that records each part it is posted, by its idempotency key
+/// (`agent/heartbeat/slot ms`, with `/part-...` for a later part).
+struct RecordingHttp {
+    link: Link,
 }
 
 #[async_trait]
-impl Messenger for RecordingMessenger {
-    async fn deliver(&self, delivery: &Delivery) -> Result<(), DeliveryError> {
-        if delivery.kind == DeliveryKind::Reply {
+impl HttpClient for RecordingHttp {
+    async fn post(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let key = request.headers.iter().find(|(name, _)| name.eq_ignore_ascii_case("idempotency-key"));
+        let Some((_, key)) = key else { return Err(HttpError("no Idempotency-Key header".to_owned())) };
+        let agent = key.split('/').next().and_then(|agent| AgentId::new(agent).ok());
+        let Some(agent) = agent else { return Err(HttpError(format!("no agent in the key {key:?}"))) };
+        // Breaker announcements carry the slot's key with a suffix; only replies are judged.
+        if key.split('/').count() == 3 {
             self.link.world.record(Record::Delivered {
                 node: self.link.node.clone(),
-                key: delivery.heartbeat.clone(),
-                slot: delivery.scheduled_for,
-                idempotency_key: delivery.idempotency_key.clone(),
+                agent,
+                idempotency_key: key.clone(),
             });
         }
-        Ok(())
+        Ok(HttpResponse { status: 200, headers: Vec::new(), body: Vec::new() })
     }
 }
 
-/// Records the runs each node starts.
+/// Records the runs each node starts, and the deliveries its fence dropped.
 pub struct RunSink {
     pub link: Link,
 }
 
 impl EventSink for RunSink {
     fn emit(&self, _at: Timestamp, event: &EngineEvent) {
-        if let EngineEvent::RunStarted { key, slot } = event {
-            self.link.world.record(Record::RunStarted { node: self.link.node.clone(), key: key.clone(), slot: *slot });
+        match event {
+            EngineEvent::RunStarted { key, slot } => {
+                let node = self.link.node.clone();
+                self.link.world.record(Record::RunStarted { node, key: key.clone(), slot: *slot });
+            }
+            // A delivery the lease's fence dropped: proof that the fence fires.
+            EngineEvent::RunFinished { key, error: Some(error), .. } if error.contains("fenced: ") => {
+                self.link.world.record(Record::EffectFenced { node: self.link.node.clone(), key: key.clone() });
+            }
+            _ => {}
         }
     }
 }

@@ -135,6 +135,7 @@ impl Driver {
             scheduled_for: slot,
             idempotency_key: format!("{}/{}", idempotency_key(&entry.def, slot), kind.as_str()),
             kind,
+            fence: self.context.fence.clone(),
         };
         let messenger = Arc::clone(&self.context.messenger);
         let events = Arc::clone(&self.context.events);
