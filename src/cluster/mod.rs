@@ -31,6 +31,20 @@ pub const LEASE_SECS_MIN: u64 = 3;
 pub const LEASE_SECS_MAX: u64 = 600;
 /// Renewals per lease period: a node misses two in a row before its lease can expire.
 const RENEWALS_PER_LEASE: u32 = 3;
+/// The longest a lease statement waits for a row lock (PostgreSQL's `lock_timeout` on the
+/// lease loop's connections, ADR 0018): a grant that would wait behind a frozen holder's
+/// transaction gives up and is tried on the next turn, so the loop keeps renewing.
+pub const LEASE_LOCK_WAIT_MS_MAX: u64 = 500;
+
+/// How long the database lets a node's session sit inside a transaction without a
+/// statement before it ends it (`idle_in_transaction_session_timeout`, ADR 0018). A node
+/// frozen mid-write (a stopped VM, a GC pause) holds its partition's lease row until
+/// then, so a takeover waits at most this long beyond the lease: one lease period, since
+/// any session idle that long belongs to a node whose lease is in doubt anyway.
+pub fn idle_transaction_bound(lease: Duration) -> Option<Duration> {
+    Some(lease)
+}
+
 /// How long a partition's engine may finish its runs when the partition is given back
 /// in a rebalance (another node is waiting for it).
 const RELEASE_GRACE_SECS: u64 = 5;

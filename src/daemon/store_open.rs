@@ -78,7 +78,7 @@ fn session_settings(config: &Config) -> SessionSettings {
     match &config.cluster {
         Some(cluster) => SessionSettings {
             application_name: format!("systole {}", cluster.node),
-            idle_in_transaction: Some(cluster.lease),
+            idle_in_transaction: crate::cluster::idle_transaction_bound(cluster.lease),
         },
         None => SessionSettings::default(),
     }

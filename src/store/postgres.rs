@@ -9,6 +9,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 
 use super::sql_store::sql_store;
+use crate::cluster::LEASE_LOCK_WAIT_MS_MAX;
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::partition::{partition_of, PARTITIONS_COUNT};
 use crate::ports::leases::Lease;
@@ -21,10 +22,6 @@ pub const POSTGRES_CONNECT_TIMEOUT_SECS: u64 = 10;
 /// Connections of the lease loop, apart from the engines' (ADR 0018): a node whose engines
 /// wait on the database still renews its leases.
 pub const LEASE_CONNECTIONS_MAX: u32 = 2;
-/// The longest a lease statement waits for a row lock (PostgreSQL's `lock_timeout`): a
-/// grant that would wait behind a frozen holder's transaction gives up and is tried again
-/// on the next turn, so the lease loop keeps renewing what it holds.
-pub const LEASE_LOCK_WAIT_MS_MAX: u64 = 500;
 /// How long the lease loop waits for one of its connections.
 const LEASE_ACQUIRE_TIMEOUT_SECS: u64 = 2;
 

@@ -12,15 +12,24 @@ use systole::core::partition::{partition_of, PARTITIONS_COUNT};
 
 use super::{ClusterOptions, Entry, Record};
 
-pub const INVARIANTS: [&str; 6] = [
+pub const INVARIANTS: [&str; 8] = [
     "cluster-slot-once",
     "cluster-fenced-writes-refused",
     "cluster-cadence-after-heal",
     "cluster-key-once",
     "cluster-grant-raises-term",
     "cluster-no-effect-after-lease",
+    "cluster-frozen-holder-ended",
+    "cluster-grant-wait-bounded",
 ];
 
+/// Slack on the database's idle-session timer: it fires a little after its bound, as
+/// PostgreSQL's does.
+const IDLE_TIMER_SLACK_MS: u64 = 100;
+/// The longest a grant may wait on a row a frozen transaction holds: well inside the
+/// shortest renewal period (a third of the shortest lease, 3 s), so the waiting node's
+/// loop still renews what it holds.
+const GRANT_WAIT_MS_MAX: u64 = 1_000;
 /// Slack on the cadence bound: the model's slowest answer and a partition engine's start.
 const CADENCE_SLACK_SECS: u64 = 15;
 
@@ -45,11 +54,13 @@ impl Verdict {
 
 pub fn check(options: &ClusterOptions, entries: &[Entry]) -> Verdict {
     let fenced_effects = entries.iter().filter(|(_, _, record)| matches!(record, Record::EffectFenced { .. })).count();
-    let mut verdict = Verdict { fenced_effects: u64::try_from(fenced_effects).unwrap_or(u64::MAX), ..Verdict::default() };
+    let mut verdict =
+        Verdict { fenced_effects: u64::try_from(fenced_effects).unwrap_or(u64::MAX), ..Verdict::default() };
     slot_once(entries, &mut verdict);
     fenced_writes_refused(entries, &mut verdict);
     grant_raises_term(entries, &mut verdict);
     no_effect_after_lease(options, entries, &mut verdict);
+    frozen_holders(options, entries, &mut verdict);
     cadence_after_heal(options, entries, &mut verdict);
     verdict
 }
@@ -161,6 +172,55 @@ fn no_effect_after_lease(options: &ClusterOptions, entries: &[Entry], verdict: &
             }
             _ => {}
         }
+    }
+}
+
+/// A transaction left open by a frozen node holds its partition's lease row for at most
+/// one lease (the database ends the idle session), and a grant never waits on such a row
+/// for long (its loop must still renew what it holds).
+fn frozen_holders(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
+    let end = entries.last().map_or(Duration::ZERO, |(_, at, _)| *at);
+    let hold_bound = options.lease + Duration::from_millis(IDLE_TIMER_SLACK_MS);
+    let mut open: BTreeMap<(&str, u32), Duration> = BTreeMap::new();
+    for (sequence, at, record) in entries {
+        match record {
+            Record::TxFrozen { node, partition } => {
+                open.insert((node.as_str(), *partition), *at);
+            }
+            Record::TxEnded { node, partition, by_database } => {
+                let since = open.remove(&(node.as_str(), *partition)).unwrap_or(*at);
+                let held = at.saturating_sub(since);
+                verdict.check("cluster-frozen-holder-ended", held <= hold_bound, || {
+                    let how = if *by_database { "until the database ended it" } else { "until the node woke" };
+                    format!(
+                        "#{sequence}: {node}'s frozen transaction held partition {partition}'s lease row for {}ms \
+                         ({how}); the bound is the lease, {}s",
+                        held.as_millis(),
+                        options.lease.as_secs()
+                    )
+                });
+            }
+            Record::LockWaited { node, partition, waited, .. } => {
+                let bound = Duration::from_millis(GRANT_WAIT_MS_MAX);
+                verdict.check("cluster-grant-wait-bounded", *waited <= bound, || {
+                    format!(
+                        "#{sequence}: {node}'s grant of partition {partition} waited {}ms on a frozen holder; the \
+                         bound is {GRANT_WAIT_MS_MAX}ms",
+                        waited.as_millis()
+                    )
+                });
+            }
+            _ => {}
+        }
+    }
+    for ((node, partition), since) in open {
+        let held = end.saturating_sub(since);
+        verdict.check("cluster-frozen-holder-ended", held <= hold_bound, || {
+            format!(
+                "{node}'s frozen transaction still held partition {partition}'s lease row after {}ms",
+                held.as_millis()
+            )
+        });
     }
 }
 

@@ -6,6 +6,7 @@
 //! healed liveness phase; `checker` reads the records.
 
 pub mod checker;
+mod freezes;
 mod ports;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,6 +32,7 @@ use systole::ports::clock::Clock;
 use systole::ports::store::Store;
 use systole::store::memory::MemoryStore;
 
+use freezes::Freezes;
 use ports::{recording_messenger, Link, NodeLeases, NodeStore, RunSink, SlowModel};
 
 /// What happened, in the store's order (a sequence number) and at the true time.
@@ -81,6 +83,27 @@ pub enum Record {
         agent: AgentId,
         idempotency_key: String,
     },
+    /// A node stopped inside a fenced write's transaction, holding its partition's lease
+    /// row as PostgreSQL's `FOR SHARE` would.
+    TxFrozen {
+        node: String,
+        partition: u32,
+    },
+    /// That transaction's locks went: it committed after the node woke, or the database
+    /// ended the idle session.
+    TxEnded {
+        node: String,
+        partition: u32,
+        by_database: bool,
+    },
+    /// A grant that found the lease row locked by another node's transaction, and how
+    /// long it waited for it.
+    LockWaited {
+        node: String,
+        partition: u32,
+        waited: Duration,
+        gave_up: bool,
+    },
     /// A run whose delivery the lease's fence dropped.
     EffectFenced {
         node: String,
@@ -102,6 +125,8 @@ pub enum FaultKind {
     /// The node is stopped past its lease while a model call of it is in flight, so it
     /// wakes with a reply in hand.
     PausedWithReply,
+    /// The node is stopped past its lease inside a fenced write's transaction.
+    FrozenInTransaction,
     /// The node's calls to the store fail.
     CutFromStore,
     Killed,
@@ -113,9 +138,10 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::PausedPastLease,
         FaultKind::PausedWithReply,
+        FaultKind::FrozenInTransaction,
         FaultKind::CutFromStore,
         FaultKind::Killed,
         FaultKind::Restarted,
@@ -128,6 +154,7 @@ impl FaultKind {
         match self {
             FaultKind::PausedPastLease => "paused-past-lease",
             FaultKind::PausedWithReply => "paused-with-reply",
+            FaultKind::FrozenInTransaction => "frozen-in-transaction",
             FaultKind::CutFromStore => "cut-from-store",
             FaultKind::Killed => "killed",
             FaultKind::Restarted => "restarted",
@@ -160,6 +187,8 @@ pub enum Fault {
     Pause(Duration),
     /// Waits for a model call of the node in flight, then pauses it.
     PauseWithReply(Duration),
+    /// Waits for a fenced write of the node, then pauses it inside its transaction.
+    FreezeInTransaction(Duration),
     Cut(Duration),
     Kill(Duration),
     Leave(Duration),
@@ -200,11 +229,12 @@ impl ClusterOptions {
                 let at = Duration::from_secs(rng.random_range(60..safety.as_secs() - 300));
                 let node = rng.random_range(0..NODES_COUNT);
                 let past_lease = lease + Duration::from_secs(rng.random_range(1..lease.as_secs() * 3));
-                let fault = match rng.random_range(0..5) {
+                let fault = match rng.random_range(0..6) {
                     0 => Fault::Pause(past_lease),
                     1 => Fault::Cut(past_lease),
                     2 => Fault::Kill(Duration::from_secs(rng.random_range(1..120))),
                     3 => Fault::PauseWithReply(past_lease),
+                    4 => Fault::FreezeInTransaction(past_lease),
                     _ => Fault::Leave(Duration::from_secs(rng.random_range(10..240))),
                 };
                 (at, node, fault)
@@ -257,6 +287,8 @@ pub struct ClusterWorld {
     fired: Mutex<BTreeMap<FaultKind, u64>>,
     /// Model calls in flight, by node.
     calls_in_flight: Mutex<BTreeMap<String, u64>>,
+    /// The database's side of frozen transactions (see [`Freeze`]).
+    pub freezes: Freezes,
 }
 
 impl ClusterWorld {
@@ -325,6 +357,7 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
         leave: options.nodes.iter().map(|(name, _, _)| (name.clone(), Notify::new())).collect(),
         fired: Mutex::default(),
         calls_in_flight: Mutex::default(),
+        freezes: Freezes::new(options.nodes.iter().map(|(name, _, _)| name.clone())),
         options,
     });
     for (name, skew, _) in &world.options.nodes {
@@ -380,6 +413,31 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
                     handle.pause(id);
                     world.clock.sleep(length).await;
                     handle.resume(id);
+                }
+            }
+            Fault::FreezeInTransaction(length) => {
+                let freezes = &world.freezes;
+                freezes.request(&name);
+                let frozen = tokio::select! {
+                    biased;
+                    () = freezes.holding(&name) => true,
+                    () = world.clock.sleep(Duration::from_secs(REPLY_WAIT_SECS_MAX)) => !freezes.withdraw(&name),
+                };
+                if frozen {
+                    world.fault(&name, FaultKind::FrozenInTransaction, format!("{}s", length.as_secs()));
+                    handle.pause(id);
+                    // The database ends the idle session after its bound, if the node
+                    // configures one; the node stays stopped for the whole fault.
+                    match cluster::idle_transaction_bound(world.options.lease) {
+                        Some(bound) if bound < length => {
+                            world.clock.sleep(bound).await;
+                            freezes.end_session(&world, &name);
+                            world.clock.sleep(length - bound).await;
+                        }
+                        _ => world.clock.sleep(length).await,
+                    }
+                    handle.resume(id);
+                    freezes.thaw(&name);
                 }
             }
             Fault::Cut(length) => {

@@ -32,7 +32,9 @@ use systole::ports::store::{
     ClaimOutcome, Execution, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
 };
 
+use super::freezes::{wait_for_row, Thawed};
 use super::{ClusterWorld, Record};
+use systole::cluster;
 
 /// How long a call waits before a partitioned node learns the store is unreachable.
 const UNREACHABLE_AFTER_SECS: u64 = 1;
@@ -70,7 +72,24 @@ impl NodeStore {
         apply: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         self.link.check().await?;
+        let world = &self.link.world;
+        let frozen = match &self.lease {
+            Some(lease) if world.freezes.take(world, &self.link.node, lease.partition) => {
+                match world.freezes.wait_thawed(&self.link.node).await {
+                    Thawed::Alive { partition } => Some(partition),
+                    Thawed::Ended => {
+                        return Err(StoreError::Backend(
+                            "terminating connection due to idle-in-transaction timeout".to_owned(),
+                        ))
+                    }
+                }
+            }
+            _ => None,
+        };
         let result = apply.await;
+        if let Some(partition) = frozen {
+            world.freezes.release(world, &self.link.node, partition);
+        }
         if let Some(lease) = &self.lease {
             let accepted = match &result {
                 Ok(_) => true,
@@ -236,8 +255,20 @@ impl Leases for NodeLeases {
     }
 
     async fn acquire(&self, node: &str, partition: u32, ttl: Duration) -> Result<Option<Lease>, StoreError> {
-        let sent = self.link.world.clock.monotonic().since_origin();
+        let world = &self.link.world;
+        let sent = world.clock.monotonic().since_origin();
         self.link.check().await?;
+        // The grant's UPDATE waits for a row a frozen transaction holds, but only when it
+        // would take the row (the lease has expired), within the lease loop's lock bound.
+        let expired = self.inner.lease_table().await?.iter().any(|row| row.partition == partition && row.expired);
+        if expired && world.freezes.row_held_by_other(partition, node) {
+            let bound = Duration::from_millis(cluster::LEASE_LOCK_WAIT_MS_MAX);
+            let (waited, gave_up) = wait_for_row(world, node, partition, bound).await;
+            world.record(Record::LockWaited { node: node.to_owned(), partition, waited, gave_up });
+            if gave_up {
+                return Err(StoreError::Backend("canceling statement due to lock timeout".to_owned()));
+            }
+        }
         let lease = self.inner.acquire(node, partition, ttl).await?;
         if let Some(lease) = &lease {
             self.link.world.record(Record::Granted { node: node.to_owned(), partition, term: lease.term, sent });

@@ -1,0 +1,167 @@
+//! A node frozen inside a store transaction, with what the real database does about it
+//! (ADR 0018). The fault asks for a freeze; the node's next fenced write takes its
+//! partition's lease row (as the fence's `FOR SHARE` read does in PostgreSQL) and waits,
+//! stopped, until the fault thaws it. Meanwhile a grant of that partition waits for the
+//! row, within the lease loop's lock bound; the database ends the idle session after the
+//! node's idle bound, releasing the row, and the write then fails when the node wakes.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use systole::ports::clock::Clock;
+
+use super::{ClusterWorld, Record};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Freeze {
+    /// The fault waits for the node's next fenced write.
+    Requested,
+    /// A write of the node holds `partition`'s lease row; `ended` once the database
+    /// ended its session.
+    Holding { partition: u32, ended: bool },
+}
+
+/// Every node's freeze, the lease rows frozen transactions hold, and the signals between
+/// the fault and the write.
+pub struct Freezes {
+    state: Mutex<State>,
+    /// A write took its row (to the fault); the fault is over (to the write).
+    froze: BTreeMap<String, Notify>,
+    thawed: BTreeMap<String, Notify>,
+}
+
+#[derive(Default)]
+struct State {
+    freezes: BTreeMap<String, Freeze>,
+    /// Lease rows held by a frozen transaction, by partition: the node holding each.
+    rows: BTreeMap<u32, String>,
+}
+
+/// What the frozen write finds when its node wakes.
+pub enum Thawed {
+    /// Its transaction is alive: the write goes on and commits.
+    Alive { partition: u32 },
+    /// The database ended the session while the node was stopped: nothing was written.
+    Ended,
+}
+
+impl Freezes {
+    pub fn new(nodes: impl Iterator<Item = String>) -> Self {
+        let nodes: Vec<String> = nodes.collect();
+        Self {
+            state: Mutex::default(),
+            froze: nodes.iter().map(|node| (node.clone(), Notify::new())).collect(),
+            thawed: nodes.iter().map(|node| (node.clone(), Notify::new())).collect(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn request(&self, node: &str) {
+        self.lock().freezes.insert(node.to_owned(), Freeze::Requested);
+    }
+
+    /// Returns once a write of `node` holds its row (a stale signal of an earlier freeze
+    /// is passed over).
+    pub async fn holding(&self, node: &str) {
+        let Some(froze) = self.froze.get(node) else { return std::future::pending().await };
+        loop {
+            froze.notified().await;
+            if matches!(self.lock().freezes.get(node), Some(Freeze::Holding { .. })) {
+                return;
+            }
+        }
+    }
+
+    /// Withdraws a request no write took; `false` when a write took it meanwhile.
+    pub fn withdraw(&self, node: &str) -> bool {
+        let mut state = self.lock();
+        if state.freezes.get(node) == Some(&Freeze::Requested) {
+            state.freezes.remove(node);
+            return true;
+        }
+        false
+    }
+
+    /// Called by a fenced write of `node` on `partition`: whether it must freeze here.
+    pub fn take(&self, world: &ClusterWorld, node: &str, partition: u32) -> bool {
+        {
+            let mut state = self.lock();
+            if state.freezes.get(node) != Some(&Freeze::Requested) {
+                return false;
+            }
+            state.freezes.insert(node.to_owned(), Freeze::Holding { partition, ended: false });
+            state.rows.insert(partition, node.to_owned());
+        }
+        world.record(Record::TxFrozen { node: node.to_owned(), partition });
+        if let Some(froze) = self.froze.get(node) {
+            froze.notify_one();
+        }
+        true
+    }
+
+    /// The frozen write waits here until its node is thawed.
+    pub async fn wait_thawed(&self, node: &str) -> Thawed {
+        if let Some(thawed) = self.thawed.get(node) {
+            thawed.notified().await;
+        }
+        let mut state = self.lock();
+        match state.freezes.remove(node) {
+            Some(Freeze::Holding { partition, ended: false }) => Thawed::Alive { partition },
+            _ => Thawed::Ended,
+        }
+    }
+
+    /// The alive transaction committed or failed: its row is free.
+    pub fn release(&self, world: &ClusterWorld, node: &str, partition: u32) {
+        self.lock().rows.remove(&partition);
+        world.record(Record::TxEnded { node: node.to_owned(), partition, by_database: false });
+    }
+
+    /// The database ends the idle session of `node`: its row is free, its write lost.
+    pub fn end_session(&self, world: &ClusterWorld, node: &str) {
+        let partition = {
+            let mut state = self.lock();
+            let Some(Freeze::Holding { partition, ended: false }) = state.freezes.get(node).copied() else { return };
+            state.freezes.insert(node.to_owned(), Freeze::Holding { partition, ended: true });
+            state.rows.remove(&partition);
+            partition
+        };
+        world.record(Record::TxEnded { node: node.to_owned(), partition, by_database: true });
+    }
+
+    pub fn thaw(&self, node: &str) {
+        if let Some(thawed) = self.thawed.get(node) {
+            thawed.notify_one();
+        }
+    }
+
+    /// Whether `partition`'s lease row is held by another node's frozen transaction.
+    pub fn row_held_by_other(&self, partition: u32, node: &str) -> bool {
+        self.lock().rows.get(&partition).is_some_and(|holder| holder != node)
+    }
+}
+
+/// How often a waiting grant looks at the row again.
+pub const LOCK_POLL_MS: u64 = 10;
+
+/// A grant's wait for a row a frozen transaction holds, bounded as the lease loop's
+/// connections bound it; returns how long it waited and whether it gave up.
+pub async fn wait_for_row(world: &ClusterWorld, node: &str, partition: u32, bound: Duration) -> (Duration, bool) {
+    let start = world.clock.monotonic();
+    loop {
+        let waited = world.clock.monotonic().saturating_since(start);
+        if !world.freezes.row_held_by_other(partition, node) {
+            return (waited, false);
+        }
+        if waited >= bound {
+            return (waited, true);
+        }
+        world.clock.sleep(Duration::from_millis(LOCK_POLL_MS)).await;
+    }
+}
