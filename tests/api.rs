@@ -253,7 +253,7 @@ async fn tokens_status_and_refusals_that_change_nothing() {
     assert_eq!(job(&status, "home", "main")["kind"], "agent");
 
     let before = snapshot(&daemon).await;
-    let refusals: [Refusal; 16] = [
+    let refusals: [Refusal; 18] = [
         (Method::POST, "/v1/agents/ops/heartbeats", Some("{not json"), 400, "malformed", "not JSON"),
         (Method::POST, "/v1/agents/ops/heartbeats", Some("[1, 2]"), 400, "malformed", "object"),
         (
@@ -326,6 +326,16 @@ async fn tokens_status_and_refusals_that_change_nothing() {
             "no agent heartbeat",
         ),
         (Method::GET, "/v1/no-such-route", None, 404, "not-found", "route"),
+        // PostgreSQL cannot store a NUL: refused at the edge on every store, naming the field.
+        (
+            Method::POST,
+            "/v1/agents/ops/heartbeats",
+            Some(r#"{"id":"nul","prompt":"a\u0000b","every":"1h","target":"webhook:ops"}"#),
+            422,
+            "invalid",
+            "NUL",
+        ),
+        (Method::POST, "/v1/agents/home/events", Some(r#"{"text":"a\u0000b"}"#), 422, "invalid", "text"),
     ];
     for (method, path, body, expected, code, mentions) in refusals {
         let (status, answer) = daemon.call(method.clone(), path, body).await;
@@ -897,4 +907,62 @@ async fn a_backfill_runs_each_past_slot_once() {
     assert_error(status, &body, 422, "invalid", "from: \"x\"");
     assert_eq!(peers.prompts_containing("hourly-prompt"), 0, "refused backfills ran nothing");
     let _ = daemon.stop();
+}
+
+/// Two configs, two stores, one address (both with the default `listen`, say): the second
+/// daemon cannot start, and a CLI run with the second config never steers the first one's
+/// agents; it says that no daemon serves its config, naming both stores (issue 24).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cli_run_with_another_config_never_steers_this_daemon() {
+    let (_peers, peer) = start_peers().await;
+    let daemon = Daemon::start(peer, "").await;
+    let address = daemon.url.trim_start_matches("http://").to_owned();
+    let other = tempfile::tempdir().expect("temp dir");
+    let other_config = other.path().join("second.toml");
+    let text = format!(
+        "[api]\nlisten = \"{address}\"\n[store]\npath = \"second.db\"\n[llm]\nprovider = \"scripted\"\n\
+         [[agents]]\nid = \"ops\"\n[[agents.heartbeats]]\nid = \"x\"\nprompt = \"p\"\nevery = \"1h\"\ntarget = \"stdout\"\n"
+    );
+    std::fs::write(&other_config, text).expect("write config");
+    let cli = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_systole"))
+            .args(args)
+            .env("SYSTOLE_API_TOKEN", TOKEN)
+            .env_remove("SYSTOLE_CONFIG")
+            .env_remove("SYSTOLE_URL")
+            .output()
+            .expect("run the CLI");
+        (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    let second = other_config.to_str().expect("utf-8");
+    let (code, stderr) = cli(&["serve", "--config", second]);
+    assert_ne!(code, Some(0), "the address is taken: {stderr}");
+
+    let (code, stderr) = cli(&["status", "--config", second]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let (first_store, second_store) = (daemon.dir.path().join("state.db"), other.path().join("second.db"));
+    let first_store = std::fs::canonicalize(first_store).expect("the daemon's store exists");
+    assert!(stderr.contains(&format!("no daemon for {second}")), "{stderr}");
+    assert!(stderr.contains(&format!("sqlite:{}", first_store.display())), "names the daemon's store: {stderr}");
+    assert!(stderr.contains(second_store.file_name().and_then(|n| n.to_str()).expect("name")), "{stderr}");
+
+    let (code, stderr) = cli(&["agent", "pause", "ops", "--minutes", "30", "--config", second]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let agent = daemon.get("/v1/agents/ops").await;
+    assert!(agent["paused_until"].is_null(), "the first daemon's agent was not paused: {agent:#}");
+
+    // The daemon's own config steers it; --url steers whatever answers, on purpose.
+    let first = daemon.config();
+    let (code, stderr) = cli(&["status", "--config", first.to_str().expect("utf-8")]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stderr) = cli(&["status", "--config", second, "--url", &daemon.url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let status = daemon.get("/v1/status").await;
+    assert_eq!(status["store"], json!(format!("sqlite:{}", first_store.display())));
+
+    // With no daemon at all for the second config's address, it says so.
+    let _kept = daemon.stop();
+    let (code, stderr) = cli(&["status", "--config", second]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("no daemon serves {second}")), "{stderr}");
 }

@@ -671,3 +671,46 @@ async fn a_run_finishing_with_the_breaker_open_does_not_move_it() {
     })
     .await;
 }
+
+/// Text PostgreSQL cannot keep (a NUL) is refused by every store alike, naming the field,
+/// with nothing of the write stored; every other character a Rust string can hold
+/// (controls, the last code points of each plane, right-to-left marks) round-trips.
+#[tokio::test]
+async fn text_a_store_cannot_keep_is_refused_alike_and_any_other_text_round_trips() {
+    with_each_store(|store| async move {
+        let odd: String = (1u32..0x20)
+            .chain([0x7F, 0x200F, 0xFEFF, 0xFFFD, 0xFFFF, 0x1F600, 0x10FFFF])
+            .filter_map(char::from_u32)
+            .collect();
+        let job = HeartbeatDef { prompt: format!("check {odd}"), ..def("main", "odd", 60) };
+        let refused = HeartbeatDef { prompt: "before\0after".to_owned(), ..def("main", "nul", 60) };
+        let problem = store.seed_config(&[job.clone(), refused.clone()], at(0)).await.expect_err("a NUL prompt");
+        assert!(problem.to_string().contains("prompt") && problem.to_string().contains("NUL"), "{problem}");
+        assert!(store.load_heartbeats().await.expect("load").is_empty(), "a refused batch stores none of its rows");
+        assert!(store.put_heartbeat(&refused, at(0)).await.is_err());
+        store.seed_config(std::slice::from_ref(&job), at(0)).await.expect("seed");
+        assert_eq!(store.load_heartbeats().await.expect("load")[0].def.prompt, job.prompt, "faithfully stored");
+
+        store.claim_slots(&[claim(&job.key, 60)]).await.expect("claim");
+        let nul_run = RunRecord { output_preview: Some("a\0b".to_owned()), ..finished(&job.key, 60, true) };
+        let problem = store.finish_runs(&[nul_run], BREAKER_MAX).await.expect_err("a NUL preview");
+        assert!(problem.to_string().contains("output_preview"), "{problem}");
+        let run =
+            RunRecord { output_preview: Some(odd.clone()), error: Some(odd.clone()), ..finished(&job.key, 60, true) };
+        store.finish_runs(&[run], BREAKER_MAX).await.expect("finish");
+        let logged = &store.executions(&job.key, 1).await.expect("read")[0];
+        assert_eq!(logged.status, ExecutionStatus::Succeeded, "the refused result left the claim to this one");
+        assert_eq!(
+            (logged.output_preview.as_deref(), logged.error.as_deref()),
+            (Some(odd.as_str()), Some(odd.as_str()))
+        );
+
+        let agent = AgentId::new("main").expect("id");
+        let problem = store.queue_system_event(&agent, "x\0", at(1)).await.expect_err("a NUL event");
+        assert!(problem.to_string().contains("text"), "{problem}");
+        store.queue_system_event(&agent, &odd, at(1)).await.expect("queue");
+        let pending = store.pending_system_events(&agent, at(2)).await.expect("read");
+        assert_eq!(pending.iter().map(|event| event.text.as_str()).collect::<Vec<_>>(), [odd.as_str()]);
+    })
+    .await;
+}

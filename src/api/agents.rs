@@ -122,6 +122,7 @@ fn event_text(text: &str) -> Result<&str, ApiError> {
     if text.trim().is_empty() || length > SYSTEM_EVENT_CHARS_MAX {
         return Err(ApiError::invalid("text", format!("must have between 1 and {SYSTEM_EVENT_CHARS_MAX} characters")));
     }
+    crate::core::text::refuse_nul(text).map_err(|problem| ApiError::invalid("text", problem))?;
     Ok(text)
 }
 

@@ -43,6 +43,11 @@ impl ApiError {
         Self { status: StatusCode::UNPROCESSABLE_ENTITY, code: "invalid", message: format!("{field}: {problem}") }
     }
 
+    /// The request named a store this daemon does not serve (`Systole-Store`).
+    pub fn wrong_daemon(message: impl Into<String>) -> Self {
+        Self { status: StatusCode::CONFLICT, code: "wrong-daemon", message: message.into() }
+    }
+
     /// The store or the engine did not answer: not the caller's fault, and worth a retry.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self { status: StatusCode::SERVICE_UNAVAILABLE, code: "unavailable", message: message.into() }
@@ -62,7 +67,11 @@ impl IntoResponse for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
-        ApiError::unavailable(format!("the store did not answer: {error}"))
+        match error {
+            // Bad input that slipped past a handler's own check is still bad input.
+            StoreError::Refused { field, problem } => ApiError::invalid(&field, problem),
+            _ => ApiError::unavailable(format!("the store did not answer: {error}")),
+        }
     }
 }
 

@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod openapi;
 pub mod reload;
 pub mod status;
+pub mod store_check;
 pub mod user_turns;
 
 use std::collections::BTreeMap;
@@ -52,6 +53,9 @@ pub struct ApiState {
     pub token: Option<Arc<str>>,
     /// Re-reads the config (`POST /v1/reload`); `None` for an engine without a config file.
     pub reloader: Option<Arc<dyn reload::Reloader>>,
+    /// The store this daemon serves (`daemon::identity`), when it runs from a config: a
+    /// request naming another one is refused.
+    pub store_identity: Option<Arc<str>>,
 }
 
 impl ApiState {
@@ -88,6 +92,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/metrics", get(metrics))
         .nest("/v1", v1)
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), store_check::require_same_store))
         .layer(middleware::from_fn_with_state(state.clone(), auth::require_token))
         .layer(DefaultBodyLimit::max(API_BODY_BYTES_MAX))
         .with_state(state)

@@ -357,7 +357,14 @@ pub fn document() -> Value {
     }
     json!({
         "openapi": "3.1.0",
-        "info": { "title": "systole operator API", "version": env!("CARGO_PKG_VERSION") },
+        "info": {
+            "title": "systole operator API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "A request may name the store it means in the `Systole-Store` header (as `GET /v1/status` \
+                            reports it: `sqlite:/path` or `postgres://user@host:port/db`, with `node ID` on a node \
+                            of a cluster); a daemon serving another store refuses it with 409, code `wrong-daemon`, \
+                            before doing anything. The CLI always sends it."
+        },
         "paths": paths,
         "components": {
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },

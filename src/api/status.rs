@@ -133,7 +133,8 @@ pub async fn status(State(state): State<ApiState>) -> Result<Json<Value>, ApiErr
             "jobs": items,
         }));
     }
-    let mut body = json!({ "now": state.clock.wall().to_string(), "agents": rows });
+    let mut body =
+        json!({ "now": state.clock.wall().to_string(), "store": state.store_identity.as_deref(), "agents": rows });
     if let Some(route) = state.engine.cluster() {
         body["cluster"] = cluster_json(route);
     }

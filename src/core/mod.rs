@@ -25,6 +25,7 @@ pub mod schedule;
 pub mod schedule_fields;
 pub mod slots;
 pub mod system_events;
+pub mod text;
 pub mod timer_queue;
 pub mod visibility;
 pub mod wake;

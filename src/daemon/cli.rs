@@ -11,9 +11,10 @@ use serde_json::json;
 
 use crate::adapters::system_clock::SystemClock;
 use crate::core::heartbeat::JobKind;
-use crate::daemon::client::{segment, ApiClient};
+use crate::daemon::client::{segment, ApiClient, Expected};
 use crate::daemon::config::{self, API_LISTEN_DEFAULT};
 use crate::daemon::deliver_test::deliver_test;
+use crate::daemon::identity;
 use crate::daemon::list;
 use crate::daemon::preview::{preview, PreviewSpec};
 use crate::daemon::remote::{self, job_body, job_call, job_path};
@@ -371,16 +372,20 @@ pub async fn run(cli: Cli) -> Result<(), DaemonError> {
 }
 
 /// The API client: `--url`, else the running daemon's address file or the config's
-/// listen address, else the default address when there is no config file at all.
+/// listen address, else the default address when there is no config file at all. A client
+/// built from a config only steers the daemon that serves the config's store.
 fn client(config: &Path, url: Option<String>) -> Result<ApiClient, DaemonError> {
     let url = match url {
         Some(url) => url,
         None if !config.exists() && config == Path::new(CONFIG_PATH_DEFAULT) => format!("http://{API_LISTEN_DEFAULT}"),
         None => {
-            let config = config::load(config)?;
-            api_url(&config).ok_or_else(|| {
+            let loaded = config::load(config)?;
+            let (url, from_address_file) = api_url(&loaded).ok_or_else(|| {
                 DaemonError::Usage("the config turns the API off ([api] listen = \"\"); pass --url".to_owned())
-            })?
+            })?;
+            let expected =
+                Expected { store: identity::store_identity(&loaded), config: config.to_path_buf(), from_address_file };
+            return Ok(ApiClient::new(&url)?.expecting(expected));
         }
     };
     ApiClient::new(&url)

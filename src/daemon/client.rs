@@ -4,6 +4,7 @@
 use reqwest::Method;
 use serde_json::Value;
 
+use crate::api::store_check::STORE_HEADER;
 use crate::daemon::config::API_TOKEN_ENV_DEFAULT;
 use crate::daemon::DaemonError;
 use crate::limits::CLI_REQUEST_TIMEOUT_SECS;
@@ -12,6 +13,19 @@ pub struct ApiClient {
     base: String,
     token: Option<String>,
     http: reqwest::Client,
+    /// The daemon this client means: the store its config names, sent with every request
+    /// so that a daemon serving another store refuses instead of obeying.
+    expected: Option<Expected>,
+}
+
+/// Which daemon a client built from a config means, and how it found its address.
+pub struct Expected {
+    /// `daemon::identity::store_identity` of the config.
+    pub store: String,
+    pub config: std::path::PathBuf,
+    /// Whether the address came from the running daemon's address file (else from the
+    /// config's `listen`, where any daemon may answer).
+    pub from_address_file: bool,
 }
 
 impl ApiClient {
@@ -26,7 +40,14 @@ impl ApiClient {
             .timeout(std::time::Duration::from_secs(CLI_REQUEST_TIMEOUT_SECS))
             .build()
             .map_err(|e| DaemonError::Startup(format!("cannot build an HTTP client: {e}")))?;
-        Ok(Self { base: base.trim_end_matches('/').to_owned(), token, http })
+        Ok(Self { base: base.trim_end_matches('/').to_owned(), token, http, expected: None })
+    }
+
+    /// The same client, meaning only the daemon that serves `expected.store`.
+    #[must_use]
+    pub fn expecting(mut self, expected: Expected) -> Self {
+        self.expected = Some(expected);
+        self
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -35,7 +56,10 @@ impl ApiClient {
 
     /// A request builder with the token, for callers that stream the answer.
     pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
-        let request = self.http.request(method, self.url(path));
+        let mut request = self.http.request(method, self.url(path));
+        if let Some(expected) = &self.expected {
+            request = request.header(STORE_HEADER, &expected.store);
+        }
         match &self.token {
             Some(token) => request.bearer_auth(token),
             None => request,
@@ -64,6 +88,9 @@ impl ApiClient {
             return Ok(value);
         }
         let message = value["error"]["message"].as_str().map_or_else(|| value.to_string(), str::to_owned);
+        if value["error"]["code"] == "wrong-daemon" {
+            return Err(self.wrong_daemon(&message));
+        }
         if status.as_u16() == 401 {
             return Err(DaemonError::Usage(format!(
                 "the API refused the token: {message} (set {API_TOKEN_ENV_DEFAULT} to the daemon's token)"
@@ -76,13 +103,32 @@ impl ApiClient {
         }
     }
 
-    fn unreachable(&self, error: &reqwest::Error) -> DaemonError {
-        // The root cause (connection refused, name not resolved) is what a user acts on.
-        let cause = crate::adapters::http_error::describe(error);
+    /// The daemon that answered serves another store than the config names.
+    pub fn wrong_daemon(&self, message: &str) -> DaemonError {
+        let config = self.expected.as_ref().map_or_else(String::new, |e| format!(" for {}", e.config.display()));
         DaemonError::Remote(format!(
-            "no daemon answers at {} ({cause}); is `systole serve` running with this config? (--url overrides)",
+            "no daemon{config} answers at {}: the one there refused, {message}. Start `systole serve` with this \
+             config, or pass --url to steer that daemon on purpose",
             self.base
         ))
+    }
+
+    pub fn unreachable(&self, error: &reqwest::Error) -> DaemonError {
+        // The root cause (connection refused, name not resolved) is what a user acts on.
+        let cause = crate::adapters::http_error::describe(error);
+        match &self.expected {
+            Some(expected) if !expected.from_address_file => DaemonError::Remote(format!(
+                "no daemon serves {}: it has no address file beside its store (it was not started, or it stopped), \
+                 and nothing answers at its configured address {} ({cause}); start `systole serve --config {}`",
+                expected.config.display(),
+                self.base,
+                expected.config.display()
+            )),
+            _ => DaemonError::Remote(format!(
+                "no daemon answers at {} ({cause}); is `systole serve` running with this config? (--url overrides)",
+                self.base
+            )),
+        }
     }
 }
 

@@ -206,6 +206,7 @@ impl Validator<'_> {
         if prompt.chars().count() > PROMPT_CHARS_MAX {
             return Err(self.error(field, format!("is longer than {PROMPT_CHARS_MAX} characters")));
         }
+        crate::core::text::refuse_nul(&prompt).map_err(|problem| self.error(field, problem))?;
         Ok(prompt)
     }
 

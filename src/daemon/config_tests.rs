@@ -464,3 +464,13 @@ fn a_cluster_needs_postgres_a_node_id_and_a_sane_lease() {
     let cluster = config.cluster.expect("a cluster node");
     assert_eq!((cluster.node.as_str(), cluster.lease.as_secs()), ("node-1", crate::cluster::LEASE_SECS_DEFAULT));
 }
+
+#[test]
+fn a_prompt_with_a_nul_is_refused_naming_the_field() {
+    let text = format!(
+        "{LLM}[[agents]]\nid = \"main\"\n[[agents.heartbeats]]\nid = \"hb\"\nprompt = \"a\\u0000b\"\nevery = \"1h\"\n"
+    );
+    let error = refused(&text);
+    assert_eq!(error.field, "agents[0].heartbeats[0].prompt");
+    assert!(error.problem.contains("NUL"), "{}", error.problem);
+}

@@ -4,6 +4,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod deliver_test;
+pub mod identity;
 pub mod list;
 pub mod preview;
 pub mod reload;

@@ -250,13 +250,16 @@ pub fn answer_text(answer: &Value, as_json: bool) -> String {
 /// # Errors
 /// When the API cannot be reached or refuses.
 pub async fn follow(client: &ApiClient) -> Result<(), DaemonError> {
-    let mut response = client
-        .request(Method::GET, "/v1/events")
-        .send()
-        .await
-        .map_err(|error| DaemonError::Remote(format!("no daemon answers at {} ({error})", client.url(""))))?;
+    let mut response =
+        client.request(Method::GET, "/v1/events").send().await.map_err(|error| client.unreachable(&error))?;
     if !response.status().is_success() {
-        return Err(DaemonError::Usage(format!("the API answered {}", response.status())));
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let message = body["error"]["message"].as_str().unwrap_or("");
+        if body["error"]["code"] == "wrong-daemon" {
+            return Err(client.wrong_daemon(message));
+        }
+        return Err(DaemonError::Usage(format!("the API answered {status}: {message}")));
     }
     let mut buffer = String::new();
     let mut event = String::new();

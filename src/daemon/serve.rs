@@ -148,6 +148,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
                 user_turns: Arc::default(),
                 token,
                 reloader: reloader.clone(),
+                store_identity: Some(crate::daemon::identity::store_identity(&config).into()),
             };
             Some(ApiServer::start(listener, state, &config.store_path)?)
         }

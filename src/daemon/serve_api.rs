@@ -54,14 +54,14 @@ pub fn address_file(store: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The API's base URL for the CLI: the running daemon's address file, else the
-/// configured `listen` address.
-pub fn api_url(config: &Config) -> Option<String> {
+/// The API's base URL for the CLI, and whether it came from the running daemon's address
+/// file (else it is the configured `listen` address, where another daemon may answer).
+pub fn api_url(config: &Config) -> Option<(String, bool)> {
     if let Ok(text) = std::fs::read_to_string(address_file(&config.store_path)) {
         let url = text.trim();
         if !url.is_empty() {
-            return Some(url.to_owned());
+            return Some((url.to_owned(), true));
         }
     }
-    config.api.listen.map(|address| format!("http://{address}"))
+    config.api.listen.map(|address| (format!("http://{address}"), false))
 }

@@ -15,6 +15,7 @@ use crate::core::heartbeat::{HeartbeatDef, JobKind};
 use crate::core::ids::AgentId;
 use crate::core::reply::{self, Reply, ReplyKind};
 use crate::core::system_events::cron_event_text;
+use crate::core::text::without_nul;
 use crate::core::visibility::VisibilityRules;
 use crate::driver::control::Control;
 use crate::driver::dedup_gate::{DedupGate, DedupHold};
@@ -209,8 +210,9 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         status: outcome.status,
         delivery: outcome.delivery,
         duration: context.clock.monotonic().saturating_since(started),
-        error: outcome.error.map(|text| truncate_chars(&text, ERROR_TEXT_CHARS_MAX)),
-        output_preview: outcome.preview,
+        // Display copies: a NUL (which PostgreSQL cannot keep) becomes U+FFFD on every store.
+        error: outcome.error.map(|text| without_nul(&truncate_chars(&text, ERROR_TEXT_CHARS_MAX)).into_owned()),
+        output_preview: outcome.preview.map(|text| without_nul(&text).into_owned()),
         stop_reason: outcome.stop_reason,
         reply: outcome.reply,
         reply_digest: outcome.reply_digest,

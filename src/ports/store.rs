@@ -221,6 +221,9 @@ pub enum StoreError {
     /// taken over since (or which never held the heartbeat): nothing was written.
     #[error("this node no longer holds partition {partition} (its term {term} was taken over); the write was refused")]
     Fenced { partition: u32, term: u64 },
+    /// Text no store may keep (a NUL character): nothing of the write was stored.
+    #[error("the store refuses {field}: {problem}")]
+    Refused { field: String, problem: String },
 }
 
 /// Durable state of the engine.

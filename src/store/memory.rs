@@ -17,6 +17,7 @@ use crate::ports::store::{
     ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim,
     Store, StoreError, INTERRUPTED_ERROR_TEXT,
 };
+use crate::store::text_check;
 
 #[derive(Debug, Clone)]
 struct Row {
@@ -141,6 +142,7 @@ impl Store for MemoryStore {
     }
 
     async fn seed_config(&self, defs: &[HeartbeatDef], _at: Timestamp) -> Result<SeedReport, StoreError> {
+        text_check::defs(defs)?;
         let mut state = self.lock();
         let mut report = SeedReport::default();
         for def in defs {
@@ -181,6 +183,7 @@ impl Store for MemoryStore {
     }
 
     async fn put_heartbeat(&self, def: &HeartbeatDef, _at: Timestamp) -> Result<(), StoreError> {
+        text_check::defs([def])?;
         let mut state = self.lock();
         let config_fingerprint = state.heartbeats.get(&def.key).and_then(|row| row.config_fingerprint.clone());
         let row = Row { heartbeat: Heartbeat { def: def.clone(), state: HeartbeatState::fresh() }, config_fingerprint };
@@ -278,6 +281,7 @@ impl Store for MemoryStore {
     }
 
     async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
+        text_check::runs(runs)?;
         let mut state = self.lock();
         self.fence(&state, runs.iter().map(|run| &run.key))?;
         let mut steps = Vec::with_capacity(runs.len());
@@ -408,6 +412,7 @@ impl Store for MemoryStore {
     }
 
     async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {
+        text_check::event(text)?;
         let mut state = self.lock();
         let newest = state.system_events.get(agent).and_then(|queue| queue.last()).map(|event| event.text.as_str());
         if !system_events::admits(newest, text) {

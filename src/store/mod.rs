@@ -12,3 +12,4 @@ mod sql_rows;
 mod sql_store;
 #[cfg(not(madsim))]
 pub mod sqlite;
+mod text_check;

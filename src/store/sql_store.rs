@@ -38,6 +38,7 @@ macro_rules! sql_store {
             use crate::core::reply::ReplyKind;
             use crate::core::retention::RunRetention;
             use crate::core::schedule::Schedule;
+            use crate::store::text_check;
             use crate::core::system_events::{self, SystemEvent};
             use crate::limits::STORE_BATCH_ROWS_MAX;
             use crate::ports::store::{
@@ -79,6 +80,7 @@ macro_rules! sql_store {
             }
 
             async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
+                text_check::defs(defs)?;
                 let mut tx = self.write_tx().await?;
                 // Two processes seeding at once would both read the old rows; they take turns.
                 serialize_on(&mut tx, "seed_config").await?;
@@ -130,6 +132,7 @@ macro_rules! sql_store {
             }
 
             async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
+                text_check::defs([def])?;
                 let mut tx = self.write_tx().await?;
                 upsert(&mut tx, &[(def.clone(), None)], at).await?;
                 tx.commit().await?;
@@ -271,6 +274,7 @@ macro_rules! sql_store {
             }
 
             async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
+                text_check::runs(runs)?;
                 let mut tx = self.write_tx().await?;
                 self.fence(&mut tx, runs.iter().map(|run| &run.key)).await?;
                 for chunk in runs.chunks(STORE_BATCH_ROWS_MAX) {
@@ -467,6 +471,7 @@ macro_rules! sql_store {
             }
 
             async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {
+                text_check::event(text)?;
                 let mut tx = self.write_tx().await?;
                 // The duplicate check reads the newest event before inserting: one agent's queue
                 // takes writers in turn.

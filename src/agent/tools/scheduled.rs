@@ -320,6 +320,7 @@ fn build(
     if prompt.trim().is_empty() || prompt.chars().count() > PROMPT_CHARS_MAX {
         return Err(format!("`prompt` must have between 1 and {PROMPT_CHARS_MAX} characters"));
     }
+    crate::core::text::refuse_nul(&prompt).map_err(|problem| format!("`prompt` {problem}"))?;
     let schedule = schedule(context, arguments, existing)?;
     check_spacing(&schedule, settings.model_interval_min, context.control.clock().wall())?;
     let target = target(context, kind, arguments, existing)?;

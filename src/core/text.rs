@@ -1,0 +1,51 @@
+//! Free text on its way to the store. PostgreSQL's `text` cannot hold a NUL character
+//! (U+0000) while SQLite's can, so the two stores would disagree on one write. Text a
+//! user gives (a prompt, a system event) is refused at the edge, naming the field; text
+//! the store only keeps as a display copy (a reply's preview, an error a peer wrote) has
+//! its NULs replaced, the same way before either store sees it.
+
+use std::borrow::Cow;
+
+/// What takes a NUL's place in a display copy.
+pub const NUL_REPLACEMENT: char = char::REPLACEMENT_CHARACTER;
+
+/// Refuses text that holds a NUL character, saying where.
+///
+/// # Errors
+/// The problem in words (the caller names the field): the first NUL's character position.
+pub fn refuse_nul(text: &str) -> Result<(), String> {
+    match text.chars().position(|c| c == '\0') {
+        Some(position) => Err(format!(
+            "contains a NUL character (U+0000) at character {}; the store cannot keep it, remove it",
+            position + 1
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `text` with every NUL replaced by [`NUL_REPLACEMENT`]; borrowed when there is none.
+pub fn without_nul(text: &str) -> Cow<'_, str> {
+    if text.contains('\0') {
+        Cow::Owned(text.replace('\0', &NUL_REPLACEMENT.to_string()))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nul_is_refused_with_its_position() {
+        assert_eq!(refuse_nul("plain text, ünïcode"), Ok(()));
+        let problem = refuse_nul("ab\0c").expect_err("a NUL");
+        assert!(problem.contains("at character 3"), "{problem}");
+    }
+
+    #[test]
+    fn display_copies_lose_only_the_nul() {
+        assert!(matches!(without_nul("clean"), Cow::Borrowed("clean")));
+        assert_eq!(without_nul("a\0b\0"), "a\u{FFFD}b\u{FFFD}");
+    }
+}
