@@ -97,7 +97,11 @@ async fn serve_fake(answers: Vec<Answer>) -> (Fake, String) {
 }
 
 fn sender(target: &str, platform: Platform, attempts_max: u32) -> ChatSender {
-    let destination = Destination { platform, timeout: Duration::from_secs(5), attempts_max };
+    sender_with_mentions(target, platform, attempts_max, false)
+}
+
+fn sender_with_mentions(target: &str, platform: Platform, attempts_max: u32, allow_mentions: bool) -> ChatSender {
+    let destination = Destination { platform, timeout: Duration::from_secs(5), attempts_max, allow_mentions };
     let destinations = BTreeMap::from([(target.to_owned(), destination)]);
     let http = Arc::new(ReqwestHttp::new());
     ChatSender::new(http, Arc::new(SystemClock::new()), ChaCha8Rng::seed_from_u64(7), destinations)
@@ -250,7 +254,10 @@ async fn slack_ok_false_is_a_failed_delivery_and_long_messages_split_at_4000() {
     assert_eq!(seen.len(), 1, "a refusal in a 200 is not retried");
     assert_eq!(seen[0].uri, "/api/chat.postMessage");
     assert_eq!(seen[0].headers["authorization"], "Bearer xoxb-1");
-    assert_eq!(seen[0].json(), serde_json::json!({ "channel": "C0123", "text": "hello" }));
+    assert_eq!(
+        seen[0].json(),
+        serde_json::json!({ "channel": "C0123", "text": "hello", "parse": "none", "link_names": false })
+    );
 
     let limited: Answer = (429, vec![("retry-after", "1")], "");
     let (fake, base) = serve_fake(vec![limited, (200, vec![], r#"{"ok":true}"#)]).await;
@@ -271,7 +278,7 @@ async fn a_slack_incoming_webhook_gets_the_text() {
     sender("slack-webhook:team", platform, 3).send(&delivery("slack-webhook:team", "hi")).await.expect("delivered");
     let seen = fake.seen();
     assert_eq!((seen[0].method.clone(), seen[0].uri.as_str()), (Method::POST, "/services/T/B/X"));
-    assert_eq!(seen[0].json(), serde_json::json!({ "text": "hi" }));
+    assert_eq!(seen[0].json(), serde_json::json!({ "text": "hi", "parse": "none", "link_names": false }));
 }
 
 #[tokio::test]
@@ -403,4 +410,72 @@ async fn deliver_test_says_what_the_platform_answered_and_names_a_missing_token(
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert!(!missing.status.success());
     assert!(stderr.contains("TEST_TELEGRAM_TOKEN") && stderr.contains("adapters.telegram.token_env"), "{stderr}");
+}
+
+/// A platform reached at a fake's base URL.
+type PlatformAt = fn(String) -> Platform;
+
+/// What a model can write to notify people, on one line.
+const PINGS: &str = "<!channel> @everyone @alice <@U123|bob> & done";
+
+/// Every platform's request names systole (Discord in its required bot form), and by
+/// default a reply notifies nobody: Slack text escaped as Slack documents, Telegram
+/// `@names` broken by a word joiner, Discord with mentions off (issue 25).
+#[tokio::test]
+async fn every_request_names_systole_and_by_default_a_reply_notifies_nobody() {
+    let ok_json = (200, vec![], r#"{"ok":true,"id":"1"}"#);
+    let version = env!("CARGO_PKG_VERSION");
+    let systole_agent = format!("systole/{version} (+{})", env!("CARGO_PKG_REPOSITORY"));
+    let cases: [(&str, PlatformAt); 6] = [
+        ("discord", |base| Platform::Discord { base_url: base, token: "t".to_owned() }),
+        ("discord-webhook:team", |base| Platform::DiscordWebhook { url: format!("{base}/hook") }),
+        ("slack", |base| Platform::Slack { base_url: base, token: "t".to_owned() }),
+        ("slack-webhook:team", |base| Platform::SlackWebhook { url: format!("{base}/hook") }),
+        ("telegram", |base| Platform::Telegram { base_url: base, token: "t".to_owned() }),
+        ("webhook:ops", |base| Platform::Webhook { url: format!("{base}/hook"), secret: None }),
+    ];
+    for (target, platform) in cases {
+        for allow_mentions in [false, true] {
+            let (fake, base) = serve_fake(vec![ok_json.clone()]).await;
+            let adapter = target.split(':').next().expect("adapter");
+            let address = if target.contains(':') { target.to_owned() } else { format!("{target}:C1") };
+            sender_with_mentions(target, platform(base), 1, allow_mentions)
+                .send(&delivery(&address, PINGS))
+                .await
+                .expect("delivered");
+            let request = &fake.seen()[0];
+            let body = request.json();
+            let text = body["text"].as_str().or(body["content"].as_str()).expect("the text").to_owned();
+            let expected_agent = if adapter == "discord" {
+                format!("DiscordBot ({}, {version})", env!("CARGO_PKG_REPOSITORY"))
+            } else {
+                systole_agent.clone()
+            };
+            assert_eq!(request.headers["user-agent"], expected_agent, "{target}");
+            match (adapter, allow_mentions) {
+                ("discord" | "discord-webhook", false) => {
+                    assert_eq!(body["allowed_mentions"], serde_json::json!({ "parse": [] }), "{target}");
+                    assert_eq!(text, PINGS);
+                }
+                ("discord" | "discord-webhook", true) => {
+                    assert_eq!(body["allowed_mentions"]["parse"], serde_json::json!(["users", "roles", "everyone"]));
+                }
+                ("slack" | "slack-webhook", mentions) => {
+                    assert_eq!((body["parse"].as_str(), body["link_names"].as_bool()), (Some("none"), Some(false)));
+                    let expected = if mentions {
+                        "<!channel> @everyone @alice <@U123|bob> &amp; done"
+                    } else {
+                        "&lt;!channel&gt; @everyone @alice &lt;@U123|bob&gt; &amp; done"
+                    };
+                    assert_eq!(text, expected, "{target} with mentions {mentions}");
+                }
+                ("telegram", false) => {
+                    assert_eq!(text, "<!channel> @\u{2060}everyone @\u{2060}alice <@\u{2060}U123|bob> & done");
+                    assert!(body.get("parse_mode").is_none(), "plain text: nothing formats");
+                }
+                ("telegram", true) | ("webhook", _) => assert_eq!(text, PINGS, "{target}"),
+                _ => unreachable!("{target}"),
+            }
+        }
+    }
 }

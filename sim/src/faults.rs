@@ -47,10 +47,14 @@ pub enum FaultKind {
     DeliveryRateLimited,
     /// The platform refuses the message (a 4xx, or Slack's `ok: false`).
     DeliveryRefused,
+    /// The model writes what chat platforms read as mentions and markup (`<!channel>`,
+    /// `@everyone`, `@name`, `<@U1>`, `&`, `<`, `>`), sometimes in a reply long enough to
+    /// split, with unbroken tokens and characters outside the BMP at the cuts.
+    LlmPingReply,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 22] = [
+    pub const ALL: [FaultKind; 23] = [
         FaultKind::ClockSkew,
         FaultKind::ClockJumpForward,
         FaultKind::ClockJumpBackward,
@@ -73,6 +77,7 @@ impl FaultKind {
         FaultKind::LlmLongReply,
         FaultKind::DeliveryRateLimited,
         FaultKind::DeliveryRefused,
+        FaultKind::LlmPingReply,
     ];
 
     pub fn name(self) -> &'static str {
@@ -99,6 +104,7 @@ impl FaultKind {
             FaultKind::LlmLongReply => "llm-long-reply",
             FaultKind::DeliveryRateLimited => "delivery-rate-limited",
             FaultKind::DeliveryRefused => "delivery-refused",
+            FaultKind::LlmPingReply => "llm-ping-reply",
         }
     }
 
@@ -135,9 +141,9 @@ impl FaultRates {
     /// log-uniformly between the bounds, so some runs see it rarely and some constantly.
     pub fn swarm(rng: &mut ChaCha8Rng) -> Self {
         let mut per_call = BTreeMap::new();
-        for kind in
-            FaultKind::ALL.into_iter().filter(|k| k.is_per_call() && !k.is_reply_shape() && !k.is_delivery_shape())
-        {
+        for kind in FaultKind::ALL.into_iter().filter(|k| {
+            k.is_per_call() && !k.is_reply_shape() && !k.is_delivery_shape() && *k != FaultKind::LlmPingReply
+        }) {
             let max = match kind {
                 FaultKind::CrashBeforeWrite | FaultKind::CrashAfterWrite => CRASH_RATE_MAX,
                 _ => FAULT_RATE_MAX,
@@ -161,6 +167,13 @@ impl FaultRates {
             let rate = if rng.random_bool(0.5) { rng.random_range(0.01..0.2) } else { 0.0 };
             self.per_call.insert(kind, rate);
         }
+    }
+
+    /// The rate of replies full of mentions and markup (issue 25), from a stream of its
+    /// own: on in most seeds, since every platform must render them safely.
+    pub fn add_ping_replies(&mut self, rng: &mut ChaCha8Rng) {
+        let rate = if rng.random_bool(0.8) { rng.random_range(0.05..0.4) } else { 0.0 };
+        self.per_call.insert(FaultKind::LlmPingReply, rate);
     }
 
     pub fn add_reply_shapes(&mut self, rng: &mut ChaCha8Rng) {

@@ -58,6 +58,7 @@ async fn simulate(options: SimOptions) -> (Vec<Entry>, std::collections::BTreeMa
         crashed: Notify::new(),
         lives: Default::default(),
         llm_rng: Mutex::new(rng(options.seed, Stream::Llm)),
+        ping_rng: Mutex::new(rng(options.seed, Stream::MentionReplies)),
         workspace: Arc::new(MemoryWorkspace::default()),
         flaky_calls: Mutex::default(),
         config: Mutex::new(options.heartbeats.clone()),

@@ -40,6 +40,10 @@ pub enum Stream {
     CronZones = 10,
     /// Rare paths planted on purpose (`scenarios.rs`).
     Scenarios = 11,
+    /// Replies with mentions and markup, and whether the target allows mentions (issue 25).
+    Mentions = 12,
+    /// The model's draws of those replies during the run.
+    MentionReplies = 13,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -81,6 +85,8 @@ pub struct SimOptions {
     pub breaker_cooldown: Vec<Duration>,
     /// The platform every delivery goes through (the real adapter code over simulated HTTP).
     pub platform: crate::ports::http::SimPlatform,
+    /// Whether the platform target lets replies notify people (`allow_mentions`).
+    pub allow_mentions: bool,
     /// Where the breaker's announcements go (`None`: each heartbeat's target).
     pub alerts_target: Option<systole::core::delivery_target::DeliveryTarget>,
     /// What the run log keeps (the engine's `run_retention`).
@@ -97,6 +103,8 @@ pub struct SimOptions {
 }
 
 const SAFETY_SECS_MIN: u64 = 2 * 3_600;
+/// Most seeds keep mentions off, the default that protects chats.
+const ALLOW_MENTIONS_PROBABILITY: f64 = 0.2;
 const SAFETY_SECS_MAX: u64 = 18 * 3_600;
 const CLOCK_JUMPS_MAX: u32 = 4;
 const CLOCK_JUMP_SECS_MAX: i64 = 6 * 3_600;
@@ -161,6 +169,9 @@ impl SimOptions {
         let mut delivery_rng = self::rng(seed, Stream::Delivery);
         fault_rates.add_delivery_shapes(&mut delivery_rng);
         let platform = crate::ports::http::SimPlatform::draw(&mut delivery_rng);
+        let mut mentions_rng = self::rng(seed, Stream::Mentions);
+        fault_rates.add_ping_replies(&mut mentions_rng);
+        let allow_mentions = mentions_rng.random_bool(ALLOW_MENTIONS_PROBABILITY);
         Self {
             seed,
             start,
@@ -180,6 +191,7 @@ impl SimOptions {
             alerts_target,
             run_retention: workload::run_retention(&mut self::rng(seed, Stream::Retention)),
             platform,
+            allow_mentions,
             files: layer.files,
             visibility: layer.visibility,
             llm_calls_per_day: layer.llm_calls_per_day,
@@ -223,7 +235,12 @@ impl SimOptions {
         let alerts =
             self.alerts_target.as_ref().map_or_else(|| "each heartbeat's target".to_owned(), ToString::to_string);
         let _ = writeln!(out, "breaker cooldown: {cooldown:?} s, announcements to {alerts}");
-        let _ = writeln!(out, "deliveries through: {:?}", self.platform);
+        let _ = writeln!(
+            out,
+            "deliveries through: {:?}{}",
+            self.platform,
+            if self.allow_mentions { " (mentions allowed)" } else { "" }
+        );
         let retention = self.run_retention;
         let _ = writeln!(
             out,

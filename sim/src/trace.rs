@@ -64,6 +64,7 @@ pub enum Event {
         /// The part's idempotency key (`<slot key>/part-2-of-3`, or the slot's key alone).
         key: String,
         outcome: PartOutcome,
+        shape: PartShape,
     },
     OpAcked {
         life: u32,
@@ -90,6 +91,16 @@ pub enum Event {
     End {
         heartbeats: Vec<(HeartbeatKey, bool)>,
     },
+}
+
+/// What a request for one part was, as the platform read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartShape {
+    /// The text's length in UTF-16 units.
+    pub units: usize,
+    /// Whom the platform would have notified, if anyone.
+    pub notified: Option<String>,
+    pub user_agent: String,
 }
 
 /// What the simulated platform made of a request.
@@ -296,8 +307,9 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
         Event::Delivered { life, heartbeat, idempotency_key, text, kind } => {
             w.tag(8).u64(u64::from(*life)).key(heartbeat).str(idempotency_key).str(text).str(kind.as_str());
         }
-        Event::PartPosted { life, key, outcome } => {
-            w.tag(15).u64(u64::from(*life)).str(key).str(outcome.as_str());
+        Event::PartPosted { life, key, outcome, shape } => {
+            w.tag(15).u64(u64::from(*life)).str(key).str(outcome.as_str()).u64(shape.units as u64);
+            w.str(shape.notified.as_deref().unwrap_or("")).str(&shape.user_agent);
         }
         Event::OpAcked { life, op, applied } => {
             w.tag(9).u64(u64::from(*life)).str(&op.describe()).bool(*applied);
@@ -505,7 +517,10 @@ pub fn describe(entry: &Entry) -> String {
         Event::Delivered { life, heartbeat, idempotency_key, text, kind } => {
             format!("[life {life}] delivered {heartbeat} ({}) key={idempotency_key} {text:?}", kind.as_str())
         }
-        Event::PartPosted { life, key, outcome } => format!("[life {life}] platform: {key} {}", outcome.as_str()),
+        Event::PartPosted { life, key, outcome, shape } => {
+            let notified = shape.notified.as_deref().map(|who| format!(", NOTIFIED: {who}")).unwrap_or_default();
+            format!("[life {life}] platform: {key} {} ({} units{notified})", outcome.as_str(), shape.units)
+        }
         Event::OpAcked { life, op, applied } => {
             format!(
                 "[life {life}] op acknowledged: {}{}",

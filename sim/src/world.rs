@@ -28,6 +28,9 @@ pub struct World {
     pub crashed: Notify,
     pub lives: AtomicU32,
     pub llm_rng: Mutex<ChaCha8Rng>,
+    /// Whether a reply is full of mentions and markup, and which: a stream of its own,
+    /// so the other draws of a seed stay what they were before it existed.
+    pub ping_rng: Mutex<ChaCha8Rng>,
     /// The agents' workspaces: files survive crashes, like a disk.
     pub workspace: Arc<MemoryWorkspace>,
     /// Calls failed so far per flaky prompt (see `FLAKY_MARKER`), across lives.
@@ -44,6 +47,24 @@ impl World {
 
     pub fn fault(&self, kind: FaultKind, detail: impl Into<String>) {
         self.record(Event::Fault { kind, detail: detail.into() });
+    }
+
+    /// Whether this reply is a ping reply (counted as the fault when it is), and a draw
+    /// in `0..variants` for its shape, from [`World::ping_rng`].
+    pub fn ping_reply(&self, variants: u64) -> Option<u64> {
+        use rand::Rng;
+        let rate = self.options.fault_rates.per_call.get(&FaultKind::LlmPingReply).copied().unwrap_or(0.0);
+        if rate <= 0.0 || !self.injector.is_active() {
+            return None;
+        }
+        let mut rng = self.ping_rng.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !rng.random_bool(rate) {
+            return None;
+        }
+        let variant = rng.random_range(0..variants);
+        drop(rng);
+        self.injector.count(FaultKind::LlmPingReply);
+        Some(variant)
     }
 }
 

@@ -38,6 +38,7 @@ impl OpenAiClient {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, LlmError> {
         let http = reqwest::Client::builder()
+            .user_agent(crate::ports::http::USER_AGENT)
             .timeout(timeout)
             .build()
             .map_err(|error| LlmError::Unreachable(format!("cannot build HTTP client: {error}")))?;

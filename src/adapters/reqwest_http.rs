@@ -12,7 +12,12 @@ pub struct ReqwestHttp {
 
 impl ReqwestHttp {
     pub fn new() -> Self {
-        Self { client: reqwest::Client::new() }
+        // Each request names itself too (`HttpRequest::post_json`); this covers any other.
+        let client = reqwest::Client::builder()
+            .user_agent(crate::ports::http::USER_AGENT)
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        Self { client }
     }
 }
 

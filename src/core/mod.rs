@@ -5,6 +5,7 @@ pub mod active_hours;
 pub mod backfill;
 pub mod breaker;
 pub mod budget;
+pub mod chat_text;
 pub mod cron;
 pub mod cron_fields;
 pub mod delivery_target;

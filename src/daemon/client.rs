@@ -37,6 +37,7 @@ impl ApiClient {
     pub fn new(base: &str) -> Result<Self, DaemonError> {
         let token = std::env::var(API_TOKEN_ENV_DEFAULT).ok().filter(|token| !token.trim().is_empty());
         let http = reqwest::Client::builder()
+            .user_agent(crate::ports::http::USER_AGENT)
             .timeout(std::time::Duration::from_secs(CLI_REQUEST_TIMEOUT_SECS))
             .build()
             .map_err(|e| DaemonError::Startup(format!("cannot build an HTTP client: {e}")))?;

@@ -44,6 +44,9 @@ struct RawBot {
     base_url: Option<String>,
     timeout: Option<String>,
     attempts: Option<u32>,
+    /// Off by default: a model's reply notifies nobody.
+    #[serde(default)]
+    allow_mentions: bool,
 }
 
 #[derive(Deserialize)]
@@ -54,6 +57,8 @@ struct RawUrl {
     url: Option<String>,
     timeout: Option<String>,
     attempts: Option<u32>,
+    #[serde(default)]
+    allow_mentions: bool,
 }
 
 impl Validator<'_> {
@@ -87,7 +92,10 @@ impl Validator<'_> {
             self.http_url(&format!("{field}.base_url"), &base_url)?;
             let (timeout, attempts_max) =
                 self.patience(&field, raw.timeout, raw.attempts, CHAT_TIMEOUT_SECS_DEFAULT, CHAT_ATTEMPTS_MAX_DEFAULT)?;
-            settings.bots.insert(adapter.to_owned(), BotAdapter { token_env, base_url, timeout, attempts_max });
+            let allow_mentions = raw.allow_mentions;
+            settings
+                .bots
+                .insert(adapter.to_owned(), BotAdapter { token_env, base_url, timeout, attempts_max, allow_mentions });
         }
         for (kind, urls) in [("discord-webhook", raw.discord_webhook), ("slack-webhook", raw.slack_webhook)] {
             for (name, raw) in urls {
@@ -111,7 +119,8 @@ impl Validator<'_> {
                     CHAT_TIMEOUT_SECS_DEFAULT,
                     CHAT_ATTEMPTS_MAX_DEFAULT,
                 )?;
-                settings.urls.insert(format!("{kind}:{name}"), UrlAdapter { url_env, timeout, attempts_max });
+                let adapter = UrlAdapter { url_env, timeout, attempts_max, allow_mentions: raw.allow_mentions };
+                settings.urls.insert(format!("{kind}:{name}"), adapter);
             }
         }
         Ok(settings)

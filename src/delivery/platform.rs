@@ -6,19 +6,23 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde_json::{json, Value};
 
+use crate::core::chat_text::TextRules;
 use crate::delivery::signing::WebhookSecret;
 use crate::limits::{
     DELIVERY_ERROR_BODY_CHARS_MAX, DISCORD_MESSAGE_CHARS_MAX, SLACK_MESSAGE_CHARS_MAX, TELEGRAM_MESSAGE_CHARS_MAX,
 };
-use crate::ports::http::{HttpRequest, HttpResponse};
+use crate::ports::http::{HttpRequest, HttpResponse, USER_AGENT_DISCORD};
 use crate::ports::messenger::Delivery;
 
 /// One part of a message on its way out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Part<'a> {
+    /// Rendered already by the platform's [`TextRules`]: sent as it is.
     pub text: &'a str,
     /// The same for every attempt at this part of this slot.
     pub idempotency_key: &'a str,
+    /// Whether the target lets a message notify people (`allow_mentions`; off by default).
+    pub mentions: bool,
 }
 
 /// What a response means.
@@ -74,6 +78,17 @@ impl Platform {
         }
     }
 
+    /// How the platform reads a message's text, with or without mentions.
+    pub fn text_rules(&self, mentions: bool) -> TextRules {
+        match self {
+            Platform::Slack { .. } | Platform::SlackWebhook { .. } => TextRules::Slack { mentions },
+            Platform::Telegram { .. } => TextRules::Telegram { mentions },
+            Platform::Discord { .. } | Platform::DiscordWebhook { .. } | Platform::Webhook { .. } => {
+                TextRules::AsWritten
+            }
+        }
+    }
+
     /// The request that posts `part` to `channel` (the target after the adapter's name).
     /// Every request carries the part's key as `Idempotency-Key`: a webhook receiver drops
     /// repeats by it, and a proxy or a log can tell the attempts at one part apart.
@@ -85,7 +100,13 @@ impl Platform {
         now: Timestamp,
         timeout: Duration,
     ) -> HttpRequest {
-        self.platform_request(channel, part, delivery, now, timeout).header("Idempotency-Key", part.idempotency_key)
+        let request = self.platform_request(channel, part, delivery, now, timeout);
+        let request = match self {
+            // Discord's API reference requires this form from bots.
+            Platform::Discord { .. } => request.header("User-Agent", USER_AGENT_DISCORD),
+            _ => request,
+        };
+        request.header("Idempotency-Key", part.idempotency_key)
     }
 
     fn platform_request(
@@ -96,28 +117,32 @@ impl Platform {
         now: Timestamp,
         timeout: Duration,
     ) -> HttpRequest {
-        // Nobody is pinged by what a model wrote: mentions are shown, not notified.
-        let no_mentions = json!({ "parse": [] });
+        // Nobody is pinged by what a model wrote unless the target allows it: mentions are
+        // shown, not notified. (Slack and Telegram text is rendered before it gets here.)
+        let mentions =
+            if part.mentions { json!({ "parse": ["users", "roles", "everyone"] }) } else { json!({ "parse": [] }) };
         match self {
             Platform::Discord { base_url, token } => {
                 let url = format!("{}/api/v10/channels/{channel}/messages", base_url.trim_end_matches('/'));
                 // Discord drops a second message with the same nonce for a few minutes.
-                let body = json!({ "content": part.text, "allowed_mentions": no_mentions,
+                let body = json!({ "content": part.text, "allowed_mentions": mentions,
                     "nonce": discord_nonce(part.idempotency_key), "enforce_nonce": true });
                 HttpRequest::post_json(url, &body, timeout).header("Authorization", format!("Bot {token}"))
             }
             Platform::DiscordWebhook { url } => {
                 let separator = if url.contains('?') { '&' } else { '?' };
-                let body = json!({ "content": part.text, "allowed_mentions": no_mentions });
+                let body = json!({ "content": part.text, "allowed_mentions": mentions });
                 HttpRequest::post_json(format!("{url}{separator}wait=true"), &body, timeout)
             }
             Platform::Slack { base_url, token } => {
                 let url = format!("{}/chat.postMessage", base_url.trim_end_matches('/'));
-                let body = json!({ "channel": channel, "text": part.text });
+                // Plain `@channel` is never linked, whatever Slack's defaults become.
+                let body = json!({ "channel": channel, "text": part.text, "parse": "none", "link_names": false });
                 HttpRequest::post_json(url, &body, timeout).header("Authorization", format!("Bearer {token}"))
             }
             Platform::SlackWebhook { url } => {
-                HttpRequest::post_json(url.clone(), &json!({ "text": part.text }), timeout)
+                let body = json!({ "text": part.text, "parse": "none", "link_names": false });
+                HttpRequest::post_json(url.clone(), &body, timeout)
             }
             Platform::Telegram { base_url, token } => {
                 let url = format!("{}/bot{token}/sendMessage", base_url.trim_end_matches('/'));

@@ -29,6 +29,8 @@ pub struct Destination {
     pub timeout: Duration,
     /// Attempts per part, first included.
     pub attempts_max: u32,
+    /// Whether a message may notify people there (`allow_mentions`, off by default).
+    pub allow_mentions: bool,
 }
 
 /// What the platform answered to the last part, for `systole deliver test`.
@@ -86,7 +88,8 @@ impl ChatSender {
         let Some((destination, channel)) = self.destination(target) else {
             return Err(DeliveryError::UnknownAdapter(target.to_string()));
         };
-        let parts = split_message(&delivery.text, destination.platform.part_chars_max(), DELIVERY_PARTS_MAX);
+        let rules = destination.platform.text_rules(destination.allow_mentions);
+        let parts = split_message(&delivery.text, destination.platform.part_chars_max(), DELIVERY_PARTS_MAX, rules);
         let mut receipt = Receipt { parts: 0, status: 0, body: String::new() };
         for (index, text) in parts.iter().enumerate() {
             // One key per part, the same for every attempt: a single part keeps the slot's key.
@@ -95,7 +98,8 @@ impl ChatSender {
             } else {
                 format!("{}/part-{}-of-{}", delivery.idempotency_key, index + 1, parts.len())
             };
-            let part = Part { text, idempotency_key: &key };
+            let rendered = rules.render(text);
+            let part = Part { text: &rendered, idempotency_key: &key, mentions: destination.allow_mentions };
             match self.send_part(destination, channel, &part, delivery).await {
                 Ok((status, body)) => receipt = Receipt { parts: index + 1, status, body },
                 Err(PartFailure::Fenced(fenced)) => {

@@ -27,6 +27,8 @@ pub struct BotAdapter {
     pub base_url: String,
     pub timeout: Duration,
     pub attempts_max: u32,
+    /// `allow_mentions = true`: a reply may notify people (off by default).
+    pub allow_mentions: bool,
 }
 
 /// A webhook URL of a platform (`[adapters.discord-webhook.NAME]`, `slack-webhook`): the
@@ -36,6 +38,8 @@ pub struct UrlAdapter {
     pub url_env: String,
     pub timeout: Duration,
     pub attempts_max: u32,
+    /// `allow_mentions = true`: a reply may notify people (off by default).
+    pub allow_mentions: bool,
 }
 
 /// The bot platforms: (adapter name, default token variable, default base URL).
@@ -97,7 +101,13 @@ pub fn destinations(
             None => None,
         };
         let platform = Platform::Webhook { url: endpoint.url.clone(), secret };
-        let destination = Destination { platform, timeout: endpoint.timeout, attempts_max: endpoint.attempts_max };
+        // A webhook's JSON mentions nobody: what its receiver does with the text is its own.
+        let destination = Destination {
+            platform,
+            timeout: endpoint.timeout,
+            attempts_max: endpoint.attempts_max,
+            allow_mentions: false,
+        };
         destinations.insert(format!("webhook:{name}"), destination);
     }
     for (adapter, bot) in &settings.bots {
@@ -109,8 +119,15 @@ pub fn destinations(
             "telegram" => Platform::Telegram { base_url, token },
             other => return Err(format!("adapters.{other}: no such platform")),
         };
-        destinations
-            .insert(adapter.clone(), Destination { platform, timeout: bot.timeout, attempts_max: bot.attempts_max });
+        destinations.insert(
+            adapter.clone(),
+            Destination {
+                platform,
+                timeout: bot.timeout,
+                attempts_max: bot.attempts_max,
+                allow_mentions: bot.allow_mentions,
+            },
+        );
     }
     for (target, adapter) in &settings.urls {
         let (kind, name) = target.split_once(':').unwrap_or((target.as_str(), ""));
@@ -123,7 +140,12 @@ pub fn destinations(
         }
         let platform =
             if kind == "discord-webhook" { Platform::DiscordWebhook { url } } else { Platform::SlackWebhook { url } };
-        let destination = Destination { platform, timeout: adapter.timeout, attempts_max: adapter.attempts_max };
+        let destination = Destination {
+            platform,
+            timeout: adapter.timeout,
+            attempts_max: adapter.attempts_max,
+            allow_mentions: adapter.allow_mentions,
+        };
         destinations.insert(target.clone(), destination);
     }
     Ok(destinations)

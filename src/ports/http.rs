@@ -6,6 +6,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+/// What every request of systole says it is (`systole/<version> (+<repository>)`).
+pub const USER_AGENT: &str = concat!("systole/", env!("CARGO_PKG_VERSION"), " (+", env!("CARGO_PKG_REPOSITORY"), ")");
+/// Discord's required form for bots: `DiscordBot ($url, $versionNumber)`.
+pub const USER_AGENT_DISCORD: &str =
+    concat!("DiscordBot (", env!("CARGO_PKG_REPOSITORY"), ", ", env!("CARGO_PKG_VERSION"), ")");
+
 /// One request. Bodies are bytes: a signature covers exactly what is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpRequest {
@@ -17,13 +23,18 @@ pub struct HttpRequest {
 }
 
 impl HttpRequest {
-    /// A JSON `POST` (the only kind of request an adapter makes).
+    /// A JSON `POST` (the only kind of request an adapter makes), with [`USER_AGENT`].
     pub fn post_json(url: String, body: &serde_json::Value, timeout: Duration) -> Self {
-        let headers = vec![("Content-Type".to_owned(), "application/json".to_owned())];
+        let headers = vec![
+            ("Content-Type".to_owned(), "application/json".to_owned()),
+            ("User-Agent".to_owned(), USER_AGENT.to_owned()),
+        ];
         Self { url, headers, body: body.to_string().into_bytes(), timeout }
     }
 
+    /// Sets a header, replacing one of the same name (names compare without case).
     pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(name));
         self.headers.push((name.to_owned(), value.into()));
         self
     }

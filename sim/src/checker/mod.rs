@@ -74,7 +74,7 @@ pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
 /// first or its job was deleted.
 pub const TRIGGER_DECIDED: &str = "trigger-decided";
 
-pub const INVARIANTS: [&str; 48] = [
+pub const INVARIANTS: [&str; 51] = [
     NO_SLOT_OFFERED_TWICE,
     skips::PAUSED,
     skips::QUIET_HOURS,
@@ -90,6 +90,9 @@ pub const INVARIANTS: [&str; 48] = [
     delivery::PART_ONCE,
     delivery::PARTS_IN_ORDER,
     delivery::NO_RETRY_AFTER_REFUSAL,
+    delivery::PART_FITS,
+    delivery::PART_NOTIFIES_NOBODY,
+    delivery::REQUEST_NAMES_SYSTOLE,
     breaker::BREAKER_COOLDOWN,
     breaker::BREAKER_ANNOUNCED,
     guards::BUDGET,
@@ -360,7 +363,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         agents: agents::AgentModel::default(),
         guards: guards::GuardModel::default(),
         breaker: breaker::BreakerModel::new(options.breaker_cooldown.clone(), options.breaker_failures_max),
-        delivery: delivery::DeliveryModel::default(),
+        delivery: delivery::DeliveryModel::new(options.platform, options.allow_mentions),
         triggers_pending: BTreeMap::new(),
         deciding_trigger: None,
         trigger_runs: BTreeSet::new(),
@@ -447,9 +450,9 @@ impl Model<'_> {
                 self.reply_delivered(entry, heartbeat, idempotency_key, text)
             }
             Event::Durable { life, write } => self.durable(entry, *life, write),
-            Event::PartPosted { key, outcome, .. } => {
+            Event::PartPosted { key, outcome, shape, .. } => {
                 let checks = &mut self.checks;
-                self.delivery.posted(key, *outcome, |invariant| *checks.entry(invariant).or_default() += 1)
+                self.delivery.posted(key, *outcome, shape, |invariant| *checks.entry(invariant).or_default() += 1)
             }
             Event::OpAcked { op, applied, .. } => self.acknowledged(op, *applied),
             Event::Healed => {

@@ -343,6 +343,7 @@ pub fn recording_messenger(link: &Link, clock: Arc<dyn Clock>) -> Arc<dyn Messen
         platform: Platform::Webhook { url: "http://receiver.sim/hook".to_owned(), secret: None },
         timeout: Duration::from_secs(10),
         attempts_max: 3,
+        allow_mentions: false,
     };
     let http = Arc::new(RecordingHttp { link: link.clone() });
     let rng = ChaCha8Rng::seed_from_u64(link.world.options.seed);

@@ -19,7 +19,7 @@ use systole::ports::clock::Clock;
 use systole::ports::http::{HttpClient, HttpError, HttpRequest, HttpResponse};
 
 use crate::faults::FaultKind;
-use crate::trace::{Event, PartOutcome};
+use crate::trace::{Event, PartOutcome, PartShape};
 use crate::world::{Life, World};
 
 /// The longest a slow platform takes to answer.
@@ -47,7 +47,7 @@ impl SimPlatform {
     }
 
     /// The sender's destination for every `sim:` target.
-    pub fn destination(self) -> Destination {
+    pub fn destination(self, allow_mentions: bool) -> Destination {
         let base_url = "http://platform.sim".to_owned();
         let token = "sim-token".to_owned();
         let platform = match self {
@@ -59,7 +59,67 @@ impl SimPlatform {
                 secret: signed.then(|| WebhookSecret::parse("whsec_c2ltdWxhdGVkIHNlY3JldA==")).and_then(Result::ok),
             },
         };
-        Destination { platform, timeout: Duration::from_secs(10), attempts_max: 3 }
+        Destination { platform, timeout: Duration::from_secs(10), attempts_max: 3, allow_mentions }
+    }
+
+    /// The longest text the platform takes, in UTF-16 units: Discord's 2,000 and Telegram's
+    /// 4,096 are hard limits; Slack truncates at 40,000 and documents 4,000 as the most a
+    /// message should hold, which systole promises, so the simulated Slack refuses past it.
+    pub fn limit_units(self) -> Option<usize> {
+        match self {
+            SimPlatform::Discord => Some(2_000),
+            SimPlatform::Slack => Some(4_000),
+            SimPlatform::Telegram => Some(4_096),
+            SimPlatform::Webhook { .. } => None,
+        }
+    }
+
+    /// The message text of a request body, as the platform reads it.
+    fn text_of(self, body: &serde_json::Value) -> String {
+        let field = if self == SimPlatform::Discord { "content" } else { "text" };
+        body[field].as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Whom the platform would notify for this request, as the real one reads its text and
+    /// switches: Slack's `<!channel>`, `<!here>`, `<!everyone>`, `<@U..>`, `<!subteam^..>`;
+    /// Telegram's `@name`; Discord's `@everyone`, `@here`, `<@id>`, `<@&id>` unless
+    /// `allowed_mentions` parses none of them. `None`: nobody.
+    pub fn notified(self, body: &serde_json::Value) -> Option<String> {
+        let text = self.text_of(body);
+        match self {
+            SimPlatform::Slack => ["<!channel", "<!here", "<!everyone", "<@", "<!subteam"]
+                .iter()
+                .find(|sequence| text.contains(*sequence))
+                .map(|sequence| format!("Slack reads {sequence}...> as a mention")),
+            SimPlatform::Telegram => text
+                .char_indices()
+                .find(|(at, c)| {
+                    *c == '@' && text[at + 1..].starts_with(|n: char| n.is_ascii_alphanumeric() || n == '_')
+                })
+                .map(|(at, _)| {
+                    format!("Telegram reads {:?} as a mention", text[at..].chars().take(12).collect::<String>())
+                }),
+            SimPlatform::Discord => {
+                let parsed = body["allowed_mentions"]["parse"].as_array().map(Vec::len);
+                let mentions = ["@everyone", "@here", "<@"].iter().find(|sequence| text.contains(*sequence));
+                match (parsed, mentions) {
+                    (Some(0), _) | (_, None) => None,
+                    (_, Some(sequence)) => Some(format!("Discord pings {sequence} (allowed_mentions {parsed:?})")),
+                }
+            }
+            SimPlatform::Webhook { .. } => None,
+        }
+    }
+
+    fn too_long(self) -> HttpResponse {
+        let (status, body) = match self {
+            SimPlatform::Slack => (200, r#"{"ok":false,"error":"msg_too_long"}"#),
+            SimPlatform::Telegram => {
+                (400, r#"{"ok":false,"error_code":400,"description":"Bad Request: message is too long"}"#)
+            }
+            _ => (400, r#"{"message":"Invalid Form Body","code":50035}"#),
+        };
+        HttpResponse { status, headers: Vec::new(), body: body.as_bytes().to_vec() }
     }
 
     fn rate_limited(self, seconds: u64) -> HttpResponse {
@@ -111,8 +171,20 @@ impl HttpClient for SimHttp {
             .find(|(name, _)| name.eq_ignore_ascii_case("idempotency-key"))
             .map_or_else(String::new, |(_, value)| value.clone());
         let injector = &self.world.injector;
-        let record =
-            |outcome| self.world.record(Event::PartPosted { life: self.life.number, key: key.clone(), outcome });
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        let shape = PartShape {
+            units: platform.text_of(&body).encode_utf16().count(),
+            notified: platform.notified(&body),
+            user_agent: request
+                .headers
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case("user-agent"))
+                .map_or_else(String::new, |(_, value)| value.clone()),
+        };
+        let record = |outcome| {
+            let event = Event::PartPosted { life: self.life.number, key: key.clone(), outcome, shape: shape.clone() };
+            self.world.record(event);
+        };
         if injector.roll(FaultKind::DeliveryFailure) {
             self.world.fault(FaultKind::DeliveryFailure, &key);
             record(PartOutcome::Unreachable);
@@ -139,6 +211,11 @@ impl HttpClient for SimHttp {
             self.world.fault(FaultKind::DeliveryRefused, &key);
             record(PartOutcome::Refused);
             return Ok(platform.refused());
+        }
+        if platform.limit_units().is_some_and(|limit| shape.units > limit) {
+            // As the real platform: an oversized part is refused (not a fault: the engine's bug).
+            record(PartOutcome::Refused);
+            return Ok(platform.too_long());
         }
         record(PartOutcome::Accepted);
         Ok(platform.delivered())

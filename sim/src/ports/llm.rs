@@ -208,7 +208,10 @@ impl Llm for SimLlm {
         }
         let number = self.replies.fetch_add(1, Ordering::Relaxed) + 1;
         // Now and then a long report after the token: delivered, without the token.
-        let text = if number.is_multiple_of(7) {
+        let text = if let Some(variant) = self.world.ping_reply(PING_VARIANTS) {
+            self.world.fault(FaultKind::LlmPingReply, format!("{prompt}: variant {variant}"));
+            ping_report(number, &prompt, variant)
+        } else if number.is_multiple_of(7) {
             format!("HEARTBEAT_OK\nalert {number} from {prompt}: {}", "details ".repeat(50))
         } else if injector.roll(FaultKind::LlmLongReply) {
             self.world.fault(FaultKind::LlmLongReply, &prompt);
@@ -230,4 +233,26 @@ fn long_report(number: u64, prompt: &str) -> String {
     let mut parts: Vec<String> = (0..6).map(paragraph).collect();
     parts.insert(3, format!("```text\n{code}```"));
     format!("alert {number} from {prompt}\n\n{}", parts.join("\n\n"))
+}
+
+/// Shapes of [`ping_report`].
+const PING_VARIANTS: u64 = 4;
+
+/// What chat platforms read as mentions and markup: short, or long enough to split with
+/// the mentions, escapes, unbroken tokens and characters outside the BMP near the cuts.
+fn ping_report(number: u64, prompt: &str, variant: u64) -> String {
+    let pings = "<!channel> <!here> @everyone @here @alice_b <@U024BE7LH> <#C1|ops> & a<b>c &amp; &lt;";
+    match variant {
+        0 => format!("alert {number} from {prompt}: {pings}"),
+        // One unbroken token of escapes and emoji, longer than any platform's message.
+        1 => format!("alert {number} from {prompt}\n{}", "&<😀>@a".repeat(900)),
+        // Paragraphs of mentions, each near a Discord part, in and out of a code block.
+        2 => {
+            let paragraph = format!("{pings} {}", "😀".repeat(400));
+            let code = format!("```text\n{}\n```", format!("{pings}\n").repeat(60));
+            format!("alert {number} from {prompt}\n\n{paragraph}\n\n{code}\n\n{paragraph}")
+        }
+        // Characters outside the BMP at every position a cut could fall on.
+        _ => format!("alert {number} from {prompt} {}", "𝄞a<".repeat(3_000)),
+    }
 }

@@ -25,7 +25,8 @@ pub struct SimMessenger {
 impl SimMessenger {
     pub fn new(world: Arc<World>, life: Arc<Life>) -> Self {
         let http = Arc::new(SimHttp { world: Arc::clone(&world), life: Arc::clone(&life) });
-        let destinations = BTreeMap::from([("sim".to_owned(), world.options.platform.destination())]);
+        let destinations =
+            BTreeMap::from([("sim".to_owned(), world.options.platform.destination(world.options.allow_mentions))]);
         // Retry jitter: its own seed per life, so it never draws from the fault stream.
         let rng = ChaCha8Rng::seed_from_u64(world.options.seed ^ (u64::from(life.number) << 48));
         let sender = ChatSender::new(http, world.clock.clone(), rng, destinations);
