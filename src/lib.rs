@@ -25,6 +25,7 @@ pub mod daemon;
 pub mod delivery;
 pub mod driver;
 pub mod limits;
+pub mod mcp;
 pub mod metrics;
 pub mod ports;
 pub mod store;

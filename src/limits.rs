@@ -222,3 +222,31 @@ pub const RUNS_PROTECTED_HOURS: u64 = 48;
 pub const RUNS_PRUNE_INTERVAL_SECS: u64 = 3_600;
 /// How long after start-up the first prune runs (not in the start-up's own rush).
 pub const RUNS_PRUNE_FIRST_DELAY_SECS: u64 = 300;
+
+// Tools from MCP servers and native tools (ADR 0019).
+/// The most one tool call may take by default (the run's budget may cut it shorter).
+pub const TOOL_CALL_TIMEOUT_SECS_DEFAULT: u64 = 30;
+/// The most a config may give one tool call.
+pub const TOOL_CALL_TIMEOUT_SECS_MAX: u64 = 600;
+/// The most connecting to a server and listing its tools may take by default.
+pub const MCP_CONNECT_TIMEOUT_SECS_DEFAULT: u64 = 30;
+/// Tool calls one run may make by default (on by default: each may cost money or act).
+pub const TOOL_CALLS_PER_RUN_MAX_DEFAULT: u32 = 16;
+/// The most a config may allow one run.
+pub const TOOL_CALLS_PER_RUN_MAX_LIMIT: u32 = 256;
+/// Characters of a tool's result the model reads; the rest is cut with a note saying so.
+pub const TOOL_RESULT_CHARS_MAX: usize = 16_000;
+/// Characters of a call's arguments the run log keeps.
+pub const TOOL_ARGUMENTS_LOGGED_CHARS_MAX: usize = 500;
+/// Servers a config may name, and tools one server may list (more are ignored, logged).
+pub const MCP_SERVERS_MAX: usize = 32;
+pub const MCP_TOOLS_PER_SERVER_MAX: usize = 256;
+/// Waits before restarting a server that died: the first, doubled up to the last.
+pub const MCP_RESTART_BACKOFF_SECS_MIN: u64 = 1;
+pub const MCP_RESTART_BACKOFF_SECS_MAX: u64 = 60;
+/// Lines of a stdio server's stderr logged per minute (the rest are counted and dropped),
+/// and the longest line logged.
+pub const MCP_STDERR_LINES_PER_MINUTE_MAX: u32 = 120;
+pub const MCP_STDERR_LINE_CHARS_MAX: usize = 500;
+/// How long a stdio server's process group has to exit after SIGTERM before SIGKILL.
+pub const MCP_STOP_GRACE_MILLIS: u64 = 2_000;

@@ -51,6 +51,7 @@ fn finished(k: &HeartbeatKey, slot_secs: i64, succeeded: bool) -> RunRecord {
         reply_digest: None,
         consumes: Vec::new(),
         llm_calls: 0,
+        tool_use: None,
     }
 }
 

@@ -25,7 +25,11 @@ use systole::core::policy::{CatchUp, Overlap};
 use systole::core::reply::ReplyKind;
 use systole::core::retention::RunRetention;
 use systole::core::schedule::Schedule;
-use systole::ports::store::{DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, StopReason, Store};
+use systole::core::tool_policy::{JobTools, ToolPattern};
+use systole::ports::store::{
+    DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, StopReason, Store, ToolCallOutcome,
+    ToolCallRecord, ToolUse,
+};
 use systole::store::memory::MemoryStore;
 use systole::store::sqlite::SqliteStore;
 
@@ -119,6 +123,12 @@ fn random_def(rng: &mut Rng, k: &HeartbeatKey, now_secs: i64) -> HeartbeatDef {
     made.policy.catch_up = rng.pick(&[CatchUp::Skip, CatchUp::Once, CatchUp::All]);
     made.policy.overlap = rng.pick(&[Overlap::Skip, Overlap::BufferOne, Overlap::AllowAll]);
     made.policy.jitter_max = Duration::from_secs(rng.below(3) * 30);
+    if rng.chance(25) {
+        let agent = [ToolPattern::parse("inbox/*").expect("valid")];
+        let allow = rng.chance(50).then(|| vec!["inbox/search".to_owned()]);
+        let required = ["inbox/search".to_owned()];
+        made.tools = JobTools::from_fields(allow.as_deref(), None, Some(&required), &agent).expect("within");
+    }
     made
 }
 
@@ -144,6 +154,16 @@ fn random_run(rng: &mut Rng, k: HeartbeatKey, slot: Timestamp, now: Timestamp) -
         reply_digest: delivered.then(|| rng.pick(&DIGESTS).to_owned()),
         consumes: (0..rng.below(3)).map(|_| 1 + rng.below(8)).collect(),
         llm_calls: rng.below(4) as u32,
+        tool_use: rng.chance(30).then(|| ToolUse {
+            offered: vec!["inbox/search".to_owned()],
+            calls: vec![ToolCallRecord {
+                tool: "inbox/search".to_owned(),
+                arguments: r#"{"q":"urgent"}"#.to_owned(),
+                duration_ms: rng.below(900),
+                outcome: rng.pick(&[ToolCallOutcome::Ok, ToolCallOutcome::Timeout]),
+                error: None,
+            }],
+        }),
     }
 }
 

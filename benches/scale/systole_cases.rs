@@ -76,6 +76,7 @@ pub fn defs(first: usize, count: usize, every: Duration, jitter: Duration) -> Ve
             active_hours: None,
             timeout: Duration::from_secs(60),
             origin: Origin::Config,
+            tools: Default::default(),
         })
         .collect()
 }

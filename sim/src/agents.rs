@@ -130,6 +130,7 @@ fn def(key: HeartbeatKey, kind: JobKind, schedule: Schedule, target: DeliveryTar
         active_hours: None,
         timeout: Duration::from_secs(TIMEOUT_SECS),
         origin: Origin::Config,
+        tools: Default::default(),
     }
 }
 

@@ -152,6 +152,7 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         store: Arc::new(SimStore { world: Arc::clone(&world), life: Arc::clone(&life) }),
         events: Arc::new(TraceSink { world: Arc::clone(&world), life: Arc::clone(&life) }),
         workspace: world.workspace.clone(),
+        tools: Arc::new(systole::ports::tools::NoToolServers),
     };
     let mut options = EngineOptions {
         breaker_failures_max: world.options.breaker_failures_max,

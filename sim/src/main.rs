@@ -50,9 +50,13 @@ enum Command {
         /// Seeds that once failed, one a line ('#' starts a comment).
         #[arg(long, default_value = "regressions.txt")]
         regressions: PathBuf,
-        /// Stop at the first failing seed (the mutant check: one failure is a catch).
+        /// Stop at the first failing seed.
         #[arg(long)]
         fail_fast: bool,
+        /// Stop once this many seeds failed (the mutant check: enough catches to pass its
+        /// rate, without running the rest).
+        #[arg(long)]
+        stop_after_failures: Option<usize>,
     },
     /// Run N fresh seeds from a start derived from the commit (or --from), on all cores,
     /// with a progress bar and the failures counted by invariant. No regression list.
@@ -99,8 +103,9 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Run { seeds, from, jobs, stats, regressions, fail_fast } => {
-            run(seeds, from, jobs, stats, &regressions, fail_fast)
+        Command::Run { seeds, from, jobs, stats, regressions, fail_fast, stop_after_failures } => {
+            let stop_after = if fail_fast { Some(1) } else { stop_after_failures };
+            run(seeds, from, jobs, stats, &regressions, stop_after)
         }
         Command::Sweep { seeds, from, jobs } => sweep(seeds, from, jobs),
         Command::Replay { seed } => {
@@ -250,13 +255,20 @@ fn regression_seeds(path: &PathBuf) -> Vec<u64> {
 
 // `Instant::now` times the harness itself (seeds a minute), outside any simulation.
 #[allow(clippy::disallowed_methods)]
-fn run(count: u64, from: u64, jobs: Option<usize>, stats: bool, regressions: &PathBuf, fail_fast: bool) -> ExitCode {
+fn run(
+    count: u64,
+    from: u64,
+    jobs: Option<usize>,
+    stats: bool,
+    regressions: &PathBuf,
+    stop_after: Option<usize>,
+) -> ExitCode {
     let mut seeds: BTreeSet<u64> = (from..from.saturating_add(count)).collect();
     let regression = regression_seeds(regressions);
     seeds.extend(regression.iter().copied());
     let seeds: Vec<u64> = seeds.into_iter().collect();
     let started = std::time::Instant::now();
-    let results = run_all(&seeds, jobs, false, fail_fast);
+    let results = run_all(&seeds, jobs, false, stop_after);
     let wall = started.elapsed();
     if stats {
         print_stats(&results);
@@ -293,7 +305,7 @@ fn sweep(count: u64, from: Option<u64>, jobs: Option<usize>) -> ExitCode {
     let from = from.unwrap_or_else(|| sweep_start_from_commit(&commit));
     println!("sweep of {count} seeds from {from} (commit {commit})");
     let seeds: Vec<u64> = (from..from.saturating_add(count)).collect();
-    let results = run_all(&seeds, jobs, true, false);
+    let results = run_all(&seeds, jobs, true, None);
     let mut by_invariant: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     for result in &results {
         if let Some(name) = result.failed_invariant() {
@@ -323,8 +335,14 @@ fn sweep(count: u64, from: Option<u64>, jobs: Option<usize>) -> ExitCode {
 const SWEEP_SEEDS_SHOWN_MAX: usize = 10;
 
 /// Runs `seeds` on `jobs` threads (default: every core). A progress bar shows on a
-/// terminal, or always when `always_show_progress` (a sweep is long).
-fn run_all(seeds: &[u64], jobs: Option<usize>, always_show_progress: bool, fail_fast: bool) -> Vec<SeedResult> {
+/// terminal, or always when `always_show_progress` (a sweep is long). With `stop_after`,
+/// no new seed starts once that many failed (seeds already running finish).
+fn run_all(
+    seeds: &[u64],
+    jobs: Option<usize>,
+    always_show_progress: bool,
+    stop_after: Option<usize>,
+) -> Vec<SeedResult> {
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let progress = if always_show_progress || std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(seeds.len() as u64);
@@ -342,7 +360,7 @@ fn run_all(seeds: &[u64], jobs: Option<usize>, always_show_progress: bool, fail_
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| loop {
-                if fail_fast && failures.load(Ordering::SeqCst) > 0 {
+                if stop_after.is_some_and(|limit| failures.load(Ordering::SeqCst) >= limit) {
                     break;
                 }
                 let index = next.fetch_add(1, Ordering::SeqCst);

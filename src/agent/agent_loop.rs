@@ -1,10 +1,14 @@
 //! The agent loop of one run: call the LLM with its tools, run the tool calls it asks for,
 //! feed the results back, until it answers without tools, a tool signals a stop, or the
-//! iteration cap is reached.
+//! iteration cap is reached. Every call is recorded in the run's scope; past the run's
+//! cap of tool calls, a call answers the model with an error instead of running.
 
-use crate::agent::tools::{ToolBox, ToolContext, ToolSignal};
+use crate::agent::tools::{ToolBox, ToolContext, ToolOutcome, ToolSignal};
+use crate::core::text::truncate_chars;
+use crate::limits::TOOL_ARGUMENTS_LOGGED_CHARS_MAX;
 use crate::ports::llm::{ChatRequest, Llm, LlmError, Message, Role};
 use crate::ports::store::StopReason;
+use crate::ports::store::ToolCallOutcome;
 
 /// How the loop ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +52,7 @@ pub async fn run_loop(
             tool_call_id: None,
         });
         for call in &response.tool_calls {
-            let outcome = toolbox.call(context, &call.name, &call.arguments).await;
+            let outcome = call_recorded(toolbox, context, &call.name, &call.arguments).await;
             if let Some(signal @ ToolSignal::PauseHeartbeats { .. }) = outcome.signal {
                 return Ok(LoopOutcome { text, stop: StopReason::PauseHeartbeats, iterations, signal: Some(signal) });
             }
@@ -63,4 +67,25 @@ pub async fn run_loop(
             return Ok(LoopOutcome { text, stop: StopReason::IterationCap, iterations, signal: None });
         }
     }
+}
+
+/// One tool call, recorded in the run's scope (before it goes out, so a call the run's
+/// budget cuts off stays in the record), refused once the run reached its cap.
+async fn call_recorded(toolbox: &ToolBox, context: &ToolContext, name: &str, arguments: &str) -> ToolOutcome {
+    let Some(run) = &context.run else { return toolbox.call(context, name, arguments).await };
+    let max = context.settings.tool_calls_max;
+    let over_cap = run.calls() >= usize::try_from(max).unwrap_or(usize::MAX);
+    let logged_name = toolbox.logged_name(name);
+    let index = run.start(logged_name, truncate_chars(arguments, TOOL_ARGUMENTS_LOGGED_CHARS_MAX));
+    let started = run.clock.monotonic();
+    let outcome = if over_cap {
+        ToolOutcome::failed(
+            ToolCallOutcome::Cap,
+            format!("this run reached its cap of {max} tool calls; answer with what you have"),
+        )
+    } else {
+        toolbox.call(context, name, arguments).await
+    };
+    run.finish(index, run.clock.monotonic().saturating_since(started), &outcome);
+    outcome
 }

@@ -3,9 +3,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::core::tool_policy::ToolPattern;
 use crate::limits::{
     ACK_MAX_CHARS_DEFAULT, AGENT_LOOP_ITERATIONS_MAX_DEFAULT, HEARTBEATS_PER_AGENT_MAX_DEFAULT,
     LLM_CALLS_PER_DAY_DEFAULT, MODEL_INTERVAL_SECS_MIN_DEFAULT, PAUSE_MINUTES_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT,
+    TOOL_CALLS_PER_RUN_MAX_DEFAULT,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +34,11 @@ pub struct AgentSettings {
     /// LLM calls the agent's runs may make per local day (in `timezone`), all its
     /// heartbeats and jobs together; then runs skip with reason `budget`.
     pub llm_calls_per_day: u64,
+    /// The tools (`server/tool`, `server/*`) the agent's runs may use; a job may narrow
+    /// them (ADR 0019). None by default.
+    pub tools: Vec<ToolPattern>,
+    /// Tool calls one run may make; past it, a call answers the model with an error.
+    pub tool_calls_max: u32,
 }
 
 /// What `[agents.heartbeat]` sets for the agent heartbeat's runs only.
@@ -61,6 +68,8 @@ impl Default for AgentSettings {
             ack_max_chars: ACK_MAX_CHARS_DEFAULT,
             agent_heartbeat: AgentHeartbeatSettings::default(),
             llm_calls_per_day: LLM_CALLS_PER_DAY_DEFAULT,
+            tools: Vec::new(),
+            tool_calls_max: TOOL_CALLS_PER_RUN_MAX_DEFAULT,
         }
     }
 }

@@ -104,7 +104,13 @@ fn operator_context(state: &ApiState, agent: &AgentId) -> Result<ToolContext, Ap
     let mut settings = state.settings(agent).clone();
     settings.model_interval_min = Duration::from_secs(INTERVAL_SECS_MIN);
     let control = state.engine.for_agent(agent)?.control().clone();
-    Ok(ToolContext { agent: agent.clone(), settings: Arc::new(settings), control })
+    Ok(ToolContext {
+        agent: agent.clone(),
+        settings: Arc::new(settings),
+        control: Arc::new(control),
+        operator: true,
+        run: None,
+    })
 }
 
 /// The tool's arguments from a request body: the body's fields, the action and the id.

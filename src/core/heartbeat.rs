@@ -11,6 +11,7 @@ use crate::core::delivery_target::DeliveryTarget;
 use crate::core::ids::HeartbeatKey;
 use crate::core::policy::RunPolicy;
 use crate::core::schedule::Schedule;
+use crate::core::tool_policy::JobTools;
 
 /// Where a definition came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +96,8 @@ pub struct HeartbeatDef {
     /// Total budget of one run, LLM calls and delivery included.
     pub timeout: Duration,
     pub origin: Origin,
+    /// The tools its runs may use, within its agent's list (ADR 0019).
+    pub tools: JobTools,
 }
 
 impl HeartbeatDef {
@@ -128,6 +131,11 @@ impl HeartbeatDef {
             None => field(b"always"),
         }
         field(&self.timeout.as_millis().to_le_bytes());
+        // Only when set, so a definition without tools keeps the fingerprint it had before
+        // tools existed (a new fingerprint would re-seed it: re-enabled, breaker cleared).
+        if !self.tools.is_default() {
+            field(self.tools.canonical().as_bytes());
+        }
         let digest = hasher.finalize();
         digest.iter().map(|byte| format!("{byte:02x}")).collect()
     }
@@ -181,13 +189,15 @@ mod tests {
             active_hours: None,
             timeout: Duration::from_secs(120),
             origin: Origin::Config,
+            tools: JobTools::default(),
         }
     }
 
     #[test]
     fn fingerprint_changes_with_every_field_that_matters() {
         let base = def();
-        let mut changed = vec![base.clone(); 8];
+        let mut changed = vec![base.clone(); 9];
+        changed[8].tools.required.push(crate::core::tool_policy::ToolName::new("inbox", "search"));
         changed[0].prompt.push('!');
         changed[1].schedule = Schedule::Every(Duration::from_secs(1_801));
         changed[4].policy.catch_up = crate::core::policy::CatchUp::All;

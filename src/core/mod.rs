@@ -28,5 +28,6 @@ pub mod slots;
 pub mod system_events;
 pub mod text;
 pub mod timer_queue;
+pub mod tool_policy;
 pub mod visibility;
 pub mod wake;

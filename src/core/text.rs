@@ -1,4 +1,4 @@
-//! Free text on its way to the store. PostgreSQL's `text` cannot hold a NUL character
+//! Free text: cutting it to a length, and on its way to the store. PostgreSQL's `text` cannot hold a NUL character
 //! (U+0000) while SQLite's can, so the two stores would disagree on one write. Text a
 //! user gives (a prompt, a system event) is refused at the edge, naming the field; text
 //! the store only keeps as a display copy (a reply's preview, an error a peer wrote) has
@@ -32,9 +32,23 @@ pub fn without_nul(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// The first `max` characters of `text` (never splitting a character).
+pub fn truncate_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => text[..end].to_owned(),
+        None => text.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn truncation_respects_characters() {
+        assert_eq!(truncate_chars("héllo", 2), "hé");
+        assert_eq!(truncate_chars("hi", 5), "hi");
+    }
 
     #[test]
     fn a_nul_is_refused_with_its_position() {

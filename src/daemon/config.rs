@@ -22,7 +22,7 @@ use crate::limits::{
     INTERVAL_SECS_MIN, LLM_ATTEMPTS_MAX_DEFAULT, LLM_ATTEMPTS_MAX_LIMIT, LLM_CALLS_PER_DAY_LIMIT,
     LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT, RUNS_IN_FLIGHT_MAX_DEFAULT, RUNS_KEPT_DAYS_DEFAULT,
     RUNS_KEPT_DAYS_MAX, RUNS_KEPT_DAYS_MIN, RUNS_KEPT_PER_HEARTBEAT_DEFAULT, RUNS_KEPT_PER_HEARTBEAT_MAX,
-    RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT,
+    RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT, TOOL_CALLS_PER_RUN_MAX_LIMIT,
 };
 
 /// The SQLite file when the config names none, relative to the config file.
@@ -98,6 +98,8 @@ pub struct Config {
     pub llm: LlmConfig,
     pub system_prompt: Option<String>,
     pub adapters: AdapterSettings,
+    /// `[mcp.servers.NAME]`: the servers whose tools runs may use.
+    pub mcp: crate::mcp::settings::McpSettings,
     pub engine: EngineSettings,
     pub heartbeats: Vec<HeartbeatDef>,
     /// Run and tool settings of each configured agent.
@@ -131,6 +133,8 @@ struct RawConfig {
     #[serde(default)]
     api: api::RawApi,
     cluster: Option<RawCluster>,
+    #[serde(default)]
+    mcp: mcp::RawMcp,
 }
 
 #[derive(Deserialize)]
@@ -210,6 +214,10 @@ struct RawAgent {
     workspace: Option<String>,
     /// The agent heartbeat (the `HEARTBEAT.md` one); see `[defaults.heartbeat]`.
     heartbeat: Option<agent_heartbeat::RawAgentHeartbeat>,
+    /// The tools the agent's runs may use (`server/tool`, `server/*`); none by default.
+    tools: Option<Vec<String>>,
+    /// Tool calls one run may make (`TOOL_CALLS_PER_RUN_MAX_DEFAULT`).
+    tool_calls_max: Option<u32>,
     #[serde(default)]
     heartbeats: Vec<RawHeartbeat>,
     #[serde(default)]
@@ -243,6 +251,12 @@ struct RawHeartbeat {
     delete_after_run: Option<bool>,
     /// `false` delivers a reply even if it is identical to one delivered within 24 h.
     dedup: Option<bool>,
+    /// Narrows the agent's `tools` for this job's runs (ADR 0019).
+    tools: Option<Vec<String>>,
+    /// Tools that may write, opted into for this job (within the agent's `tools`).
+    write_tools: Option<Vec<String>>,
+    /// Tools the runs cannot do without: if one is unavailable, the run fails naming it.
+    required_tools: Option<Vec<String>>,
 }
 
 /// `[[agents.cron]]`: a cron job as in the cron spec.
@@ -269,6 +283,12 @@ struct RawCron {
     jitter: Option<String>,
     delete_after_run: Option<bool>,
     dedup: Option<bool>,
+    /// Narrows the agent's `tools` for this job's runs (ADR 0019).
+    tools: Option<Vec<String>>,
+    /// Tools that may write, opted into for this job (within the agent's `tools`).
+    write_tools: Option<Vec<String>>,
+    /// Tools the runs cannot do without: if one is unavailable, the run fails naming it.
+    required_tools: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -401,6 +421,7 @@ impl Validator<'_> {
         let system_prompt = llm.system_prompt.clone();
         let llm = self.llm(llm)?;
         let adapters = self.adapters(raw.adapters)?;
+        let mcp = self.mcp(raw.mcp)?;
         let visibility = self.visibility(raw.visibility, &adapters)?;
         let (engine, timezone, run_timeout) = self.engine(raw.engine, &adapters)?;
         let mut allowed_targets: BTreeSet<String> = adapters.named_targets().collect();
@@ -426,11 +447,14 @@ impl Validator<'_> {
                 None => timezone.clone(),
             };
             let mut settings = self.agent_settings(&field, &agent, &agent_default, &timezone)?;
+            settings.tools = self.agent_tools(&field, agent.tools.as_deref(), &mcp)?;
             if let Some(text) = &agent.workspace {
                 workspaces.insert(id.clone(), self.workspace(&field, text)?);
             }
+            let agent_tools = settings.tools.clone();
             let mut defaults = HeartbeatDefaults {
                 agent: &id,
+                agent_tools: &agent_tools,
                 timezone: &timezone,
                 run_timeout,
                 adapters: &adapters,
@@ -489,6 +513,7 @@ impl Validator<'_> {
             workspaces,
             visibility,
             api,
+            mcp,
         })
     }
 
@@ -533,7 +558,14 @@ impl Validator<'_> {
             LLM_CALLS_PER_DAY_LIMIT,
         )?;
         let ack_max_chars = self.ack_max_chars(field, agent.ack_max_chars, defaults.ack_max_chars)?;
+        let tool_calls_max = self.count(
+            &format!("{field}.tool_calls_max"),
+            agent.tool_calls_max.map(u64::from),
+            u64::from(defaults.tool_calls_max),
+            u64::from(TOOL_CALLS_PER_RUN_MAX_LIMIT),
+        )?;
         Ok(AgentSettings {
+            tool_calls_max: u32::try_from(tool_calls_max).unwrap_or(u32::MAX),
             ack_max_chars,
             llm_calls_per_day,
             loop_iterations_max: u32::try_from(loop_iterations_max).unwrap_or(u32::MAX),
@@ -775,6 +807,8 @@ impl Validator<'_> {
 
 struct HeartbeatDefaults<'a> {
     agent: &'a AgentId,
+    /// The agent's `tools`: a job's tool fields may only narrow them.
+    agent_tools: &'a [crate::core::tool_policy::ToolPattern],
     timezone: &'a str,
     run_timeout: Duration,
     adapters: &'a AdapterSettings,
@@ -784,6 +818,9 @@ struct HeartbeatDefaults<'a> {
 
 #[path = "config_jobs.rs"]
 mod jobs;
+
+#[path = "config_mcp.rs"]
+mod mcp;
 
 #[path = "config_agent.rs"]
 mod agent_heartbeat;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::mcp::RawJobTools;
 use super::{ConfigError, HeartbeatDefaults, RawActiveHours, Validator};
 use crate::agent::settings::AgentHeartbeatSettings;
 use crate::core::heartbeat::{HeartbeatDef, JobKind, Origin};
@@ -29,6 +30,9 @@ pub(super) struct RawAgentHeartbeat {
     ack_max_chars: Option<usize>,
     active_hours: Option<RawActiveHours>,
     timeout: Option<String>,
+    tools: Option<Vec<String>>,
+    write_tools: Option<Vec<String>>,
+    required_tools: Option<Vec<String>>,
 }
 
 impl RawAgentHeartbeat {
@@ -43,6 +47,9 @@ impl RawAgentHeartbeat {
             ack_max_chars: self.ack_max_chars.or(defaults.ack_max_chars),
             active_hours: self.active_hours.or(defaults.active_hours),
             timeout: self.timeout.or(defaults.timeout),
+            tools: self.tools.or(defaults.tools),
+            write_tools: self.write_tools.or(defaults.write_tools),
+            required_tools: self.required_tools.or(defaults.required_tools),
         }
     }
 }
@@ -105,6 +112,8 @@ impl Validator<'_> {
         if raw.model.as_deref().is_some_and(|model| model.trim().is_empty()) {
             return Err(self.error(format!("{field}.model"), "is empty"));
         }
+        let tools = RawJobTools { tools: raw.tools, write_tools: raw.write_tools, required_tools: raw.required_tools };
+        let tools = self.job_tools(&field, &tools, jobs.agent_tools)?;
         let def = HeartbeatDef {
             key: HeartbeatKey::agent_heartbeat(jobs.agent),
             kind: JobKind::Agent,
@@ -118,6 +127,7 @@ impl Validator<'_> {
             active_hours,
             timeout,
             origin: Origin::Config,
+            tools,
         };
         Ok(Some(AgentHeartbeat { def, settings: AgentHeartbeatSettings { model: raw.model, ack_max_chars } }))
     }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+use super::mcp::RawJobTools;
 use super::{ConfigError, HeartbeatDefaults, RawCron, RawHeartbeat, RawPolicy, RawSchedule, Validator};
 use crate::core::active_hours::ActiveHours;
 use crate::core::delivery_target::DeliveryTarget;
@@ -13,6 +14,7 @@ use crate::core::ids::{HeartbeatId, HeartbeatKey};
 use crate::core::policy::{CatchUp, Overlap, RunPolicy};
 use crate::core::schedule::Schedule;
 use crate::core::schedule_fields::{check_cron_meets_window, fit_every_to_window, ScheduleFields};
+use crate::core::tool_policy::JobTools;
 use crate::limits::{
     BREAKER_COOLDOWN_SECS_DEFAULT, BREAKER_COOLDOWN_SECS_MAX, BREAKER_COOLDOWN_SECS_MIN, BREAKER_COOLDOWN_STEPS_MAX,
     CATCHUP_WINDOW_SECS_MAX, ERROR_BACKOFF_SECS_DEFAULT, ERROR_BACKOFF_SECS_MAX, ERROR_BACKOFF_STEPS_MAX,
@@ -26,6 +28,7 @@ const WINDOW_CHECK_FROM_UNIX_SECS: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
 /// What a heartbeat and a cron job have in common once read from their own fields.
 struct Shared {
     key: HeartbeatKey,
+    tools: JobTools,
     prompt: String,
     schedule: Schedule,
     target: DeliveryTarget,
@@ -51,6 +54,8 @@ impl Validator<'_> {
             dedup: raw.dedup,
         };
         let prompt = self.prompt(&format!("{field}.prompt"), raw.prompt)?;
+        let tools = RawJobTools { tools: raw.tools, write_tools: raw.write_tools, required_tools: raw.required_tools };
+        let tools = self.job_tools(field, &tools, defaults.agent_tools)?;
         let flat = raw.every.is_some() || raw.interval_secs.is_some() || raw.cron.is_some() || raw.at.is_some();
         let schedule = match (raw.schedule, flat) {
             (Some(_), true) => {
@@ -87,7 +92,7 @@ impl Validator<'_> {
             self.active_hours(field, raw.active_hours, raw.active_start_hour, raw.active_end_hour, defaults.timezone)?;
         let every_field = if raw.interval_secs.is_some() { "interval_secs" } else { "every" };
         let schedule = self.fit_to_window(field, every_field, schedule, active_hours.as_ref())?;
-        let shared = Shared { key, prompt, schedule, target, active_hours, policy, timeout: raw.timeout };
+        let shared = Shared { key, tools, prompt, schedule, target, active_hours, policy, timeout: raw.timeout };
         self.definition(field, JobKind::Heartbeat, shared, defaults)
     }
 
@@ -117,6 +122,8 @@ impl Validator<'_> {
                 return Err(self.error(format!("{field}.prompt"), "is missing (or payload = { text = \"...\" })"))
             }
         };
+        let tools = RawJobTools { tools: raw.tools, write_tools: raw.write_tools, required_tools: raw.required_tools };
+        let tools = self.job_tools(field, &tools, defaults.agent_tools)?;
         let kind = match raw.mode.as_deref() {
             None | Some("isolated") => JobKind::Cron,
             Some("main") if !defaults.agent_heartbeat => {
@@ -157,7 +164,7 @@ impl Validator<'_> {
         };
         let active_hours = self.active_hours(field, raw.active_hours, None, None, defaults.timezone)?;
         let schedule = self.fit_to_window(&format!("{field}.schedule"), "every", schedule, active_hours.as_ref())?;
-        let shared = Shared { key, prompt, schedule, target, active_hours, policy, timeout: raw.timeout };
+        let shared = Shared { key, tools, prompt, schedule, target, active_hours, policy, timeout: raw.timeout };
         let def = self.definition(field, kind, shared, defaults)?;
         Ok((raw.enabled != Some(false)).then_some(def))
     }
@@ -186,6 +193,7 @@ impl Validator<'_> {
             active_hours: shared.active_hours,
             timeout,
             origin: Origin::Config,
+            tools: shared.tools,
         })
     }
 

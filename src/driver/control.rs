@@ -112,3 +112,30 @@ impl Control {
         done.await.map_err(|_| EngineError::Stopped)
     }
 }
+
+#[async_trait::async_trait]
+impl crate::agent::tools::JobControl for Control {
+    fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    async fn upsert(&self, def: HeartbeatDef) -> Result<(), String> {
+        Control::upsert(self, def).await.map_err(|error| error.to_string())
+    }
+
+    async fn delete(&self, key: &HeartbeatKey) -> Result<bool, String> {
+        Control::delete(self, key).await.map_err(|error| error.to_string())
+    }
+
+    async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool) -> Result<bool, String> {
+        Control::set_enabled(self, key, enabled).await.map_err(|error| error.to_string())
+    }
+
+    async fn pause(&self, agent: &AgentId, minutes: u32) -> Result<Pause, String> {
+        Control::pause(self, agent, minutes).await.map_err(|error| error.to_string())
+    }
+}

@@ -43,6 +43,7 @@ use crate::ports::fence::Fence;
 use crate::ports::llm::Llm;
 use crate::ports::messenger::Messenger;
 use crate::ports::store::{Queued, SeedReport, Store, StoreError};
+use crate::ports::tools::{NoToolServers, ToolServers};
 use crate::ports::workspace::Workspace;
 
 /// The ports an engine runs on. Swap these and nothing else to simulate it.
@@ -54,6 +55,8 @@ pub struct Ports {
     pub store: Arc<dyn Store>,
     pub events: Arc<dyn EventSink>,
     pub workspace: Arc<dyn Workspace>,
+    /// Servers of tools runs may use (MCP servers, native tools); none by default.
+    pub tools: Arc<dyn ToolServers>,
 }
 
 impl Ports {
@@ -61,11 +64,17 @@ impl Ports {
     /// `HEARTBEAT.md` is missing until [`Ports::with_workspace`]).
     pub fn new(clock: Arc<dyn Clock>, llm: Arc<dyn Llm>, messenger: Arc<dyn Messenger>, store: Arc<dyn Store>) -> Self {
         let workspace = Arc::new(MemoryWorkspace::default());
-        Self { clock, llm, messenger, store, events: Arc::new(TracingSink), workspace }
+        let tools = Arc::new(NoToolServers);
+        Self { clock, llm, messenger, store, events: Arc::new(TracingSink), workspace, tools }
     }
 
     pub fn with_workspace(self, workspace: Arc<dyn Workspace>) -> Self {
         Self { workspace, ..self }
+    }
+
+    /// The same ports with `tools` as the servers of tools.
+    pub fn with_tools(self, tools: Arc<dyn ToolServers>) -> Self {
+        Self { tools, ..self }
     }
 }
 
@@ -237,6 +246,7 @@ pub async fn start_sharing(ports: Ports, options: EngineOptions, shared: Shared)
         breaker_cooldown: options.breaker_cooldown.into(),
         alerts_target: options.alerts_target,
         toolbox: Arc::new(options.toolbox),
+        tool_servers: Arc::clone(&ports.tools),
         control: control.clone(),
         agents: Arc::new(options.agents.into_iter().map(|(agent, settings)| (agent, Arc::new(settings))).collect()),
         agent_default: Arc::new(options.agent_default),

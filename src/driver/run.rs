@@ -9,13 +9,15 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::agent::agent_loop::run_loop;
 use crate::agent::settings::AgentSettings;
-use crate::agent::tools::{ToolBox, ToolContext};
+use crate::agent::tools::external::ExternalTool;
+use crate::agent::tools::{RunScope, Tool, ToolBox, ToolContext};
 use crate::core::breaker::BreakerStep;
 use crate::core::heartbeat::{HeartbeatDef, JobKind};
 use crate::core::ids::AgentId;
 use crate::core::reply::{self, Reply, ReplyKind};
 use crate::core::system_events::cron_event_text;
-use crate::core::text::without_nul;
+use crate::core::text::{truncate_chars, without_nul};
+use crate::core::tool_policy::{tools_for_run, OfferedTool, RunTools};
 use crate::core::visibility::VisibilityRules;
 use crate::driver::control::Control;
 use crate::driver::dedup_gate::{DedupGate, DedupHold};
@@ -28,7 +30,8 @@ use crate::ports::clock::Clock;
 use crate::ports::fence::Fence;
 use crate::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError};
 use crate::ports::messenger::{Delivery, DeliveryError, DeliveryKind, Messenger};
-use crate::ports::store::{DeliveryStatus, ExecutionStatus, Queued, RunRecord, StopReason, Store};
+use crate::ports::store::{DeliveryStatus, ExecutionStatus, Queued, RunRecord, StopReason, Store, ToolUse};
+use crate::ports::tools::{ServerState, ServerTool, ToolServers};
 use crate::ports::workspace::Workspace;
 
 /// Everything a run needs, shared by all runs.
@@ -49,6 +52,8 @@ pub struct RunContext {
     /// Where the breaker's announcements go; `None`: each heartbeat's own target.
     pub alerts_target: Option<crate::core::delivery_target::DeliveryTarget>,
     pub toolbox: Arc<ToolBox>,
+    /// Servers of tools: a run gets those its agent's and job's policy allow (ADR 0019).
+    pub tool_servers: Arc<dyn ToolServers>,
     pub control: Control,
     pub agents: Arc<BTreeMap<AgentId, Arc<AgentSettings>>>,
     pub agent_default: Arc<AgentSettings>,
@@ -187,9 +192,19 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
     let llm = CountingLlm { inner: Arc::clone(&context.llm), calls: Arc::clone(&calls) };
     // Dropped only after the result is in the store, where the next dedup check reads it.
     let mut dedup_hold = None;
+    let scope = Arc::new(RunScope {
+        key: def.key.clone(),
+        slot,
+        deadline,
+        clock: Arc::clone(&context.clock),
+        fence: context.fence.clone(),
+        records: std::sync::Mutex::default(),
+    });
+    // What the servers offer as the run starts, narrowed by the agent's and the job's lists.
+    let run_tools = (def.kind != JobKind::CronMain).then(|| tools_of_run(&context, &def));
     let outcome = tokio::select! {
         biased;
-        outcome = attempt(&context, &def, slot, &llm, &mut dedup_hold) => outcome,
+        outcome = attempt(&context, &def, slot, &llm, &mut dedup_hold, &scope, run_tools.as_ref()) => outcome,
         () = context.clock.sleep_until(deadline) => Outcome {
             status: ExecutionStatus::TimedOut,
             // A delivery cut off mid-way may or may not have arrived; the idempotency key
@@ -218,6 +233,7 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         reply_digest: outcome.reply_digest,
         consumes,
         llm_calls: calls.load(Ordering::SeqCst),
+        tool_use: tool_use(run_tools.as_ref(), &scope),
     };
     if def.kind == JobKind::Agent {
         // The agent's main context is free once the turn is over.
@@ -228,19 +244,70 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
     drop(dedup_hold);
 }
 
+/// The tools a run gets: what the servers offer now, within its agent's and job's lists.
+fn tools_of_run(context: &RunContext, def: &HeartbeatDef) -> (RunTools, Vec<ServerTool>) {
+    let catalog = context.tool_servers.catalog();
+    let ready = catalog.values().filter(|server| server.state == ServerState::Ready);
+    let listed: Vec<&ServerTool> = ready.flat_map(|server| &server.tools).collect();
+    let available: Vec<OfferedTool> =
+        listed.iter().map(|tool| OfferedTool { name: tool.name.clone(), read_only: tool.read_only }).collect();
+    let down = |server: &str| match catalog.get(server).map(|view| &view.state) {
+        None => Some(format!("no server named {server} is configured")),
+        Some(ServerState::Ready) => None,
+        Some(ServerState::Starting) => Some(format!("server {server} is still starting")),
+        Some(ServerState::Down { why, .. }) => Some(format!("server {server} is down: {why}")),
+    };
+    let settings = context.settings(&def.key.agent);
+    let decided = tools_for_run(&settings.tools, &def.tools, &available, down);
+    let offered = decided
+        .offered
+        .iter()
+        .filter_map(|offer| listed.iter().find(|tool| tool.name == offer.name).map(|tool| (*tool).clone()))
+        .collect();
+    (decided, offered)
+}
+
+/// The run log's record of tools: `None` for a run that had none and called none.
+fn tool_use(run_tools: Option<&(RunTools, Vec<ServerTool>)>, scope: &RunScope) -> Option<ToolUse> {
+    let offered: Vec<String> =
+        run_tools.map(|(_, tools)| tools.iter().map(|tool| tool.name.to_string()).collect()).unwrap_or_default();
+    let calls = scope.records();
+    (!offered.is_empty() || !calls.is_empty()).then_some(ToolUse { offered, calls })
+}
+
 async fn attempt(
     context: &RunContext,
     def: &HeartbeatDef,
     slot: Timestamp,
     llm: &dyn Llm,
     dedup_hold: &mut Option<DedupHold>,
+    scope: &Arc<RunScope>,
+    run_tools: Option<&(RunTools, Vec<ServerTool>)>,
 ) -> Outcome {
-    if def.kind == JobKind::CronMain {
+    let Some((decided, offered)) = run_tools else {
         return queue_system_event(context, def).await;
+    };
+    if !decided.missing.is_empty() {
+        // A run never starts with fewer tools than it must have.
+        let missing: Vec<String> = decided.missing.iter().map(ToString::to_string).collect();
+        return Outcome::failed(missing.join("; "), None);
     }
+    let toolbox = if offered.is_empty() {
+        Arc::clone(&context.toolbox)
+    } else {
+        let external = offered
+            .iter()
+            .map(|tool| Arc::new(ExternalTool::new(tool.clone(), Arc::clone(&context.tool_servers))) as Arc<dyn Tool>);
+        Arc::new(context.toolbox.with(external))
+    };
     let settings = context.settings(&def.key.agent);
-    let tools =
-        ToolContext { agent: def.key.agent.clone(), settings: Arc::clone(&settings), control: context.control.clone() };
+    let tools = ToolContext {
+        agent: def.key.agent.clone(),
+        settings: Arc::clone(&settings),
+        control: Arc::new(context.control.clone()),
+        operator: false,
+        run: Some(Arc::clone(scope)),
+    };
     let (model, ack_max_chars) = match def.kind {
         JobKind::Agent => (
             settings.agent_heartbeat.model.as_deref().or(context.model.as_deref()),
@@ -248,7 +315,7 @@ async fn attempt(
         ),
         _ => (context.model.as_deref(), settings.ack_max_chars),
     };
-    let looped = match run_loop(llm, &context.toolbox, &tools, &context.system_prompt, &def.prompt, model).await {
+    let looped = match run_loop(llm, &toolbox, &tools, &context.system_prompt, &def.prompt, model).await {
         Ok(looped) => looped,
         Err(error) => return Outcome::failed(error.to_string(), None),
     };
@@ -370,24 +437,5 @@ async fn delivered_recently(context: &RunContext, def: &HeartbeatDef, digest: &s
             context.events.emit(context.clock.wall(), &event);
             false
         }
-    }
-}
-
-/// The first `max` characters of `text` (never splitting a character).
-pub fn truncate_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((end, _)) => text[..end].to_owned(),
-        None => text.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn truncation_respects_characters() {
-        assert_eq!(truncate_chars("héllo", 2), "hé");
-        assert_eq!(truncate_chars("hi", 5), "hi");
     }
 }

@@ -10,4 +10,5 @@ pub mod leases;
 pub mod llm;
 pub mod messenger;
 pub mod store;
+pub mod tools;
 pub mod workspace;

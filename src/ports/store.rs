@@ -164,6 +164,64 @@ pub struct RunRecord {
     pub consumes: Vec<u64>,
     /// LLM calls the run made (the daily budget counts them).
     pub llm_calls: u32,
+    /// The tools the run had and every call it made; `None` when it had none.
+    pub tool_use: Option<ToolUse>,
+}
+
+/// What a run did with tools (ADR 0019), kept in the run log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ToolUse {
+    /// The tools the run was offered (`server/tool`), in the order the model saw them.
+    pub offered: Vec<String>,
+    pub calls: Vec<ToolCallRecord>,
+}
+
+/// One tool call of a run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ToolCallRecord {
+    /// `server/tool`, or the model's name when it named no tool the run had.
+    pub tool: String,
+    /// The arguments as the model wrote them, cut to `TOOL_ARGUMENTS_LOGGED_CHARS_MAX`.
+    pub arguments: String,
+    pub duration_ms: u64,
+    pub outcome: ToolCallOutcome,
+    /// The error, in short, when it did not succeed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolCallOutcome {
+    /// The tool answered.
+    Ok,
+    /// The tool answered with an error (`isError`), which the model read.
+    ToolError,
+    /// No answer within its time (the call was cancelled).
+    Timeout,
+    /// The server was down, or died during the call.
+    Unavailable,
+    /// Refused before it went out: no such tool in the run, or bad arguments.
+    Refused,
+    /// Refused because the run reached its cap of tool calls.
+    Cap,
+    /// A tool that may write, refused because this node no longer surely holds its lease.
+    Fenced,
+}
+
+impl ToolCallOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolCallOutcome::Ok => "ok",
+            ToolCallOutcome::ToolError => "tool-error",
+            ToolCallOutcome::Timeout => "timeout",
+            ToolCallOutcome::Unavailable => "unavailable",
+            ToolCallOutcome::Refused => "refused",
+            ToolCallOutcome::Cap => "cap",
+            ToolCallOutcome::Fenced => "fenced",
+        }
+    }
 }
 
 impl RunRecord {
@@ -188,6 +246,7 @@ pub struct Execution {
     pub output_preview: Option<String>,
     pub stop_reason: Option<StopReason>,
     pub reply: Option<ReplyKind>,
+    pub tool_use: Option<ToolUse>,
 }
 
 /// What seeding the config did.

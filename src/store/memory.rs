@@ -273,6 +273,7 @@ impl Store for MemoryStore {
                     output_preview: None,
                     stop_reason: None,
                     reply: None,
+                    tool_use: None,
                 })
             });
             set_next_slot(&mut state, &skip.key, skip.next_slot);
@@ -298,6 +299,7 @@ impl Store for MemoryStore {
                 execution.output_preview = run.output_preview.clone();
                 execution.stop_reason = run.stop_reason;
                 execution.reply = run.reply;
+                execution.tool_use = run.tool_use.clone();
             }
             if run.status == ExecutionStatus::Succeeded && !run.consumes.is_empty() {
                 if let Some(queue) = state.system_events.get_mut(&run.key.agent) {
@@ -464,5 +466,6 @@ fn running(claim: &SlotClaim) -> Execution {
         output_preview: None,
         stop_reason: None,
         reply: None,
+        tool_use: None,
     }
 }

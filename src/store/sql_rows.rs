@@ -15,6 +15,7 @@ use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::core::policy::{CatchUp, Overlap, RunPolicy};
 use crate::core::reply::ReplyKind;
 use crate::core::schedule::Schedule;
+use crate::core::tool_policy::JobTools;
 use crate::ports::store::{DeliveryStatus, Execution, ExecutionStatus, StopReason, StoreError};
 
 impl From<sqlx::Error> for StoreError {
@@ -54,7 +55,7 @@ pub(super) fn duration_ms(ms: i64, what: &str) -> Result<Duration, StoreError> {
 }
 
 /// The columns a heartbeat is read from, in the order of a loaded page's arrays.
-pub(super) const HEARTBEAT_COLUMNS: [&str; 26] = [
+pub(super) const HEARTBEAT_COLUMNS: [&str; 27] = [
     "agent_id",
     "heartbeat_id",
     "kind",
@@ -81,6 +82,7 @@ pub(super) const HEARTBEAT_COLUMNS: [&str; 26] = [
     "consecutive_failures",
     "next_slot_ms",
     "breaker_opened_at_ms",
+    "tools",
 ];
 
 /// Heartbeats a page of the start-up load holds.
@@ -153,7 +155,13 @@ pub(super) fn heartbeat_from_row(row: &JsonRow) -> Result<Heartbeat, StoreError>
         overlap: Overlap::parse(&overlap).ok_or_else(|| corrupt(&what, format!("unknown overlap {overlap:?}")))?,
         jitter_max: duration_ms(row.try_get("jitter_max_ms")?, &what)?,
     };
+    let tools: Option<String> = row.try_get("tools")?;
+    let tools = match tools {
+        Some(text) => JobTools::from_json(&text).map_err(|problem| corrupt(&what, format!("tools: {problem}")))?,
+        None => JobTools::default(),
+    };
     let def = HeartbeatDef {
+        tools,
         kind: JobKind::parse(&kind).ok_or_else(|| corrupt(&what, format!("unknown kind {kind:?}")))?,
         prompt: row.try_get("prompt")?,
         schedule: schedule_from_row(row, &what)?,
@@ -208,7 +216,11 @@ where
     let duration: Option<i64> = row.try_get("duration_ms")?;
     let stop_reason: Option<String> = row.try_get("stop_reason")?;
     let reply: Option<String> = row.try_get("reply")?;
+    let tool_use: Option<String> = row.try_get("tool_use")?;
     Ok(Execution {
+        tool_use: tool_use
+            .map(|text| serde_json::from_str(&text).map_err(|e| corrupt(&what, format!("tool_use: {e}"))))
+            .transpose()?,
         reply: reply
             .map(|text| ReplyKind::parse(&text).ok_or_else(|| corrupt(&what, format!("unknown reply {text:?}"))))
             .transpose()?,

@@ -281,7 +281,7 @@ macro_rules! sql_store {
                     let mut update = QueryBuilder::<$db>::new(
                         "UPDATE executions SET finished_at_ms = v.column4, status = v.column5, delivery = v.column6, \
                          duration_ms = v.column7, error = v.column8, output_preview = v.column9, stop_reason = v.column10, \
-                         reply = v.column11, reply_digest = v.column12, llm_calls = v.column13 FROM (",
+                         reply = v.column11, reply_digest = v.column12, llm_calls = v.column13, tool_use = v.column14 FROM (",
                     );
                     update.push_values(chunk, |mut row, run| {
                         row.push_bind(run.key.agent.as_str())
@@ -296,7 +296,8 @@ macro_rules! sql_store {
                             .push_bind(run.stop_reason.map(StopReason::as_str))
                             .push_bind(run.reply.map(ReplyKind::as_str))
                             .push_bind(run.reply_digest.as_deref())
-                            .push_bind(i64::from(run.llm_calls));
+                            .push_bind(i64::from(run.llm_calls))
+                            .push_bind(run.tool_use.as_ref().and_then(|tool_use| serde_json::to_string(tool_use).ok()));
                     });
                     update.push(
                         ") AS v WHERE executions.agent_id = v.column1 AND executions.heartbeat_id = v.column2 \
@@ -444,7 +445,7 @@ macro_rules! sql_store {
             ) -> Result<Vec<Execution>, StoreError> {
                 let rows = sqlx::query(
                     "SELECT agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason, delivery, \
-                     duration_ms, error, output_preview, stop_reason, reply FROM executions WHERE agent_id = $1 \
+                     duration_ms, error, output_preview, stop_reason, reply, tool_use FROM executions WHERE agent_id = $1 \
                      AND heartbeat_id = $2 AND slot_ms < $3 ORDER BY slot_ms DESC LIMIT $4",
                 )
                 .bind(key.agent.as_str())
@@ -685,7 +686,7 @@ macro_rules! sql_store {
                 "INSERT INTO heartbeats (agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, \
                  cron_timezone, at_ms, catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, dedup, \
                  delivery_target, active_start, active_end, active_timezone, timeout_ms, origin, config_fingerprint, \
-                 created_at_ms, updated_at_ms, enabled, disabled_reason, consecutive_failures, next_slot_ms) ",
+                 tools, created_at_ms, updated_at_ms, enabled, disabled_reason, consecutive_failures, next_slot_ms) ",
             );
             insert.push_values(defs, |mut row, (def, fingerprint)| {
                 let window = def.active_hours.as_ref();
@@ -716,6 +717,7 @@ macro_rules! sql_store {
                     .push_bind(millis(def.timeout))
                     .push_bind(def.origin.as_str())
                     .push_bind(fingerprint.clone())
+                    .push_bind(def.tools.to_json())
                     .push_bind(at.as_millisecond())
                     .push_bind(at.as_millisecond())
                     .push_unseparated(", 1, NULL, 0, NULL");
@@ -729,7 +731,7 @@ macro_rules! sql_store {
                  delivery_target = excluded.delivery_target, \
                  active_start = excluded.active_start, active_end = excluded.active_end, \
                  active_timezone = excluded.active_timezone, timeout_ms = excluded.timeout_ms, origin = excluded.origin, \
-                 config_fingerprint = COALESCE(excluded.config_fingerprint, heartbeats.config_fingerprint), \
+                 tools = excluded.tools, config_fingerprint = COALESCE(excluded.config_fingerprint, heartbeats.config_fingerprint), \
                  enabled = 1, disabled_reason = NULL, consecutive_failures = 0, next_slot_ms = NULL, \
                  breaker_opened_at_ms = NULL, updated_at_ms = excluded.updated_at_ms",
             );

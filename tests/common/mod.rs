@@ -50,6 +50,7 @@ pub fn def(agent: &str, heartbeat: &str, every_secs: u64) -> HeartbeatDef {
         active_hours: None,
         timeout: Duration::from_secs(120),
         origin: Origin::Config,
+        tools: Default::default(),
     }
 }
 
@@ -196,6 +197,8 @@ pub struct Rig {
     pub store: Arc<MemoryStore>,
     pub events: Arc<RecordingSink>,
     pub workspace: Arc<MemoryWorkspace>,
+    /// The servers of tools (none unless a test sets them).
+    pub tools: Arc<dyn systole::ports::tools::ToolServers>,
 }
 
 impl Rig {
@@ -208,6 +211,7 @@ impl Rig {
             store: Arc::new(MemoryStore::new()),
             events: Arc::new(RecordingSink::default()),
             workspace: Arc::new(MemoryWorkspace::default()),
+            tools: Arc::new(systole::ports::tools::NoToolServers),
         }
     }
 
@@ -224,6 +228,7 @@ impl Rig {
             store: self.store.clone(),
             events: self.events.clone(),
             workspace: self.workspace.clone(),
+            tools: self.tools.clone(),
         };
         driver::start(ports, options).await.expect("start")
     }

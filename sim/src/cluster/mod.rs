@@ -269,6 +269,7 @@ fn heartbeat(agent: &str, every: Duration) -> HeartbeatDef {
         active_hours: None,
         timeout: Duration::from_secs(60),
         origin: Origin::Config,
+        tools: Default::default(),
     }
 }
 
@@ -493,6 +494,7 @@ async fn node_life(world: Arc<ClusterWorld>, name: String) {
         store: Arc::clone(&store),
         events: Arc::new(RunSink { link: link.clone() }),
         workspace: Arc::new(MemoryWorkspace::default()),
+        tools: Arc::new(systole::ports::tools::NoToolServers),
     };
     // Seeding retries until the link is up, as a daemon's supervisor restarts it.
     while store.seed_config(&world.options.heartbeats, ports.clock.wall()).await.is_err() {

@@ -2,22 +2,57 @@
 //! optionally, a typed signal the agent loop acts on (never a magic string in the text).
 //! Whatever the model sends, a tool answers with a result or an error it can read.
 
+pub mod external;
 pub mod pause;
 pub mod scheduled;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
 
 use crate::agent::settings::AgentSettings;
-use crate::core::heartbeat::JobKind;
-use crate::core::ids::AgentId;
-use crate::driver::control::Control;
-use crate::driver::run::truncate_chars;
+use crate::core::heartbeat::{HeartbeatDef, JobKind};
+use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::pause::Pause;
+use crate::core::text::truncate_chars;
 use crate::limits::TOOL_ARGUMENTS_QUOTE_CHARS_MAX;
+use crate::ports::clock::{Clock, Mono};
+use crate::ports::fence::Fence;
 use crate::ports::llm::ToolSpec;
+use crate::ports::store::{Store, ToolCallOutcome, ToolCallRecord};
+
+/// What the scheduling tools change in the running engine: the store first, then the
+/// running schedule, acknowledged only once both hold. The driver's `Control` is the one
+/// implementation (the agent layer names what it needs; the driver provides it).
+#[async_trait]
+pub trait JobControl: Send + Sync + 'static {
+    fn store(&self) -> &Arc<dyn Store>;
+    fn clock(&self) -> &Arc<dyn Clock>;
+
+    /// Creates or replaces a job.
+    ///
+    /// # Errors
+    /// In words, when the store write failed (nothing changed) or the engine stopped.
+    async fn upsert(&self, def: HeartbeatDef) -> Result<(), String>;
+    /// Deletes a job; whether it existed.
+    ///
+    /// # Errors
+    /// As [`JobControl::upsert`].
+    async fn delete(&self, key: &HeartbeatKey) -> Result<bool, String>;
+    /// Enables or disables a job; whether it existed.
+    ///
+    /// # Errors
+    /// As [`JobControl::upsert`].
+    async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool) -> Result<bool, String>;
+    /// Pauses the agent's timed heartbeats for `minutes`.
+    ///
+    /// # Errors
+    /// As [`JobControl::upsert`].
+    async fn pause(&self, agent: &AgentId, minutes: u32) -> Result<Pause, String>;
+}
 
 /// A control-flow request from a tool to the agent loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,24 +69,87 @@ pub struct ToolOutcome {
     pub signal: Option<ToolSignal>,
     /// Whether the call was refused or failed.
     pub is_error: bool,
+    /// How it ended, for the run log.
+    pub kind: ToolCallOutcome,
 }
 
 impl ToolOutcome {
     pub fn ok(content: impl Into<String>) -> Self {
-        Self { content: content.into(), signal: None, is_error: false }
+        Self { content: content.into(), signal: None, is_error: false, kind: ToolCallOutcome::Ok }
     }
 
+    /// A refusal before anything was done (bad arguments, no such tool).
     pub fn error(content: impl Into<String>) -> Self {
-        Self { content: format!("error: {}", content.into()), signal: None, is_error: true }
+        Self::failed(ToolCallOutcome::Refused, content)
+    }
+
+    /// A failure of kind `kind`, in words the model reads.
+    pub fn failed(kind: ToolCallOutcome, content: impl Into<String>) -> Self {
+        Self { content: format!("error: {}", content.into()), signal: None, is_error: true, kind }
     }
 }
+
+/// The run a tool call belongs to: its slot, its budget's end, its lease's fence, and the
+/// record of every call it made (kept here, so a run its budget cuts off keeps them too).
+pub struct RunScope {
+    pub key: HeartbeatKey,
+    pub slot: Timestamp,
+    /// The run's budget ends here; a call gets at most what is left.
+    pub deadline: Mono,
+    pub clock: Arc<dyn Clock>,
+    /// Checked before every call of a tool that may write (ADR 0018).
+    pub fence: Fence,
+    pub records: Mutex<Vec<ToolCallRecord>>,
+}
+
+impl RunScope {
+    pub fn records(&self) -> Vec<ToolCallRecord> {
+        self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Records a call before it goes out (as cut off by the run's budget), returning its
+    /// index for [`RunScope::finish`]: a call the budget drops stays recorded as such.
+    pub fn start(&self, tool: String, arguments: String) -> usize {
+        let mut records = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        records.push(ToolCallRecord {
+            tool,
+            arguments,
+            duration_ms: 0,
+            outcome: ToolCallOutcome::Timeout,
+            error: Some("the run's budget ended during the call".to_owned()),
+        });
+        records.len() - 1
+    }
+
+    pub fn finish(&self, index: usize, duration: Duration, outcome: &ToolOutcome) {
+        let mut records = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(record) = records.get_mut(index) {
+            record.duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+            record.outcome = outcome.kind;
+            record.error = outcome.is_error.then(|| truncate_chars(&outcome.content, TOOL_ERROR_LOGGED_CHARS_MAX));
+        }
+    }
+
+    /// Calls recorded so far.
+    pub fn calls(&self) -> usize {
+        self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+}
+
+/// Characters of a failed call's error the run log keeps.
+const TOOL_ERROR_LOGGED_CHARS_MAX: usize = 300;
 
 /// What a tool may touch: its agent, that agent's settings, and the engine's control.
 #[derive(Clone)]
 pub struct ToolContext {
     pub agent: AgentId,
     pub settings: Arc<AgentSettings>,
-    pub control: Control,
+    pub control: Arc<dyn JobControl>,
+    /// An operator's call through the API (true), or the model's in a run (false): only
+    /// an operator may opt a job into tools that may write.
+    pub operator: bool,
+    /// The run the call belongs to; `None` for an operator's call through the API.
+    pub run: Option<Arc<RunScope>>,
 }
 
 #[async_trait]
@@ -60,6 +158,11 @@ pub trait Tool: Send + Sync + 'static {
 
     /// Runs the tool with the model's raw JSON argument text.
     async fn call(&self, context: &ToolContext, arguments: &serde_json::Value) -> ToolOutcome;
+
+    /// Its name in the run log (the model's name for it, unless it says otherwise).
+    fn logged_name(&self) -> String {
+        self.spec().name
+    }
 }
 
 /// The tools offered in a run, by name.
@@ -80,6 +183,24 @@ impl ToolBox {
 
     pub fn add(&mut self, tool: Arc<dyn Tool>) {
         self.tools.insert(tool.spec().name, tool);
+    }
+
+    /// This toolbox with `more` beside its own tools (a run's tools of servers).
+    pub fn with(&self, more: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
+        let mut toolbox = self.clone();
+        for tool in more {
+            toolbox.add(tool);
+        }
+        toolbox
+    }
+
+    /// The name the run log keeps for a call of `name`: `server/tool` for a tool of a
+    /// server, the name itself for a built-in one or one the run does not have.
+    pub fn logged_name(&self, name: &str) -> String {
+        match self.tools.get(name) {
+            Some(tool) => tool.logged_name(),
+            None => truncate_chars(name, TOOL_ARGUMENTS_QUOTE_CHARS_MAX),
+        }
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {

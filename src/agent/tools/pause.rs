@@ -47,6 +47,7 @@ impl Tool for PauseHeartbeats {
                 content: format!("Heartbeats paused for {minutes} minutes, until {}.", pause.record.until),
                 signal: Some(ToolSignal::PauseHeartbeats { minutes, until: pause.record.until }),
                 is_error: false,
+                kind: crate::ports::store::ToolCallOutcome::Ok,
             },
             Err(error) => ToolOutcome::error(format!("the pause could not be saved: {error}")),
         }

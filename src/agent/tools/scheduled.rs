@@ -25,6 +25,7 @@ use crate::core::ids::{HeartbeatId, HeartbeatKey};
 use crate::core::policy::{CatchUp, Overlap, RunPolicy};
 use crate::core::schedule::Schedule;
 use crate::core::schedule_fields::{check_cron_meets_window, fit_every_to_window, ScheduleFields};
+use crate::core::tool_policy::{JobTools, ToolPattern};
 use crate::limits::{JITTER_SECS_MAX, PROMPT_CHARS_MAX, TOOL_RUNS_LISTED_MAX};
 use crate::ports::llm::ToolSpec;
 
@@ -61,6 +62,12 @@ struct Arguments {
     overlap: Option<String>,
     jitter: Option<String>,
     delete_after_run: Option<bool>,
+    /// Narrows the agent's tools for this job (`server/tool`, `server/*`).
+    tools: Option<Vec<String>>,
+    /// Tools the job's runs cannot do without.
+    required_tools: Option<Vec<String>>,
+    /// Tools that may write, opted into: an operator's call only, never the model's.
+    write_tools: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -152,6 +159,8 @@ impl Tool for ScheduledTool {
                     "overlap": { "type": "string", "enum": ["skip", "buffer_one", "allow_all"] },
                     "jitter": { "type": "string", "description": "spread runs by a stable offset up to this, like \"5m\"" },
                     "delete_after_run": { "type": "boolean", "description": "delete once its last run succeeded (default for at)" },
+                    "tools": { "type": "array", "items": { "type": "string" }, "description": "the tools its runs may use, within yours, like [\"inbox/search\"] or [\"inbox/*\"]" },
+                    "required_tools": { "type": "array", "items": { "type": "string" }, "description": "tools its runs cannot do without; a run fails if one is unavailable" },
                     "active_start_hour": { "type": "integer", "minimum": 0, "maximum": 23 },
                     "active_end_hour": { "type": "integer", "minimum": 0, "maximum": 24 },
                     "active_hours": {
@@ -347,7 +356,29 @@ fn build(
         active_hours,
         timeout: existing.map_or(settings.run_timeout, |def| def.timeout),
         origin: Origin::Runtime,
+        tools: job_tools(context, arguments, existing)?,
     })
+}
+
+/// The job's tool fields: each one given in the arguments, else the existing job's, all
+/// within the agent's list. Only an operator may opt a job into tools that may write; a
+/// model never can.
+fn job_tools(
+    context: &ToolContext,
+    arguments: &Arguments,
+    existing: Option<&HeartbeatDef>,
+) -> Result<JobTools, String> {
+    if arguments.write_tools.is_some() && !context.operator {
+        return Err("`write_tools`: only an operator may opt a job into tools that may write".to_owned());
+    }
+    let kept = existing.map(|def| def.tools.clone()).unwrap_or_default();
+    let texts = |patterns: &[ToolPattern]| patterns.iter().map(ToString::to_string).collect::<Vec<_>>();
+    let allow = arguments.tools.clone().or_else(|| kept.allow.as_deref().map(texts));
+    let write = arguments.write_tools.clone().unwrap_or_else(|| texts(&kept.write));
+    let required =
+        arguments.required_tools.clone().unwrap_or_else(|| kept.required.iter().map(ToString::to_string).collect());
+    JobTools::from_fields(allow.as_deref(), Some(&write), Some(&required), &context.settings.tools)
+        .map_err(|(field, problem)| format!("`{field}`: {problem}"))
 }
 
 fn schedule(context: &ToolContext, arguments: &Arguments, existing: Option<&HeartbeatDef>) -> Result<Schedule, String> {
