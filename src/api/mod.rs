@@ -9,6 +9,7 @@ pub mod auth;
 pub mod error;
 pub mod feed;
 pub mod jobs;
+pub mod mcp;
 pub mod openapi;
 pub mod reload;
 pub mod status;
@@ -56,6 +57,8 @@ pub struct ApiState {
     /// The store this daemon serves (`daemon::identity`), when it runs from a config: a
     /// request naming another one is refused.
     pub store_identity: Option<Arc<str>>,
+    /// The servers of tools runs may use (MCP servers), for `GET /v1/mcp` and `/metrics`.
+    pub tools: Arc<dyn crate::ports::tools::ToolServers>,
 }
 
 impl ApiState {
@@ -83,6 +86,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/agents/{agent}/{collection}/{id}/trigger", post(jobs::trigger))
         .route("/agents/{agent}/{collection}/{id}/backfill", post(jobs::backfill))
         .route("/agents/{agent}/{collection}/{id}/runs", get(jobs::runs))
+        .route("/mcp", get(mcp::list))
         .route("/events", get(feed::stream))
         .route("/reload", post(reload::reload))
         .route("/openapi.json", get(openapi::serve));
@@ -123,6 +127,7 @@ async fn metrics(State(state): State<ApiState>) -> Result<impl IntoResponse, Api
         *counts.entry(state).or_default() += 1;
     }
     let mut text = state.metrics.render(&counts);
+    text.push_str(&crate::metrics::render_tool_servers(&state.tools.catalog()));
     if let Some(route) = state.engine.cluster() {
         text.push_str(&cluster_metrics(route));
     }

@@ -329,6 +329,17 @@ pub fn document() -> Value {
         },
     );
     add(
+        "/v1/mcp",
+        "get",
+        Operation {
+            summary: "The tool servers (MCP), their state and tools, and which agents and jobs may use each",
+            params: &[],
+            body: None,
+            success: ("200", any_object()),
+            errors: &[],
+        },
+    );
+    add(
         "/v1/reload",
         "post",
         Operation {

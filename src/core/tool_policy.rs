@@ -409,7 +409,7 @@ mod tests {
         for bad in ["inbox", "/x", "Inbox/x", "inbox/", "inbox/a b", "inbox/*x"] {
             assert!(ToolPattern::parse(bad).is_err(), "{bad}");
         }
-        assert!(one.is_within(&[every.clone()]) && prefix.is_within(&[every.clone()]));
+        assert!(one.is_within(std::slice::from_ref(&every)) && prefix.is_within(std::slice::from_ref(&every)));
         assert!(!every.is_within(&[prefix]) && !every.is_within(&[one]));
     }
 

@@ -22,7 +22,11 @@ use crate::daemon::serve::serve;
 use crate::daemon::serve_api::api_url;
 use crate::daemon::store_open;
 use crate::daemon::DaemonError;
+use crate::mcp::report::{catalog_json, catalog_text};
+use crate::mcp::servers::McpServers;
+use crate::mcp::settings::McpSettings;
 use crate::ports::clock::Clock;
+use crate::ports::tools::{ServerState, ToolServers};
 
 const RUNS_LIMIT_DEFAULT: usize = 20;
 /// The config file when neither `--config` nor `$SYSTOLE_CONFIG` names one.
@@ -87,6 +91,11 @@ pub enum Command {
         #[command(subcommand)]
         command: DeliverCommand,
     },
+    /// MCP servers and their tools.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
 }
@@ -98,6 +107,22 @@ pub enum DeliverCommand {
         /// Like discord:123456789, slack:C0123, telegram:-100123, webhook:ops.
         target: String,
         text: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// The running daemon's servers: state, tools (with the server's hints and the
+    /// operator's read-only mark), and which agents and jobs may use each.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Connect to one configured server now (no daemon needed), list its tools, report.
+    Check {
+        name: String,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -340,6 +365,20 @@ pub async fn run(cli: Cli) -> Result<(), DaemonError> {
             );
             Ok(())
         }
+        Command::Mcp { command: McpCommand::List { json } } => {
+            let catalog = client(&config, url)?.call(Method::GET, "/v1/mcp", None).await?;
+            print!("{}", if json { format!("{catalog:#}\n") } else { catalog_text(&catalog) });
+            Ok(())
+        }
+        Command::Mcp { command: McpCommand::Check { name, json } } => {
+            let (catalog, ready) = mcp_check(&config::load(&config)?, &name).await?;
+            print!("{}", if json { format!("{catalog:#}\n") } else { catalog_text(&catalog) });
+            if ready {
+                Ok(())
+            } else {
+                Err(DaemonError::Remote(format!("MCP server {name} is not ready (see above)")))
+            }
+        }
         Command::Deliver { command: DeliverCommand::Test { target, text } } => {
             print!("{}", deliver_test(&config::load(&config)?, &target, &text).await?);
             Ok(())
@@ -369,6 +408,26 @@ pub async fn run(cli: Cli) -> Result<(), DaemonError> {
             Ok(())
         }
     }
+}
+
+/// `systole mcp check NAME`: connects to the one server as the daemon would, lists its
+/// tools and ends it; the catalog, and whether it was ready.
+async fn mcp_check(config: &config::Config, name: &str) -> Result<(serde_json::Value, bool), DaemonError> {
+    let Some(settings) = config.mcp.get(name) else {
+        let known: Vec<&str> = config.mcp.keys().map(String::as_str).collect();
+        return Err(DaemonError::Usage(format!(
+            "no [mcp.servers.{name}] in the config (servers: {})",
+            known.join(", ")
+        )));
+    };
+    let one: McpSettings = [(name.to_owned(), settings.clone())].into();
+    let secrets = crate::mcp::servers::secrets(&one, |variable| std::env::var(variable).ok())
+        .map_err(|missing| DaemonError::Usage(missing.to_string()))?;
+    let servers = McpServers::start(&one, secrets).await;
+    let catalog = servers.catalog();
+    servers.shutdown().await;
+    let ready = catalog.get(name).is_some_and(|server| server.state == ServerState::Ready);
+    Ok((catalog_json(&catalog, &config.agents, &config.heartbeats), ready))
 }
 
 /// The API client: `--url`, else the running daemon's address file or the config's

@@ -5,7 +5,7 @@
 //! says so in `restart_needed` and leaves it as it runs. A file that does not validate
 //! changes nothing.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -13,18 +13,21 @@ use serde_json::{json, Value};
 use crate::api::reload::{ReloadError, Reloader};
 use crate::daemon::config::{self, Config};
 use crate::driver::EngineClient;
+use crate::mcp::servers::McpServers;
 
 pub struct ConfigReloader {
     /// The config as this process runs it (its heartbeats as last reloaded).
     running: Mutex<Config>,
     engine: EngineClient,
+    /// Listed again at every reload: a server's tools may have changed without a word.
+    mcp: Arc<McpServers>,
     /// One reload at a time: two would seed over each other.
     busy: tokio::sync::Mutex<()>,
 }
 
 impl ConfigReloader {
-    pub fn new(running: Config, engine: EngineClient) -> Self {
-        Self { running: Mutex::new(running), engine, busy: tokio::sync::Mutex::new(()) }
+    pub fn new(running: Config, engine: EngineClient, mcp: Arc<McpServers>) -> Self {
+        Self { running: Mutex::new(running), engine, mcp, busy: tokio::sync::Mutex::new(()) }
     }
 
     fn running(&self) -> std::sync::MutexGuard<'_, Config> {
@@ -59,6 +62,9 @@ fn restart_needed(running: &Config, new: &Config) -> Vec<&'static str> {
     if running.api != new.api {
         sections.push("api");
     }
+    if running.mcp != new.mcp {
+        sections.push("mcp");
+    }
     sections
 }
 
@@ -73,6 +79,7 @@ impl Reloader for ConfigReloader {
             .reload_heartbeats(&new.heartbeats)
             .await
             .map_err(|error| ReloadError::Unavailable(error.to_string()))?;
+        self.mcp.refresh();
         let mut running = self.running();
         let restart = restart_needed(&running, &new);
         running.heartbeats = new.heartbeats;

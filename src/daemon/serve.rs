@@ -16,7 +16,7 @@ use crate::api::reload::Reloader;
 use crate::api::ApiState;
 use crate::cluster::engines::{ClusterRoute, Engines};
 use crate::cluster::{self, ClusterHandle};
-use crate::daemon::config::{Config, LlmConfig};
+use crate::daemon::config::{Config, ConfigError, LlmConfig};
 use crate::daemon::reload::ConfigReloader;
 use crate::daemon::serve_api;
 use crate::daemon::store_file::{self, DaemonLock};
@@ -26,10 +26,12 @@ use crate::delivery::sender::ChatSender;
 use crate::delivery::settings::destinations;
 use crate::driver::events::{EventSink, TracingSink};
 use crate::driver::{self, EngineHandle, EngineOptions, Ports};
-use crate::metrics::metered::{MeteredLlm, MeteredMessenger, MeteredSink};
+use crate::mcp::servers::{self as mcp_servers, McpServers};
+use crate::metrics::metered::{MeteredLlm, MeteredMessenger, MeteredSink, MeteredTools};
 use crate::metrics::Metrics;
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
+use crate::ports::tools::ToolServers;
 
 /// Builds the configured LLM provider.
 ///
@@ -76,6 +78,14 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     // the store's lock taken) waits for the loop below and stops it cleanly, instead of
     // killing it by the signal's default action.
     let mut signals = Signals::watch()?;
+    // A variable an MCP server needs and the environment lacks stops start-up, naming it.
+    let mcp_secrets = mcp_servers::secrets(&config.mcp, |name| std::env::var(name).ok()).map_err(|missing| {
+        DaemonError::Config(ConfigError {
+            file: config.file.display().to_string(),
+            field: missing.field.clone(),
+            problem: format!("names {}, which is not set in the environment", missing.variable),
+        })
+    })?;
     // One daemon per store: two would compete for every slot and the write lock.
     let _lock = DaemonLock::acquire(&config)?;
     let token = serve_api::resolve_token(&config.api.token)?;
@@ -94,7 +104,13 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let messenger = build_messenger(&config, Arc::clone(&clock))?;
     let messenger = Arc::new(MeteredMessenger { inner: messenger, metrics: Arc::clone(&metrics) });
     let workspace = Arc::new(DirWorkspace::new(config.workspaces.clone()));
-    let mut ports = Ports::new(Arc::clone(&clock), llm, messenger, Arc::clone(&store)).with_workspace(workspace);
+    // Servers start with the daemon; runs due at once find their tools (ADR 0019).
+    let mcp = McpServers::start(&config.mcp, mcp_secrets).await;
+    let tools: Arc<dyn ToolServers> =
+        Arc::new(MeteredTools { inner: mcp.clone(), clock: Arc::clone(&clock), metrics: Arc::clone(&metrics) });
+    let mut ports = Ports::new(Arc::clone(&clock), llm, messenger, Arc::clone(&store))
+        .with_workspace(workspace)
+        .with_tools(Arc::clone(&tools));
     let sinks: Vec<Arc<dyn EventSink>> = vec![Arc::new(TracingSink), feed.clone()];
     ports.events = Arc::new(MeteredSink { next: sinks, metrics: Arc::clone(&metrics) });
     let options = EngineOptions {
@@ -132,7 +148,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     // A cluster's nodes each run some partitions: a reload there would need every node to
     // re-read the file at once, so a node of a cluster reloads by restarting.
     let reloader: Option<Arc<dyn Reloader>> = match &running {
-        Running::One(engine) => Some(Arc::new(ConfigReloader::new(config.clone(), engine.client()))),
+        Running::One(engine) => Some(Arc::new(ConfigReloader::new(config.clone(), engine.client(), Arc::clone(&mcp)))),
         Running::Cluster(_) => None,
     };
     let api = match listener {
@@ -149,6 +165,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
                 token,
                 reloader: reloader.clone(),
                 store_identity: Some(crate::daemon::identity::store_identity(&config).into()),
+                tools: Arc::clone(&tools),
             };
             Some(ApiServer::start(listener, state, &config.store_path)?)
         }
@@ -196,6 +213,8 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
             "runs still going at the end of the grace period were abandoned; they will be recorded as interrupted"
         );
     }
+    // After the runs: a run's last tool call may still be going during the grace.
+    mcp.shutdown().await;
     tracing::info!("stopped");
     Ok(())
 }

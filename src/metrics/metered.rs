@@ -8,10 +8,13 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 
 use super::Metrics;
+use crate::core::tool_policy::ToolName;
 use crate::driver::events::{EngineEvent, EventSink};
 use crate::ports::clock::Clock;
 use crate::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError};
 use crate::ports::messenger::{Delivery, DeliveryError, Messenger};
+use crate::ports::tools::{CallContext, Catalog, ToolAnswer, ToolCallError, ToolServers};
+use std::time::Duration;
 
 pub struct MeteredLlm {
     pub inner: Arc<dyn Llm>,
@@ -40,6 +43,40 @@ impl Messenger for MeteredMessenger {
         let result = self.inner.deliver(delivery).await;
         let outcome = if result.is_ok() { "delivered" } else { "failed" };
         self.metrics.delivery(&delivery.target.adapter, outcome);
+        result
+    }
+}
+
+/// Counts the calls of servers' tools (those that went out) and how long they took.
+pub struct MeteredTools {
+    pub inner: Arc<dyn ToolServers>,
+    pub clock: Arc<dyn Clock>,
+    pub metrics: Arc<Metrics>,
+}
+
+#[async_trait]
+impl ToolServers for MeteredTools {
+    fn catalog(&self) -> Catalog {
+        self.inner.catalog()
+    }
+
+    async fn call(
+        &self,
+        tool: &ToolName,
+        arguments: serde_json::Value,
+        timeout: Duration,
+        context: &CallContext,
+    ) -> Result<ToolAnswer, ToolCallError> {
+        let started = self.clock.monotonic();
+        let result = self.inner.call(tool, arguments, timeout, context).await;
+        let outcome = match &result {
+            Ok(answer) if answer.is_error => "tool-error",
+            Ok(_) => "ok",
+            Err(ToolCallError::Timeout { .. }) => "timeout",
+            Err(ToolCallError::Unavailable { .. }) => "unavailable",
+            Err(ToolCallError::Failed { .. }) => "failed",
+        };
+        self.metrics.tool_call(&tool.server, &tool.tool, outcome, self.clock.monotonic().saturating_since(started));
         result
     }
 }

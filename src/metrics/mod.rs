@@ -54,6 +54,8 @@ struct Counts {
     breaker_probes: u64,
     breaker_closes: u64,
     schedule_lag: Histogram,
+    tool_calls: BTreeMap<(String, String, String), u64>,
+    tool_call_duration: Histogram,
 }
 
 /// The registry. Cheap to update from any task.
@@ -101,6 +103,14 @@ impl Metrics {
         self.with(|counts| counts.breaker_closes += 1);
     }
 
+    /// One call of a server's tool that went out, with how it ended.
+    pub fn tool_call(&self, server: &str, tool: &str, outcome: &str, duration: Duration) {
+        self.with(|counts| {
+            *counts.tool_calls.entry((server.to_owned(), tool.to_owned(), outcome.to_owned())).or_default() += 1;
+            counts.tool_call_duration.observe(duration.as_secs_f64());
+        });
+    }
+
     /// How late a run started: its start minus its slot (negative lateness counts as 0).
     pub fn schedule_lag(&self, lag: Duration) {
         self.with(|counts| counts.schedule_lag.observe(lag.as_secs_f64()));
@@ -119,6 +129,8 @@ impl Metrics {
             breaker_probes: counts.breaker_probes,
             breaker_closes: counts.breaker_closes,
             schedule_lag: counts.schedule_lag.clone(),
+            tool_calls: counts.tool_calls.clone(),
+            tool_call_duration: counts.tool_call_duration.clone(),
         });
         let mut out = String::new();
         header(&mut out, "systole_runs_total", "counter", "Runs finished, by agent, heartbeat and status.");
@@ -160,12 +172,51 @@ impl Metrics {
         let _ = writeln!(out, "systole_breaker_recoveries_total {}", counts.breaker_closes);
         header(&mut out, "systole_schedule_lag_seconds", "histogram", "A run's start minus its slot.");
         counts.schedule_lag.render(&mut out, "systole_schedule_lag_seconds");
+        header(
+            &mut out,
+            "systole_tool_calls_total",
+            "counter",
+            "Calls of servers' tools, by server, tool and outcome.",
+        );
+        for ((server, tool, outcome), value) in &counts.tool_calls {
+            let labels =
+                format!("server=\"{}\",tool=\"{}\",outcome=\"{}\"", escape(server), escape(tool), escape(outcome));
+            let _ = writeln!(out, "systole_tool_calls_total{{{labels}}} {value}");
+        }
+        header(
+            &mut out,
+            "systole_tool_call_duration_seconds",
+            "histogram",
+            "How long one call of a server's tool took.",
+        );
+        counts.tool_call_duration.render(&mut out, "systole_tool_call_duration_seconds");
         header(&mut out, "systole_heartbeats", "gauge", "Heartbeats and cron jobs, by state.");
         for (state, value) in heartbeats {
             let _ = writeln!(out, "systole_heartbeats{{state=\"{state}\"}} {value}");
         }
         out
     }
+}
+
+/// The tool servers' part of the exposition, read from their catalog at scrape time:
+/// restarts per server and whether each is ready.
+pub fn render_tool_servers(catalog: &crate::ports::tools::Catalog) -> String {
+    let mut out = String::new();
+    header(
+        &mut out,
+        "systole_mcp_restarts_total",
+        "counter",
+        "Times a tool server was connected again after it went down.",
+    );
+    for (name, server) in catalog {
+        let _ = writeln!(out, "systole_mcp_restarts_total{{server=\"{}\"}} {}", escape(name), server.restarts);
+    }
+    header(&mut out, "systole_mcp_server_ready", "gauge", "1 when a tool server is connected with its tools listed.");
+    for (name, server) in catalog {
+        let ready = u8::from(server.state == crate::ports::tools::ServerState::Ready);
+        let _ = writeln!(out, "systole_mcp_server_ready{{server=\"{}\"}} {ready}", escape(name));
+    }
+    out
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
