@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the tests need beyond the Rust toolchain, installed only when missing: the status
 # page's test drives Debian's chromium through chromedriver, the API's test checks the
-# OpenAPI document with the reference validator, and the PostgreSQL store's tests start
+# OpenAPI document with the reference validator, the MCP tests run real MCP servers (the
+# Python SDK's and npm's server-everything), and the PostgreSQL store's tests start
 # throwaway servers.
 set -euo pipefail
 
@@ -22,6 +23,19 @@ fi
 if ! python3 -c "import standardwebhooks" >/dev/null 2>&1; then
     echo "installing standardwebhooks (PyPI) to verify signed webhooks independently"
     python3 -m pip install --quiet --disable-pip-version-check standardwebhooks
+fi
+
+# The MCP tests run real servers: one written with the official Python SDK
+# (tests/peers/mcp_server.py) and the reference server-everything from npm, through npx.
+if ! python3 -c "import mcp.server.mcpserver" >/dev/null 2>&1; then
+    echo "installing mcp (PyPI, the official MCP SDK) for the MCP test servers"
+    python3 -m pip install --quiet --disable-pip-version-check "mcp>=2.3,<3"
+fi
+npm_prefix="${SYSTOLE_TEST_NPM_PREFIX:-$HOME/.cache/systole-test-npm}"
+if [ ! -x "$npm_prefix/node_modules/.bin/mcp-server-everything" ]; then
+    echo "installing @modelcontextprotocol/server-everything (npm) into $npm_prefix for the MCP tests"
+    mkdir -p "$npm_prefix"
+    npm install --prefix "$npm_prefix" --silent --no-audit --no-fund @modelcontextprotocol/server-everything@2026.8.31 >/dev/null
 fi
 
 # The PostgreSQL store's tests start throwaway servers (tests/common/postgres_server.rs);

@@ -59,6 +59,8 @@ pub fn execution_json(execution: &Execution) -> Value {
         "output_preview": execution.output_preview,
         "stop_reason": execution.stop_reason.map(|r| r.as_str()),
         "reply": execution.reply.map(|r| r.as_str()),
+        // The tools the run had and every call it made (`null`: it had none).
+        "tools": execution.tool_use,
     })
 }
 
@@ -195,6 +197,14 @@ pub async fn runs(store: &dyn Store, key: &HeartbeatKey, limit: usize, as_json: 
             .or_else(|| execution.error.clone())
             .or_else(|| execution.output_preview.clone())
             .unwrap_or_default();
+        let detail = match &execution.tool_use {
+            Some(tools) if !tools.calls.is_empty() => {
+                let calls: Vec<String> =
+                    tools.calls.iter().map(|call| format!("{} {}", call.tool, call.outcome.as_str())).collect();
+                format!("[tools: {}] {detail}", calls.join(", "))
+            }
+            _ => detail,
+        };
         out.push_str(&format!(
             "{:<26} {:<12} {:<11} {:<9} {:<16} {:>8}  {}\n",
             execution.slot.to_string(),

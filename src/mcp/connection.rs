@@ -152,7 +152,7 @@ impl Connection {
 
     /// Waits until the connection ends by itself (the server exited or hung up).
     pub async fn closed(&self) {
-        while !self.service.is_closed() {
+        while !(self.service.is_closed() || self.service.peer().is_transport_closed()) {
             tokio::time::sleep(CLOSED_POLL).await;
         }
     }
