@@ -51,10 +51,21 @@ pub enum FaultKind {
     /// `@everyone`, `@name`, `<@U1>`, `&`, `<`, `>`), sometimes in a reply long enough to
     /// split, with unbroken tokens and characters outside the BMP at the cuts.
     LlmPingReply,
+    /// The model calls tools of the tool server (some it was offered, some it was not,
+    /// sometimes more than the run's cap in one turn).
+    LlmToolUse,
+    /// A tool call takes up to 90 s (the run's budget may end first).
+    ToolSlow,
+    /// A tool call never answers: its own timeout must end it.
+    ToolHang,
+    /// The tool server dies during a call and comes back after 5 s to 2 min.
+    ToolServerDies,
+    /// The tool server's list changes (`tools/list_changed`): a tool comes or goes.
+    ToolListChanged,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 23] = [
+    pub const ALL: [FaultKind; 28] = [
         FaultKind::ClockSkew,
         FaultKind::ClockJumpForward,
         FaultKind::ClockJumpBackward,
@@ -78,6 +89,11 @@ impl FaultKind {
         FaultKind::DeliveryRateLimited,
         FaultKind::DeliveryRefused,
         FaultKind::LlmPingReply,
+        FaultKind::LlmToolUse,
+        FaultKind::ToolSlow,
+        FaultKind::ToolHang,
+        FaultKind::ToolServerDies,
+        FaultKind::ToolListChanged,
     ];
 
     pub fn name(self) -> &'static str {
@@ -105,6 +121,11 @@ impl FaultKind {
             FaultKind::DeliveryRateLimited => "delivery-rate-limited",
             FaultKind::DeliveryRefused => "delivery-refused",
             FaultKind::LlmPingReply => "llm-ping-reply",
+            FaultKind::LlmToolUse => "llm-tool-use",
+            FaultKind::ToolSlow => "tool-slow",
+            FaultKind::ToolHang => "tool-hang",
+            FaultKind::ToolServerDies => "tool-server-dies",
+            FaultKind::ToolListChanged => "tool-list-changed",
         }
     }
 
@@ -116,6 +137,20 @@ impl FaultKind {
     /// Reply shapes (issue 6), drawn apart so the older faults' rates stay as they were.
     pub fn is_reply_shape(self) -> bool {
         matches!(self, FaultKind::LlmTokenReply | FaultKind::LlmRepeatedAlert)
+    }
+
+    /// Faults drawn from streams of their own (issues 25 and 26), so that adding them left
+    /// every other draw of a seed as it was.
+    pub fn has_own_stream(self) -> bool {
+        matches!(
+            self,
+            FaultKind::LlmPingReply
+                | FaultKind::LlmToolUse
+                | FaultKind::ToolSlow
+                | FaultKind::ToolHang
+                | FaultKind::ToolServerDies
+                | FaultKind::ToolListChanged
+        )
     }
 
     /// The platforms' answers and long replies (issue 14), drawn from a stream of their own.
@@ -141,9 +176,10 @@ impl FaultRates {
     /// log-uniformly between the bounds, so some runs see it rarely and some constantly.
     pub fn swarm(rng: &mut ChaCha8Rng) -> Self {
         let mut per_call = BTreeMap::new();
-        for kind in FaultKind::ALL.into_iter().filter(|k| {
-            k.is_per_call() && !k.is_reply_shape() && !k.is_delivery_shape() && *k != FaultKind::LlmPingReply
-        }) {
+        for kind in FaultKind::ALL
+            .into_iter()
+            .filter(|k| k.is_per_call() && !k.is_reply_shape() && !k.is_delivery_shape() && !k.has_own_stream())
+        {
             let max = match kind {
                 FaultKind::CrashBeforeWrite | FaultKind::CrashAfterWrite => CRASH_RATE_MAX,
                 _ => FAULT_RATE_MAX,
@@ -174,6 +210,17 @@ impl FaultRates {
     pub fn add_ping_replies(&mut self, rng: &mut ChaCha8Rng) {
         let rate = if rng.random_bool(0.8) { rng.random_range(0.05..0.4) } else { 0.0 };
         self.per_call.insert(FaultKind::LlmPingReply, rate);
+    }
+
+    /// Rates of the tool faults and of the model's tool use (issue 26): the model uses
+    /// tools in most seeds, the server misbehaves in half of them each way.
+    pub fn add_tool_faults(&mut self, rng: &mut ChaCha8Rng) {
+        let use_rate = if rng.random_bool(0.8) { rng.random_range(0.1..0.7) } else { 0.0 };
+        self.per_call.insert(FaultKind::LlmToolUse, use_rate);
+        for kind in [FaultKind::ToolSlow, FaultKind::ToolHang, FaultKind::ToolServerDies, FaultKind::ToolListChanged] {
+            let rate = if rng.random_bool(0.5) { rng.random_range(0.01..0.2) } else { 0.0 };
+            self.per_call.insert(kind, rate);
+        }
     }
 
     pub fn add_reply_shapes(&mut self, rng: &mut ChaCha8Rng) {

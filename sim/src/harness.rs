@@ -20,10 +20,12 @@ use crate::options::{rng, SimOptions, Stream};
 use crate::ports::llm::SimLlm;
 use crate::ports::messenger::SimMessenger;
 use crate::ports::store::SimStore;
+use crate::ports::tools::SimTools;
 use crate::ports::TraceSink;
 use crate::trace::{Entry, Event};
 use crate::workload::Op;
 use crate::world::{Life, World};
+use systole::core::tool_policy::ToolPattern;
 
 /// What a seed produced.
 pub struct Outcome {
@@ -59,6 +61,8 @@ async fn simulate(options: SimOptions) -> (Vec<Entry>, std::collections::BTreeMa
         lives: Default::default(),
         llm_rng: Mutex::new(rng(options.seed, Stream::Llm)),
         ping_rng: Mutex::new(rng(options.seed, Stream::MentionReplies)),
+        tools: Mutex::new(crate::ports::tools::ToolWorld::new(rng(options.seed, Stream::ToolServer))),
+        tool_use_rng: Mutex::new(rng(options.seed, Stream::ToolUse)),
         workspace: Arc::new(MemoryWorkspace::default()),
         flaky_calls: Mutex::default(),
         config: Mutex::new(options.heartbeats.clone()),
@@ -152,7 +156,7 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         store: Arc::new(SimStore { world: Arc::clone(&world), life: Arc::clone(&life) }),
         events: Arc::new(TraceSink { world: Arc::clone(&world), life: Arc::clone(&life) }),
         workspace: world.workspace.clone(),
-        tools: Arc::new(systole::ports::tools::NoToolServers),
+        tools: Arc::new(SimTools { world: Arc::clone(&world), life: Arc::clone(&life) }),
     };
     let mut options = EngineOptions {
         breaker_failures_max: world.options.breaker_failures_max,
@@ -164,6 +168,9 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
     };
     options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);
     options.agent_default.llm_calls_per_day = world.options.llm_calls_per_day;
+    options.agent_default.tools =
+        world.options.agent_tools.iter().filter_map(|text| ToolPattern::parse(text).ok()).collect();
+    options.agent_default.tool_calls_max = world.options.tool_calls_max;
     world.options.budget_zone.clone_into(&mut options.agent_default.timezone);
     options.visibility.defaults = world.options.visibility;
     let config = world.config.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();

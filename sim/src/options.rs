@@ -44,6 +44,12 @@ pub enum Stream {
     Mentions = 12,
     /// The model's draws of those replies during the run.
     MentionReplies = 13,
+    /// The tool layer: jobs' tool fields, the agents' cap, the tool faults' rates (issue 26).
+    Tools = 14,
+    /// The tool server's draws during the run.
+    ToolServer = 15,
+    /// The model's tool calls during the run.
+    ToolUse = 16,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -87,6 +93,9 @@ pub struct SimOptions {
     pub platform: crate::ports::http::SimPlatform,
     /// Whether the platform target lets replies notify people (`allow_mentions`).
     pub allow_mentions: bool,
+    /// Every agent's `tools` list, and the cap of tool calls per run.
+    pub agent_tools: Vec<String>,
+    pub tool_calls_max: u32,
     /// Where the breaker's announcements go (`None`: each heartbeat's target).
     pub alerts_target: Option<systole::core::delivery_target::DeliveryTarget>,
     /// What the run log keeps (the engine's `run_retention`).
@@ -103,6 +112,9 @@ pub struct SimOptions {
 }
 
 const SAFETY_SECS_MIN: u64 = 2 * 3_600;
+/// The agents' cap of tool calls per run: low, so a model's burst meets it.
+const TOOL_CALLS_MAX_MIN: u32 = 2;
+const TOOL_CALLS_MAX_MAX: u32 = 8;
 /// Most seeds keep mentions off, the default that protects chats.
 const ALLOW_MENTIONS_PROBABILITY: f64 = 0.2;
 const SAFETY_SECS_MAX: u64 = 18 * 3_600;
@@ -172,6 +184,10 @@ impl SimOptions {
         let mut mentions_rng = self::rng(seed, Stream::Mentions);
         fault_rates.add_ping_replies(&mut mentions_rng);
         let allow_mentions = mentions_rng.random_bool(ALLOW_MENTIONS_PROBABILITY);
+        let mut tools_rng = self::rng(seed, Stream::Tools);
+        fault_rates.add_tool_faults(&mut tools_rng);
+        workload::assign_tools(&mut tools_rng, &mut heartbeats);
+        let tool_calls_max = tools_rng.random_range(TOOL_CALLS_MAX_MIN..=TOOL_CALLS_MAX_MAX);
         Self {
             seed,
             start,
@@ -192,6 +208,8 @@ impl SimOptions {
             run_retention: workload::run_retention(&mut self::rng(seed, Stream::Retention)),
             platform,
             allow_mentions,
+            agent_tools: workload::AGENT_TOOLS.iter().map(|pattern| (*pattern).to_owned()).collect(),
+            tool_calls_max,
             files: layer.files,
             visibility: layer.visibility,
             llm_calls_per_day: layer.llm_calls_per_day,

@@ -66,6 +66,21 @@ pub enum Event {
         outcome: PartOutcome,
         shape: PartShape,
     },
+    /// A run called a tool of the simulated server, with the timeout it gave the call.
+    ToolCalled {
+        life: u32,
+        key: HeartbeatKey,
+        slot: Timestamp,
+        tool: String,
+        timeout: Duration,
+    },
+    /// A tool with an external effect did it (the world's record, not the engine's).
+    ToolEffect {
+        life: u32,
+        key: HeartbeatKey,
+        slot: Timestamp,
+        tool: String,
+    },
     OpAcked {
         life: u32,
         op: Op,
@@ -145,6 +160,9 @@ pub enum DurableWrite {
         consumed: Vec<u64>,
         /// The LLM calls the run made: what the daily budget counts.
         llm_calls: u32,
+        /// The run's error, and the tools it was offered and called.
+        error: Option<String>,
+        tools: Option<systole::ports::store::ToolUse>,
     },
     /// A system event queued for an agent heartbeat (`dropped` oldest ones made room).
     EventQueued {
@@ -311,6 +329,12 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
             w.tag(15).u64(u64::from(*life)).str(key).str(outcome.as_str()).u64(shape.units as u64);
             w.str(shape.notified.as_deref().unwrap_or("")).str(&shape.user_agent);
         }
+        Event::ToolCalled { life, key, slot, tool, timeout } => {
+            w.tag(16).u64(u64::from(*life)).key(key).time(*slot).str(tool).u64(timeout.as_millis() as u64);
+        }
+        Event::ToolEffect { life, key, slot, tool } => {
+            w.tag(17).u64(u64::from(*life)).key(key).time(*slot).str(tool);
+        }
         Event::OpAcked { life, op, applied } => {
             w.tag(9).u64(u64::from(*life)).str(&op.describe()).bool(*applied);
         }
@@ -331,7 +355,14 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                     closed,
                     consumed,
                     llm_calls,
+                    error,
+                    tools,
                 } => {
+                    w.str(error.as_deref().unwrap_or(""))
+                        .u64(tools.as_ref().map_or(0, |tools| tools.calls.len() as u64));
+                    for tool in tools.iter().flat_map(|tools| &tools.offered) {
+                        w.str(tool);
+                    }
                     w.tag(1)
                         .u64(u64::from(*llm_calls))
                         .key(key)
@@ -521,6 +552,12 @@ pub fn describe(entry: &Entry) -> String {
             let notified = shape.notified.as_deref().map(|who| format!(", NOTIFIED: {who}")).unwrap_or_default();
             format!("[life {life}] platform: {key} {} ({} units{notified})", outcome.as_str(), shape.units)
         }
+        Event::ToolCalled { life, key, slot, tool, timeout } => {
+            format!("[life {life}] tool call {tool} for {key} slot {slot} within {} ms", timeout.as_millis())
+        }
+        Event::ToolEffect { life, key, slot, tool } => {
+            format!("[life {life}] tool effect {tool} for {key} slot {slot}")
+        }
         Event::OpAcked { life, op, applied } => {
             format!(
                 "[life {life}] op acknowledged: {}{}",
@@ -542,9 +579,25 @@ pub fn describe(entry: &Entry) -> String {
 
 fn describe_write(write: &DurableWrite) -> String {
     match write {
-        DurableWrite::Finish { key, slot, status, consecutive_failures, tripped, opened, closed, consumed, .. } => {
+        DurableWrite::Finish {
+            key,
+            slot,
+            status,
+            consecutive_failures,
+            tripped,
+            opened,
+            closed,
+            consumed,
+            tools,
+            ..
+        } => {
+            let tools = tools.as_ref().map_or_else(String::new, |tools| {
+                let calls: Vec<String> =
+                    tools.calls.iter().map(|c| format!("{} {}", c.tool, c.outcome.as_str())).collect();
+                format!(", offered {:?}, calls [{}]", tools.offered, calls.join(", "))
+            });
             format!(
-                "finished {key} slot {slot} ({}), breaker at {consecutive_failures}{}{}{}",
+                "finished {key} slot {slot} ({}){tools}, breaker at {consecutive_failures}{}{}{}",
                 status.as_str(),
                 match (tripped, opened) {
                     (true, true) => ", tripped (opened)",

@@ -425,3 +425,23 @@ pub fn error_backoff(rng: &mut ChaCha8Rng) -> Vec<Duration> {
     let steps = rng.random_range(1..=5);
     (0..steps).map(|_| Duration::from_secs(rng.random_range(0..=600))).collect()
 }
+
+/// Every agent's `tools` list: the simulated server's tools.
+pub const AGENT_TOOLS: [&str; 1] = ["inbox/*"];
+
+/// Gives each configured job tool fields, from the tool stream: most say nothing (only
+/// read-only tools), some narrow to one tool, some opt into the tool that writes, some
+/// require a tool (rarely one the server never lists, so its runs fail naming it).
+pub fn assign_tools(rng: &mut ChaCha8Rng, heartbeats: &mut [HeartbeatDef]) {
+    use systole::core::tool_policy::{JobTools, ToolName, ToolPattern};
+    let pattern = |text: &str| ToolPattern::parse(text).expect("a valid pattern");
+    for def in heartbeats.iter_mut().filter(|def| def.kind != systole::core::heartbeat::JobKind::CronMain) {
+        def.tools = match rng.random_range(0..100) {
+            0..50 => JobTools::default(),
+            50..65 => JobTools { allow: Some(vec![pattern("inbox/search")]), ..JobTools::default() },
+            65..85 => JobTools { write: vec![pattern("inbox/archive")], ..JobTools::default() },
+            85..97 => JobTools { required: vec![ToolName::new("inbox", "search")], ..JobTools::default() },
+            _ => JobTools { required: vec![ToolName::new("inbox", "missing")], ..JobTools::default() },
+        };
+    }
+}

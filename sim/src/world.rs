@@ -31,6 +31,10 @@ pub struct World {
     /// Whether a reply is full of mentions and markup, and which: a stream of its own,
     /// so the other draws of a seed stay what they were before it existed.
     pub ping_rng: Mutex<ChaCha8Rng>,
+    /// The simulated tool server (another process: it outlives the engine's crashes).
+    pub tools: Mutex<crate::ports::tools::ToolWorld>,
+    /// The model's draws of tool calls.
+    pub tool_use_rng: Mutex<ChaCha8Rng>,
     /// The agents' workspaces: files survive crashes, like a disk.
     pub workspace: Arc<MemoryWorkspace>,
     /// Calls failed so far per flaky prompt (see `FLAKY_MARKER`), across lives.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// What the checker may name from the engine: types it reads and constants it compares
 /// against. A path is allowed when it equals an entry or lies under one ending in `::`.
-const ALLOWED: [&str; 17] = [
+const ALLOWED: [&str; 18] = [
     "systole::core::ids::",
     "systole::core::heartbeat::HeartbeatDef",
     "systole::core::heartbeat::JobKind",
@@ -24,10 +24,11 @@ const ALLOWED: [&str; 17] = [
     "systole::limits::",
     "systole::ports::messenger::DeliveryKind",
     "systole::ports::store::ExecutionStatus",
+    "systole::ports::store::ToolUse",
 ];
 
 /// Decision methods of the allowed types: calling one borrows the engine's answer.
-const FORBIDDEN_CALLS: [&str; 14] = [
+const FORBIDDEN_CALLS: [&str; 16] = [
     ".next_after(",
     ".at_or_after(",
     ".passed(",
@@ -42,6 +43,8 @@ const FORBIDDEN_CALLS: [&str; 14] = [
     ".is_silent(",
     ".resolve(",
     ".fingerprint(",
+    ".is_within(",
+    ".beyond(",
 ];
 
 fn checker_sources() -> Vec<PathBuf> {

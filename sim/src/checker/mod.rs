@@ -38,6 +38,7 @@ mod schedules;
 mod skips;
 #[cfg(test)]
 mod tests;
+mod tools;
 
 pub const ACTIVE_HOURS: &str = "active-hours";
 pub const SLOT_ONCE: &str = "slot-once";
@@ -74,7 +75,7 @@ pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
 /// first or its job was deleted.
 pub const TRIGGER_DECIDED: &str = "trigger-decided";
 
-pub const INVARIANTS: [&str; 51] = [
+pub const INVARIANTS: [&str; 57] = [
     NO_SLOT_OFFERED_TWICE,
     skips::PAUSED,
     skips::QUIET_HOURS,
@@ -93,6 +94,12 @@ pub const INVARIANTS: [&str; 51] = [
     delivery::PART_FITS,
     delivery::PART_NOTIFIES_NOBODY,
     delivery::REQUEST_NAMES_SYSTOLE,
+    tools::TOOL_CALL_IN_RUN,
+    tools::TOOL_CALLS_ONE_RUN,
+    tools::TOOL_CALL_IN_BUDGET,
+    tools::TOOL_CAP,
+    tools::TOOL_WRITE_OPT_IN,
+    tools::TOOL_REQUIRED,
     breaker::BREAKER_COOLDOWN,
     breaker::BREAKER_ANNOUNCED,
     guards::BUDGET,
@@ -305,6 +312,7 @@ struct Model<'a> {
     breaker: breaker::BreakerModel,
     /// What the platform took of each message.
     delivery: delivery::DeliveryModel,
+    tools: tools::ToolModel,
     /// Triggers (and backfill slots) not decided yet, with the life that took them and
     /// whether they are excused from being decided: a disable, a delete, a breaker trip or
     /// a replace drops what waits behind a run.
@@ -364,6 +372,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         guards: guards::GuardModel::default(),
         breaker: breaker::BreakerModel::new(options.breaker_cooldown.clone(), options.breaker_failures_max),
         delivery: delivery::DeliveryModel::new(options.platform, options.allow_mentions),
+        tools: tools::ToolModel::new(options.tool_calls_max as usize, options.agent_tools.clone()),
         triggers_pending: BTreeMap::new(),
         deciding_trigger: None,
         trigger_runs: BTreeSet::new(),
@@ -455,6 +464,14 @@ impl Model<'_> {
                 self.delivery.posted(key, *outcome, shape, |invariant| *checks.entry(invariant).or_default() += 1)
             }
             Event::OpAcked { op, applied, .. } => self.acknowledged(op, *applied),
+            Event::ToolCalled { life, key, slot, tool, timeout } => {
+                let running = self.open_runs.contains_key(&(*life, key.clone(), *slot));
+                let def = self.run_defs.get(&(key.clone(), *slot));
+                let checks = &mut self.checks;
+                let count = |invariant| *checks.entry(invariant).or_default() += 1;
+                self.tools.called(count, entry.elapsed, *life, key, *slot, tool, *timeout, running, def)
+            }
+            Event::ToolEffect { .. } => Ok(()),
             Event::Healed => {
                 self.healed_at = Some(entry.elapsed);
                 let elapsed = SignedDuration::try_from(entry.elapsed).unwrap_or(SignedDuration::ZERO);
@@ -612,6 +629,7 @@ impl Model<'_> {
                 if let Some(def) = self.running_defs.get(key).or_else(|| self.defs.get(key)) {
                     self.run_defs.insert((key.clone(), *slot), def.clone());
                 }
+                self.tools.run_started(key, *slot, entry.elapsed);
                 self.slot_on_schedule(key, *slot)?;
                 self.catch_up_next(key, *slot)?;
                 self.run_started(entry, life, key, *slot)?;
@@ -665,6 +683,9 @@ impl Model<'_> {
                 let started_under = self.run_defs.remove(&(key.clone(), *slot));
                 let timeout =
                     started_under.or_else(|| self.defs.get(key).cloned()).map_or(Duration::MAX, |def| def.timeout);
+                let checks = &mut self.checks;
+                let count = |invariant| *checks.entry(invariant).or_default() += 1;
+                self.tools.finished(count, entry.elapsed, key, *slot, *duration, timeout)?;
                 if *duration > timeout.saturating_add(RUN_BUDGET_SLACK) {
                     return fail(RUN_BUDGET, format!("{key} ran {duration:?}, past its {timeout:?} budget"));
                 }
@@ -845,7 +866,13 @@ impl Model<'_> {
                 closed,
                 consumed,
                 llm_calls,
+                error,
+                tools,
             } => {
+                let def = self.run_defs.get(&(key.clone(), *slot));
+                let checks = &mut self.checks;
+                let count = |invariant| *checks.entry(invariant).or_default() += 1;
+                self.tools.recorded(count, key, *slot, *status, error.as_deref(), tools.as_ref(), def)?;
                 self.events_consumed(key, *slot, consumed)?;
                 self.guards.durable_finish(&key.agent, *finished_at, *llm_calls);
                 let failed = reference::counts_as_failure(*status);

@@ -75,6 +75,8 @@ fn a_breaker_count_that_restarts_from_zero_is_caught() {
         let write = DurableWrite::Finish {
             consumed: Vec::new(),
             llm_calls: 0,
+            error: None,
+            tools: None,
             key: key.clone(),
             slot: Timestamp::from_second(secs as i64).expect("in range"),
             status: systole::ports::store::ExecutionStatus::Failed,
@@ -101,6 +103,8 @@ fn three_failures(options: &SimOptions) -> Vec<Entry> {
             let write = DurableWrite::Finish {
                 consumed: Vec::new(),
                 llm_calls: 0,
+                error: None,
+                tools: None,
                 key: key.clone(),
                 slot: at,
                 status: systole::ports::store::ExecutionStatus::Failed,

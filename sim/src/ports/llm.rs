@@ -65,6 +65,49 @@ impl SimLlm {
     }
 }
 
+/// Shapes of the model's calls of the tool server's tools.
+const TOOL_USE_VARIANTS: u64 = 4;
+/// Calls past the run's cap a burst makes.
+const TOOL_BURST_OVER_CAP: u32 = 3;
+
+impl SimLlm {
+    /// The model's calls of the tool server's tools (issue 26), from their own stream:
+    /// one or two of those offered, a burst past the run's cap, or one it was not offered.
+    fn tool_use(&self, prompt: &str, request: &ChatRequest) -> Option<Result<ChatResponse, LlmError>> {
+        let offered: Vec<&str> =
+            request.tools.iter().map(|tool| tool.name.as_str()).filter(|name| name.contains("__")).collect();
+        let rate = self.world.options.fault_rates.per_call.get(&FaultKind::LlmToolUse).copied().unwrap_or(0.0);
+        if offered.is_empty() || rate <= 0.0 || !self.world.injector.is_active() {
+            return None;
+        }
+        let names: Vec<String> = {
+            let mut rng = self.world.tool_use_rng.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !rng.random_bool(rate) {
+                return None;
+            }
+            let variant = rng.random_range(0..TOOL_USE_VARIANTS);
+            let mut pick = || offered[rng.random_range(0..offered.len())].to_owned();
+            match variant {
+                0 => vec![pick()],
+                1 => vec![pick(), pick()],
+                2 => (0..self.world.options.tool_calls_max + TOOL_BURST_OVER_CAP).map(|_| pick()).collect(),
+                _ => {
+                    vec![if offered.contains(&"inbox__archive") { "inbox__nope" } else { "inbox__archive" }.to_owned()]
+                }
+            }
+        };
+        self.world.injector.count(FaultKind::LlmToolUse);
+        self.world.fault(FaultKind::LlmToolUse, format!("{prompt}: {names:?}"));
+        self.answer(prompt, &format!("tools {names:?}"));
+        let calls = names
+            .into_iter()
+            .enumerate()
+            .map(|(index, name)| ToolCall { id: format!("tool-{index}"), name, arguments: "{}".to_owned() })
+            .collect();
+        Some(Ok(ChatResponse { text: None, tool_calls: calls }))
+    }
+}
+
 /// Tool calls whose id starts with this keep the model calling tools for the whole run.
 const ENDLESS_ID: &str = "endless";
 /// Model-made heartbeats are `model-0` to `model-3`, so creates, updates and deletes meet.
@@ -170,6 +213,9 @@ impl Llm for SimLlm {
             return Err(LlmError::Malformed("injected: not a chat completion".to_owned()));
         }
         if first_turn {
+            if let Some(response) = self.tool_use(&prompt, &request) {
+                return response;
+            }
             if let Some(response) = self.first_tool_call(&prompt) {
                 return response;
             }

@@ -177,6 +177,8 @@ impl Store for SimStore {
                     opened: step.opened,
                     closed: step.closed,
                     llm_calls: run.llm_calls,
+                    error: run.error.clone(),
+                    tools: run.tool_use.clone(),
                     consumed: before
                         .iter()
                         .filter(|entry| {

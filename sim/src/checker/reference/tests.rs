@@ -154,6 +154,7 @@ fn sample_record() -> systole::ports::store::RunRecord {
         reply_digest: None,
         consumes: Vec::new(),
         llm_calls: 0,
+        tool_use: None,
     }
 }
 
