@@ -3,6 +3,7 @@
 //! Whatever the model sends, a tool answers with a result or an error it can read.
 
 pub mod external;
+pub mod native;
 pub mod pause;
 pub mod scheduled;
 
