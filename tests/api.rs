@@ -3,6 +3,9 @@
 //! Every refusal is checked to have changed nothing.
 #![allow(clippy::disallowed_methods)] // this test waits on a real process in real time
 
+#[path = "common/mcp_peers.rs"]
+mod mcp_peers;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -793,14 +796,30 @@ impl Browser {
     }
 }
 
-/// The status page in a real headless Chromium: it lists the jobs, a trigger through the
-/// API changes the row live (through the event stream), and its buttons act.
+/// The status page in a real headless Chromium: it lists the jobs and the tool servers, a
+/// trigger through the API changes the row live (through the event stream), and its
+/// buttons act.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_page_updates_live_in_a_real_browser() {
+    mcp_peers::require_peers();
     let (_peers, peer) = start_peers().await;
-    let daemon = Daemon::start(peer, "").await;
+    let daemon = Daemon::start(peer, &mcp_peers::stdio_server_toml("inbox", "read_only = [\"search\"]")).await;
     let browser = Browser::start().await;
     browser.open(&format!("{}/#token={TOKEN}", daemon.url)).await;
+    // The tools view: the MCP server's state and each tool's access, the server's hint beside it.
+    let script = r#"const r = document.querySelector('tr[data-tool="inbox/search"]'); return r ? r.innerText : null;"#;
+    let mut tool_row = Value::Null;
+    for _ in 0..WAIT_SECS_MAX * 10 {
+        tool_row = browser.run(script).await;
+        if tool_row.is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let tool_row = tool_row.as_str().unwrap_or_default().to_owned();
+    assert!(tool_row.contains("ready") && tool_row.contains("read-only (server: read-only)"), "{tool_row:?}");
+    let archive = browser.run(r#"return document.querySelector('tr[data-tool="inbox/archive"]').innerText;"#).await;
+    assert!(archive.as_str().is_some_and(|text| text.contains("may write (server: writes)")), "{archive}");
     let seen = browser.row_with_indicator("ops/quiet", "idle").await;
     assert_eq!(seen["indicator"], "idle", "never ran yet: {seen}");
     assert!(seen["text"].as_str().is_some_and(|t| t.contains("quiet-hours")), "{seen}");
