@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use serde_json::json;
 
-use mcp_peers::{everything_toml, processes_matching, require_peers, stdio_server_toml, HttpPeer};
+use mcp_peers::{
+    everything_toml, processes_matching, require_peers, stdio_server_toml, stdio_server_toml_with, HttpPeer,
+};
 use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use systole::core::tool_policy::ToolName;
 use systole::mcp::servers::{secrets, McpServers};
@@ -81,11 +83,23 @@ async fn tools_of_a_stdio_and_an_http_server_are_listed_and_called() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_call_times_out_and_a_crash_mid_call_answers_an_error_then_the_server_restarts() {
     require_peers();
-    let servers = servers(&stdio_server_toml("inbox", ""), &[]).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let effects = dir.path().join("effects.txt");
+    let effects_text = effects.to_str().expect("utf-8");
+    // It floods its stderr before it serves: drained and rate-capped, it never blocks it.
+    let toml = stdio_server_toml_with("inbox", &["--stderr-flood"], "env = [\"EFFECTS_FILE\"]");
+    let servers = servers(&toml, &[("EFFECTS_FILE", effects_text)]).await;
+    assert_eq!(servers.catalog()["inbox"].state, ServerState::Ready);
     let started = Instant::now();
     let hung = servers.call(&tool("inbox/hang"), json!({}), Duration::from_secs(1), &context()).await;
     assert!(matches!(hung, Err(ToolCallError::Timeout { .. })), "{hung:?}");
     assert!(started.elapsed() < Duration::from_secs(3), "bounded by its timeout: {:?}", started.elapsed());
+    // The server heard the cancellation (`notifications/cancelled`) and stopped the call.
+    let cancelled = Instant::now();
+    while !std::fs::read_to_string(&effects).unwrap_or_default().contains("hang cancelled") {
+        assert!(cancelled.elapsed() < Duration::from_secs(10), "the server never heard of the cancellation");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     let crashed = servers.call(&tool("inbox/crash"), json!({}), Duration::from_secs(20), &context()).await;
     assert!(matches!(crashed, Err(ToolCallError::Unavailable { .. })), "{crashed:?}");

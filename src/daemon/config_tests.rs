@@ -44,7 +44,8 @@ fn shipped_examples_load() {
         ("09:00", "10:00", "Europe/Berlin")
     );
     assert_eq!(full.adapters.webhooks["ops"].attempts_max, 3);
-    let tools = parse(include_str!("../../examples/tools.toml"), Path::new("examples/tools.toml")).expect("tools config");
+    let tools =
+        parse(include_str!("../../examples/tools.toml"), Path::new("examples/tools.toml")).expect("tools config");
     assert_eq!(tools.mcp["everything"].read_only.len(), 2);
     assert_eq!(tools.heartbeats[0].tools.required[0].to_string(), "everything/echo");
 }

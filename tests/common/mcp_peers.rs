@@ -39,8 +39,14 @@ pub fn require_peers() {
 
 /// The TOML of a stdio server running the Python peer.
 pub fn stdio_server_toml(name: &str, extra: &str) -> String {
+    stdio_server_toml_with(name, &[], extra)
+}
+
+/// The same with more arguments for the peer (`--stderr-flood`).
+pub fn stdio_server_toml_with(name: &str, args: &[&str], extra: &str) -> String {
+    let more: String = args.iter().map(|arg| format!(", {arg:?}")).collect();
     format!(
-        "[mcp.servers.{name}]\ncommand = \"python3\"\nargs = [{:?}, \"stdio\"]\n{extra}\n",
+        "[mcp.servers.{name}]\ncommand = \"python3\"\nargs = [{:?}, \"stdio\"{more}]\n{extra}\n",
         peer_script().display().to_string()
     )
 }

@@ -8,7 +8,8 @@ variable), `add_tool` (adds a tool and says the list changed).
     python3 mcp_server.py stdio
     python3 mcp_server.py http PORT_FILE     # binds 127.0.0.1:0, writes the port to PORT_FILE
 
-With `--stderr-flood`, it writes a thousand lines to stderr before it serves.
+With `--stderr-flood`, it writes 10,000 lines (about 300 KB, past any pipe's buffer) to
+stderr before it serves: a client that does not drain stderr would hang it.
 """
 
 import asyncio
@@ -31,10 +32,7 @@ def search(query: str) -> str:
 @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
 def archive(message: str) -> str:
     """Archive a message (an external effect: it is written down)."""
-    path = os.environ.get("EFFECTS_FILE")
-    if path:
-        with open(path, "a", encoding="utf-8") as effects:
-            effects.write(message + "\n")
+    _effect(message)
     return f"archived {message}"
 
 
@@ -45,10 +43,21 @@ async def slow(seconds: float) -> str:
     return f"slept {seconds}"
 
 
+def _effect(line: str) -> None:
+    path = os.environ.get("EFFECTS_FILE")
+    if path:
+        with open(path, "a", encoding="utf-8") as effects:
+            effects.write(line + "\n")
+
+
 @server.tool()
 async def hang() -> str:
-    """Never answers."""
-    await asyncio.Event().wait()
+    """Never answers; a cancellation from the client is written down."""
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        _effect("hang cancelled")
+        raise
     return "unreachable"
 
 
@@ -85,7 +94,7 @@ async def add_tool(ctx: Context) -> str:
 
 def main() -> None:
     if "--stderr-flood" in sys.argv:
-        for line in range(1000):
+        for line in range(10_000):
             print(f"noise line {line} {os.environ.get('STDERR_SECRET', '')}", file=sys.stderr)
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if mode == "stdio":
