@@ -178,6 +178,20 @@ pub const HEARTBEAT_FILE_BYTES_MAX: usize = 64 * 1024;
 pub const LLM_CALLS_PER_DAY_DEFAULT: u64 = 2_000;
 /// The most a config may allow per agent and day.
 pub const LLM_CALLS_PER_DAY_LIMIT: u64 = 1_000_000;
+/// Tokens (input and output) one agent's runs may use per local day unless its config
+/// says otherwise: a heartbeat that burns more than this is the field's loudest complaint
+/// (issue 27), so an operator raises it on purpose.
+pub const DAILY_TOKENS_MAX_DEFAULT: u64 = 2_000_000;
+/// The most tokens a config may allow per agent and day.
+pub const DAILY_TOKENS_MAX_LIMIT: u64 = 100_000_000_000;
+/// What one agent's runs may cost per local day unless its config says otherwise, in
+/// micros of the price table's currency (5.00); only models with a price count.
+pub const DAILY_COST_MICROS_MAX_DEFAULT: u64 = 5_000_000;
+/// The most a config may allow per agent and day, in micros (1,000,000.00).
+pub const DAILY_COST_MICROS_MAX_LIMIT: u64 = 1_000_000 * 1_000_000;
+/// The highest price per million tokens a price table accepts (10,000.00): a higher one is
+/// a typo (a price per token written as per million would be far lower, not higher).
+pub const PRICE_PER_MILLION_MAX: f64 = 10_000.0;
 /// Run events a slow subscriber may fall behind by before it misses some (it is told how many).
 pub const RUN_EVENTS_BUFFERED_MAX: usize = 1_024;
 

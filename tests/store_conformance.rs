@@ -12,6 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 use common::postgres_server::{self, POSTGRES_TEST_PASSWORD};
 use common::{cron_def, def, key, start};
 use systole::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
+use systole::core::budget::DaySpend;
 use systole::core::delivery_target::DeliveryTarget;
 use systole::core::guard::SkipReason;
 use systole::core::heartbeat::{HeartbeatDef, Origin};
@@ -21,6 +22,7 @@ use systole::core::policy::{CatchUp, Overlap, RunPolicy};
 use systole::core::reply::ReplyKind;
 use systole::core::schedule::Schedule;
 use systole::core::system_events::SystemEvent;
+use systole::core::usage::{RunUsage, TokenUsage};
 use systole::ports::store::{
     ClaimOutcome, DeliveryStatus, ExecutionStatus, Queued, RunRecord, SkipRecord, SlotClaim, StopReason, Store,
 };
@@ -51,6 +53,8 @@ fn finished(k: &HeartbeatKey, slot_secs: i64, succeeded: bool) -> RunRecord {
         reply_digest: None,
         consumes: Vec::new(),
         llm_calls: 0,
+        usage: RunUsage::default(),
+        provider_refused: false,
         tool_use: None,
     }
 }
@@ -618,23 +622,63 @@ async fn pruning_keeps_the_newest_running_and_recent_runs_and_drops_the_rest() {
 }
 
 #[tokio::test]
-async fn the_budget_count_leaves_out_the_runs_named_in_flight() {
+async fn the_day_s_spending_leaves_out_the_runs_named_in_flight_and_reads_back_per_job() {
     with_each_store(|store| async move {
         let (one, two) = (key("a", "one"), key("a", "two"));
         store.seed_config(&[def("a", "one", 60), def("a", "two", 60)], start()).await.expect("seed");
         store.claim_slots(&[claim(&one, 0), claim(&two, 0)]).await.expect("claim");
+        let usage = |input, output, cost_micros| RunUsage {
+            tokens: TokenUsage { input, cached: input / 2, output, reasoning: output / 4 },
+            cost_micros,
+            unpriced_calls: 1,
+        };
         let runs = [
-            RunRecord { llm_calls: 3, ..finished(&one, 0, true) },
-            RunRecord { llm_calls: 4, ..finished(&two, 0, true) },
+            RunRecord { llm_calls: 3, usage: usage(1_000, 200, 4_500), ..finished(&one, 0, true) },
+            // A failed run spent too: it counts like any other.
+            RunRecord { llm_calls: 4, usage: usage(2_000, 40, 9_000), ..finished(&two, 0, false) },
         ];
         store.finish_runs(&runs, BREAKER_MAX).await.expect("finish");
         let agent = AgentId::new("a").expect("valid");
-        assert_eq!(store.llm_calls_since(&agent, start(), &[]).await.expect("count"), 7);
+        let all = DaySpend { calls: 7, tokens: 3_240, cost_micros: 13_500 };
+        assert_eq!(store.spent_since(&agent, start(), &[]).await.expect("count"), all);
         let in_flight = [(two.clone(), at(0))];
-        assert_eq!(store.llm_calls_since(&agent, start(), &in_flight).await.expect("count"), 3);
+        let without_two = DaySpend { calls: 3, tokens: 1_200, cost_micros: 4_500 };
+        assert_eq!(store.spent_since(&agent, start(), &in_flight).await.expect("count"), without_two);
         // A run named but not recorded changes nothing.
         let unknown = [(one.clone(), at(60))];
-        assert_eq!(store.llm_calls_since(&agent, start(), &unknown).await.expect("count"), 7);
+        assert_eq!(store.spent_since(&agent, start(), &unknown).await.expect("count"), all);
+        let by_job = store.spent_by_job(&agent, start()).await.expect("by job");
+        assert_eq!(by_job.get(&one.heartbeat), Some(&without_two));
+        assert_eq!(by_job.get(&two.heartbeat), Some(&DaySpend { calls: 4, tokens: 2_040, cost_micros: 9_000 }));
+        // The run log keeps every kind of token.
+        let logged = store.executions(&one, 1).await.expect("log");
+        assert_eq!(logged[0].usage, usage(1_000, 200, 4_500));
+        assert_eq!(logged[0].llm_calls, 3);
+        assert_eq!(store.spent_since(&agent, at(2), &[]).await.expect("later"), DaySpend::default());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_provider_s_refusal_opens_the_breaker_on_the_first_failure() {
+    with_each_store(|store| async move {
+        let k = key("a", "refused");
+        store.seed_config(&[def("a", "refused", 60)], start()).await.expect("seed");
+        store.claim_slots(&[claim(&k, 0)]).await.expect("claim");
+        let refused = RunRecord { provider_refused: true, ..finished(&k, 0, false) };
+        let steps = store.finish_runs(&[refused], BREAKER_MAX).await.expect("finish");
+        assert!(steps[0].tripped && steps[0].opened, "{:?}", steps[0]);
+        assert_eq!(steps[0].consecutive_failures, BREAKER_MAX);
+        let stored = store.load_heartbeats().await.expect("load");
+        assert!(!stored[0].state.enabled);
+        assert_eq!(stored[0].state.disabled_reason.as_deref(), Some(DISABLED_BY_BREAKER));
+        // An ordinary failure counts one.
+        let other = key("a", "ordinary");
+        store.seed_config(&[def("a", "refused", 60), def("a", "ordinary", 60)], start()).await.expect("seed");
+        store.claim_slots(&[claim(&other, 0)]).await.expect("claim");
+        let steps = store.finish_runs(&[finished(&other, 0, false)], BREAKER_MAX).await.expect("finish");
+        assert!(!steps[0].tripped);
+        assert_eq!(steps[0].consecutive_failures, 1);
     })
     .await;
 }

@@ -26,6 +26,7 @@ use systole::core::reply::ReplyKind;
 use systole::core::retention::RunRetention;
 use systole::core::schedule::Schedule;
 use systole::core::tool_policy::{JobTools, ToolPattern};
+use systole::core::usage::{RunUsage, TokenUsage};
 use systole::ports::store::{
     DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, StopReason, Store, ToolCallOutcome,
     ToolCallRecord, ToolUse,
@@ -154,6 +155,17 @@ fn random_run(rng: &mut Rng, k: HeartbeatKey, slot: Timestamp, now: Timestamp) -
         reply_digest: delivered.then(|| rng.pick(&DIGESTS).to_owned()),
         consumes: (0..rng.below(3)).map(|_| 1 + rng.below(8)).collect(),
         llm_calls: rng.below(4) as u32,
+        usage: RunUsage {
+            tokens: TokenUsage {
+                input: rng.below(5_000),
+                cached: rng.below(1_000),
+                output: rng.below(800),
+                reasoning: rng.below(200),
+            },
+            cost_micros: rng.below(90_000),
+            unpriced_calls: rng.below(2) as u32,
+        },
+        provider_refused: status == ExecutionStatus::Failed && rng.chance(30),
         tool_use: rng.chance(30).then(|| ToolUse {
             offered: vec!["inbox/search".to_owned()],
             calls: vec![ToolCallRecord {
@@ -298,12 +310,13 @@ async fn snapshot(store: &dyn Store, now: Timestamp) -> Vec<String> {
     for name in AGENTS {
         let a = agent(name);
         seen.push(format!("{a} events {:?}", store.pending_system_events(&a, now).await));
-        seen.push(format!("{a} llm calls {:?}", store.llm_calls_since(&a, start(), &[]).await));
-        seen.push(format!("{a} llm calls late {:?}", store.llm_calls_since(&a, at(1_800), &[]).await));
+        seen.push(format!("{a} spent {:?}", store.spent_since(&a, start(), &[]).await));
+        seen.push(format!("{a} spent late {:?}", store.spent_since(&a, at(1_800), &[]).await));
+        seen.push(format!("{a} spent by job {:?}", store.spent_by_job(&a, at(600)).await));
         // Leaving out the runs in flight, as the driver does: every slot of one heartbeat.
         let in_flight: Vec<(HeartbeatKey, Timestamp)> =
             (-5..65).map(|minute| (key(name, "h0"), at(minute * 60))).collect();
-        seen.push(format!("{a} llm calls but h0 {:?}", store.llm_calls_since(&a, start(), &in_flight).await));
+        seen.push(format!("{a} spent but h0 {:?}", store.spent_since(&a, start(), &in_flight).await));
     }
     seen
 }

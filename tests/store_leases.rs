@@ -17,6 +17,7 @@ use common::{def, key, start};
 use systole::adapters::system_clock::SystemClock;
 use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::core::partition::{partition_of, PARTITIONS_COUNT};
+use systole::core::usage::RunUsage;
 use systole::ports::leases::{Lease, Leases};
 use systole::ports::store::{
     ClaimOutcome, DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, Store, StoreError,
@@ -69,6 +70,8 @@ fn finished(k: &HeartbeatKey, slot_secs: i64) -> RunRecord {
         reply_digest: None,
         consumes: Vec::new(),
         llm_calls: 0,
+        usage: RunUsage::default(),
+        provider_refused: false,
         tool_use: None,
     }
 }

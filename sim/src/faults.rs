@@ -62,10 +62,13 @@ pub enum FaultKind {
     ToolServerDies,
     /// The tool server's list changes (`tools/list_changed`): a tool comes or goes.
     ToolListChanged,
+    /// The model's provider refuses a request with 401, 402 or 403 (a bad key, a spend
+    /// cap, no access): the breaker must open on the first one.
+    LlmRefused,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 28] = [
+    pub const ALL: [FaultKind; 29] = [
         FaultKind::ClockSkew,
         FaultKind::ClockJumpForward,
         FaultKind::ClockJumpBackward,
@@ -94,6 +97,7 @@ impl FaultKind {
         FaultKind::ToolHang,
         FaultKind::ToolServerDies,
         FaultKind::ToolListChanged,
+        FaultKind::LlmRefused,
     ];
 
     pub fn name(self) -> &'static str {
@@ -126,6 +130,7 @@ impl FaultKind {
             FaultKind::ToolHang => "tool-hang",
             FaultKind::ToolServerDies => "tool-server-dies",
             FaultKind::ToolListChanged => "tool-list-changed",
+            FaultKind::LlmRefused => "llm-refused",
         }
     }
 
@@ -139,7 +144,7 @@ impl FaultKind {
         matches!(self, FaultKind::LlmTokenReply | FaultKind::LlmRepeatedAlert)
     }
 
-    /// Faults drawn from streams of their own (issues 25 and 26), so that adding them left
+    /// Faults drawn from streams of their own (issues 25, 26 and 27), so that adding them left
     /// every other draw of a seed as it was.
     pub fn has_own_stream(self) -> bool {
         matches!(
@@ -150,6 +155,7 @@ impl FaultKind {
                 | FaultKind::ToolHang
                 | FaultKind::ToolServerDies
                 | FaultKind::ToolListChanged
+                | FaultKind::LlmRefused
         )
     }
 
@@ -221,6 +227,13 @@ impl FaultRates {
             let rate = if rng.random_bool(0.5) { rng.random_range(0.01..0.2) } else { 0.0 };
             self.per_call.insert(kind, rate);
         }
+    }
+
+    /// The rate of the provider's refusals (issue 27): on in a third of the seeds, rare,
+    /// since each one stops a heartbeat until its probe.
+    pub fn add_refusals(&mut self, rng: &mut ChaCha8Rng) {
+        let rate = if rng.random_bool(0.33) { rng.random_range(0.002..0.03) } else { 0.0 };
+        self.per_call.insert(FaultKind::LlmRefused, rate);
     }
 
     pub fn add_reply_shapes(&mut self, rng: &mut ChaCha8Rng) {

@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 
 use systole::adapters::memory_workspace::MemoryWorkspace;
 use systole::adapters::virtual_clock::VirtualClock;
+use systole::core::usage::PriceTable;
 use systole::driver::{self, EngineHandle, EngineOptions, Ports, TriggerOutcome};
 use systole::ports::clock::Clock;
 use systole::ports::store::{ExecutionStatus, Store};
@@ -63,6 +64,7 @@ async fn simulate(options: SimOptions) -> (Vec<Entry>, std::collections::BTreeMa
         ping_rng: Mutex::new(rng(options.seed, Stream::MentionReplies)),
         tools: Mutex::new(crate::ports::tools::ToolWorld::new(rng(options.seed, Stream::ToolServer))),
         tool_use_rng: Mutex::new(rng(options.seed, Stream::ToolUse)),
+        refusal_rng: Mutex::new(rng(options.seed, Stream::Refusals)),
         workspace: Arc::new(MemoryWorkspace::default()),
         flaky_calls: Mutex::default(),
         config: Mutex::new(options.heartbeats.clone()),
@@ -164,8 +166,17 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         breaker_cooldown: world.options.breaker_cooldown.clone(),
         alerts_target: world.options.alerts_target.clone(),
         run_retention: world.options.run_retention,
+        prices: PriceTable {
+            default_model: Some(crate::options::SIM_MODEL.to_owned()),
+            models: std::collections::BTreeMap::from([(
+                crate::options::SIM_MODEL.to_owned(),
+                crate::options::SIM_PRICE,
+            )]),
+        },
         ..EngineOptions::default()
     };
+    options.agent_default.daily_tokens_max = world.options.daily_tokens_max;
+    options.agent_default.daily_cost_max_micros = world.options.daily_cost_max_micros;
     options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);
     options.agent_default.llm_calls_per_day = world.options.llm_calls_per_day;
     options.agent_default.tools =

@@ -50,6 +50,10 @@ pub enum Stream {
     ToolServer = 15,
     /// The model's tool calls during the run.
     ToolUse = 16,
+    /// The agents' token and cost caps, and how often the provider refuses (issue 27).
+    Spend = 17,
+    /// The provider's refusals (401, 402, 403) during the run.
+    Refusals = 18,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -106,12 +110,44 @@ pub struct SimOptions {
     pub visibility: systole::core::visibility::Visibility,
     /// Each agent's daily budget of LLM calls.
     pub llm_calls_per_day: u64,
+    /// Each agent's daily caps of tokens and cost (micros), priced by [`SIM_PRICE`].
+    pub daily_tokens_max: u64,
+    pub daily_cost_max_micros: u64,
     /// The agents' zone (`timezone`): their budget's day begins at its midnight, so
     /// zones with daylight saving and part-hour offsets move the rollover.
     pub budget_zone: &'static str,
 }
 
 const SAFETY_SECS_MIN: u64 = 2 * 3_600;
+/// Token and cost caps low enough that a day of the workload reaches them, in half the
+/// seeds each (the others keep the defaults, which a simulated day never reaches).
+const DAILY_TOKENS_MAX_MIN: u64 = 5_000;
+const DAILY_TOKENS_MAX_MAX: u64 = 300_000;
+const DAILY_COST_MICROS_MAX_MIN: u64 = 5_000;
+const DAILY_COST_MICROS_MAX_MAX: u64 = 400_000;
+
+/// The simulated model's name and price per million tokens (1.00 input, 0.25 cached, 4.00
+/// output), so every run has a cost.
+pub const SIM_MODEL: &str = "sim-model";
+pub const SIM_PRICE: systole::core::usage::Price = systole::core::usage::Price {
+    input_micros_per_million: 1_000_000,
+    cached_micros_per_million: 250_000,
+    output_micros_per_million: 4_000_000,
+};
+
+fn day_caps(rng: &mut ChaCha8Rng) -> (u64, u64) {
+    let tokens = if rng.random_bool(0.5) {
+        rng.random_range(DAILY_TOKENS_MAX_MIN..=DAILY_TOKENS_MAX_MAX)
+    } else {
+        systole::limits::DAILY_TOKENS_MAX_DEFAULT
+    };
+    let cost = if rng.random_bool(0.5) {
+        rng.random_range(DAILY_COST_MICROS_MAX_MIN..=DAILY_COST_MICROS_MAX_MAX)
+    } else {
+        systole::limits::DAILY_COST_MICROS_MAX_DEFAULT
+    };
+    (tokens, cost)
+}
 /// The agents' cap of tool calls per run: low, so a model's burst meets it.
 const TOOL_CALLS_MAX_MIN: u32 = 2;
 const TOOL_CALLS_MAX_MAX: u32 = 8;
@@ -188,6 +224,9 @@ impl SimOptions {
         fault_rates.add_tool_faults(&mut tools_rng);
         workload::assign_tools(&mut tools_rng, &mut heartbeats);
         let tool_calls_max = tools_rng.random_range(TOOL_CALLS_MAX_MIN..=TOOL_CALLS_MAX_MAX);
+        let mut spend_rng = self::rng(seed, Stream::Spend);
+        let (daily_tokens_max, daily_cost_max_micros) = day_caps(&mut spend_rng);
+        fault_rates.add_refusals(&mut spend_rng);
         Self {
             seed,
             start,
@@ -213,6 +252,8 @@ impl SimOptions {
             files: layer.files,
             visibility: layer.visibility,
             llm_calls_per_day: layer.llm_calls_per_day,
+            daily_tokens_max,
+            daily_cost_max_micros,
             budget_zone: {
                 let mut rng = self::rng(seed, Stream::BudgetZone);
                 workload::ZONES[rng.random_range(0..workload::ZONES.len())]

@@ -158,8 +158,10 @@ pub enum DurableWrite {
         closed: bool,
         /// The system events a successful run consumed in the same write.
         consumed: Vec<u64>,
-        /// The LLM calls the run made: what the daily budget counts.
+        /// The LLM calls the run made, its tokens and cost: what the daily caps count.
         llm_calls: u32,
+        tokens: u64,
+        cost_micros: u64,
         /// The run's error, and the tools it was offered and called.
         error: Option<String>,
         tools: Option<systole::ports::store::ToolUse>,
@@ -355,9 +357,12 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                     closed,
                     consumed,
                     llm_calls,
+                    tokens,
+                    cost_micros,
                     error,
                     tools,
                 } => {
+                    w.u64(*tokens).u64(*cost_micros);
                     w.str(error.as_deref().unwrap_or(""))
                         .u64(tools.as_ref().map_or(0, |tools| tools.calls.len() as u64));
                     for tool in tools.iter().flat_map(|tools| &tools.offered) {
@@ -470,10 +475,11 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
             recorded,
             llm_calls,
             finished_at,
+            usage,
         } => {
             w.tag(8).key(key).time(*slot).str(status.as_str()).str(delivery.as_str()).duration(*duration);
             w.str(error.as_deref().unwrap_or("")).str(reply.map_or("", |r| r.as_str())).bool(*recorded);
-            w.u64(u64::from(*llm_calls)).time(*finished_at);
+            w.u64(u64::from(*llm_calls)).time(*finished_at).u64(usage.tokens.total()).u64(usage.cost_micros);
         }
         EngineEvent::BreakerTripped { key, consecutive_failures, probe_at } => {
             w.tag(9).key(key).u64(u64::from(*consecutive_failures)).bool(probe_at.is_some());
@@ -489,6 +495,9 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         }
         EngineEvent::AlertFailed { key, error } => {
             w.tag(27).key(key).str(error);
+        }
+        EngineEvent::CapReached { agent, reason, day } => {
+            w.tag(29).str(agent.as_str()).str(reason.as_str()).time(*day);
         }
         EngineEvent::Paused { agent, minutes, until } => {
             w.tag(11).str(agent.as_str()).u64(u64::from(*minutes)).time(*until);
@@ -644,13 +653,24 @@ fn describe_engine_event(event: &EngineEvent) -> String {
         EngineEvent::Triggered { key, slot } => format!("triggered {key} under slot {slot}"),
         EngineEvent::DefinitionApplied { key } => format!("definition of {key} applied"),
         EngineEvent::RunFinished {
-            key, slot, status, delivery, duration, error, reply, recorded, llm_calls, ..
+            key,
+            slot,
+            status,
+            delivery,
+            duration,
+            error,
+            reply,
+            recorded,
+            llm_calls,
+            usage,
+            ..
         } => format!(
-            "run finished {key} slot {slot}: {} delivery {} reply {} in {:.3}s, {llm_calls} llm calls{}{}",
+            "run finished {key} slot {slot}: {} delivery {} reply {} in {:.3}s, {llm_calls} llm calls, {} tokens{}{}",
             status.as_str(),
             delivery.as_str(),
             reply.map_or("-", |r| r.as_str()),
             duration.as_secs_f64(),
+            usage.tokens.total(),
             error.as_ref().map(|e| format!(" error {e:?}")).unwrap_or_default(),
             if *recorded { "" } else { " (not recorded)" }
         ),
@@ -661,6 +681,9 @@ fn describe_engine_event(event: &EngineEvent) -> String {
         EngineEvent::BreakerHalfOpen { key } => format!("breaker half-open {key}: the next run is a probe"),
         EngineEvent::BreakerClosed { key } => format!("breaker closed {key}: the probe succeeded"),
         EngineEvent::AlertFailed { key, error } => format!("breaker announcement for {key} failed: {error}"),
+        EngineEvent::CapReached { agent, reason, day } => {
+            format!("agent {agent} reached a daily cap ({}) of the day from {day}", reason.as_str())
+        }
         EngineEvent::Paused { agent, minutes, until } => format!("agent {agent} paused {minutes} min until {until}"),
         EngineEvent::Resumed { agent } => format!("agent {agent} resumed"),
         EngineEvent::StoreFailed { operation, error, .. } => format!("store write {operation} failed: {error}"),

@@ -35,6 +35,8 @@ pub struct World {
     pub tools: Mutex<crate::ports::tools::ToolWorld>,
     /// The model's draws of tool calls.
     pub tool_use_rng: Mutex<ChaCha8Rng>,
+    /// The provider's refusals during the run (issue 27).
+    pub refusal_rng: Mutex<ChaCha8Rng>,
     /// The agents' workspaces: files survive crashes, like a disk.
     pub workspace: Arc<MemoryWorkspace>,
     /// Calls failed so far per flaky prompt (see `FLAKY_MARKER`), across lives.
@@ -51,6 +53,24 @@ impl World {
 
     pub fn fault(&self, kind: FaultKind, detail: impl Into<String>) {
         self.record(Event::Fault { kind, detail: detail.into() });
+    }
+
+    /// Whether the provider refuses this call (counted as the fault when it does), with
+    /// the status it answers, from [`World::refusal_rng`].
+    pub fn refusal(&self) -> Option<u16> {
+        use rand::Rng;
+        let rate = self.options.fault_rates.per_call.get(&FaultKind::LlmRefused).copied().unwrap_or(0.0);
+        if rate <= 0.0 || !self.injector.is_active() {
+            return None;
+        }
+        let mut rng = self.refusal_rng.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !rng.random_bool(rate) {
+            return None;
+        }
+        let status = [401, 402, 403][rng.random_range(0..3)];
+        drop(rng);
+        self.injector.count(FaultKind::LlmRefused);
+        Some(status)
     }
 
     /// Whether this reply is a ping reply (counted as the fault when it is), and a draw

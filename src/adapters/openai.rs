@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::core::usage::TokenUsage;
 use crate::limits::{LLM_ATTEMPTS_MAX_DEFAULT, LLM_RETRY_AFTER_SECS_MAX, LLM_RETRY_DELAY_MS_BASE};
 use crate::ports::clock::Clock;
 use crate::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError, ToolCall};
@@ -79,6 +80,52 @@ impl OpenAiClient {
 #[derive(Deserialize)]
 struct Completion {
     choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<ReplyUsage>,
+}
+
+/// `usage` as OpenAI reports it; proxies in front of other providers (LiteLLM) add the
+/// Anthropic-style `cache_read_input_tokens` beside or instead of the details object.
+#[derive(Deserialize)]
+struct ReplyUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+impl ReplyUsage {
+    fn tokens(&self) -> TokenUsage {
+        let cached = self.prompt_tokens_details.as_ref().and_then(|details| details.cached_tokens);
+        TokenUsage {
+            input: self.prompt_tokens,
+            cached: cached.or(self.cache_read_input_tokens).unwrap_or(0),
+            output: self.completion_tokens,
+            reasoning: self
+                .completion_tokens_details
+                .as_ref()
+                .and_then(|details| details.reasoning_tokens)
+                .unwrap_or(0),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -182,6 +229,7 @@ async fn read_response(response: reqwest::Response) -> Result<ChatResponse, LlmE
     }
     let completion: Completion =
         serde_json::from_str(&body).map_err(|error| LlmError::Malformed(format!("not a chat completion: {error}")))?;
+    let usage = completion.usage.as_ref().map(ReplyUsage::tokens);
     let message = completion
         .choices
         .into_iter()
@@ -193,5 +241,5 @@ async fn read_response(response: reqwest::Response) -> Result<ChatResponse, LlmE
         .into_iter()
         .map(|call| ToolCall { id: call.id, name: call.function.name, arguments: call.function.arguments })
         .collect();
-    Ok(ChatResponse { text: message.content, tool_calls })
+    Ok(ChatResponse { text: message.content, tool_calls, usage })
 }

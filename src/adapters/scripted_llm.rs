@@ -28,7 +28,7 @@ impl Llm for ScriptedLlm {
             0 => None,
             count => Some(self.replies[call % count].clone()),
         };
-        Ok(ChatResponse { text, tool_calls: Vec::new() })
+        Ok(ChatResponse { text, tool_calls: Vec::new(), usage: None })
     }
 }
 

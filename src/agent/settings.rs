@@ -3,11 +3,12 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::core::budget::DayCaps;
 use crate::core::tool_policy::ToolPattern;
 use crate::limits::{
-    ACK_MAX_CHARS_DEFAULT, AGENT_LOOP_ITERATIONS_MAX_DEFAULT, HEARTBEATS_PER_AGENT_MAX_DEFAULT,
-    LLM_CALLS_PER_DAY_DEFAULT, MODEL_INTERVAL_SECS_MIN_DEFAULT, PAUSE_MINUTES_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT,
-    TOOL_CALLS_PER_RUN_MAX_DEFAULT,
+    ACK_MAX_CHARS_DEFAULT, AGENT_LOOP_ITERATIONS_MAX_DEFAULT, DAILY_COST_MICROS_MAX_DEFAULT, DAILY_TOKENS_MAX_DEFAULT,
+    HEARTBEATS_PER_AGENT_MAX_DEFAULT, LLM_CALLS_PER_DAY_DEFAULT, MODEL_INTERVAL_SECS_MIN_DEFAULT,
+    PAUSE_MINUTES_MAX_DEFAULT, RUN_TIMEOUT_SECS_DEFAULT, TOOL_CALLS_PER_RUN_MAX_DEFAULT,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +35,12 @@ pub struct AgentSettings {
     /// LLM calls the agent's runs may make per local day (in `timezone`), all its
     /// heartbeats and jobs together; then runs skip with reason `budget`.
     pub llm_calls_per_day: u64,
+    /// Tokens (input and output) the agent's runs may use per local day; then runs skip
+    /// with reason `token-cap`.
+    pub daily_tokens_max: u64,
+    /// What the agent's runs may cost per local day, in micros of the price table's
+    /// currency; then runs skip with reason `cost-cap`. Counts only priced models.
+    pub daily_cost_max_micros: u64,
     /// The tools (`server/tool`, `server/*`) the agent's runs may use; a job may narrow
     /// them (ADR 0019). None by default.
     pub tools: Vec<ToolPattern>,
@@ -55,6 +62,17 @@ impl Default for AgentHeartbeatSettings {
     }
 }
 
+impl AgentSettings {
+    /// The daily caps the agent's runs are held to.
+    pub fn day_caps(&self) -> DayCaps {
+        DayCaps {
+            calls: self.llm_calls_per_day,
+            tokens: self.daily_tokens_max,
+            cost_micros: self.daily_cost_max_micros,
+        }
+    }
+}
+
 impl Default for AgentSettings {
     fn default() -> Self {
         Self {
@@ -68,6 +86,8 @@ impl Default for AgentSettings {
             ack_max_chars: ACK_MAX_CHARS_DEFAULT,
             agent_heartbeat: AgentHeartbeatSettings::default(),
             llm_calls_per_day: LLM_CALLS_PER_DAY_DEFAULT,
+            daily_tokens_max: DAILY_TOKENS_MAX_DEFAULT,
+            daily_cost_max_micros: DAILY_COST_MICROS_MAX_DEFAULT,
             tools: Vec::new(),
             tool_calls_max: TOOL_CALLS_PER_RUN_MAX_DEFAULT,
         }

@@ -1,20 +1,19 @@
-//! `/v1/agents`: list and show agents (pause, today's budget, last run event), pause and
+//! `/v1/agents`: list and show agents (pause, today's spending against the caps, last run event), pause and
 //! resume their timed heartbeats, wake the agent heartbeat, and queue system events.
 
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use jiff::tz::TimeZone;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::api::error::{ApiError, Body};
 use crate::api::feed::run_event_json;
 use crate::api::jobs::known_agent;
+use crate::api::spend;
 use crate::api::status::PauseView;
 use crate::api::ApiState;
-use crate::core::budget::day_start;
 use crate::core::heartbeat::JobKind;
 use crate::core::ids::AgentId;
 use crate::core::system_events::exec_event_text;
@@ -24,9 +23,7 @@ use crate::ports::store::Queued;
 
 async fn agent_json(state: &ApiState, agent: &AgentId, pauses: &PauseView) -> Result<Value, ApiError> {
     let settings = state.settings(agent);
-    let zone = TimeZone::get(&settings.timezone).unwrap_or(TimeZone::UTC);
-    let day = day_start(state.clock.wall(), &zone);
-    let used = state.store.llm_calls_since(agent, day, &[]).await?;
+    let today = spend::today(state, agent).await?;
     let jobs = state.store.load_heartbeats().await?;
     let mine = jobs.iter().filter(|job| job.def.key.agent == *agent);
     let views = state.engine.inspect().await?;
@@ -43,7 +40,7 @@ async fn agent_json(state: &ApiState, agent: &AgentId, pauses: &PauseView) -> Re
         "jobs": mine.clone().count(),
         "has_agent_heartbeat": mine.clone().any(|job| job.def.kind == JobKind::Agent),
         "flood_guard": flood_guard,
-        "budget": { "llm_calls_today": used, "llm_calls_per_day": settings.llm_calls_per_day, "day_started_at": day.to_string() },
+        "budget": today.agent,
         "last_event": state.engine.run_events().last(agent).map(|event| run_event_json(&event)),
     }))
 }

@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod mcp;
 pub mod openapi;
 pub mod reload;
+pub mod spend;
 pub mod status;
 pub mod store_check;
 pub mod user_turns;

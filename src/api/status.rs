@@ -10,8 +10,10 @@ use jiff::Timestamp;
 use serde_json::{json, Value};
 
 use crate::api::error::ApiError;
+use crate::api::spend::{self, spend_json};
 use crate::api::ApiState;
 use crate::core::breaker::DISABLED_BY_BREAKER;
+use crate::core::budget::DaySpend;
 use crate::core::guard::SkipReason;
 use crate::core::heartbeat::Heartbeat;
 use crate::core::ids::AgentId;
@@ -125,11 +127,17 @@ pub async fn status(State(state): State<ApiState>) -> Result<Json<Value>, ApiErr
     let mut rows = Vec::new();
     for agent in agents {
         let mine: Vec<&Heartbeat> = jobs.iter().filter(|job| job.def.key.agent == agent).collect();
-        let items = job_rows(&state, &mine).await?;
+        let mut items = job_rows(&state, &mine).await?;
+        let today = spend::today(&state, &agent).await?;
+        for (item, job) in items.iter_mut().zip(&mine) {
+            item["today"] =
+                today.jobs.get(&job.def.key.heartbeat).cloned().unwrap_or_else(|| spend_json(DaySpend::default()));
+        }
         rows.push(json!({
             "id": agent.as_str(),
             "timezone": state.settings(&agent).timezone,
             "paused_until": pauses.until(&agent).map(|until| until.to_string()),
+            "today": today.agent,
             "jobs": items,
         }));
     }

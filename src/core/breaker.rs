@@ -36,13 +36,27 @@ impl BreakerStep {
     }
 }
 
+/// How a run ended, as the breaker sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Succeeded,
+    Failed,
+    /// Failed because the model's provider refused the request in a way no retry heals
+    /// (a bad key, a spend cap, no access): the breaker opens on the first one, and the
+    /// half-open probe finds out when it is fixed, instead of failing all day.
+    Refused,
+}
+
 /// The breaker state after a run, given the count before it.
-pub fn after_run(consecutive_failures: u32, succeeded: bool, failures_max: u32) -> BreakerStep {
+pub fn after_run(consecutive_failures: u32, verdict: Verdict, failures_max: u32) -> BreakerStep {
     let was_open = is_half_open(consecutive_failures, failures_max);
-    if succeeded {
+    if verdict == Verdict::Succeeded {
         return BreakerStep { closed: was_open, counted: true, ..BreakerStep::unchanged(0) };
     }
-    let consecutive_failures = consecutive_failures.saturating_add(1);
+    let mut consecutive_failures = consecutive_failures.saturating_add(1);
+    if verdict == Verdict::Refused {
+        consecutive_failures = consecutive_failures.max(failures_max.max(1));
+    }
     let tripped = consecutive_failures >= failures_max;
     BreakerStep { consecutive_failures, tripped, opened: tripped && !was_open, closed: false, counted: true }
 }
@@ -122,26 +136,37 @@ mod tests {
 
     #[test]
     fn trips_on_the_third_failure_in_a_row() {
-        let first = after_run(0, false, 3);
-        let second = after_run(first.consecutive_failures, false, 3);
-        let third = after_run(second.consecutive_failures, false, 3);
+        let first = after_run(0, Verdict::Failed, 3);
+        let second = after_run(first.consecutive_failures, Verdict::Failed, 3);
+        let third = after_run(second.consecutive_failures, Verdict::Failed, 3);
         assert_eq!((first.tripped, second.tripped, third.tripped), (false, false, true));
         assert_eq!(third.consecutive_failures, 3);
     }
 
     #[test]
     fn a_success_resets_the_count() {
-        assert_eq!(after_run(2, true, 3), BreakerStep { counted: true, ..BreakerStep::unchanged(0) });
+        assert_eq!(after_run(2, Verdict::Succeeded, 3), BreakerStep { counted: true, ..BreakerStep::unchanged(0) });
     }
 
     #[test]
     fn only_the_first_trip_opens_and_only_a_probe_success_closes() {
-        let first = after_run(2, false, 3);
+        let first = after_run(2, Verdict::Failed, 3);
         assert!(first.tripped && first.opened);
-        let failed_probe = after_run(3, false, 3);
+        let failed_probe = after_run(3, Verdict::Failed, 3);
         assert!(failed_probe.tripped && !failed_probe.opened, "a failed probe opens it again, quietly");
-        assert!(after_run(4, true, 3).closed);
-        assert!(!after_run(1, true, 3).closed, "a success with the breaker closed closes nothing");
+        assert!(after_run(4, Verdict::Succeeded, 3).closed);
+        assert!(!after_run(1, Verdict::Succeeded, 3).closed, "a success with the breaker closed closes nothing");
+    }
+
+    #[test]
+    fn a_refusal_opens_the_breaker_on_the_first_failure_and_a_refused_probe_climbs_the_ladder() {
+        let first = after_run(0, Verdict::Refused, 5);
+        assert!(first.tripped && first.opened);
+        assert_eq!(first.consecutive_failures, 5, "the first step of the cooldown ladder");
+        let probe = after_run(first.consecutive_failures, Verdict::Refused, 5);
+        assert!(probe.tripped && !probe.opened);
+        assert_eq!(probe.consecutive_failures, 6, "the next step");
+        assert!(after_run(probe.consecutive_failures, Verdict::Succeeded, 5).closed);
     }
 
     fn ladder() -> Vec<Duration> {
@@ -196,7 +221,8 @@ mod tests {
             let mut count = 0u32;
             let mut streak = 0u32;
             for succeeded in outcomes {
-                let step = after_run(count, succeeded, max);
+                let verdict = if succeeded { Verdict::Succeeded } else { Verdict::Failed };
+                let step = after_run(count, verdict, max);
                 streak = if succeeded { 0 } else { streak + 1 };
                 prop_assert_eq!(step.consecutive_failures, streak);
                 prop_assert_eq!(step.tripped, streak >= max);

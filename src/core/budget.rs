@@ -1,6 +1,8 @@
-//! The daily budget of LLM calls per agent (field notes, failure 7): across all of an
-//! agent's heartbeats and jobs, runs skip with reason `budget` once the calls recorded
-//! since the start of the agent's local day reach it, until the next local day.
+//! The daily caps per agent (field notes, failure 7, and issue 27): across all of an
+//! agent's heartbeats and jobs, runs skip once the LLM calls (reason `budget`), the tokens
+//! (`token-cap`) or the cost (`cost-cap`) recorded since the start of the agent's local
+//! day reach its cap, until the next local day. Read back from the run log, so a restart
+//! or a clock jump never resets them.
 
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
@@ -12,23 +14,77 @@ pub fn day_start(now: Timestamp, zone: &TimeZone) -> Timestamp {
     zoned.start_of_day().map_or(now, |start| start.timestamp())
 }
 
-/// LLM calls an agent's recorded runs made since `day` began.
+/// What an agent's recorded runs spent since its day began.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DaySpend {
+    pub calls: u64,
+    /// Input and output tokens.
+    pub tokens: u64,
+    pub cost_micros: u64,
+}
+
+impl DaySpend {
+    pub fn add(&mut self, other: DaySpend) {
+        self.calls = self.calls.saturating_add(other.calls);
+        self.tokens = self.tokens.saturating_add(other.tokens);
+        self.cost_micros = self.cost_micros.saturating_add(other.cost_micros);
+    }
+}
+
+/// An agent's daily caps: LLM calls, tokens and cost (micros).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DayCaps {
+    pub calls: u64,
+    pub tokens: u64,
+    pub cost_micros: u64,
+}
+
+/// Which daily cap a day's spending reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DayCap {
+    Calls,
+    Tokens,
+    Cost,
+}
+
+impl DayCap {
+    /// The config field that sets it.
+    pub fn field(self) -> &'static str {
+        match self {
+            DayCap::Calls => "llm_calls_per_day",
+            DayCap::Tokens => "daily_tokens_max",
+            DayCap::Cost => "daily_cost_max",
+        }
+    }
+}
+
+/// What an agent's runs spent since `day` began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DayLedger {
     pub day: Timestamp,
-    pub calls: u64,
+    pub spent: DaySpend,
 }
 
 impl DayLedger {
-    /// Whether a run may start: the calls recorded today are below `max`.
-    pub fn allows(self, max: u64) -> bool {
-        self.calls < max
+    /// The first cap today's spending reached, if any: a run may start only when none is.
+    /// A run already going when a cap is reached finishes (ADR 0020): the overrun is
+    /// bounded by the runs in flight and each run's loop limit.
+    pub fn reached(self, caps: DayCaps) -> Option<DayCap> {
+        if self.spent.calls >= caps.calls {
+            Some(DayCap::Calls)
+        } else if self.spent.tokens >= caps.tokens {
+            Some(DayCap::Tokens)
+        } else if self.spent.cost_micros >= caps.cost_micros {
+            Some(DayCap::Cost)
+        } else {
+            None
+        }
     }
 
-    /// Counts a recorded run's calls, if it finished within this ledger's day.
-    pub fn record(&mut self, finished_at: Timestamp, calls: u64) {
+    /// Counts a recorded run's spending, if it finished within this ledger's day.
+    pub fn record(&mut self, finished_at: Timestamp, spend: DaySpend) {
         if finished_at >= self.day {
-            self.calls = self.calls.saturating_add(calls);
+            self.spent.add(spend);
         }
     }
 }
@@ -53,13 +109,18 @@ mod tests {
     }
 
     #[test]
-    fn the_ledger_counts_today_and_closes_at_the_budget() {
-        let mut ledger = DayLedger { day: ts("2026-03-02T00:00:00Z"), calls: 0 };
-        ledger.record(ts("2026-03-01T23:59:59Z"), 50);
-        assert_eq!(ledger.calls, 0, "yesterday's run does not count");
-        ledger.record(ts("2026-03-02T08:00:00Z"), 3);
-        ledger.record(ts("2026-03-02T09:00:00Z"), 2);
-        assert!(!ledger.allows(5));
-        assert!(ledger.allows(6));
+    fn the_ledger_counts_today_and_names_the_first_cap_reached() {
+        let caps = DayCaps { calls: 6, tokens: 1_000, cost_micros: 50_000 };
+        let mut ledger = DayLedger { day: ts("2026-03-02T00:00:00Z"), spent: DaySpend::default() };
+        ledger.record(ts("2026-03-01T23:59:59Z"), DaySpend { calls: 50, tokens: 5_000, cost_micros: 90_000 });
+        assert_eq!(ledger.spent, DaySpend::default(), "yesterday's run does not count");
+        ledger.record(ts("2026-03-02T08:00:00Z"), DaySpend { calls: 3, tokens: 400, cost_micros: 20_000 });
+        assert_eq!(ledger.reached(caps), None);
+        ledger.record(ts("2026-03-02T09:00:00Z"), DaySpend { calls: 2, tokens: 600, cost_micros: 20_000 });
+        assert_eq!(ledger.reached(caps), Some(DayCap::Tokens));
+        ledger.record(ts("2026-03-02T10:00:00Z"), DaySpend { calls: 0, tokens: 0, cost_micros: 10_000 });
+        assert_eq!(ledger.reached(DayCaps { tokens: u64::MAX, ..caps }), Some(DayCap::Cost));
+        ledger.record(ts("2026-03-02T11:00:00Z"), DaySpend { calls: 1, tokens: 0, cost_micros: 0 });
+        assert_eq!(ledger.reached(caps), Some(DayCap::Calls));
     }
 }

@@ -3,6 +3,7 @@
 use jiff::Timestamp;
 
 use crate::core::active_hours::ActiveHours;
+use crate::core::budget::DayCap;
 
 /// Why a due slot was not run. The names are what logs, events and the store show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -24,6 +25,10 @@ pub enum SkipReason {
     FloodGuard,
     /// The agent's LLM calls today reached its daily budget; runs resume the next local day.
     Budget,
+    /// The agent's tokens today reached `daily_tokens_max`; runs resume the next local day.
+    TokenCap,
+    /// The agent's cost today reached `daily_cost_max`; runs resume the next local day.
+    CostCap,
     /// The previous run failed and its error backoff has not passed.
     Backoff,
     /// The heartbeat's previous run is still going and its overlap policy does not run or
@@ -32,7 +37,7 @@ pub enum SkipReason {
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 10] = [
+    pub const ALL: [SkipReason; 12] = [
         SkipReason::Disabled,
         SkipReason::Paused,
         SkipReason::QuietHours,
@@ -41,6 +46,8 @@ impl SkipReason {
         SkipReason::AlertsDisabled,
         SkipReason::FloodGuard,
         SkipReason::Budget,
+        SkipReason::TokenCap,
+        SkipReason::CostCap,
         SkipReason::Backoff,
         SkipReason::Overlap,
     ];
@@ -55,8 +62,19 @@ impl SkipReason {
             SkipReason::AlertsDisabled => "alerts-disabled",
             SkipReason::FloodGuard => "flood-guard",
             SkipReason::Budget => "budget",
+            SkipReason::TokenCap => "token-cap",
+            SkipReason::CostCap => "cost-cap",
             SkipReason::Backoff => "backoff",
             SkipReason::Overlap => "overlap",
+        }
+    }
+
+    /// The skip of a run held by a reached daily cap.
+    pub fn for_cap(cap: DayCap) -> Self {
+        match cap {
+            DayCap::Calls => SkipReason::Budget,
+            DayCap::Tokens => SkipReason::TokenCap,
+            DayCap::Cost => SkipReason::CostCap,
         }
     }
 
@@ -80,8 +98,8 @@ pub struct GuardInput<'a> {
     pub alerts_disabled: bool,
     /// The agent heartbeat's flood guard is closed.
     pub flooded: bool,
-    /// The agent's daily LLM budget is spent.
-    pub over_budget: bool,
+    /// The daily cap of the agent's that its spending today reached.
+    pub cap_reached: Option<DayCap>,
     /// A failed run's error backoff still holds.
     pub in_backoff: bool,
     /// A run is in flight and the overlap policy neither runs nor holds this slot.
@@ -118,8 +136,8 @@ pub fn check(input: GuardInput<'_>) -> Result<(), SkipReason> {
     if input.flooded {
         return Err(SkipReason::FloodGuard);
     }
-    if input.over_budget {
-        return Err(SkipReason::Budget);
+    if let Some(cap) = input.cap_reached {
+        return Err(SkipReason::for_cap(cap));
     }
     if input.in_backoff {
         return Err(SkipReason::Backoff);
@@ -143,7 +161,7 @@ mod tests {
             user_busy: false,
             alerts_disabled: false,
             flooded: false,
-            over_budget: false,
+            cap_reached: None,
             in_backoff: false,
             run_in_flight: false,
             wall_now: "2026-01-05T12:00:00Z".parse().expect("test timestamp"),
@@ -164,7 +182,9 @@ mod tests {
         assert_eq!(check(GuardInput { user_busy: true, ..input(None) }), Err(SkipReason::RequestsInFlight));
         assert_eq!(check(GuardInput { flooded: true, ..input(None) }), Err(SkipReason::FloodGuard));
         assert_eq!(check(GuardInput { alerts_disabled: true, ..input(None) }), Err(SkipReason::AlertsDisabled));
-        assert_eq!(check(GuardInput { over_budget: true, ..input(None) }), Err(SkipReason::Budget));
+        assert_eq!(check(GuardInput { cap_reached: Some(DayCap::Calls), ..input(None) }), Err(SkipReason::Budget));
+        assert_eq!(check(GuardInput { cap_reached: Some(DayCap::Tokens), ..input(None) }), Err(SkipReason::TokenCap));
+        assert_eq!(check(GuardInput { cap_reached: Some(DayCap::Cost), ..input(None) }), Err(SkipReason::CostCap));
         assert_eq!(check(GuardInput { in_backoff: true, ..input(None) }), Err(SkipReason::Backoff));
         assert_eq!(check(GuardInput { run_in_flight: true, ..input(None) }), Err(SkipReason::Overlap));
     }
@@ -187,7 +207,7 @@ mod tests {
             user_busy: true,
             alerts_disabled: true,
             flooded: true,
-            over_budget: true,
+            cap_reached: Some(DayCap::Calls),
             in_backoff: true,
             run_in_flight: true,
             ..input(Some(&night))
@@ -205,8 +225,10 @@ mod tests {
                 4 => step.user_busy = false,
                 5 => step.alerts_disabled = false,
                 6 => step.flooded = false,
-                7 => step.over_budget = false,
-                8 => step.in_backoff = false,
+                7 => step.cap_reached = Some(DayCap::Tokens),
+                8 => step.cap_reached = Some(DayCap::Cost),
+                9 => step.cap_reached = None,
+                10 => step.in_backoff = false,
                 _ => step.run_in_flight = false,
             }
         }

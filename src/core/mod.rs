@@ -29,5 +29,6 @@ pub mod system_events;
 pub mod text;
 pub mod timer_queue;
 pub mod tool_policy;
+pub mod usage;
 pub mod visibility;
 pub mod wake;

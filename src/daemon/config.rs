@@ -15,14 +15,16 @@ use crate::core::duration::parse_duration;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::AgentId;
 use crate::core::retention::RunRetention;
+use crate::core::usage::PriceTable;
 use crate::core::visibility::VisibilityRules;
 use crate::delivery::settings::AdapterSettings;
 use crate::limits::{
-    ACK_MAX_CHARS_LIMIT, AGENT_LOOP_ITERATIONS_MAX_LIMIT, BREAKER_FAILURES_MAX_DEFAULT, INTERVAL_SECS_MAX,
-    INTERVAL_SECS_MIN, LLM_ATTEMPTS_MAX_DEFAULT, LLM_ATTEMPTS_MAX_LIMIT, LLM_CALLS_PER_DAY_LIMIT,
-    LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT, RUNS_IN_FLIGHT_MAX_DEFAULT, RUNS_KEPT_DAYS_DEFAULT,
-    RUNS_KEPT_DAYS_MAX, RUNS_KEPT_DAYS_MIN, RUNS_KEPT_PER_HEARTBEAT_DEFAULT, RUNS_KEPT_PER_HEARTBEAT_MAX,
-    RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT, TOOL_CALLS_PER_RUN_MAX_LIMIT,
+    ACK_MAX_CHARS_LIMIT, AGENT_LOOP_ITERATIONS_MAX_LIMIT, BREAKER_FAILURES_MAX_DEFAULT, DAILY_COST_MICROS_MAX_LIMIT,
+    DAILY_TOKENS_MAX_LIMIT, INTERVAL_SECS_MAX, INTERVAL_SECS_MIN, LLM_ATTEMPTS_MAX_DEFAULT, LLM_ATTEMPTS_MAX_LIMIT,
+    LLM_CALLS_PER_DAY_LIMIT, LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT, RUNS_IN_FLIGHT_MAX_DEFAULT,
+    RUNS_KEPT_DAYS_DEFAULT, RUNS_KEPT_DAYS_MAX, RUNS_KEPT_DAYS_MIN, RUNS_KEPT_PER_HEARTBEAT_DEFAULT,
+    RUNS_KEPT_PER_HEARTBEAT_MAX, RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT,
+    TOOL_CALLS_PER_RUN_MAX_LIMIT,
 };
 
 /// The SQLite file when the config names none, relative to the config file.
@@ -96,6 +98,8 @@ pub struct Config {
     /// What the run log keeps (`[store] runs_kept_days`, `runs_kept_per_heartbeat`).
     pub run_retention: RunRetention,
     pub llm: LlmConfig,
+    /// `[llm.prices]`: what each model's tokens cost.
+    pub prices: PriceTable,
     pub system_prompt: Option<String>,
     pub adapters: AdapterSettings,
     /// `[mcp.servers.NAME]`: the servers whose tools runs may use.
@@ -173,6 +177,9 @@ struct RawLlm {
     attempts: Option<u32>,
     replies: Option<Vec<String>>,
     system_prompt: Option<String>,
+    /// `[llm.prices."MODEL"]`: what each model's tokens cost, per million.
+    #[serde(default)]
+    prices: BTreeMap<String, prices::RawPrice>,
 }
 
 #[derive(Deserialize, Default)]
@@ -208,6 +215,10 @@ struct RawAgent {
     heartbeats_max: Option<usize>,
     /// LLM calls the agent's runs may make per local day (the daily budget).
     llm_calls_per_day: Option<u64>,
+    /// Tokens (input and output) the agent's runs may use per local day.
+    daily_tokens_max: Option<u64>,
+    /// What the agent's runs may cost per local day, in the price table's currency.
+    daily_cost_max: Option<f64>,
     /// Characters of note an `HEARTBEAT_OK` reply may carry and still not be delivered.
     ack_max_chars: Option<usize>,
     /// The folder of the agent's `HEARTBEAT.md` (relative to the config file).
@@ -415,11 +426,17 @@ impl Validator<'_> {
         let cluster = self.cluster(raw.cluster, postgres.is_some())?;
         let store_path = self.store_path(raw.store)?;
         let api = self.api(raw.api)?;
-        let llm = raw.llm.ok_or_else(|| {
+        let mut llm = raw.llm.ok_or_else(|| {
             self.error("llm", "is missing; add an [llm] table (provider = \"scripted\" works offline)")
         })?;
         let system_prompt = llm.system_prompt.clone();
+        let raw_prices = std::mem::take(&mut llm.prices);
         let llm = self.llm(llm)?;
+        let default_model = match &llm {
+            LlmConfig::OpenAi { model, .. } => Some(model.as_str()),
+            LlmConfig::Scripted { .. } => None,
+        };
+        let prices = self.prices(raw_prices, default_model)?;
         let adapters = self.adapters(raw.adapters)?;
         let mcp = self.mcp(raw.mcp)?;
         let visibility = self.visibility(raw.visibility, &adapters)?;
@@ -504,6 +521,7 @@ impl Validator<'_> {
             cluster,
             run_retention,
             llm,
+            prices,
             system_prompt,
             adapters,
             engine,
@@ -557,6 +575,25 @@ impl Validator<'_> {
             defaults.llm_calls_per_day,
             LLM_CALLS_PER_DAY_LIMIT,
         )?;
+        let daily_tokens_max = self.count(
+            &format!("{field}.daily_tokens_max"),
+            agent.daily_tokens_max,
+            defaults.daily_tokens_max,
+            DAILY_TOKENS_MAX_LIMIT,
+        )?;
+        #[allow(clippy::cast_precision_loss)]
+        let cost_limit = DAILY_COST_MICROS_MAX_LIMIT as f64 / 1_000_000.0;
+        let daily_cost_max_micros = match agent.daily_cost_max {
+            Some(value) => {
+                let cap_field = format!("{field}.daily_cost_max");
+                let micros = self.micros(&cap_field, value, cost_limit)?;
+                if micros == 0 {
+                    return Err(self.error(cap_field, format!("{value} would stop every run; allowed from 0.000001")));
+                }
+                micros
+            }
+            None => defaults.daily_cost_max_micros,
+        };
         let ack_max_chars = self.ack_max_chars(field, agent.ack_max_chars, defaults.ack_max_chars)?;
         let tool_calls_max = self.count(
             &format!("{field}.tool_calls_max"),
@@ -568,6 +605,8 @@ impl Validator<'_> {
             tool_calls_max: u32::try_from(tool_calls_max).unwrap_or(u32::MAX),
             ack_max_chars,
             llm_calls_per_day,
+            daily_tokens_max,
+            daily_cost_max_micros,
             loop_iterations_max: u32::try_from(loop_iterations_max).unwrap_or(u32::MAX),
             pause_minutes_max: u32::try_from(pause_minutes_max).unwrap_or(u32::MAX),
             model_interval_min,
@@ -821,6 +860,9 @@ mod jobs;
 
 #[path = "config_mcp.rs"]
 mod mcp;
+
+#[path = "config_prices.rs"]
+mod prices;
 
 #[path = "config_agent.rs"]
 mod agent_heartbeat;

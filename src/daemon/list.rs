@@ -7,6 +7,7 @@ use crate::adapters::system_clock::SystemClock;
 use crate::core::duration::format_duration;
 use crate::core::heartbeat::{Heartbeat, JobKind};
 use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use crate::core::usage::format_micros;
 use crate::daemon::config::Config;
 use crate::daemon::remote::local_time;
 use crate::daemon::DaemonError;
@@ -61,6 +62,12 @@ pub fn execution_json(execution: &Execution) -> Value {
         "reply": execution.reply.map(|r| r.as_str()),
         // The tools the run had and every call it made (`null`: it had none).
         "tools": execution.tool_use,
+        // What its completions reported, silent runs included; cost by `[llm.prices]`.
+        "llm_calls": execution.llm_calls,
+        "tokens": execution.usage.tokens,
+        "cost_micros": execution.usage.cost_micros,
+        "cost": format_micros(execution.usage.cost_micros),
+        "unpriced_calls": execution.usage.unpriced_calls,
     })
 }
 
@@ -187,8 +194,8 @@ pub async fn runs(store: &dyn Store, key: &HeartbeatKey, limit: usize, as_json: 
         return Ok(text);
     }
     let mut out = format!(
-        "{:<26} {:<12} {:<11} {:<9} {:<16} {:>8}  {}\n",
-        "SCHEDULED FOR", "STATUS", "DELIVERY", "REPLY", "STOP", "MS", "DETAIL"
+        "{:<26} {:<12} {:<11} {:<9} {:<16} {:>8} {:>9} {:>10}  {}\n",
+        "SCHEDULED FOR", "STATUS", "DELIVERY", "REPLY", "STOP", "MS", "TOKENS", "COST", "DETAIL"
     );
     for execution in &executions {
         let detail = execution
@@ -205,14 +212,21 @@ pub async fn runs(store: &dyn Store, key: &HeartbeatKey, limit: usize, as_json: 
             }
             _ => detail,
         };
+        let (tokens, cost) = if execution.llm_calls == 0 {
+            ("-".to_owned(), "-".to_owned())
+        } else {
+            (execution.usage.tokens.total().to_string(), format_micros(execution.usage.cost_micros))
+        };
         out.push_str(&format!(
-            "{:<26} {:<12} {:<11} {:<9} {:<16} {:>8}  {}\n",
+            "{:<26} {:<12} {:<11} {:<9} {:<16} {:>8} {:>9} {:>10}  {}\n",
             execution.slot.to_string(),
             execution.status.as_str(),
             execution.delivery.map_or("-", |d| d.as_str()),
             execution.reply.map_or("-", |r| r.as_str()),
             execution.stop_reason.map_or("-", |r| r.as_str()),
             execution.duration.map_or("-".to_owned(), |d| d.as_millis().to_string()),
+            tokens,
+            cost,
             detail.replace('\n', " ")
         ));
     }

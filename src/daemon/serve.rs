@@ -124,6 +124,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         agent_default: config.agent_default.clone(),
         visibility: config.visibility.clone(),
         run_retention: config.run_retention,
+        prices: config.prices.clone(),
         ..EngineOptions::default()
     };
     // Seeded once here, through the unfenced store: every node seeds the same file, and

@@ -434,7 +434,7 @@ impl Driver {
                 user_busy: false,
                 alerts_disabled,
                 flooded: false,
-                over_budget: Self::held_by_budget(&entry.def, &spent),
+                cap_reached: Self::held_by_cap(&entry.def, &spent),
                 in_backoff: !explicit && entry.backoff_until.is_some_and(|until| now.mono < until),
                 run_in_flight: overlap == OverlapDecision::Skip,
                 wall_now: now.wall,
@@ -548,7 +548,8 @@ impl Driver {
     async fn complete(&mut self, finished: FinishedRun) {
         let FinishedRun { record, breaker, withheld } = finished;
         if breaker.is_some() {
-            self.count_llm_calls(&record);
+            let now = self.context.clock.now();
+            self.count_spend(&record, now);
         }
         let use_indicator = self
             .entries
@@ -570,6 +571,7 @@ impl Driver {
                 recorded: breaker.is_some(),
                 llm_calls: record.llm_calls,
                 finished_at: record.finished_at,
+                usage: record.usage,
             },
         );
         let Some(entry) = self.entries.get_mut(&record.key) else { return };

@@ -7,6 +7,7 @@ use jiff::Timestamp;
 use crate::core::guard::SkipReason;
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::reply::ReplyKind;
+use crate::core::usage::RunUsage;
 use crate::core::wake::WakeReason;
 use crate::ports::store::{DeliveryStatus, ExecutionStatus};
 
@@ -91,6 +92,8 @@ pub enum EngineEvent {
         /// LLM calls the run made, and when it was recorded as finished (the budget's day).
         llm_calls: u32,
         finished_at: Timestamp,
+        /// The tokens every completion of the run reported, and their cost.
+        usage: RunUsage,
     },
     /// The breaker opened: the heartbeat is disabled until `probe_at` (then one probe run),
     /// or until an operator enables it when no cooldown is configured.
@@ -106,6 +109,13 @@ pub enum EngineEvent {
     /// The probe succeeded: the breaker closed and the heartbeat runs on schedule again.
     BreakerClosed {
         key: HeartbeatKey,
+    },
+    /// The agent's spending today reached a daily cap: its runs skip with `reason` until
+    /// its next local day (announced once).
+    CapReached {
+        agent: AgentId,
+        reason: SkipReason,
+        day: Timestamp,
     },
     /// An announcement of the breaker could not be delivered (it is not tried again).
     AlertFailed {
@@ -221,18 +231,32 @@ impl EventSink for TracingSink {
                 reply,
                 recorded,
                 llm_calls,
+                usage,
                 ..
             } if *status == ExecutionStatus::Succeeded => {
                 tracing::info!(
                     %at, heartbeat = %key, %slot, status = status.as_str(), delivery = delivery.as_str(),
-                    reply = reply.map_or("-", ReplyKind::as_str), llm_calls,
+                    reply = reply.map_or("-", ReplyKind::as_str), llm_calls, tokens = usage.tokens.total(),
+                    cost_micros = usage.cost_micros,
                     duration_ms = duration.as_millis() as u64, recorded, "run finished"
                 )
             }
             // A failed run is something to look at.
-            EngineEvent::RunFinished { key, slot, status, delivery, duration, error, recorded, llm_calls, .. } => {
+            EngineEvent::RunFinished {
+                key,
+                slot,
+                status,
+                delivery,
+                duration,
+                error,
+                recorded,
+                llm_calls,
+                usage,
+                ..
+            } => {
                 tracing::warn!(
                     %at, heartbeat = %key, %slot, status = status.as_str(), delivery = delivery.as_str(), llm_calls,
+                    tokens = usage.tokens.total(), cost_micros = usage.cost_micros,
                     duration_ms = duration.as_millis() as u64, error = error.as_deref().unwrap_or(""), recorded, "run failed"
                 )
             }
@@ -249,6 +273,9 @@ impl EventSink for TracingSink {
             }
             EngineEvent::BreakerClosed { key } => {
                 tracing::info!(%at, heartbeat = %key, "circuit breaker closed: the probe run succeeded");
+            }
+            EngineEvent::CapReached { agent, reason, day } => {
+                tracing::warn!(%at, %agent, reason = reason.as_str(), %day, "daily cap reached: runs skip until the next local day");
             }
             EngineEvent::AlertFailed { key, error } => {
                 tracing::warn!(%at, heartbeat = %key, %error, "breaker announcement not delivered");

@@ -7,6 +7,7 @@ pub mod engine;
 pub mod events;
 pub mod group_commit;
 pub mod lanes;
+pub mod metering;
 pub mod run;
 pub mod run_events;
 
@@ -26,6 +27,7 @@ use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::Pause;
 use crate::core::retention::RunRetention;
+use crate::core::usage::PriceTable;
 use crate::core::visibility::VisibilityRules;
 use crate::core::wake::WakeReason;
 use crate::driver::control::Control;
@@ -93,6 +95,9 @@ pub struct EngineOptions {
     pub system_prompt: String,
     /// Overrides the LLM provider's default model.
     pub model: Option<String>,
+    /// What each model's tokens cost; with the provider's default model named, so a
+    /// request that names none is priced too.
+    pub prices: PriceTable,
     /// Per-agent settings; agents not named here get `agent_default`.
     pub agents: BTreeMap<AgentId, AgentSettings>,
     pub agent_default: AgentSettings,
@@ -117,6 +122,7 @@ impl Default for EngineOptions {
             runs_in_flight_max: RUNS_IN_FLIGHT_MAX_DEFAULT,
             system_prompt: HEARTBEAT_SYSTEM_PROMPT_DEFAULT.to_owned(),
             model: None,
+            prices: PriceTable::default(),
             agents: BTreeMap::new(),
             agent_default: AgentSettings::default(),
             toolbox: ToolBox::standard(),
@@ -241,6 +247,7 @@ pub async fn start_sharing(ports: Ports, options: EngineOptions, shared: Shared)
         events: Arc::clone(&ports.events),
         system_prompt: options.system_prompt.into(),
         model: options.model.map(Into::into),
+        prices: Arc::new(options.prices),
         breaker_failures_max: options.breaker_failures_max,
         error_backoff: options.error_backoff.into(),
         breaker_cooldown: options.breaker_cooldown.into(),

@@ -2,7 +2,6 @@
 //! result and the breaker step written through the group commit, awaited until durable.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -18,17 +17,19 @@ use crate::core::reply::{self, Reply, ReplyKind};
 use crate::core::system_events::cron_event_text;
 use crate::core::text::{truncate_chars, without_nul};
 use crate::core::tool_policy::{tools_for_run, OfferedTool, RunTools};
+use crate::core::usage::PriceTable;
 use crate::core::visibility::VisibilityRules;
 use crate::driver::control::Control;
 use crate::driver::dedup_gate::{DedupGate, DedupHold};
 use crate::driver::events::{EngineEvent, EventSink};
 use crate::driver::group_commit::ResultWriter;
 use crate::driver::lanes::Lanes;
+use crate::driver::metering::MeteringLlm;
 use crate::driver::run_events::RunEvents;
 use crate::limits::{DEDUP_WINDOW_SECS, ERROR_TEXT_CHARS_MAX, OUTPUT_PREVIEW_CHARS_MAX};
 use crate::ports::clock::Clock;
 use crate::ports::fence::Fence;
-use crate::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError};
+use crate::ports::llm::Llm;
 use crate::ports::messenger::{Delivery, DeliveryError, DeliveryKind, Messenger};
 use crate::ports::store::{DeliveryStatus, ExecutionStatus, Queued, RunRecord, StopReason, Store, ToolUse};
 use crate::ports::tools::{ServerState, ServerTool, ToolServers};
@@ -44,6 +45,8 @@ pub struct RunContext {
     pub events: Arc<dyn EventSink>,
     pub system_prompt: Arc<str>,
     pub model: Option<Arc<str>>,
+    /// What each model's tokens cost (the run log and the daily cost cap read it).
+    pub prices: Arc<PriceTable>,
     pub breaker_failures_max: u32,
     /// Waits after consecutive failures (see [`crate::core::policy::backoff_delay`]).
     pub error_backoff: Arc<[std::time::Duration]>,
@@ -168,28 +171,14 @@ pub struct FinishedRun {
     pub withheld: Option<Withheld>,
 }
 
-/// Counts the LLM calls of one run, also those of a run its budget cuts off.
-struct CountingLlm {
-    inner: Arc<dyn Llm>,
-    calls: Arc<AtomicU32>,
-}
-
-#[async_trait::async_trait]
-impl Llm for CountingLlm {
-    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.inner.complete(request).await
-    }
-}
-
 /// Runs a claimed slot to the end and records it. Never panics on what the LLM, the tools
 /// or the messenger return; every failure becomes a recorded status. `consumes` names the
 /// system events the prompt lists: they leave the queue with the record of a success.
 pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp, consumes: Vec<u64>) {
     let started = context.clock.monotonic();
     let deadline = started + def.timeout;
-    let calls = Arc::new(AtomicU32::new(0));
-    let llm = CountingLlm { inner: Arc::clone(&context.llm), calls: Arc::clone(&calls) };
+    let llm = MeteringLlm::new(Arc::clone(&context.llm), Arc::clone(&context.prices));
+    let meter = llm.reader();
     // Dropped only after the result is in the store, where the next dedup check reads it.
     let mut dedup_hold = None;
     let scope = Arc::new(RunScope {
@@ -218,6 +207,7 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
             withheld: None,
         },
     };
+    let metered = meter.read();
     let record = RunRecord {
         key: def.key.clone(),
         slot,
@@ -232,7 +222,9 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         reply: outcome.reply,
         reply_digest: outcome.reply_digest,
         consumes,
-        llm_calls: calls.load(Ordering::SeqCst),
+        llm_calls: metered.calls,
+        usage: metered.usage,
+        provider_refused: metered.refused,
         tool_use: tool_use(run_tools.as_ref(), &scope),
     };
     if def.kind == JobKind::Agent {

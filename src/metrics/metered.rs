@@ -90,8 +90,9 @@ pub struct MeteredSink {
 impl EventSink for MeteredSink {
     fn emit(&self, at: Timestamp, event: &EngineEvent) {
         match event {
-            EngineEvent::RunFinished { key, status, duration, .. } => {
+            EngineEvent::RunFinished { key, status, duration, usage, .. } => {
                 self.metrics.run_finished(key.agent.as_str(), key.heartbeat.as_str(), status.as_str(), *duration);
+                self.metrics.run_usage(key.agent.as_str(), usage);
             }
             EngineEvent::Skipped { reason, .. } => self.metrics.skipped(reason.as_str()),
             EngineEvent::BreakerTripped { .. } => self.metrics.breaker_tripped(),

@@ -9,6 +9,8 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::core::usage::{format_micros, RunUsage};
+
 /// Upper bounds, in seconds, of the buckets of every duration histogram: from a fast
 /// local model (50 ms) to a run that uses its whole default budget (120 s).
 const DURATION_BUCKETS_SECS: [f64; 12] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
@@ -56,6 +58,8 @@ struct Counts {
     schedule_lag: Histogram,
     tool_calls: BTreeMap<(String, String, String), u64>,
     tool_call_duration: Histogram,
+    tokens: BTreeMap<(String, &'static str), u64>,
+    cost_micros: BTreeMap<String, u64>,
 }
 
 /// The registry. Cheap to update from any task.
@@ -111,6 +115,16 @@ impl Metrics {
         });
     }
 
+    /// What a finished run's completions reported, silent and failed runs included.
+    pub fn run_usage(&self, agent: &str, usage: &RunUsage) {
+        self.with(|counts| {
+            for (kind, tokens) in usage.tokens.kinds() {
+                *counts.tokens.entry((agent.to_owned(), kind)).or_default() += tokens;
+            }
+            *counts.cost_micros.entry(agent.to_owned()).or_default() += usage.cost_micros;
+        });
+    }
+
     /// How late a run started: its start minus its slot (negative lateness counts as 0).
     pub fn schedule_lag(&self, lag: Duration) {
         self.with(|counts| counts.schedule_lag.observe(lag.as_secs_f64()));
@@ -131,6 +145,8 @@ impl Metrics {
             schedule_lag: counts.schedule_lag.clone(),
             tool_calls: counts.tool_calls.clone(),
             tool_call_duration: counts.tool_call_duration.clone(),
+            tokens: counts.tokens.clone(),
+            cost_micros: counts.cost_micros.clone(),
         });
         let mut out = String::new();
         header(&mut out, "systole_runs_total", "counter", "Runs finished, by agent, heartbeat and status.");
@@ -151,6 +167,16 @@ impl Metrics {
         counts.run_duration.render(&mut out, "systole_run_duration_seconds");
         header(&mut out, "systole_llm_calls_total", "counter", "Requests made to the LLM endpoint.");
         let _ = writeln!(out, "systole_llm_calls_total {}", counts.llm_calls);
+        let help = "Tokens the LLM reported, by agent and kind (input includes cached; output includes reasoning).";
+        header(&mut out, "systole_llm_tokens_total", "counter", help);
+        for ((agent, kind), value) in &counts.tokens {
+            let _ = writeln!(out, "systole_llm_tokens_total{{agent=\"{}\",kind=\"{kind}\"}} {value}", escape(agent));
+        }
+        let help = "What the LLM calls cost by the [llm.prices] table, by agent, in its currency.";
+        header(&mut out, "systole_llm_cost_total", "counter", help);
+        for (agent, micros) in &counts.cost_micros {
+            let _ = writeln!(out, "systole_llm_cost_total{{agent=\"{}\"}} {}", escape(agent), format_micros(*micros));
+        }
         header(&mut out, "systole_llm_request_duration_seconds", "histogram", "How long one LLM request took.");
         counts.llm_request_duration.render(&mut out, "systole_llm_request_duration_seconds");
         header(&mut out, "systole_deliveries_total", "counter", "Deliveries, by adapter and outcome.");

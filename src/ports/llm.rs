@@ -3,6 +3,8 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::core::usage::TokenUsage;
+
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -68,6 +70,8 @@ pub struct ChatResponse {
     /// The text of the reply, if any. `None` and an empty string both mean "nothing to say".
     pub text: Option<String>,
     pub tool_calls: Vec<ToolCall>,
+    /// The tokens the provider reports for this completion; `None` when it reports none.
+    pub usage: Option<TokenUsage>,
 }
 
 /// Why a completion failed.
@@ -83,6 +87,15 @@ pub enum LlmError {
     RateLimited { retry_after_secs: Option<u64> },
     #[error("LLM reply could not be read: {0}")]
     Malformed(String),
+}
+
+impl LlmError {
+    /// Whether the provider refused the request in a way no retry heals: a bad key (401),
+    /// a spend cap or an unpaid bill (402), no access to the model (403). The breaker opens
+    /// on the first such failure; its half-open probe finds out when it is fixed.
+    pub fn needs_operator(&self) -> bool {
+        matches!(self, LlmError::Status { status: 401..=403, .. })
+    }
 }
 
 /// A chat-completion provider.

@@ -30,6 +30,8 @@ pub enum DeliveryKind {
     BreakerOpened,
     /// The breaker closed: the probe run after its cooldown succeeded.
     BreakerClosed,
+    /// An agent's spending today reached one of its daily caps (once per cap and day).
+    CapReached,
 }
 
 impl DeliveryKind {
@@ -38,6 +40,7 @@ impl DeliveryKind {
             DeliveryKind::Reply => "reply",
             DeliveryKind::BreakerOpened => "breaker-opened",
             DeliveryKind::BreakerClosed => "breaker-closed",
+            DeliveryKind::CapReached => "cap-reached",
         }
     }
 }

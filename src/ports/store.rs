@@ -10,14 +10,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jiff::Timestamp;
 
-use crate::core::breaker::BreakerStep;
+use crate::core::breaker::{BreakerStep, Verdict};
+use crate::core::budget::DaySpend;
 use crate::core::guard::SkipReason;
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
-use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::reply::ReplyKind;
 use crate::core::retention::RunRetention;
 use crate::core::system_events::SystemEvent;
+use crate::core::usage::RunUsage;
 
 /// The error text of a run found `running` at start-up.
 pub const INTERRUPTED_ERROR_TEXT: &str = "the process stopped before this run finished";
@@ -164,6 +166,11 @@ pub struct RunRecord {
     pub consumes: Vec<u64>,
     /// LLM calls the run made (the daily budget counts them).
     pub llm_calls: u32,
+    /// The tokens its completions reported and their cost (the daily caps count them).
+    pub usage: RunUsage,
+    /// The provider refused one of its completions in a way no retry heals (401, 402,
+    /// 403): a failed run with it opens the breaker at once. Not stored.
+    pub provider_refused: bool,
     /// The tools the run had and every call it made; `None` when it had none.
     pub tool_use: Option<ToolUse>,
 }
@@ -229,6 +236,15 @@ impl RunRecord {
     pub fn failed(&self) -> bool {
         self.status != ExecutionStatus::Succeeded
     }
+
+    /// How the breaker counts this run.
+    pub fn verdict(&self) -> Verdict {
+        match (self.failed(), self.provider_refused) {
+            (false, _) => Verdict::Succeeded,
+            (true, false) => Verdict::Failed,
+            (true, true) => Verdict::Refused,
+        }
+    }
 }
 
 /// One row of the execution log.
@@ -246,6 +262,9 @@ pub struct Execution {
     pub output_preview: Option<String>,
     pub stop_reason: Option<StopReason>,
     pub reply: Option<ReplyKind>,
+    /// LLM calls, tokens and cost of a finished run (zero for a skip or a running row).
+    pub llm_calls: u32,
+    pub usage: RunUsage,
     pub tool_use: Option<ToolUse>,
 }
 
@@ -392,14 +411,23 @@ pub trait Store: Send + Sync + 'static {
     /// The agent's pending events still within their time to live at `now`, oldest first.
     async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError>;
 
-    /// LLM calls of `agent`'s runs recorded as finished at or after `since` (the budget),
-    /// leaving out the runs named in `excluding`, in one consistent read. The driver names
-    /// its runs in flight: one may be recorded already while the driver has not heard yet,
-    /// and it counts each of them when it hears, so the store must not count them too.
-    async fn llm_calls_since(
+    /// LLM calls, tokens and cost of `agent`'s runs recorded as finished at or after
+    /// `since` (the daily caps), leaving out the runs named in `excluding`, in one
+    /// consistent read. The driver names its runs in flight: one may be recorded already
+    /// while the driver has not heard yet, and it counts each of them when it hears, so
+    /// the store must not count them too.
+    async fn spent_since(
         &self,
         agent: &AgentId,
         since: Timestamp,
         excluding: &[(HeartbeatKey, Timestamp)],
-    ) -> Result<u64, StoreError>;
+    ) -> Result<DaySpend, StoreError>;
+
+    /// What each of `agent`'s jobs spent in runs recorded as finished at or after `since`
+    /// (what status shows per job); jobs that spent nothing are absent.
+    async fn spent_by_job(
+        &self,
+        agent: &AgentId,
+        since: Timestamp,
+    ) -> Result<BTreeMap<HeartbeatId, DaySpend>, StoreError>;
 }

@@ -8,11 +8,13 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 
 use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
+use crate::core::budget::DaySpend;
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, Origin};
-use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::retention::{LogRow, RunRetention};
 use crate::core::system_events::{self, SystemEvent};
+use crate::core::usage::RunUsage;
 use crate::ports::store::{
     ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim,
     Store, StoreError, INTERRUPTED_ERROR_TEXT,
@@ -26,19 +28,18 @@ struct Row {
 }
 
 /// Everything the memory store holds. Cloneable, so a simulator can snapshot it.
-/// A row of the run log. What dedup and the budget read lives on the row, as in SQLite:
-/// a run with no row records nothing, and a pruned row takes its digest and calls along.
+/// A row of the run log. What dedup and the caps read lives on the row, as in SQLite:
+/// a run with no row records nothing, and a pruned row takes its digest and spending along.
 #[derive(Debug, Clone)]
 struct LogEntry {
     execution: Execution,
     /// The digest of the reply the run delivered.
     reply_digest: Option<String>,
-    llm_calls: u64,
 }
 
 impl LogEntry {
     fn new(execution: Execution) -> Self {
-        Self { execution, reply_digest: None, llm_calls: 0 }
+        Self { execution, reply_digest: None }
     }
 }
 
@@ -273,6 +274,8 @@ impl Store for MemoryStore {
                     output_preview: None,
                     stop_reason: None,
                     reply: None,
+                    llm_calls: 0,
+                    usage: RunUsage::default(),
                     tool_use: None,
                 })
             });
@@ -289,7 +292,6 @@ impl Store for MemoryStore {
         for run in runs {
             if let Some(entry) = state.executions.get_mut(&(run.key.clone(), run.slot)) {
                 entry.reply_digest = run.reply_digest.clone();
-                entry.llm_calls = u64::from(run.llm_calls);
                 let execution = &mut entry.execution;
                 execution.finished_at = Some(run.finished_at);
                 execution.status = run.status;
@@ -300,6 +302,8 @@ impl Store for MemoryStore {
                 execution.stop_reason = run.stop_reason;
                 execution.reply = run.reply;
                 execution.tool_use = run.tool_use.clone();
+                execution.llm_calls = run.llm_calls;
+                execution.usage = run.usage;
             }
             if run.status == ExecutionStatus::Succeeded && !run.consumes.is_empty() {
                 if let Some(queue) = state.system_events.get_mut(&run.key.agent) {
@@ -316,7 +320,7 @@ impl Store for MemoryStore {
                 steps.push(BreakerStep::unchanged(heartbeat_state.consecutive_failures));
                 continue;
             }
-            let step = breaker::after_run(heartbeat_state.consecutive_failures, !run.failed(), breaker_failures_max);
+            let step = breaker::after_run(heartbeat_state.consecutive_failures, run.verdict(), breaker_failures_max);
             heartbeat_state.consecutive_failures = step.consecutive_failures;
             if step.tripped {
                 heartbeat_state.enabled = false;
@@ -429,12 +433,12 @@ impl Store for MemoryStore {
         Ok(Queued::Added { id, dropped })
     }
 
-    async fn llm_calls_since(
+    async fn spent_since(
         &self,
         agent: &AgentId,
         since: Timestamp,
         excluding: &[(HeartbeatKey, Timestamp)],
-    ) -> Result<u64, StoreError> {
+    ) -> Result<DaySpend, StoreError> {
         let state = self.lock();
         let finished_since = |entry: &&LogEntry| entry.execution.finished_at.is_some_and(|at| at >= since);
         let mine = state
@@ -442,7 +446,38 @@ impl Store for MemoryStore {
             .iter()
             .filter(|((key, slot), _)| key.agent == *agent && !excluding.iter().any(|(k, s)| k == key && s == slot))
             .map(|(_, entry)| entry);
-        Ok(mine.filter(finished_since).map(|entry| entry.llm_calls).sum())
+        let mut spent = DaySpend::default();
+        // As in SQL: only runs that called the LLM (the others cannot have spent).
+        for entry in mine.filter(finished_since).filter(|entry| entry.execution.llm_calls > 0) {
+            let execution = &entry.execution;
+            spent.add(DaySpend {
+                calls: u64::from(execution.llm_calls),
+                tokens: execution.usage.tokens.total(),
+                cost_micros: execution.usage.cost_micros,
+            });
+        }
+        Ok(spent)
+    }
+
+    async fn spent_by_job(
+        &self,
+        agent: &AgentId,
+        since: Timestamp,
+    ) -> Result<BTreeMap<HeartbeatId, DaySpend>, StoreError> {
+        let state = self.lock();
+        let mut jobs: BTreeMap<HeartbeatId, DaySpend> = BTreeMap::new();
+        for ((key, _), entry) in &state.executions {
+            let execution = &entry.execution;
+            if key.agent != *agent || execution.llm_calls == 0 || !execution.finished_at.is_some_and(|at| at >= since) {
+                continue;
+            }
+            jobs.entry(key.heartbeat.clone()).or_default().add(DaySpend {
+                calls: u64::from(execution.llm_calls),
+                tokens: execution.usage.tokens.total(),
+                cost_micros: execution.usage.cost_micros,
+            });
+        }
+        Ok(jobs)
     }
 
     async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError> {
@@ -466,6 +501,8 @@ fn running(claim: &SlotClaim) -> Execution {
         output_preview: None,
         stop_reason: None,
         reply: None,
+        llm_calls: 0,
+        usage: RunUsage::default(),
         tool_use: None,
     }
 }

@@ -7,6 +7,7 @@ use jiff::Timestamp;
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::core::active_hours::ActiveHours;
+use crate::core::budget::DaySpend;
 use crate::core::cron::CronSchedule;
 use crate::core::delivery_target::DeliveryTarget;
 use crate::core::guard::SkipReason;
@@ -16,6 +17,7 @@ use crate::core::policy::{CatchUp, Overlap, RunPolicy};
 use crate::core::reply::ReplyKind;
 use crate::core::schedule::Schedule;
 use crate::core::tool_policy::JobTools;
+use crate::core::usage::{RunUsage, TokenUsage};
 use crate::ports::store::{DeliveryStatus, Execution, ExecutionStatus, StopReason, StoreError};
 
 impl From<sqlx::Error> for StoreError {
@@ -48,6 +50,21 @@ pub(super) fn key_from_parts(agent: String, heartbeat: String) -> Result<Heartbe
 
 pub(super) fn timestamp(ms: i64, what: &str) -> Result<Timestamp, StoreError> {
     Timestamp::from_millisecond(ms).map_err(|e| corrupt(what, e))
+}
+
+/// A count as a column keeps it (the columns are signed 64-bit).
+pub(super) fn stored_count(count: u64) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+/// A sum the store read back as a count (a negative one can only come from a corrupt row).
+fn count(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+/// The calls, tokens and cost sums of `spent_since`.
+pub(super) fn spend_from((calls, tokens, cost_micros): (i64, i64, i64)) -> DaySpend {
+    DaySpend { calls: count(calls), tokens: count(tokens), cost_micros: count(cost_micros) }
 }
 
 pub(super) fn duration_ms(ms: i64, what: &str) -> Result<Duration, StoreError> {
@@ -217,7 +234,20 @@ where
     let stop_reason: Option<String> = row.try_get("stop_reason")?;
     let reply: Option<String> = row.try_get("reply")?;
     let tool_use: Option<String> = row.try_get("tool_use")?;
+    let llm_calls: i64 = row.try_get("llm_calls")?;
+    let usage = RunUsage {
+        tokens: TokenUsage {
+            input: count(row.try_get("input_tokens")?),
+            cached: count(row.try_get("cached_tokens")?),
+            output: count(row.try_get("output_tokens")?),
+            reasoning: count(row.try_get("reasoning_tokens")?),
+        },
+        cost_micros: count(row.try_get("cost_micros")?),
+        unpriced_calls: u32::try_from(row.try_get::<i64, _>("unpriced_calls")?).unwrap_or(0),
+    };
     Ok(Execution {
+        llm_calls: u32::try_from(llm_calls).unwrap_or(0),
+        usage,
         tool_use: tool_use
             .map(|text| serde_json::from_str(&text).map_err(|e| corrupt(&what, format!("tool_use: {e}"))))
             .transpose()?,

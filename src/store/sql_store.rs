@@ -32,8 +32,9 @@ macro_rules! sql_store {
             // load_page_sql, LOCK_READ_ROWS.
             use super::*;
             use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
+            use crate::core::budget::DaySpend;
             use crate::core::heartbeat::{Heartbeat, HeartbeatDef, Origin};
-            use crate::core::ids::{AgentId, HeartbeatKey};
+            use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
             use crate::core::pause::PauseRecord;
             use crate::core::reply::ReplyKind;
             use crate::core::retention::RunRetention;
@@ -46,8 +47,8 @@ macro_rules! sql_store {
                 SlotClaim, StopReason, Store, StoreError, INTERRUPTED_ERROR_TEXT,
             };
             use crate::store::sql_rows::{
-                corrupt, execution_from_row, heartbeat_from_row, key_from_parts, millis, timestamp, JsonRow,
-                HEARTBEAT_COLUMNS, LOAD_PAGE_ROWS,
+                corrupt, execution_from_row, heartbeat_from_row, key_from_parts, millis, spend_from, stored_count,
+                timestamp, JsonRow, HEARTBEAT_COLUMNS, LOAD_PAGE_ROWS,
             };
 
         #[async_trait]
@@ -281,7 +282,9 @@ macro_rules! sql_store {
                     let mut update = QueryBuilder::<$db>::new(
                         "UPDATE executions SET finished_at_ms = v.column4, status = v.column5, delivery = v.column6, \
                          duration_ms = v.column7, error = v.column8, output_preview = v.column9, stop_reason = v.column10, \
-                         reply = v.column11, reply_digest = v.column12, llm_calls = v.column13, tool_use = v.column14 FROM (",
+                         reply = v.column11, reply_digest = v.column12, llm_calls = v.column13, tool_use = v.column14, \
+                         input_tokens = v.column15, cached_tokens = v.column16, output_tokens = v.column17, \
+                         reasoning_tokens = v.column18, cost_micros = v.column19, unpriced_calls = v.column20 FROM (",
                     );
                     update.push_values(chunk, |mut row, run| {
                         row.push_bind(run.key.agent.as_str())
@@ -297,7 +300,13 @@ macro_rules! sql_store {
                             .push_bind(run.reply.map(ReplyKind::as_str))
                             .push_bind(run.reply_digest.as_deref())
                             .push_bind(i64::from(run.llm_calls))
-                            .push_bind(run.tool_use.as_ref().and_then(|tool_use| serde_json::to_string(tool_use).ok()));
+                            .push_bind(run.tool_use.as_ref().and_then(|tool_use| serde_json::to_string(tool_use).ok()))
+                            .push_bind(stored_count(run.usage.tokens.input))
+                            .push_bind(stored_count(run.usage.tokens.cached))
+                            .push_bind(stored_count(run.usage.tokens.output))
+                            .push_bind(stored_count(run.usage.tokens.reasoning))
+                            .push_bind(stored_count(run.usage.cost_micros))
+                            .push_bind(i64::from(run.usage.unpriced_calls));
                     });
                     update.push(
                         ") AS v WHERE executions.agent_id = v.column1 AND executions.heartbeat_id = v.column2 \
@@ -445,7 +454,8 @@ macro_rules! sql_store {
             ) -> Result<Vec<Execution>, StoreError> {
                 let rows = sqlx::query(
                     "SELECT agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason, delivery, \
-                     duration_ms, error, output_preview, stop_reason, reply, tool_use FROM executions WHERE agent_id = $1 \
+                     duration_ms, error, output_preview, stop_reason, reply, tool_use, llm_calls, input_tokens, cached_tokens, \
+                     output_tokens, reasoning_tokens, cost_micros, unpriced_calls FROM executions WHERE agent_id = $1 \
                      AND heartbeat_id = $2 AND slot_ms < $3 ORDER BY slot_ms DESC LIMIT $4",
                 )
                 .bind(key.agent.as_str())
@@ -516,27 +526,32 @@ macro_rules! sql_store {
                 Ok(Queued::Added { id, dropped })
             }
 
-            async fn llm_calls_since(
+            async fn spent_since(
                 &self,
                 agent: &AgentId,
                 since: Timestamp,
                 excluding: &[(HeartbeatKey, Timestamp)],
-            ) -> Result<u64, StoreError> {
+            ) -> Result<DaySpend, StoreError> {
                 // One read transaction: the total and the excluded runs' share come from the same
                 // snapshot, so a run recorded in between is either in both or in neither.
                 let mut tx = self.snapshot_tx().await?;
-                let total: i64 = sqlx::query_scalar(
-                    "SELECT CAST(COALESCE(SUM(llm_calls), 0) AS BIGINT) FROM executions WHERE agent_id = $1 AND finished_at_ms >= $2 \
-                     AND llm_calls > 0",
+                let total: (i64, i64, i64) = sqlx::query_as(
+                    "SELECT CAST(COALESCE(SUM(llm_calls), 0) AS BIGINT), \
+                     CAST(COALESCE(SUM(input_tokens + output_tokens), 0) AS BIGINT), \
+                     CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) FROM executions WHERE agent_id = $1 \
+                     AND finished_at_ms >= $2 AND llm_calls > 0",
                 )
                 .bind(agent.as_str())
                 .bind(since.as_millisecond())
                 .fetch_one(&mut *tx)
                 .await?;
-                let mut excluded: i64 = 0;
+                let mut spent = spend_from(total);
                 for chunk in excluding.chunks(STORE_BATCH_ROWS_MAX) {
-                    let mut select =
-                        QueryBuilder::<$db>::new("SELECT CAST(COALESCE(SUM(e.llm_calls), 0) AS BIGINT) FROM executions e JOIN (");
+                    let mut select = QueryBuilder::<$db>::new(
+                        "SELECT CAST(COALESCE(SUM(e.llm_calls), 0) AS BIGINT), \
+                         CAST(COALESCE(SUM(e.input_tokens + e.output_tokens), 0) AS BIGINT), \
+                         CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT) FROM executions e JOIN (",
+                    );
                     select.push_values(chunk, |mut row, (key, slot)| {
                         row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str()).push_bind(slot.as_millisecond());
                     });
@@ -545,13 +560,38 @@ macro_rules! sql_store {
                          WHERE e.agent_id = ",
                     );
                     select.push_bind(agent.as_str());
-                    select.push(" AND e.finished_at_ms >= ");
+                    select.push(" AND e.llm_calls > 0 AND e.finished_at_ms >= ");
                     select.push_bind(since.as_millisecond());
-                    let share: i64 = select.build_query_scalar().fetch_one(&mut *tx).await?;
-                    excluded = excluded.saturating_add(share);
+                    let share: (i64, i64, i64) = select.build_query_as().fetch_one(&mut *tx).await?;
+                    let share = spend_from(share);
+                    spent.calls = spent.calls.saturating_sub(share.calls);
+                    spent.tokens = spent.tokens.saturating_sub(share.tokens);
+                    spent.cost_micros = spent.cost_micros.saturating_sub(share.cost_micros);
                 }
                 tx.commit().await?;
-                Ok(u64::try_from(total.saturating_sub(excluded)).unwrap_or(0))
+                Ok(spent)
+            }
+
+            async fn spent_by_job(
+                &self,
+                agent: &AgentId,
+                since: Timestamp,
+            ) -> Result<BTreeMap<HeartbeatId, DaySpend>, StoreError> {
+                let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+                    "SELECT heartbeat_id, CAST(SUM(llm_calls) AS BIGINT), CAST(SUM(input_tokens + output_tokens) AS BIGINT), \
+                     CAST(SUM(cost_micros) AS BIGINT) FROM executions WHERE agent_id = $1 AND finished_at_ms >= $2 \
+                     AND llm_calls > 0 GROUP BY heartbeat_id",
+                )
+                .bind(agent.as_str())
+                .bind(since.as_millisecond())
+                .fetch_all(&self.pool)
+                .await?;
+                let mut jobs = BTreeMap::new();
+                for (heartbeat, calls, tokens, cost_micros) in rows {
+                    let key = key_from_parts(agent.to_string(), heartbeat)?;
+                    jobs.insert(key.heartbeat, spend_from((calls, tokens, cost_micros)));
+                }
+                Ok(jobs)
             }
 
             async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError> {
@@ -645,7 +685,7 @@ macro_rules! sql_store {
                     steps.push(BreakerStep::unchanged(current.consecutive_failures));
                     continue;
                 }
-                let step = breaker::after_run(current.consecutive_failures, !run.failed(), breaker_failures_max);
+                let step = breaker::after_run(current.consecutive_failures, run.verdict(), breaker_failures_max);
                 *current = BreakerStep {
                     tripped: current.tripped || step.tripped,
                     ..BreakerStep::unchanged(step.consecutive_failures)

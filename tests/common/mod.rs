@@ -125,16 +125,16 @@ impl Llm for ScriptedByPrompt {
         self.requests.lock().expect("lock").push(request.clone());
         let call = |name: String, arguments: String| {
             let tool_calls = vec![ToolCall { id: format!("call-{}", request.messages.len()), name, arguments }];
-            Ok(ChatResponse { text: None, tool_calls })
+            Ok(ChatResponse { text: None, tool_calls, usage: None })
         };
         let behaviour = self.behaviours.lock().expect("lock").get(&prompt).cloned().unwrap_or(Behaviour::Silent);
         match behaviour {
-            Behaviour::Reply(text) => Ok(ChatResponse { text: Some(text), tool_calls: Vec::new() }),
+            Behaviour::Reply(text) => Ok(ChatResponse { text: Some(text), tool_calls: Vec::new(), usage: None }),
             Behaviour::Silent => Ok(ChatResponse::default()),
             Behaviour::Fail => Err(LlmError::Status { status: 500, body: "boom".to_owned() }),
             Behaviour::Slow(delay, text) => {
                 self.clock.sleep(delay).await;
-                Ok(ChatResponse { text: Some(text), tool_calls: Vec::new() })
+                Ok(ChatResponse { text: Some(text), tool_calls: Vec::new(), usage: None })
             }
             Behaviour::CallOnce(_, _) if has_tool_result => Ok(ChatResponse::default()),
             Behaviour::CallOnce(name, arguments) | Behaviour::CallForever(name, arguments) => call(name, arguments),

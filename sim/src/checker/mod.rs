@@ -75,11 +75,13 @@ pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
 /// first or its job was deleted.
 pub const TRIGGER_DECIDED: &str = "trigger-decided";
 
-pub const INVARIANTS: [&str; 57] = [
+pub const INVARIANTS: [&str; 62] = [
     NO_SLOT_OFFERED_TWICE,
     skips::PAUSED,
     skips::QUIET_HOURS,
     skips::BUDGET,
+    skips::TOKEN_CAP,
+    skips::COST_CAP,
     skips::BACKOFF,
     skips::FLOOD_GUARD,
     skips::OVERLAP,
@@ -103,6 +105,9 @@ pub const INVARIANTS: [&str; 57] = [
     breaker::BREAKER_COOLDOWN,
     breaker::BREAKER_ANNOUNCED,
     guards::BUDGET,
+    guards::TOKEN_CAP,
+    guards::COST_CAP,
+    guards::CAP_ANNOUNCED,
     guards::VISIBILITY,
     agents::EMPTY_FILE_NO_CALL,
     agents::USER_GOES_FIRST,
@@ -306,7 +311,7 @@ struct Model<'a> {
     lifted_backoffs: BTreeMap<HeartbeatKey, (Duration, Duration)>,
     /// The agent layer: files, lanes, flood history, system events.
     agents: agents::AgentModel,
-    /// LLM calls per agent and day; budget skips.
+    /// What each agent's runs spent, per day; cap skips and announcements.
     guards: guards::GuardModel,
     /// Open breakers and their cooldowns; announcements owed.
     breaker: breaker::BreakerModel,
@@ -451,6 +456,9 @@ impl Model<'_> {
                 if !self.delivered.insert(idempotency_key.clone()) {
                     return fail(DELIVERY_ONCE, format!("idempotency key {idempotency_key} delivered twice"));
                 }
+                if *kind == DeliveryKind::CapReached {
+                    return self.cap_announced(idempotency_key);
+                }
                 if *kind != DeliveryKind::Reply {
                     self.count(breaker::BREAKER_ANNOUNCED);
                     return self.breaker.announced(heartbeat, *kind);
@@ -539,11 +547,12 @@ impl Model<'_> {
                         format!("{key}: the operator's trigger (slot {slot}) was skipped as {reason}"),
                     );
                 }
-                if *reason == SkipReason::Budget {
+                if matches!(reason, SkipReason::Budget | SkipReason::TokenCap | SkipReason::CostCap) {
                     self.budget_skip(entry, key);
                 }
                 self.skip_justified(entry, life, key, *slot, *reason)
             }
+            EngineEvent::CapReached { agent, reason, day } => self.cap_reached(agent, *day, reason.as_str()),
             EngineEvent::Paused { agent, .. } => {
                 if let Some(pause) = self.pauses.get_mut(agent) {
                     pause.applied = true;
@@ -641,14 +650,21 @@ impl Model<'_> {
                 self.note_decision(key, entry, *slot, Decision::Skip(*reason));
                 self.slot_on_schedule(key, *slot)?;
                 self.catch_up_next(key, *slot)?;
-                if *reason == SkipReason::Budget {
+                if matches!(reason, SkipReason::Budget | SkipReason::TokenCap | SkipReason::CostCap) {
                     self.budget_skip(entry, key);
                 }
                 self.skip_justified(entry, life, key, *slot, *reason)
             }
-            EngineEvent::RunFinished { key, slot, status, duration, recorded, llm_calls, finished_at, .. } => {
+            EngineEvent::RunFinished {
+                key, slot, status, duration, recorded, llm_calls, finished_at, usage, ..
+            } => {
                 if *recorded {
-                    self.run_recorded(key, *finished_at, *llm_calls);
+                    let spent = guards::Spent {
+                        calls: u64::from(*llm_calls),
+                        tokens: usage.tokens.input + usage.tokens.output,
+                        cost_micros: usage.cost_micros,
+                    };
+                    self.run_recorded(key, *finished_at, spent);
                 }
                 // What the engine knows of its last run, recorded or not, decides a one-shot.
                 // A manual run that succeeds does what a one-shot was for and ends its retries;
@@ -866,6 +882,8 @@ impl Model<'_> {
                 closed,
                 consumed,
                 llm_calls,
+                tokens,
+                cost_micros,
                 error,
                 tools,
             } => {
@@ -874,7 +892,8 @@ impl Model<'_> {
                 let count = |invariant| *checks.entry(invariant).or_default() += 1;
                 self.tools.recorded(count, key, *slot, *status, error.as_deref(), tools.as_ref(), def)?;
                 self.events_consumed(key, *slot, consumed)?;
-                self.guards.durable_finish(&key.agent, *finished_at, *llm_calls);
+                let spent = guards::Spent { calls: u64::from(*llm_calls), tokens: *tokens, cost_micros: *cost_micros };
+                self.guards.durable_finish(&key.agent, *finished_at, spent);
                 let failed = reference::counts_as_failure(*status);
                 if !failed {
                     let deliveries = self.deliveries.entry(key.clone()).or_default();
@@ -899,8 +918,14 @@ impl Model<'_> {
                     }
                     return Ok(());
                 }
-                let expected = if failed { before + 1 } else { 0 };
                 let max = self.options.breaker_failures_max;
+                // A refusal no retry heals (401, 402, 403) opens it at once, at the ladder's
+                // first step, or the next one for a refused probe.
+                let expected = match (failed, reference::provider_refused(error.as_deref())) {
+                    (false, _) => 0,
+                    (true, false) => before + 1,
+                    (true, true) => (before + 1).max(max),
+                };
                 let expected_trip = failed && expected >= max;
                 // Opened: this failure reached the limit from below; closed: a probe (a run
                 // with the count at the limit) succeeded.
@@ -1129,9 +1154,10 @@ impl Model<'_> {
                     Decision::Skip(
                         SkipReason::EmptyHeartbeatFile | SkipReason::FloodGuard | SkipReason::RequestsInFlight,
                     ) if key.heartbeat.is_reserved() => {}
-                    // A spent budget lasts the day (`skip-justified:budget` checks it was
-                    // spent); a target that shows nothing never runs (`visibility`).
-                    Decision::Skip(SkipReason::Budget) => {}
+                    // A reached cap lasts the day (`skip-justified:budget`, `:token-cap` and
+                    // `:cost-cap` check it was reached); a target that shows nothing never
+                    // runs (`visibility`).
+                    Decision::Skip(SkipReason::Budget | SkipReason::TokenCap | SkipReason::CostCap) => {}
                     Decision::Skip(SkipReason::AlertsDisabled) if reference::shows_nothing(self.options.visibility) => {
                     }
                     Decision::Skip(reason) if *reason != SkipReason::QuietHours => {

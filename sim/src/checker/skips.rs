@@ -14,6 +14,7 @@ use systole::limits::{
     AGENT_HEARTBEAT_FLOOD_WINDOW_SECS, AGENT_HEARTBEAT_SPACING_SECS_MIN, AGENT_HEARTBEAT_STARTS_PER_WINDOW_MAX,
 };
 
+use super::guards::Cap;
 use super::reference::{local_day_start, shows_nothing};
 use super::{fail, signed, window_contains, Model, Step};
 use crate::trace::Entry;
@@ -21,6 +22,8 @@ use crate::trace::Entry;
 pub const PAUSED: &str = "skip-justified:paused";
 pub const QUIET_HOURS: &str = "skip-justified:quiet-hours";
 pub const BUDGET: &str = "skip-justified:budget";
+pub const TOKEN_CAP: &str = "skip-justified:token-cap";
+pub const COST_CAP: &str = "skip-justified:cost-cap";
 pub const BACKOFF: &str = "skip-justified:backoff";
 pub const FLOOD_GUARD: &str = "skip-justified:flood-guard";
 pub const OVERLAP: &str = "skip-justified:overlap";
@@ -47,6 +50,8 @@ fn name(reason: SkipReason) -> &'static str {
         SkipReason::Paused => PAUSED,
         SkipReason::QuietHours => QUIET_HOURS,
         SkipReason::Budget => BUDGET,
+        SkipReason::TokenCap => TOKEN_CAP,
+        SkipReason::CostCap => COST_CAP,
         SkipReason::Backoff => BACKOFF,
         SkipReason::FloodGuard => FLOOD_GUARD,
         SkipReason::Overlap => OVERLAP,
@@ -72,7 +77,9 @@ impl Model<'_> {
         let why_not = match reason {
             SkipReason::Paused => self.paused_holds(entry, key),
             SkipReason::QuietHours => self.outside_window(entry, key),
-            SkipReason::Budget => self.budget_spent(entry, key),
+            SkipReason::Budget => self.cap_spent(entry, key, Cap::Calls),
+            SkipReason::TokenCap => self.cap_spent(entry, key, Cap::Tokens),
+            SkipReason::CostCap => self.cap_spent(entry, key, Cap::Cost),
             SkipReason::Backoff => self.backoff_holds(entry, key),
             SkipReason::FloodGuard => self.flood_closed(entry, life, key),
             SkipReason::Overlap => {
@@ -126,18 +133,19 @@ impl Model<'_> {
         Err(format!("{} active hours were open", if windows.is_empty() { "it has no" } else { "its" }))
     }
 
-    /// The agent's durable runs of the local day (in the agents' zone) made at least the
-    /// budget's calls; just after midnight the day before may still be counted.
-    fn budget_spent(&self, entry: &Entry, key: &HeartbeatKey) -> Result<(), String> {
+    /// The agent's durable runs of the local day (in the agents' zone) spent at least the
+    /// cap; just after midnight the day before may still be counted.
+    fn cap_spent(&self, entry: &Entry, key: &HeartbeatKey, cap: Cap) -> Result<(), String> {
         let zone = TimeZone::get(self.options.budget_zone).unwrap_or(TimeZone::UTC);
-        let budget = self.options.llm_calls_per_day;
-        let calls_since = |at: Timestamp| self.guards.durable_calls_since(&key.agent, local_day_start(at, &zone));
-        let today = calls_since(entry.wall);
-        if today >= budget || calls_since(entry.wall - signed(EDGE_SLACK)) >= budget {
+        let limit = cap.limit(self.options);
+        let spent_since = |at: Timestamp| self.guards.durable_since(&key.agent, local_day_start(at, &zone), cap);
+        let today = spent_since(entry.wall);
+        if today >= limit || spent_since(entry.wall - signed(EDGE_SLACK)) >= limit {
             return Ok(());
         }
         Err(format!(
-            "its agent's runs made {today} LLM calls today ({}), under the budget of {budget}",
+            "its agent's runs spent {today} {} today ({}), under the cap of {limit}",
+            cap.unit(),
             self.options.budget_zone
         ))
     }

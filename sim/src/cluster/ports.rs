@@ -14,8 +14,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use systole::core::breaker::BreakerStep;
+use systole::core::budget::DaySpend;
 use systole::core::heartbeat::{Heartbeat, HeartbeatDef};
-use systole::core::ids::{AgentId, HeartbeatKey};
+use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use systole::core::partition::LeaseView;
 use systole::core::pause::PauseRecord;
 use systole::core::retention::RunRetention;
@@ -225,14 +226,23 @@ impl Store for NodeStore {
         self.inner.pending_system_events(agent, now).await
     }
 
-    async fn llm_calls_since(
+    async fn spent_since(
         &self,
         agent: &AgentId,
         since: Timestamp,
         excluding: &[(HeartbeatKey, Timestamp)],
-    ) -> Result<u64, StoreError> {
+    ) -> Result<DaySpend, StoreError> {
         self.link.check().await?;
-        self.inner.llm_calls_since(agent, since, excluding).await
+        self.inner.spent_since(agent, since, excluding).await
+    }
+
+    async fn spent_by_job(
+        &self,
+        agent: &AgentId,
+        since: Timestamp,
+    ) -> Result<BTreeMap<HeartbeatId, DaySpend>, StoreError> {
+        self.link.check().await?;
+        self.inner.spent_by_job(agent, since).await
     }
 }
 
@@ -332,7 +342,7 @@ impl Llm for SlowModel {
         self.world.clock.sleep(Duration::from_millis(delay)).await;
         self.world.count_call(&self.node, -1);
         let count = self.replies.fetch_add(1, Ordering::SeqCst);
-        Ok(ChatResponse { text: Some(format!("status report {count}")), tool_calls: Vec::new() })
+        Ok(ChatResponse { text: Some(format!("status report {count}")), tool_calls: Vec::new(), usage: None })
     }
 }
 

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use rand::Rng;
 
 use serde_json::json;
+use systole::core::usage::TokenUsage;
 use systole::ports::clock::Clock;
 use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError, Role, ToolCall};
 
@@ -39,7 +40,7 @@ impl SimLlm {
         let text = shapes[self.world.injector.draw(0..shapes.len() as u64) as usize];
         self.world.fault(kind, format!("{prompt}: {text:?}"));
         self.answer(prompt, text);
-        ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new() }
+        ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new(), usage: None }
     }
 }
 
@@ -104,7 +105,7 @@ impl SimLlm {
             .enumerate()
             .map(|(index, name)| ToolCall { id: format!("tool-{index}"), name, arguments: "{}".to_owned() })
             .collect();
-        Some(Ok(ChatResponse { text: None, tool_calls: calls }))
+        Some(Ok(ChatResponse { text: None, tool_calls: calls, usage: None }))
     }
 }
 
@@ -116,7 +117,7 @@ const MODEL_HEARTBEATS: u64 = 4;
 impl SimLlm {
     fn call(&self, id: &str, name: &str, arguments: serde_json::Value) -> Result<ChatResponse, LlmError> {
         let call = ToolCall { id: id.to_owned(), name: name.to_owned(), arguments: arguments.to_string() };
-        Ok(ChatResponse { text: None, tool_calls: vec![call] })
+        Ok(ChatResponse { text: None, tool_calls: vec![call], usage: None })
     }
 
     /// The model's first move in a run, when a tool behaviour fires.
@@ -173,7 +174,33 @@ impl SimLlm {
 
 #[async_trait]
 impl Llm for SimLlm {
+    /// The model's answer, with the usage a provider reports for it.
     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        let mut response = self.answer_request(&request).await?;
+        response.usage = Some(usage_of(&request, &response));
+        Ok(response)
+    }
+}
+
+/// Tokens as a provider would count them, from the request and the answer alone (no
+/// draw, so adding them left every stream of a seed as it was): about four characters a
+/// token, a fixed overhead per message, the earlier turns of a conversation served from
+/// the prompt cache, and a fifth of the output spent reasoning.
+fn usage_of(request: &ChatRequest, response: &ChatResponse) -> TokenUsage {
+    const CHARS_PER_TOKEN: u64 = 4;
+    const TOKENS_PER_MESSAGE: u64 = 8;
+    let tokens = |text: &str| text.len() as u64 / CHARS_PER_TOKEN;
+    let message_tokens = |message: &systole::ports::llm::Message| tokens(&message.content) + TOKENS_PER_MESSAGE;
+    let input: u64 = request.messages.iter().map(message_tokens).sum();
+    let last = request.messages.last().map_or(0, message_tokens);
+    let cached = if request.messages.len() > 2 { input - last } else { 0 };
+    let output = response.text.as_deref().map_or(1, tokens)
+        + response.tool_calls.iter().map(|call| tokens(&call.arguments) + TOKENS_PER_MESSAGE).sum::<u64>();
+    TokenUsage { input, cached, output, reasoning: output / 5 }
+}
+
+impl SimLlm {
+    async fn answer_request(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         self.life.ensure_alive().await;
         let prompt =
             request.messages.iter().find(|m| m.role == Role::User).map(|m| m.content.clone()).unwrap_or_default();
@@ -189,13 +216,18 @@ impl Llm for SimLlm {
             self.life.ensure_alive().await;
             let text = crate::scenarios::SLOW_REPEAT_REPLY;
             self.answer(&prompt, text);
-            return Ok(ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new() });
+            return Ok(ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new(), usage: None });
         }
         let injector = &self.world.injector;
         if injector.roll(FaultKind::LlmHang) {
             self.world.fault(FaultKind::LlmHang, &prompt);
             self.answer(&prompt, "hang");
             std::future::pending::<()>().await;
+        }
+        if let Some(status) = self.world.refusal() {
+            self.world.fault(FaultKind::LlmRefused, format!("{prompt}: HTTP {status}"));
+            self.answer(&prompt, &format!("refused {status}"));
+            return Err(LlmError::Status { status, body: "injected: invalid key, spend cap or no access".to_owned() });
         }
         if self.flaky_fails(&prompt) || injector.roll(FaultKind::LlmError) {
             self.world.fault(FaultKind::LlmError, &prompt);
@@ -213,7 +245,7 @@ impl Llm for SimLlm {
             return Err(LlmError::Malformed("injected: not a chat completion".to_owned()));
         }
         if first_turn {
-            if let Some(response) = self.tool_use(&prompt, &request) {
+            if let Some(response) = self.tool_use(&prompt, request) {
                 return response;
             }
             if let Some(response) = self.first_tool_call(&prompt) {
@@ -266,7 +298,7 @@ impl Llm for SimLlm {
             format!("alert {number} from {prompt}")
         };
         self.answer(&prompt, &text);
-        Ok(ChatResponse { text: Some(text), tool_calls: Vec::new() })
+        Ok(ChatResponse { text: Some(text), tool_calls: Vec::new(), usage: None })
     }
 }
 

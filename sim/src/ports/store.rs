@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 
 use systole::core::breaker::BreakerStep;
+use systole::core::budget::DaySpend;
 use systole::core::heartbeat::{Heartbeat, HeartbeatDef};
-use systole::core::ids::{AgentId, HeartbeatKey};
+use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use systole::core::pause::PauseRecord;
 use systole::core::retention::RunRetention;
 use systole::core::system_events::SystemEvent;
@@ -177,6 +178,8 @@ impl Store for SimStore {
                     opened: step.opened,
                     closed: step.closed,
                     llm_calls: run.llm_calls,
+                    tokens: run.usage.tokens.total(),
+                    cost_micros: run.usage.cost_micros,
                     error: run.error.clone(),
                     tools: run.tool_use.clone(),
                     consumed: before
@@ -242,13 +245,21 @@ impl Store for SimStore {
         self.write("queue_system_event", self.world.durable.queue_system_event(agent, text, at), durable).await
     }
 
-    async fn llm_calls_since(
+    async fn spent_since(
         &self,
         agent: &AgentId,
         since: Timestamp,
         excluding: &[(HeartbeatKey, Timestamp)],
-    ) -> Result<u64, StoreError> {
-        self.read(self.world.durable.llm_calls_since(agent, since, excluding)).await
+    ) -> Result<DaySpend, StoreError> {
+        self.read(self.world.durable.spent_since(agent, since, excluding)).await
+    }
+
+    async fn spent_by_job(
+        &self,
+        agent: &AgentId,
+        since: Timestamp,
+    ) -> Result<std::collections::BTreeMap<HeartbeatId, DaySpend>, StoreError> {
+        self.read(self.world.durable.spent_by_job(agent, since)).await
     }
 
     async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError> {

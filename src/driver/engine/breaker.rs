@@ -43,16 +43,27 @@ impl Driver {
             Some(at) => format!("it will try once more at {at}"),
             None => "it stays stopped until it is enabled".to_owned(),
         };
-        let reason = format!("{count} failures in a row; {next}");
+        let reason = if record.provider_refused {
+            format!("the model's provider refused the request (no retry heals that); {next}")
+        } else {
+            format!("{count} failures in a row; {next}")
+        };
         self.publish_breaker(&key, record.slot, now, true, reason);
         if !step.opened {
             return;
         }
         let error = record.error.as_deref().unwrap_or(record.status.as_str());
         let error: String = error.chars().take(BREAKER_ANNOUNCEMENT_ERROR_CHARS_MAX).collect();
+        let why = if record.provider_refused {
+            format!(
+                "failed because the model's provider refused the request ({error}): a bad API key, a spend cap or \
+                 no access to the model, which no retry heals, so its circuit breaker stopped it at once"
+            )
+        } else {
+            format!("failed {count} times in a row, so its circuit breaker stopped it (last error: {error})")
+        };
         let text = format!(
-            "systole: heartbeat {key} failed {count} times in a row, so its circuit breaker stopped it \
-             (last error: {error}). {}; `systole heartbeat enable {} --agent {}` starts it again now.",
+            "systole: heartbeat {key} {why}. {}; `systole heartbeat enable {} --agent {}` starts it again now.",
             capitalized(&next),
             key.heartbeat,
             key.agent,
@@ -124,6 +135,20 @@ impl Driver {
     /// a key of its own per trip, so a receiver drops a repeat. Not tried again if it fails.
     fn announce(&self, key: &HeartbeatKey, slot: Timestamp, kind: DeliveryKind, text: String) {
         let Some(entry) = self.entries.get(key) else { return };
+        let idempotency_key = format!("{}/{}", idempotency_key(&entry.def, slot), kind.as_str());
+        self.announce_keyed(key, slot, kind, text, idempotency_key);
+    }
+
+    /// Sends `text` once, in the background, to `alerts_target` or `key`'s own target.
+    pub(super) fn announce_keyed(
+        &self,
+        key: &HeartbeatKey,
+        slot: Timestamp,
+        kind: DeliveryKind,
+        text: String,
+        idempotency_key: String,
+    ) {
+        let Some(entry) = self.entries.get(key) else { return };
         let target = self.context.alerts_target.clone().unwrap_or_else(|| entry.def.target.clone());
         if target.is_silent() {
             return;
@@ -133,7 +158,7 @@ impl Driver {
             text,
             heartbeat: key.clone(),
             scheduled_for: slot,
-            idempotency_key: format!("{}/{}", idempotency_key(&entry.def, slot), kind.as_str()),
+            idempotency_key,
             kind,
             fence: self.context.fence.clone(),
         };

@@ -81,7 +81,7 @@ impl Driver {
                 user_busy: false,
                 alerts_disabled: self.shows_nothing(&entry.def),
                 flooded,
-                over_budget: Self::held_by_budget(&entry.def, &spent),
+                cap_reached: Self::held_by_cap(&entry.def, &spent),
                 in_backoff,
                 run_in_flight: overlap == OverlapDecision::Skip,
                 wall_now: now.wall,

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use jiff::{SignedDuration, Timestamp};
 
 use super::Driver;
+use crate::core::budget::DayCap;
 use crate::core::guard::{self, GuardInput, SkipReason};
 use crate::core::heartbeat::JobKind;
 use crate::core::heartbeat_file::{agent_prompt, is_effectively_empty};
@@ -76,8 +77,8 @@ impl Driver {
             let events = self.pending_events(&agent, now).await;
             let file = if events.is_empty() { self.heartbeat_file(&agent, now).await } else { None };
             let slot = self.wake_slot(&key, wake.slot.unwrap_or(now.wall)).await;
-            let over_budget = !self.spent_budgets(BTreeSet::from([agent.clone()]), now).await.is_empty();
-            let decision = self.guard_wake(&key, &wake, &events, file.as_deref(), over_budget, now);
+            let cap_reached = self.spent_budgets(BTreeSet::from([agent.clone()]), now).await.remove(&agent);
+            let decision = self.guard_wake(&key, &wake, &events, file.as_deref(), cap_reached, now);
             if !wake.quiet || decision.is_ok() {
                 let event = EngineEvent::WakeDecided { key: key.clone(), slot, reason: wake.reason };
                 self.context.events.emit(now.wall, &event);
@@ -120,7 +121,7 @@ impl Driver {
         wake: &PendingWake,
         events: &[SystemEvent],
         file: Option<&str>,
-        over_budget: bool,
+        cap_reached: Option<DayCap>,
         now: Now,
     ) -> Result<(), (SkipReason, Option<Mono>)> {
         let agent = &key.agent;
@@ -139,7 +140,7 @@ impl Driver {
             user_busy: !lane_taken,
             alerts_disabled: self.shows_nothing(&entry.def),
             flooded: flood.is_err(),
-            over_budget,
+            cap_reached,
             in_backoff: !explicit && entry.backoff_until.is_some_and(|until| now.mono < until),
             run_in_flight: false,
             wall_now: now.wall,

@@ -82,6 +82,13 @@ pub fn counts_as_failure(status: ExecutionStatus) -> bool {
     !matches!(status, ExecutionStatus::Succeeded)
 }
 
+/// Whether a failed run's error is the provider refusing the request with 401, 402 or
+/// 403 (the engine's error text for an HTTP status: `answered HTTP 402: ...`).
+pub fn provider_refused(error: Option<&str>) -> bool {
+    let Some((_, rest)) = error.and_then(|error| error.split_once("answered HTTP ")) else { return false };
+    matches!(rest.get(..3), Some("401" | "402" | "403"))
+}
+
 /// The first instant of the local day `at` falls on in `zone`: walk back a minute at a
 /// time while the local date stays the same (offsets are whole minutes).
 pub fn local_day_start(at: Timestamp, zone: &TimeZone) -> Timestamp {

@@ -9,6 +9,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use systole::core::cron::CronSchedule;
 use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use systole::core::usage::RunUsage;
 
 use super::cron::CronReference;
 use super::*;
@@ -154,6 +155,8 @@ fn sample_record() -> systole::ports::store::RunRecord {
         reply_digest: None,
         consumes: Vec::new(),
         llm_calls: 0,
+        usage: RunUsage::default(),
+        provider_refused: false,
         tool_use: None,
     }
 }
