@@ -478,3 +478,35 @@ fn a_prompt_with_a_nul_is_refused_naming_the_field() {
     assert_eq!(error.field, "agents[0].heartbeats[0].prompt");
     assert!(error.problem.contains("NUL"), "{}", error.problem);
 }
+
+#[test]
+fn prices_and_the_money_caps_are_read_in_micros_and_checked() {
+    let text = format!(
+        "{LLM}[llm.prices.\"gpt-4o-mini\"]\ninput = 0.15\ncached_input = 0.075\noutput = 0.6\n\
+         [llm.prices.local]\ninput = 0\noutput = 0\n\
+         [[agents]]\nid = \"ops\"\ndaily_tokens_max = 50000\ndaily_cost_max = 1.25\n"
+    );
+    let config = parse_text(&text).expect("valid");
+    let mini = config.prices.models["gpt-4o-mini"];
+    assert_eq!((mini.input_micros_per_million, mini.cached_micros_per_million, mini.output_micros_per_million), (150_000, 75_000, 600_000));
+    assert_eq!(config.prices.models["local"].cached_micros_per_million, 0, "no cached price: the input price");
+    let ops = &config.agents[&AgentId::new("ops").expect("id")];
+    assert_eq!((ops.daily_tokens_max, ops.daily_cost_max_micros), (50_000, 1_250_000));
+    assert_eq!(config.agent_default.daily_tokens_max, crate::limits::DAILY_TOKENS_MAX_DEFAULT);
+    assert_eq!(config.agent_default.daily_cost_max_micros, crate::limits::DAILY_COST_MICROS_MAX_DEFAULT);
+
+    let cases = [
+        (format!("{LLM}[llm.prices.m]\ninput = -1.0\noutput = 1.0\n"), "llm.prices.\"m\".input", "out of range"),
+        (format!("{LLM}[llm.prices.m]\ninput = 1.0\n"), "llm.prices.\"m\".output", "is missing"),
+        (format!("{LLM}[llm.prices.m]\ninput = 1.0\noutput = 1e9\n"), "llm.prices.\"m\".output", "out of range"),
+        (format!("{LLM}[llm.prices.m]\ninput = 1.0\noutput = 1.0\nwrite = 2.0\n"), "", "unknown field"),
+        (format!("{LLM}[[agents]]\nid = \"a\"\ndaily_cost_max = 0\n"), "agents[0].daily_cost_max", "would stop every run"),
+        (format!("{LLM}[[agents]]\nid = \"a\"\ndaily_cost_max = nan\n"), "agents[0].daily_cost_max", "out of range"),
+        (format!("{LLM}[[agents]]\nid = \"a\"\ndaily_tokens_max = 0\n"), "agents[0].daily_tokens_max", "from 1"),
+    ];
+    for (text, field, problem) in cases {
+        let error = refused(&text);
+        assert!(error.field.starts_with(field), "{text}\n{error}");
+        assert!(error.problem.contains(problem), "{field}: {:?} should mention {problem:?}", error.problem);
+    }
+}

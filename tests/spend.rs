@@ -1,0 +1,284 @@
+//! What runs cost, end to end (issue 27): the real `systole` daemon with the real clock and
+//! SQLite, against a local OpenAI-compatible server that reports `usage` (in OpenAI's
+//! shape and in the shape LiteLLM's proxy gives) and a webhook receiver, all on 127.0.0.1.
+#![allow(clippy::disallowed_methods)] // this test waits on a real process in real time
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+const WAIT_SECS_MAX: u64 = 30;
+const TOKEN: &str = "spend-test-token";
+
+/// Prices of model `m` per million tokens: 2.00 input, 0.50 cached, 8.00 output.
+const PRICES: &str = "[llm.prices.m]\ninput = 2.0\ncached_input = 0.5\noutput = 8.0\n";
+
+#[derive(Default)]
+struct Peers {
+    /// The first user message of every completion asked for.
+    prompts: Mutex<Vec<String>>,
+    deliveries: Mutex<Vec<String>>,
+}
+
+impl Peers {
+    fn calls_with(&self, text: &str) -> usize {
+        self.prompts.lock().expect("lock").iter().filter(|prompt| prompt.contains(text)).count()
+    }
+
+    fn deliveries_with(&self, text: &str) -> Vec<String> {
+        self.deliveries.lock().expect("lock").iter().filter(|body| body.contains(text)).cloned().collect()
+    }
+}
+
+/// Answers `HEARTBEAT_OK` (a silent run) with usage in OpenAI's shape, or in LiteLLM's
+/// (`cache_read_input_tokens`, no details) for a prompt asking for it; `refuse-me` gets
+/// the 401 of a revoked key.
+async fn chat(State(peers): State<Arc<Peers>>, Json(body): Json<Value>) -> axum::response::Response {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let prompt = messages.iter().find(|m| m["role"] == "user").and_then(|m| m["content"].as_str()).unwrap_or("");
+    peers.prompts.lock().expect("lock").push(prompt.to_owned());
+    if prompt.contains("refuse-me") {
+        let error = json!({ "error": { "message": "Incorrect API key provided", "type": "invalid_request_error" } });
+        return (StatusCode::UNAUTHORIZED, Json(error)).into_response();
+    }
+    let usage = if prompt.contains("litellm-shape") {
+        json!({ "prompt_tokens": 900, "completion_tokens": 20, "total_tokens": 920,
+                "cache_read_input_tokens": 300, "prompt_tokens_details": null })
+    } else {
+        json!({ "prompt_tokens": 1200, "completion_tokens": 30, "total_tokens": 1230,
+                "prompt_tokens_details": { "cached_tokens": 1000 },
+                "completion_tokens_details": { "reasoning_tokens": 10 } })
+    };
+    let message = json!({ "role": "assistant", "content": "HEARTBEAT_OK" });
+    Json(json!({ "choices": [{ "index": 0, "message": message, "finish_reason": "stop" }], "usage": usage }))
+        .into_response()
+}
+
+async fn hook(State(peers): State<Arc<Peers>>, body: String) -> StatusCode {
+    peers.deliveries.lock().expect("lock").push(body);
+    StatusCode::NO_CONTENT
+}
+
+async fn start_peers() -> (Arc<Peers>, std::net::SocketAddr) {
+    let peers = Arc::new(Peers::default());
+    let app = Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/hook", post(hook))
+        .with_state(Arc::clone(&peers));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
+    (peers, address)
+}
+
+struct Daemon {
+    child: Child,
+    url: String,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    /// A daemon on `peer` with the price table and `agents` (TOML of `[[agents]]` tables).
+    async fn start(peer: std::net::SocketAddr, agents: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = format!(
+            "[api]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"state.db\"\n\
+             [llm]\nbase_url = \"http://{peer}/v1\"\nmodel = \"m\"\nattempts = 1\n{PRICES}\
+             [adapters.webhook.ops]\nurl = \"http://{peer}/hook\"\n\
+             [engine]\nshutdown_grace = \"5s\"\nbreaker_failures = 3\n{agents}"
+        );
+        let path = dir.path().join("systole.toml");
+        std::fs::write(&path, config).expect("write config");
+        let log = std::fs::File::create(dir.path().join("daemon.log")).expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_systole"))
+            .args(["serve", "--config", path.to_str().expect("utf-8")])
+            .env("SYSTOLE_API_TOKEN", TOKEN)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start daemon");
+        let address_file = dir.path().join("state.db.api");
+        let mut url = String::new();
+        for _ in 0..WAIT_SECS_MAX * 10 {
+            if let Ok(text) = std::fs::read_to_string(&address_file) {
+                url = text.trim().to_owned();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(!url.is_empty(), "the daemon wrote its API address to {}", address_file.display());
+        Self { child, url, http: reqwest::Client::new(), _dir: dir }
+    }
+
+    async fn get_text(&self, path: &str) -> String {
+        let response =
+            self.http.get(format!("{}{path}", self.url)).bearer_auth(TOKEN).send().await.expect("the API answers");
+        assert_eq!(response.status().as_u16(), 200, "GET {path}");
+        response.text().await.expect("body")
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        serde_json::from_str(&self.get_text(path).await).expect("JSON")
+    }
+
+    async fn post(&self, path: &str, body: Value) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .expect("the API answers");
+        assert!(response.status().is_success(), "POST {path}: {}", response.status());
+    }
+
+    /// The run log of one heartbeat, newest first.
+    async fn runs(&self, agent: &str, id: &str) -> Vec<Value> {
+        let page = self.get(&format!("/v1/agents/{agent}/heartbeats/{id}/runs?limit=200")).await;
+        page["items"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn wait_until(what: &str, mut done: impl AsyncFnMut() -> bool) {
+    for _ in 0..WAIT_SECS_MAX * 10 {
+        if done().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out after {WAIT_SECS_MAX} s waiting for: {what}");
+}
+
+fn agent<'a>(status: &'a Value, id: &str) -> &'a Value {
+    status["agents"]
+        .as_array()
+        .and_then(|agents| agents.iter().find(|agent| agent["id"] == id))
+        .unwrap_or_else(|| panic!("agent {id} in the status: {status:#}"))
+}
+
+fn heartbeat(agent: &str, id: &str, prompt: &str, every: &str) -> String {
+    format!(
+        "[[agents]]\nid = \"{agent}\"\n\
+         [[agents.heartbeats]]\nid = \"{id}\"\nprompt = \"{prompt}\"\nevery = \"{every}\"\ntarget = \"webhook:ops\"\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_heartbeat_s_tokens_and_cost_show_in_the_run_log_the_status_and_the_metrics() {
+    let (peers, peer) = start_peers().await;
+    let agents = format!(
+        "{}{}",
+        heartbeat("plain", "check", "openai-shape", "1s"),
+        heartbeat("proxied", "check", "litellm-shape", "1s")
+    );
+    let daemon = Daemon::start(peer, &agents).await;
+    wait_until("two runs of each agent", async || {
+        daemon.runs("plain", "check").await.iter().filter(|run| run["llm_calls"] == 1).count() >= 2
+            && daemon.runs("proxied", "check").await.iter().filter(|run| run["llm_calls"] == 1).count() >= 2
+    })
+    .await;
+    // Stop the timed runs, and let one in flight finish, so the sums below hold still.
+    for id in ["plain", "proxied"] {
+        daemon.post(&format!("/v1/agents/{id}/pause"), json!({ "minutes": 30 })).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+
+    // (agent, tokens of each run, cost of each run in micros):
+    // 200 uncached x 2.00 + 1,000 cached x 0.50 + 30 output x 8.00 = 1,140 micros, and
+    // 600 x 2.00 + 300 x 0.50 + 20 x 8.00 = 1,510 micros.
+    let expected = [
+        ("plain", json!({ "input": 1200, "cached": 1000, "output": 30, "reasoning": 10 }), 1_140_u64, 1_230_u64),
+        ("proxied", json!({ "input": 900, "cached": 300, "output": 20, "reasoning": 0 }), 1_510, 920),
+    ];
+    let status = daemon.get("/v1/status").await;
+    let metrics = daemon.get_text("/metrics").await;
+    for (id, tokens, cost, total) in expected {
+        let runs: Vec<Value> =
+            daemon.runs(id, "check").await.into_iter().filter(|run| run["status"] == "succeeded").collect();
+        assert!(runs.len() >= 2, "{id}: {runs:#?}");
+        for run in &runs {
+            assert_eq!(run["delivery"], "not-needed", "a silent run delivers nothing: {run:#}");
+            assert_eq!(run["tokens"], tokens, "{id}: {run:#}");
+            assert_eq!(run["cost_micros"], cost, "{id}: {run:#}");
+            assert_eq!(run["unpriced_calls"], 0);
+        }
+        let count = runs.len() as u64;
+        let today = &agent(&status, id)["today"];
+        assert_eq!(today["llm_calls"], count, "{id}: {today:#}");
+        assert_eq!(today["tokens"], count * total, "{id}: {today:#}");
+        assert_eq!(today["cost_micros"], count * cost, "{id}: {today:#}");
+        assert_eq!(today["cap_reached"], Value::Null);
+        let job = &agent(&status, id)["jobs"][0];
+        assert_eq!(job["today"]["tokens"], count * total, "the job's share is all of it: {job:#}");
+        let input = tokens["input"].as_u64().expect("input");
+        let line = format!("systole_llm_tokens_total{{agent=\"{id}\",kind=\"input\"}} {}", count * input);
+        assert!(metrics.contains(&line), "{line} in\n{metrics}");
+        let cost_line = format!("systole_llm_cost_total{{agent=\"{id}\"}} 0.{:06}", count * cost);
+        assert!(metrics.contains(&cost_line), "{cost_line} in\n{metrics}");
+    }
+    assert!(peers.deliveries_with("HEARTBEAT_OK").is_empty(), "silent runs reach nobody");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_cap_stops_the_runs_and_is_announced_once() {
+    let (peers, peer) = start_peers().await;
+    // Each run reports 1,230 tokens: two stay under 2,500, the third reaches it.
+    let agents = heartbeat("capped", "check", "openai-shape", "1s")
+        .replacen("id = \"capped\"\n", "id = \"capped\"\ndaily_tokens_max = 2500\n", 1);
+    let daemon = Daemon::start(peer, &agents).await;
+    wait_until("three skips for the token cap", async || {
+        daemon.runs("capped", "check").await.iter().filter(|run| run["skip_reason"] == "token-cap").count() >= 3
+    })
+    .await;
+    let runs = daemon.runs("capped", "check").await;
+    let ran = runs.iter().filter(|run| run["llm_calls"] == 1).count();
+    assert_eq!(ran, 3, "runs go on until the cap is reached, then none starts: {runs:#?}");
+    assert_eq!(peers.calls_with("openai-shape"), 3);
+    let status = daemon.get("/v1/status").await;
+    let today = &agent(&status, "capped")["today"];
+    assert_eq!(today["cap_reached"], "token-cap", "{today:#}");
+    assert_eq!(today["tokens"], 3 * 1_230);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let announced = peers.deliveries_with("daily_tokens_max");
+    assert_eq!(announced.len(), 1, "announced once: {announced:#?}");
+    assert!(announced[0].contains("token-cap"), "{}", announced[0]);
+    let metrics = daemon.get_text("/metrics").await;
+    assert!(metrics.contains("systole_skips_total{reason=\"token-cap\"}"), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_401_from_the_model_opens_the_breaker_on_the_first_failure() {
+    let (peers, peer) = start_peers().await;
+    let daemon = Daemon::start(peer, &heartbeat("keyless", "check", "refuse-me", "1s")).await;
+    wait_until("the breaker's announcement", async || !peers.deliveries_with("circuit breaker").is_empty()).await;
+    // Several intervals later: still one call, one failure, one announcement.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(peers.calls_with("refuse-me"), 1, "no more calls while the breaker is open");
+    let shown = daemon.get("/v1/agents/keyless/heartbeats/check").await;
+    assert_eq!(shown["enabled"], false, "{shown:#}");
+    assert_eq!(shown["disabled_reason"], "circuit-breaker", "{shown:#}");
+    let failed = daemon.runs("keyless", "check").await;
+    let failed: Vec<&Value> = failed.iter().filter(|run| run["status"] == "failed").collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert!(failed[0]["error"].as_str().is_some_and(|error| error.contains("HTTP 401")), "{:#}", failed[0]);
+    let announced = peers.deliveries_with("circuit breaker");
+    assert_eq!(announced.len(), 1, "{announced:#?}");
+    assert!(announced[0].contains("refused the request") && announced[0].contains("HTTP 401"), "{}", announced[0]);
+    assert!(!announced[0].contains("times in a row"), "{}", announced[0]);
+}
