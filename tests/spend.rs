@@ -239,8 +239,11 @@ async fn a_silent_heartbeat_s_tokens_and_cost_show_in_the_run_log_the_status_and
 async fn a_token_cap_stops_the_runs_and_is_announced_once() {
     let (peers, peer) = start_peers().await;
     // Each run reports 1,230 tokens: two stay under 2,500, the third reaches it.
-    let agents = heartbeat("capped", "check", "openai-shape", "1s")
-        .replacen("id = \"capped\"\n", "id = \"capped\"\ndaily_tokens_max = 2500\n", 1);
+    let agents = heartbeat("capped", "check", "openai-shape", "1s").replacen(
+        "id = \"capped\"\n",
+        "id = \"capped\"\ndaily_tokens_max = 2500\n",
+        1,
+    );
     let daemon = Daemon::start(peer, &agents).await;
     wait_until("three skips for the token cap", async || {
         daemon.runs("capped", "check").await.iter().filter(|run| run["skip_reason"] == "token-cap").count() >= 3

@@ -488,7 +488,10 @@ fn prices_and_the_money_caps_are_read_in_micros_and_checked() {
     );
     let config = parse_text(&text).expect("valid");
     let mini = config.prices.models["gpt-4o-mini"];
-    assert_eq!((mini.input_micros_per_million, mini.cached_micros_per_million, mini.output_micros_per_million), (150_000, 75_000, 600_000));
+    assert_eq!(
+        (mini.input_micros_per_million, mini.cached_micros_per_million, mini.output_micros_per_million),
+        (150_000, 75_000, 600_000)
+    );
     assert_eq!(config.prices.models["local"].cached_micros_per_million, 0, "no cached price: the input price");
     let ops = &config.agents[&AgentId::new("ops").expect("id")];
     assert_eq!((ops.daily_tokens_max, ops.daily_cost_max_micros), (50_000, 1_250_000));
@@ -500,7 +503,11 @@ fn prices_and_the_money_caps_are_read_in_micros_and_checked() {
         (format!("{LLM}[llm.prices.m]\ninput = 1.0\n"), "llm.prices.\"m\".output", "is missing"),
         (format!("{LLM}[llm.prices.m]\ninput = 1.0\noutput = 1e9\n"), "llm.prices.\"m\".output", "out of range"),
         (format!("{LLM}[llm.prices.m]\ninput = 1.0\noutput = 1.0\nwrite = 2.0\n"), "", "unknown field"),
-        (format!("{LLM}[[agents]]\nid = \"a\"\ndaily_cost_max = 0\n"), "agents[0].daily_cost_max", "would stop every run"),
+        (
+            format!("{LLM}[[agents]]\nid = \"a\"\ndaily_cost_max = 0\n"),
+            "agents[0].daily_cost_max",
+            "would stop every run",
+        ),
         (format!("{LLM}[[agents]]\nid = \"a\"\ndaily_cost_max = nan\n"), "agents[0].daily_cost_max", "out of range"),
         (format!("{LLM}[[agents]]\nid = \"a\"\ndaily_tokens_max = 0\n"), "agents[0].daily_tokens_max", "from 1"),
     ];

@@ -17,6 +17,9 @@ use crate::trace::Entry;
 pub const BUDGET: &str = "budget";
 pub const TOKEN_CAP: &str = "token-cap";
 pub const COST_CAP: &str = "cost-cap";
+/// Every run that got an answer from the model counts its tokens and cost, silent ones
+/// included (the simulated model reports usage with every answer, at a price above 0).
+pub const USAGE_COUNTED: &str = "usage-counted";
 /// A cap reached is announced once per agent, day and cap, and never one not reached.
 pub const CAP_ANNOUNCED: &str = "cap-announced";
 
@@ -117,6 +120,22 @@ pub fn is_ack_text(text: &str) -> bool {
 impl Model<'_> {
     pub(super) fn run_recorded(&mut self, key: &HeartbeatKey, finished_at: Timestamp, spent: Spent) {
         self.guards.spent.entry(key.agent.clone()).or_default().push((finished_at, spent));
+    }
+
+    /// A recorded run that succeeded after at least one LLM call spent tokens and money.
+    pub(super) fn usage_counted(&mut self, key: &HeartbeatKey, slot: Timestamp, succeeded: bool, spent: Spent) -> Step {
+        if !succeeded || spent.calls == 0 {
+            return Ok(());
+        }
+        self.count(USAGE_COUNTED);
+        if spent.tokens == 0 || spent.cost_micros == 0 {
+            let message = format!(
+                "{key} slot {slot} succeeded after {} LLM calls but counted {} tokens and {} micros",
+                spent.calls, spent.tokens, spent.cost_micros
+            );
+            return fail(USAGE_COUNTED, message);
+        }
+        Ok(())
     }
 
     /// The engine said `agent` reached a cap: once per day and cap.

@@ -75,7 +75,7 @@ pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
 /// first or its job was deleted.
 pub const TRIGGER_DECIDED: &str = "trigger-decided";
 
-pub const INVARIANTS: [&str; 62] = [
+pub const INVARIANTS: [&str; 63] = [
     NO_SLOT_OFFERED_TWICE,
     skips::PAUSED,
     skips::QUIET_HOURS,
@@ -108,6 +108,7 @@ pub const INVARIANTS: [&str; 62] = [
     guards::TOKEN_CAP,
     guards::COST_CAP,
     guards::CAP_ANNOUNCED,
+    guards::USAGE_COUNTED,
     guards::VISIBILITY,
     agents::EMPTY_FILE_NO_CALL,
     agents::USER_GOES_FIRST,
@@ -665,6 +666,8 @@ impl Model<'_> {
                         cost_micros: usage.cost_micros,
                     };
                     self.run_recorded(key, *finished_at, spent);
+                    let succeeded = *status == systole::ports::store::ExecutionStatus::Succeeded;
+                    self.usage_counted(key, *slot, succeeded, spent)?;
                 }
                 // What the engine knows of its last run, recorded or not, decides a one-shot.
                 // A manual run that succeeds does what a one-shot was for and ends its retries;
