@@ -189,6 +189,12 @@ pub const DAILY_TOKENS_MAX_LIMIT: u64 = 100_000_000_000;
 pub const DAILY_COST_MICROS_MAX_DEFAULT: u64 = 5_000_000;
 /// The most a config may allow per agent and day, in micros (1,000,000.00).
 pub const DAILY_COST_MICROS_MAX_LIMIT: u64 = 1_000_000 * 1_000_000;
+/// Characters of one message (or tool call's arguments) a run's transcript keeps; the
+/// rest is cut with a note.
+pub const TRANSCRIPT_MESSAGE_CHARS_MAX: usize = 8_000;
+/// Characters of JSON a run's transcript keeps at most (about 64 KB per run in the run
+/// log); later messages are left out with a note.
+pub const TRANSCRIPT_CHARS_MAX: usize = 64_000;
 /// The highest price per million tokens a price table accepts (10,000.00): a higher one is
 /// a typo (a price per token written as per million would be far lower, not higher).
 pub const PRICE_PER_MILLION_MAX: f64 = 10_000.0;

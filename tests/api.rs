@@ -836,7 +836,10 @@ async fn the_status_page_updates_live_in_a_real_browser() {
     // Today's spending: the agent's against its caps, the job's own.
     let agent_row = browser.run(r#"return document.querySelector('tr[data-agent="ops"]').innerText;"#).await;
     let today = agent_row.as_str().unwrap_or_default();
-    assert!(today.contains(" LLM call") && today.contains("of 2000000 tokens") && today.contains("of 5.000000"), "{today:?}");
+    assert!(
+        today.contains(" LLM call") && today.contains("of 2000000 tokens") && today.contains("of 5.000000"),
+        "{today:?}"
+    );
     let job_row = browser.run(r#"return document.querySelector('tr[data-job="ops/quiet"]').innerText;"#).await;
     assert!(job_row.as_str().is_some_and(|text| text.contains("1 LLM call")), "{job_row}");
 

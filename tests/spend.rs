@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::{Json, Router};
@@ -16,6 +16,8 @@ use serde_json::{json, Value};
 
 const WAIT_SECS_MAX: u64 = 30;
 const TOKEN: &str = "spend-test-token";
+/// The LLM's API key, given to the daemon through `llm.api_key_env`.
+const LLM_KEY: &str = "sk-spend-test-0123456789";
 
 /// Prices of model `m` per million tokens: 2.00 input, 0.50 cached, 8.00 output.
 const PRICES: &str = "[llm.prices.m]\ninput = 2.0\ncached_input = 0.5\noutput = 8.0\n";
@@ -40,10 +42,21 @@ impl Peers {
 /// Answers `HEARTBEAT_OK` (a silent run) with usage in OpenAI's shape, or in LiteLLM's
 /// (`cache_read_input_tokens`, no details) for a prompt asking for it; `refuse-me` gets
 /// the 401 of a revoked key.
-async fn chat(State(peers): State<Arc<Peers>>, Json(body): Json<Value>) -> axum::response::Response {
+async fn chat(
+    State(peers): State<Arc<Peers>>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> axum::response::Response {
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let prompt = messages.iter().find(|m| m["role"] == "user").and_then(|m| m["content"].as_str()).unwrap_or("");
     peers.prompts.lock().expect("lock").push(prompt.to_owned());
+    if prompt.contains("echo-key") {
+        // A careless model (or a tool) repeating the API key it was called with.
+        let key = headers.get("authorization").and_then(|value| value.to_str().ok()).unwrap_or("");
+        let message = json!({ "role": "assistant", "content": format!("Found it: {key}") });
+        return Json(json!({ "choices": [{ "index": 0, "message": message, "finish_reason": "stop" }] }))
+            .into_response();
+    }
     if prompt.contains("refuse-me") {
         let error = json!({ "error": { "message": "Incorrect API key provided", "type": "invalid_request_error" } });
         return (StatusCode::UNAUTHORIZED, Json(error)).into_response();
@@ -82,7 +95,7 @@ struct Daemon {
     child: Child,
     url: String,
     http: reqwest::Client,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Daemon {
@@ -91,7 +104,7 @@ impl Daemon {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = format!(
             "[api]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"state.db\"\n\
-             [llm]\nbase_url = \"http://{peer}/v1\"\nmodel = \"m\"\nattempts = 1\n{PRICES}\
+             [llm]\nbase_url = \"http://{peer}/v1\"\nmodel = \"m\"\nattempts = 1\napi_key_env = \"SPEND_TEST_LLM_KEY\"\n{PRICES}\
              [adapters.webhook.ops]\nurl = \"http://{peer}/hook\"\n\
              [engine]\nshutdown_grace = \"5s\"\nbreaker_failures = 3\n{agents}"
         );
@@ -101,6 +114,7 @@ impl Daemon {
         let child = Command::new(env!("CARGO_BIN_EXE_systole"))
             .args(["serve", "--config", path.to_str().expect("utf-8")])
             .env("SYSTOLE_API_TOKEN", TOKEN)
+            .env("SPEND_TEST_LLM_KEY", LLM_KEY)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -115,7 +129,7 @@ impl Daemon {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         assert!(!url.is_empty(), "the daemon wrote its API address to {}", address_file.display());
-        Self { child, url, http: reqwest::Client::new(), _dir: dir }
+        Self { child, url, http: reqwest::Client::new(), dir }
     }
 
     async fn get_text(&self, path: &str) -> String {
@@ -284,4 +298,56 @@ async fn a_401_from_the_model_opens_the_breaker_on_the_first_failure() {
     assert_eq!(announced.len(), 1, "{announced:#?}");
     assert!(announced[0].contains("refused the request") && announced[0].contains("HTTP 401"), "{}", announced[0]);
     assert!(!announced[0].contains("times in a row"), "{}", announced[0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_s_transcript_reads_back_through_the_api_and_the_cli_with_no_secret_in_it() {
+    let (_peers, peer) = start_peers().await;
+    let daemon = Daemon::start(peer, &heartbeat("echo", "check", "echo-key", "1h")).await;
+    daemon.post("/v1/agents/echo/heartbeats/check/trigger", json!({})).await;
+    wait_until("the triggered run", async || {
+        daemon.runs("echo", "check").await.iter().any(|run| run["llm_calls"] == 1)
+    })
+    .await;
+    let transcript = daemon.get("/v1/agents/echo/heartbeats/check/runs/latest/transcript").await;
+    let messages = transcript["messages"].as_array().cloned().unwrap_or_default();
+    let roles: Vec<&str> = messages.iter().filter_map(|message| message["role"].as_str()).collect();
+    assert_eq!(roles, ["system", "user", "assistant"], "{transcript:#}");
+    assert!(messages[1]["content"].as_str().is_some_and(|text| text.contains("echo-key")), "{transcript:#}");
+    assert_eq!(messages[2]["content"], "Found it: Bearer [redacted]", "the key the model repeated is blanked");
+    assert!(!transcript.to_string().contains(LLM_KEY));
+    // The same transcript under its slot, and through the CLI (read from the store).
+    let slot = transcript["slot"].as_str().expect("slot").to_owned();
+    let by_slot = daemon.get(&format!("/v1/agents/echo/heartbeats/check/runs/{slot}/transcript")).await;
+    assert_eq!(by_slot["messages"], transcript["messages"]);
+    let config = daemon.dir.path().join("systole.toml");
+    let output = Command::new(env!("CARGO_BIN_EXE_systole"))
+        .args(["heartbeat", "runs", "check", "--agent", "echo", "--transcript", "latest", "--config"])
+        .arg(&config)
+        .output()
+        .expect("the CLI runs");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{printed} {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        printed.contains("--- user") && printed.contains("--- assistant") && printed.contains("Bearer [redacted]"),
+        "{printed}"
+    );
+    assert!(!printed.contains(LLM_KEY));
+    // Bad input is named, not a 500.
+    let response = daemon
+        .http
+        .get(format!("{}/v1/agents/echo/heartbeats/check/runs/yesterday/transcript", daemon.url))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status().as_u16(), 422);
+    let response = daemon
+        .http
+        .get(format!("{}/v1/agents/echo/heartbeats/check/runs/2020-01-01T00:00:00Z/transcript", daemon.url))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status().as_u16(), 404);
 }

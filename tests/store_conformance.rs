@@ -55,6 +55,7 @@ fn finished(k: &HeartbeatKey, slot_secs: i64, succeeded: bool) -> RunRecord {
         llm_calls: 0,
         usage: RunUsage::default(),
         provider_refused: false,
+        transcript: None,
         tool_use: None,
     }
 }

@@ -166,6 +166,9 @@ fn random_run(rng: &mut Rng, k: HeartbeatKey, slot: Timestamp, now: Timestamp) -
             unpriced_calls: rng.below(2) as u32,
         },
         provider_refused: status == ExecutionStatus::Failed && rng.chance(30),
+        transcript: rng
+            .chance(50)
+            .then(|| format!(r#"{{"messages":[{{"role":"user","content":"run {}"}}]}}"#, rng.below(9))),
         tool_use: rng.chance(30).then(|| ToolUse {
             offered: vec!["inbox/search".to_owned()],
             calls: vec![ToolCallRecord {
@@ -301,7 +304,11 @@ async fn snapshot(store: &dyn Store, now: Timestamp) -> Vec<String> {
         format!("latest slots {:?}", store.latest_slots(&all_keys()).await),
     ];
     for k in all_keys() {
-        seen.push(format!("{k} runs {:?}", store.executions_page(&k, None, 1_000).await));
+        let runs = store.executions_page(&k, None, 1_000).await;
+        for run in runs.iter().flatten() {
+            seen.push(format!("{k} transcript {} {:?}", run.slot, store.transcript(&k, run.slot).await));
+        }
+        seen.push(format!("{k} runs {runs:?}"));
         seen.push(format!("{k} failures {:?}", store.consecutive_failures(&k).await));
         for digest in DIGESTS {
             seen.push(format!("{k} delivered {digest} {:?}", store.delivered_since(&k, digest, start()).await));

@@ -72,6 +72,7 @@ fn finished(k: &HeartbeatKey, slot_secs: i64) -> RunRecord {
         llm_calls: 0,
         usage: RunUsage::default(),
         provider_refused: false,
+        transcript: None,
         tool_use: None,
     }
 }

@@ -310,3 +310,32 @@ pub async fn runs(
     let items: Vec<Value> = page.iter().map(execution_json).collect();
     Ok(Json(json!({ "items": items, "next_cursor": next_cursor })))
 }
+
+/// The transcript of one run: what the model was sent and answered. `latest` names the
+/// newest run in the log that has one.
+pub async fn transcript(
+    State(state): State<ApiState>,
+    path: Result<Path<(String, String, String, String)>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Path((agent, kind, id, slot)) = path?;
+    let job = find(&state, &agent, collection(&kind)?, &id).await?;
+    let key = &job.def.key;
+    let slot = if slot == "latest" {
+        let page = state.store.executions_page(key, None, API_RUNS_PAGE_MAX).await?;
+        let latest = page.iter().find(|run| run.llm_calls > 0).map(|run| run.slot);
+        latest.ok_or_else(|| ApiError::not_found(format!("{key} has no run that called the model in its log")))?
+    } else {
+        slot.parse::<Timestamp>()
+            .map_err(|_| ApiError::invalid("slot", format!("{slot:?} is not an RFC 3339 time or `latest`")))?
+    };
+    let text = state.store.transcript(key, slot).await?.ok_or_else(|| {
+        ApiError::not_found(format!("{key} has no transcript for slot {slot} (no such run, no LLM call, or pruned)"))
+    })?;
+    let mut transcript: Value = serde_json::from_str(&text).map_err(|error| {
+        ApiError::unavailable(format!("the stored transcript of {key} slot {slot} is unreadable: {error}"))
+    })?;
+    transcript["agent"] = json!(key.agent.as_str());
+    transcript["id"] = json!(key.heartbeat.as_str());
+    transcript["slot"] = json!(slot.to_string());
+    Ok(Json(transcript))
+}

@@ -87,6 +87,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/agents/{agent}/{collection}/{id}/trigger", post(jobs::trigger))
         .route("/agents/{agent}/{collection}/{id}/backfill", post(jobs::backfill))
         .route("/agents/{agent}/{collection}/{id}/runs", get(jobs::runs))
+        .route("/agents/{agent}/{collection}/{id}/runs/{slot}/transcript", get(jobs::transcript))
         .route("/mcp", get(mcp::list))
         .route("/events", get(feed::stream))
         .route("/reload", post(reload::reload))

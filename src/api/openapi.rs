@@ -26,6 +26,10 @@ fn parameter(name: &str) -> Value {
         ),
         "agent" => ("an agent id", json!({ "type": "string" })),
         "id" => ("a heartbeat or cron job id", json!({ "type": "string" })),
+        "slot" => (
+            "a run's slot (RFC 3339), or `latest` for the newest run that called the model",
+            json!({ "type": "string" }),
+        ),
         _ => ("a user turn id", json!({ "type": "string" })),
     };
     json!({ "name": name, "in": "path", "required": true, "description": description, "schema": schema })
@@ -88,6 +92,7 @@ pub fn document() -> Value {
     let fields = reference("JobFields");
     const AGENT: &[&str] = &["agent"];
     const JOB: &[&str] = &["agent", "collection", "id"];
+    const RUN: &[&str] = &["agent", "collection", "id", "slot"];
     let mut paths = Map::new();
     let mut add = |path: &str, method: &str, op: Operation| {
         let entry = paths.entry(path.to_owned()).or_insert_with(|| json!({}));
@@ -312,6 +317,18 @@ pub fn document() -> Value {
         Operation {
             summary: "The run log, newest first; `next_cursor` goes in `before`",
             params: JOB,
+            body: None,
+            success: ("200", any_object()),
+            errors: &["404", "422"],
+        },
+    );
+    add(
+        "/v1/agents/{agent}/{collection}/{id}/runs/{slot}/transcript",
+        "get",
+        Operation {
+            summary: "What the model was sent and answered in the run of `slot` (RFC 3339, or `latest`): \
+                      every message, tool calls and results included, bounded, secrets blanked",
+            params: RUN,
             body: None,
             success: ("200", any_object()),
             errors: &["404", "422"],

@@ -238,6 +238,10 @@ pub enum JobCommand {
         job: JobRef,
         #[arg(long, default_value_t = RUNS_LIMIT_DEFAULT)]
         limit: usize,
+        /// Print one run's transcript instead: what the model was sent and answered
+        /// (`latest`, or the run's slot as RFC 3339).
+        #[arg(long, value_name = "SLOT")]
+        transcript: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -462,11 +466,14 @@ async fn job_command(
             let store = store_open::open(&config).await?;
             list::list(store.as_ref(), kind, agent.as_deref(), &config, json).await?
         }
-        JobCommand::Runs { job, limit, json } => {
+        JobCommand::Runs { job, limit, transcript, json } => {
             let config = config::load(config)?;
             let store = store_open::open(&config).await?;
             let key = list::resolve(store.as_ref(), kind, job.agent.as_deref(), &job.id).await?;
-            list::runs(store.as_ref(), &key, limit, json).await?
+            match transcript {
+                Some(slot) => list::transcript(store.as_ref(), &key, &slot, json).await?,
+                None => list::runs(store.as_ref(), &key, limit, json).await?,
+            }
         }
         JobCommand::Show { job, json } => {
             let client = client(config, url)?;

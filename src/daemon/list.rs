@@ -232,3 +232,55 @@ pub async fn runs(store: &dyn Store, key: &HeartbeatKey, limit: usize, as_json: 
     }
     Ok(out)
 }
+
+/// Runs searched for the newest one that called the model (`--transcript latest`).
+const TRANSCRIPT_SEARCH_RUNS_MAX: usize = 500;
+
+/// Prints one run's transcript: each message with its role, tool calls and results.
+///
+/// # Errors
+/// When the slot is not a time, the run has no transcript, or the store cannot be read.
+pub async fn transcript(
+    store: &dyn Store,
+    key: &HeartbeatKey,
+    slot: &str,
+    as_json: bool,
+) -> Result<String, DaemonError> {
+    let slot = if slot == "latest" {
+        let runs = store.executions(key, TRANSCRIPT_SEARCH_RUNS_MAX).await?;
+        let latest = runs.iter().find(|run| run.llm_calls > 0).map(|run| run.slot);
+        latest.ok_or_else(|| DaemonError::Usage(format!("{key} has no run that called the model in its log")))?
+    } else {
+        slot.parse::<jiff::Timestamp>()
+            .map_err(|_| DaemonError::Usage(format!("--transcript: {slot:?} is not an RFC 3339 time or `latest`")))?
+    };
+    let text = store.transcript(key, slot).await?.ok_or_else(|| {
+        DaemonError::Usage(format!("{key} has no transcript for slot {slot} (no such run, no LLM call, or pruned)"))
+    })?;
+    if as_json {
+        return Ok(format!("{text}\n"));
+    }
+    let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let mut out = format!("transcript of {key}, slot {slot}\n");
+    for message in value["messages"].as_array().into_iter().flatten() {
+        let role = message["role"].as_str().unwrap_or("?");
+        let answering = message["tool_call_id"].as_str().map(|id| format!(" (answers {id})")).unwrap_or_default();
+        out.push_str(&format!("\n--- {role}{answering}\n"));
+        if let Some(content) = message["content"].as_str().filter(|content| !content.is_empty()) {
+            out.push_str(content);
+            out.push('\n');
+        }
+        for call in message["tool_calls"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "[calls {} ({}) with {}]\n",
+                call["name"].as_str().unwrap_or("?"),
+                call["id"].as_str().unwrap_or("?"),
+                call["arguments"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    if let Some(cut) = value["cut"].as_str() {
+        out.push_str(&format!("\n[{cut}]\n"));
+    }
+    Ok(out)
+}

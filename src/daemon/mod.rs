@@ -7,6 +7,7 @@ pub mod deliver_test;
 pub mod identity;
 pub mod list;
 pub mod preview;
+pub mod redaction;
 pub mod reload;
 pub mod remote;
 pub mod serve;

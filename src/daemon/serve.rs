@@ -17,6 +17,7 @@ use crate::api::ApiState;
 use crate::cluster::engines::{ClusterRoute, Engines};
 use crate::cluster::{self, ClusterHandle};
 use crate::daemon::config::{Config, ConfigError, LlmConfig};
+use crate::daemon::redaction;
 use crate::daemon::reload::ConfigReloader;
 use crate::daemon::serve_api;
 use crate::daemon::store_file::{self, DaemonLock};
@@ -105,6 +106,8 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let messenger = Arc::new(MeteredMessenger { inner: messenger, metrics: Arc::clone(&metrics) });
     let workspace = Arc::new(DirWorkspace::new(config.workspaces.clone()));
     // Servers start with the daemon; runs due at once find their tools (ADR 0019).
+    let redactor =
+        redaction::transcript_redactor(&config, &mcp_secrets, token.as_deref(), |name| std::env::var(name).ok());
     let mcp = McpServers::start(&config.mcp, mcp_secrets).await;
     let tools: Arc<dyn ToolServers> =
         Arc::new(MeteredTools { inner: mcp.clone(), clock: Arc::clone(&clock), metrics: Arc::clone(&metrics) });
@@ -125,6 +128,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         visibility: config.visibility.clone(),
         run_retention: config.run_retention,
         prices: config.prices.clone(),
+        redactor,
         ..EngineOptions::default()
     };
     // Seeded once here, through the unfenced store: every node seeds the same file, and

@@ -10,6 +10,7 @@ pub mod lanes;
 pub mod metering;
 pub mod run;
 pub mod run_events;
+pub mod transcript;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,6 +38,7 @@ use crate::driver::events::{EngineEvent, EventSink, TracingSink};
 use crate::driver::lanes::{Lanes, UserTurn};
 use crate::driver::run::RunContext;
 use crate::driver::run_events::RunEvents;
+use crate::driver::transcript::Redactor;
 use crate::limits::{
     BREAKER_COOLDOWN_SECS_DEFAULT, BREAKER_FAILURES_MAX_DEFAULT, ERROR_BACKOFF_SECS_DEFAULT, RUNS_IN_FLIGHT_MAX_DEFAULT,
 };
@@ -98,6 +100,8 @@ pub struct EngineOptions {
     /// What each model's tokens cost; with the provider's default model named, so a
     /// request that names none is priced too.
     pub prices: PriceTable,
+    /// The secret values the daemon read from the environment: blanked in transcripts.
+    pub redactor: Redactor,
     /// Per-agent settings; agents not named here get `agent_default`.
     pub agents: BTreeMap<AgentId, AgentSettings>,
     pub agent_default: AgentSettings,
@@ -123,6 +127,7 @@ impl Default for EngineOptions {
             system_prompt: HEARTBEAT_SYSTEM_PROMPT_DEFAULT.to_owned(),
             model: None,
             prices: PriceTable::default(),
+            redactor: Redactor::default(),
             agents: BTreeMap::new(),
             agent_default: AgentSettings::default(),
             toolbox: ToolBox::standard(),
@@ -248,6 +253,7 @@ pub async fn start_sharing(ports: Ports, options: EngineOptions, shared: Shared)
         system_prompt: options.system_prompt.into(),
         model: options.model.map(Into::into),
         prices: Arc::new(options.prices),
+        redactor: Arc::new(options.redactor),
         breaker_failures_max: options.breaker_failures_max,
         error_backoff: options.error_backoff.into(),
         breaker_cooldown: options.breaker_cooldown.into(),

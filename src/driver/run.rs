@@ -26,6 +26,7 @@ use crate::driver::group_commit::ResultWriter;
 use crate::driver::lanes::Lanes;
 use crate::driver::metering::MeteringLlm;
 use crate::driver::run_events::RunEvents;
+use crate::driver::transcript::Redactor;
 use crate::limits::{DEDUP_WINDOW_SECS, ERROR_TEXT_CHARS_MAX, OUTPUT_PREVIEW_CHARS_MAX};
 use crate::ports::clock::Clock;
 use crate::ports::fence::Fence;
@@ -47,6 +48,8 @@ pub struct RunContext {
     pub model: Option<Arc<str>>,
     /// What each model's tokens cost (the run log and the daily cost cap read it).
     pub prices: Arc<PriceTable>,
+    /// The secret values a run's transcript must never hold.
+    pub redactor: Arc<Redactor>,
     pub breaker_failures_max: u32,
     /// Waits after consecutive failures (see [`crate::core::policy::backoff_delay`]).
     pub error_backoff: Arc<[std::time::Duration]>,
@@ -208,6 +211,8 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         },
     };
     let metered = meter.read();
+    let conversation = meter.conversation();
+    let transcript = (!conversation.is_empty()).then(|| conversation.render(&context.redactor));
     let record = RunRecord {
         key: def.key.clone(),
         slot,
@@ -225,6 +230,7 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         llm_calls: metered.calls,
         usage: metered.usage,
         provider_refused: metered.refused,
+        transcript,
         tool_use: tool_use(run_tools.as_ref(), &scope),
     };
     if def.kind == JobKind::Agent {

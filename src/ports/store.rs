@@ -171,6 +171,9 @@ pub struct RunRecord {
     /// The provider refused one of its completions in a way no retry heals (401, 402,
     /// 403): a failed run with it opens the breaker at once. Not stored.
     pub provider_refused: bool,
+    /// What the model was sent and answered (JSON, bounded, secrets blanked); `None` when
+    /// the run made no LLM call. Read back with [`Store::transcript`].
+    pub transcript: Option<String>,
     /// The tools the run had and every call it made; `None` when it had none.
     pub tool_use: Option<ToolUse>,
 }
@@ -422,6 +425,9 @@ pub trait Store: Send + Sync + 'static {
         since: Timestamp,
         excluding: &[(HeartbeatKey, Timestamp)],
     ) -> Result<DaySpend, StoreError>;
+
+    /// The transcript of `key`'s run of `slot`, if it has one (pruned with its row).
+    async fn transcript(&self, key: &HeartbeatKey, slot: Timestamp) -> Result<Option<String>, StoreError>;
 
     /// What each of `agent`'s jobs spent in runs recorded as finished at or after `since`
     /// (what status shows per job); jobs that spent nothing are absent.

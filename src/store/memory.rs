@@ -35,11 +35,12 @@ struct LogEntry {
     execution: Execution,
     /// The digest of the reply the run delivered.
     reply_digest: Option<String>,
+    transcript: Option<String>,
 }
 
 impl LogEntry {
     fn new(execution: Execution) -> Self {
-        Self { execution, reply_digest: None }
+        Self { execution, reply_digest: None, transcript: None }
     }
 }
 
@@ -292,6 +293,7 @@ impl Store for MemoryStore {
         for run in runs {
             if let Some(entry) = state.executions.get_mut(&(run.key.clone(), run.slot)) {
                 entry.reply_digest = run.reply_digest.clone();
+                entry.transcript = run.transcript.clone();
                 let execution = &mut entry.execution;
                 execution.finished_at = Some(run.finished_at);
                 execution.status = run.status;
@@ -457,6 +459,11 @@ impl Store for MemoryStore {
             });
         }
         Ok(spent)
+    }
+
+    async fn transcript(&self, key: &HeartbeatKey, slot: Timestamp) -> Result<Option<String>, StoreError> {
+        let state = self.lock();
+        Ok(state.executions.get(&(key.clone(), slot)).and_then(|entry| entry.transcript.clone()))
     }
 
     async fn spent_by_job(

@@ -284,7 +284,8 @@ macro_rules! sql_store {
                          duration_ms = v.column7, error = v.column8, output_preview = v.column9, stop_reason = v.column10, \
                          reply = v.column11, reply_digest = v.column12, llm_calls = v.column13, tool_use = v.column14, \
                          input_tokens = v.column15, cached_tokens = v.column16, output_tokens = v.column17, \
-                         reasoning_tokens = v.column18, cost_micros = v.column19, unpriced_calls = v.column20 FROM (",
+                         reasoning_tokens = v.column18, cost_micros = v.column19, unpriced_calls = v.column20, \
+                         transcript = v.column21 FROM (",
                     );
                     update.push_values(chunk, |mut row, run| {
                         row.push_bind(run.key.agent.as_str())
@@ -306,7 +307,8 @@ macro_rules! sql_store {
                             .push_bind(stored_count(run.usage.tokens.output))
                             .push_bind(stored_count(run.usage.tokens.reasoning))
                             .push_bind(stored_count(run.usage.cost_micros))
-                            .push_bind(i64::from(run.usage.unpriced_calls));
+                            .push_bind(i64::from(run.usage.unpriced_calls))
+                            .push_bind(run.transcript.as_deref());
                     });
                     update.push(
                         ") AS v WHERE executions.agent_id = v.column1 AND executions.heartbeat_id = v.column2 \
@@ -570,6 +572,18 @@ macro_rules! sql_store {
                 }
                 tx.commit().await?;
                 Ok(spent)
+            }
+
+            async fn transcript(&self, key: &HeartbeatKey, slot: Timestamp) -> Result<Option<String>, StoreError> {
+                let found: Option<Option<String>> = sqlx::query_scalar(
+                    "SELECT transcript FROM executions WHERE agent_id = $1 AND heartbeat_id = $2 AND slot_ms = $3",
+                )
+                .bind(key.agent.as_str())
+                .bind(key.heartbeat.as_str())
+                .bind(slot.as_millisecond())
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(found.flatten())
             }
 
             async fn spent_by_job(

@@ -20,6 +20,7 @@ pub(crate) fn runs(runs: &[RunRecord]) -> Result<(), StoreError> {
     for run in runs {
         refused("error", run.error.as_deref().unwrap_or_default())?;
         refused("output_preview", run.output_preview.as_deref().unwrap_or_default())?;
+        refused("transcript", run.transcript.as_deref().unwrap_or_default())?;
     }
     Ok(())
 }

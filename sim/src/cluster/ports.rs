@@ -236,6 +236,11 @@ impl Store for NodeStore {
         self.inner.spent_since(agent, since, excluding).await
     }
 
+    async fn transcript(&self, key: &HeartbeatKey, slot: Timestamp) -> Result<Option<String>, StoreError> {
+        self.link.check().await?;
+        self.inner.transcript(key, slot).await
+    }
+
     async fn spent_by_job(
         &self,
         agent: &AgentId,

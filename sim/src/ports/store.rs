@@ -254,6 +254,10 @@ impl Store for SimStore {
         self.read(self.world.durable.spent_since(agent, since, excluding)).await
     }
 
+    async fn transcript(&self, key: &HeartbeatKey, slot: Timestamp) -> Result<Option<String>, StoreError> {
+        self.read(self.world.durable.transcript(key, slot)).await
+    }
+
     async fn spent_by_job(
         &self,
         agent: &AgentId,

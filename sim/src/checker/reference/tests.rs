@@ -157,6 +157,7 @@ fn sample_record() -> systole::ports::store::RunRecord {
         llm_calls: 0,
         usage: RunUsage::default(),
         provider_refused: false,
+        transcript: None,
         tool_use: None,
     }
 }

@@ -1,0 +1,173 @@
+//! A run's transcript: what the model was sent and answered, tool calls and their results
+//! included, kept in the run log (issue 27). Bounded per message and per run, with a note
+//! where cut; every secret value the daemon read from the environment is blanked first,
+//! so a key a tool echoed or a prompt quoted never reaches the store.
+
+use serde_json::{json, Value};
+
+use crate::core::text::{truncate_chars, without_nul};
+use crate::limits::{TRANSCRIPT_CHARS_MAX, TRANSCRIPT_MESSAGE_CHARS_MAX};
+use crate::ports::llm::{ChatResponse, Message, Role};
+
+/// The secret values a transcript must never hold (API keys, bot tokens, webhook
+/// secrets, database passwords, MCP servers' variables), as read at start-up.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    secrets: Vec<String>,
+}
+
+/// Shorter values would blank ordinary words.
+const SECRET_CHARS_MIN: usize = 6;
+
+impl Redactor {
+    pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
+        let mut secrets: Vec<String> =
+            secrets.into_iter().filter(|secret| secret.chars().count() >= SECRET_CHARS_MIN).collect();
+        // The longest first, so a secret that contains another is blanked whole.
+        secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+        secrets.dedup();
+        Self { secrets }
+    }
+
+    pub fn redact(&self, text: &str) -> String {
+        self.secrets.iter().fold(text.to_owned(), |text, secret| text.replace(secret.as_str(), "[redacted]"))
+    }
+}
+
+/// One step of the conversation as the transcript keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    Message(Message),
+    /// A completion that failed (the error as the run log shows it).
+    Failed(String),
+}
+
+/// The conversation of one run: the messages of its latest request (each request carries
+/// the whole conversation so far) and what came back after it.
+#[derive(Debug, Clone, Default)]
+pub struct Conversation {
+    steps: Vec<Step>,
+}
+
+impl Conversation {
+    /// A request went out: it holds everything said so far.
+    pub fn sent(&mut self, messages: &[Message]) {
+        self.steps = messages.iter().cloned().map(Step::Message).collect();
+    }
+
+    pub fn answered(&mut self, response: &ChatResponse) {
+        let message = Message {
+            role: Role::Assistant,
+            content: response.text.clone().unwrap_or_default(),
+            tool_calls: response.tool_calls.clone(),
+            tool_call_id: None,
+        };
+        self.steps.push(Step::Message(message));
+    }
+
+    pub fn failed(&mut self, error: String) {
+        self.steps.push(Step::Failed(error));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// The transcript as stored: JSON, secrets blanked, each text cut at
+    /// `TRANSCRIPT_MESSAGE_CHARS_MAX` and the whole at `TRANSCRIPT_CHARS_MAX`, saying so.
+    pub fn render(&self, redactor: &Redactor) -> String {
+        let mut used = 0usize;
+        let mut steps = Vec::with_capacity(self.steps.len());
+        let mut left_out = 0usize;
+        for step in &self.steps {
+            if used >= TRANSCRIPT_CHARS_MAX {
+                left_out += 1;
+                continue;
+            }
+            let value = step_json(step, redactor);
+            used += value.to_string().chars().count();
+            steps.push(value);
+        }
+        let mut transcript = json!({ "messages": steps });
+        if left_out > 0 {
+            transcript["cut"] = json!(format!(
+                "{left_out} later message(s) left out: the transcript reached its {TRANSCRIPT_CHARS_MAX} characters"
+            ));
+        }
+        transcript.to_string()
+    }
+}
+
+fn step_json(step: &Step, redactor: &Redactor) -> Value {
+    let text = |text: &str| bounded(&redactor.redact(text));
+    match step {
+        Step::Failed(error) => json!({ "role": "error", "content": text(error) }),
+        Step::Message(message) => {
+            let mut value = json!({ "role": message.role, "content": text(&message.content) });
+            if !message.tool_calls.is_empty() {
+                let calls: Vec<Value> = message
+                    .tool_calls
+                    .iter()
+                    .map(|call| json!({ "id": call.id, "name": call.name, "arguments": text(&call.arguments) }))
+                    .collect();
+                value["tool_calls"] = json!(calls);
+            }
+            if let Some(id) = &message.tool_call_id {
+                value["tool_call_id"] = json!(id);
+            }
+            value
+        }
+    }
+}
+
+/// One text of the transcript: no NUL (PostgreSQL cannot keep it), cut with a note.
+fn bounded(text: &str) -> String {
+    let text = without_nul(text);
+    let length = text.chars().count();
+    if length <= TRANSCRIPT_MESSAGE_CHARS_MAX {
+        return text.into_owned();
+    }
+    let cut = length - TRANSCRIPT_MESSAGE_CHARS_MAX;
+    format!("{} [... {cut} characters cut]", truncate_chars(&text, TRANSCRIPT_MESSAGE_CHARS_MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_blanked_the_longest_first_and_short_values_left_alone() {
+        let redactor =
+            Redactor::new(["sk-live-abcdef".to_owned(), "sk-live-abcdef-extra".to_owned(), "abc".to_owned()]);
+        assert_eq!(
+            redactor.redact("key sk-live-abcdef-extra and sk-live-abcdef, abc"),
+            "key [redacted] and [redacted], abc"
+        );
+    }
+
+    #[test]
+    fn the_transcript_keeps_the_last_request_and_the_answers_bounded_with_notes() {
+        let mut conversation = Conversation::default();
+        conversation.sent(&[Message::system("be brief"), Message::user("check the inbox token=sk-secret-1")]);
+        conversation.answered(&ChatResponse {
+            text: Some("x".repeat(TRANSCRIPT_MESSAGE_CHARS_MAX + 5)),
+            ..ChatResponse::default()
+        });
+        conversation.failed("LLM endpoint answered HTTP 500: boom".to_owned());
+        let text = conversation.render(&Redactor::new(["sk-secret-1".to_owned()]));
+        let value: Value = serde_json::from_str(&text).expect("JSON");
+        let messages = value["messages"].as_array().expect("messages");
+        assert_eq!(messages.len(), 4);
+        assert_eq!(messages[1]["content"], "check the inbox token=[redacted]");
+        assert!(messages[2]["content"].as_str().expect("text").ends_with("[... 5 characters cut]"));
+        assert_eq!(messages[3]["role"], "error");
+        assert!(value.get("cut").is_none());
+        // A conversation past the whole bound says how many messages it left out.
+        let mut long = Conversation::default();
+        let big = Message::user("y".repeat(TRANSCRIPT_MESSAGE_CHARS_MAX));
+        long.sent(&vec![big; TRANSCRIPT_CHARS_MAX / TRANSCRIPT_MESSAGE_CHARS_MAX + 3]);
+        let value: Value = serde_json::from_str(&long.render(&Redactor::default())).expect("JSON");
+        assert!(value["cut"].as_str().is_some_and(|note| note.contains("later message(s) left out")), "{value}");
+        assert!(value.to_string().chars().count() < TRANSCRIPT_CHARS_MAX + 2 * TRANSCRIPT_MESSAGE_CHARS_MAX);
+    }
+}
