@@ -766,6 +766,21 @@ impl Browser {
         self.command("url", json!({ "url": url })).await;
     }
 
+    /// Saves a screenshot of the page under `target/` (kept as the test's artefact) and
+    /// returns its path.
+    async fn screenshot(&self, name: &str) -> PathBuf {
+        use base64::Engine as _;
+        let url = format!("{}/session/{}/screenshot", self.base, self.session);
+        let answer: Value = self.http.get(url).send().await.expect("webdriver").json().await.expect("JSON");
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(answer["value"].as_str().unwrap_or_default())
+            .expect("a base64 PNG");
+        assert!(png.starts_with(b"\x89PNG"), "a PNG");
+        let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.png"));
+        std::fs::write(&path, png).expect("write the screenshot");
+        path
+    }
+
     /// Runs `script` in the page and returns what it returns.
     async fn run(&self, script: &str) -> Value {
         self.command("execute/sync", json!({ "script": script, "args": [] })).await
@@ -842,6 +857,26 @@ async fn the_status_page_updates_live_in_a_real_browser() {
     );
     let job_row = browser.run(r#"return document.querySelector('tr[data-job="ops/quiet"]').innerText;"#).await;
     assert!(job_row.as_str().is_some_and(|text| text.contains("1 LLM call")), "{job_row}");
+    // The run's transcript, one click away: the prompt the model got and its reply.
+    browser
+        .run(r#"[...document.querySelectorAll('tr[data-job="ops/quiet"] button')].find(b => b.textContent === 'Transcript').click(); return true;"#)
+        .await;
+    let script = r#"const s = document.getElementById('transcript'); return s.hidden ? null : s.innerText;"#;
+    let mut shown = Value::Null;
+    for _ in 0..WAIT_SECS_MAX * 10 {
+        shown = browser.run(script).await;
+        if shown.is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let shown = shown.as_str().unwrap_or_default();
+    assert!(
+        shown.contains("Transcript of ops/quiet") && shown.contains("quiet-prompt") && shown.contains("reply to"),
+        "{shown:?}"
+    );
+    let screenshot = browser.screenshot("status-page").await;
+    eprintln!("status page screenshot: {}", screenshot.display());
 
     // Its Disable button disables it.
     browser
