@@ -475,7 +475,7 @@ impl Store for MemoryStore {
         let mut jobs: BTreeMap<HeartbeatId, DaySpend> = BTreeMap::new();
         for ((key, _), entry) in &state.executions {
             let execution = &entry.execution;
-            if key.agent != *agent || execution.llm_calls == 0 || !execution.finished_at.is_some_and(|at| at >= since) {
+            if key.agent != *agent || execution.llm_calls == 0 || execution.finished_at.is_none_or(|at| at < since) {
                 continue;
             }
             jobs.entry(key.heartbeat.clone()).or_default().add(DaySpend {

@@ -75,6 +75,8 @@ fn a_breaker_count_that_restarts_from_zero_is_caught() {
         let write = DurableWrite::Finish {
             consumed: Vec::new(),
             llm_calls: 0,
+            tokens: 0,
+            cost_micros: 0,
             error: None,
             tools: None,
             key: key.clone(),
@@ -103,6 +105,8 @@ fn three_failures(options: &SimOptions) -> Vec<Entry> {
             let write = DurableWrite::Finish {
                 consumed: Vec::new(),
                 llm_calls: 0,
+                tokens: 0,
+                cost_micros: 0,
                 error: None,
                 tools: None,
                 key: key.clone(),
@@ -178,4 +182,58 @@ fn the_reference_window_wraps_midnight() {
     let to_midnight = ActiveHours::new("20:00", "24:00", "UTC").expect("valid");
     assert!(window_contains(&to_midnight, "2026-01-01T23:59:00Z".parse().expect("ts")));
     assert!(!window_contains(&to_midnight, "2026-01-01T00:00:00Z".parse().expect("ts")));
+}
+
+#[test]
+fn a_provider_s_refusal_must_open_the_breaker_on_the_first_failure() {
+    let options = options_without_window();
+    let key = options.heartbeats[0].key.clone();
+    let refused = |failures, tripped| {
+        let write = DurableWrite::Finish {
+            consumed: Vec::new(),
+            llm_calls: 1,
+            tokens: 0,
+            cost_micros: 0,
+            error: Some("LLM endpoint answered HTTP 402: spend cap reached".to_owned()),
+            tools: None,
+            key: key.clone(),
+            slot: Timestamp::from_second(60).expect("in range"),
+            status: systole::ports::store::ExecutionStatus::Failed,
+            finished_at: Timestamp::from_second(60).expect("in range"),
+            consecutive_failures: failures,
+            tripped,
+            opened: tripped,
+            closed: false,
+        };
+        vec![entry(60, Event::Durable { life: 1, write })]
+    };
+    let counted_as_one = check(&options, &refused(1, false));
+    assert_eq!(counted_as_one.violation.map(|v| v.invariant), Some(BREAKER_EXACT));
+    let max = options.breaker_failures_max;
+    assert_eq!(check(&options, &refused(max, true)).violation.map(|v| v.invariant), None);
+}
+
+#[test]
+fn a_cap_reached_twice_a_day_or_announced_unowed_is_caught() {
+    let options = options_without_window();
+    let agent = options.heartbeats[0].key.agent.clone();
+    let day = Timestamp::UNIX_EPOCH;
+    let reached = |secs| {
+        let event = EngineEvent::CapReached { agent: agent.clone(), reason: SkipReason::TokenCap, day };
+        entry(secs, Event::Engine { life: 1, event })
+    };
+    let announced = |secs| {
+        let event = Event::Delivered {
+            life: 1,
+            heartbeat: options.heartbeats[0].key.clone(),
+            idempotency_key: format!("{agent}/{day}/token-cap"),
+            text: "t".into(),
+            kind: DeliveryKind::CapReached,
+        };
+        entry(secs, event)
+    };
+    assert_eq!(check(&options, &[announced(10)]).violation.map(|v| v.invariant), Some(guards::CAP_ANNOUNCED));
+    assert_eq!(check(&options, &[reached(10), announced(11)]).violation.map(|v| v.invariant), None);
+    let twice = [reached(10), reached(20)];
+    assert_eq!(check(&options, &twice).violation.map(|v| v.invariant), Some(guards::CAP_ANNOUNCED));
 }
