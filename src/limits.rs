@@ -195,6 +195,8 @@ pub const TRANSCRIPT_MESSAGE_CHARS_MAX: usize = 8_000;
 /// Characters of JSON a run's transcript keeps at most (about 64 KB per run in the run
 /// log); later messages are left out with a note.
 pub const TRANSCRIPT_CHARS_MAX: usize = 64_000;
+/// The longest model name a job may name (`model` on a heartbeat or cron job).
+pub const MODEL_NAME_CHARS_MAX: usize = 200;
 /// The highest price per million tokens a price table accepts (10,000.00): a higher one is
 /// a typo (a price per token written as per million would be far lower, not higher).
 pub const PRICE_PER_MILLION_MAX: f64 = 10_000.0;

@@ -177,6 +177,14 @@ async fn the_heartbeat_tool_keeps_to_its_guardrails() {
         (r#"{"action": "delete", "id": "nope"}"#, "no heartbeat"),
         (r#"{"action": "create", "id": "main", "prompt": "p", "every": "1h", "target": "test:inbox"}"#, "reserved"),
         (r#"{"action": "explode"}"#, "unknown action"),
+        (
+            r#"{"action": "create", "id": "x", "prompt": "p", "every": "1h", "target": "test:inbox", "model": "gpt-big"}"#,
+            "only an operator may choose the model",
+        ),
+        (
+            r#"{"action": "create", "id": "x", "prompt": "p", "every": "1h", "target": "test:inbox", "write_tools": ["a/b"]}"#,
+            "only an operator may opt",
+        ),
         (r#"{"action": "create", "id": "x", "colour": "red"}"#, "unknown field"),
         (
             r#"{"action": "create", "id": "x", "prompt": "p", "cron": "0 3 * * *", "timezone": "UTC", "target": "test:inbox", "active_hours": {"start": "09:00", "end": "17:00"}}"#,

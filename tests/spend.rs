@@ -20,12 +20,15 @@ const TOKEN: &str = "spend-test-token";
 const LLM_KEY: &str = "sk-spend-test-0123456789";
 
 /// Prices of model `m` per million tokens: 2.00 input, 0.50 cached, 8.00 output.
-const PRICES: &str = "[llm.prices.m]\ninput = 2.0\ncached_input = 0.5\noutput = 8.0\n";
+const PRICES: &str = "[llm.prices.m]\ninput = 2.0\ncached_input = 0.5\noutput = 8.0\n\
+                      [llm.prices.cheap]\ninput = 0.2\noutput = 0.8\n";
 
 #[derive(Default)]
 struct Peers {
     /// The first user message of every completion asked for.
     prompts: Mutex<Vec<String>>,
+    /// The model each completion asked for, with its prompt.
+    models: Mutex<Vec<(String, String)>>,
     deliveries: Mutex<Vec<String>>,
 }
 
@@ -50,6 +53,8 @@ async fn chat(
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let prompt = messages.iter().find(|m| m["role"] == "user").and_then(|m| m["content"].as_str()).unwrap_or("");
     peers.prompts.lock().expect("lock").push(prompt.to_owned());
+    let model = body["model"].as_str().unwrap_or("").to_owned();
+    peers.models.lock().expect("lock").push((prompt.to_owned(), model));
     if prompt.contains("echo-key") {
         // A careless model (or a tool) repeating the API key it was called with.
         let key = headers.get("authorization").and_then(|value| value.to_str().ok()).unwrap_or("");
@@ -144,15 +149,19 @@ impl Daemon {
     }
 
     async fn post(&self, path: &str, body: Value) {
+        self.send(reqwest::Method::POST, path, body).await;
+    }
+
+    async fn send(&self, method: reqwest::Method, path: &str, body: Value) {
         let response = self
             .http
-            .post(format!("{}{path}", self.url))
+            .request(method.clone(), format!("{}{path}", self.url))
             .bearer_auth(TOKEN)
             .json(&body)
             .send()
             .await
             .expect("the API answers");
-        assert!(response.status().is_success(), "POST {path}: {}", response.status());
+        assert!(response.status().is_success(), "{method} {path}: {}", response.status());
     }
 
     /// The run log of one heartbeat, newest first.
@@ -350,4 +359,45 @@ async fn a_run_s_transcript_reads_back_through_the_api_and_the_cli_with_no_secre
         .await
         .expect("answer");
     assert_eq!(response.status().as_u16(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_s_own_model_is_asked_for_and_priced_as_itself() {
+    let (peers, peer) = start_peers().await;
+    let agents = heartbeat("thrifty", "routine", "routine-check", "1h")
+        .replace("every = \"1h\"", "every = \"1h\"\nmodel = \"cheap\"")
+        + "[[agents.heartbeats]]\nid = \"careful\"\nprompt = \"careful-check\"\nevery = \"1h\"\ntarget = \"webhook:ops\"\n";
+    let daemon = Daemon::start(peer, &agents).await;
+    for id in ["routine", "careful"] {
+        daemon.post(&format!("/v1/agents/thrifty/heartbeats/{id}/trigger"), json!({})).await;
+    }
+    wait_until("both runs", async || {
+        let ran = async |id| daemon.runs("thrifty", id).await.iter().any(|run| run["llm_calls"] == 1);
+        ran("routine").await && ran("careful").await
+    })
+    .await;
+    let asked = |prompt: &str| {
+        let models = peers.models.lock().expect("lock");
+        models.iter().filter(|(sent, _)| sent.contains(prompt)).map(|(_, model)| model.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(asked("routine-check"), ["cheap"], "the job's own model");
+    assert_eq!(asked("careful-check"), ["m"], "the engine's model");
+    // 200 uncached x 0.20 + 1,000 cached x 0.20 (no cached price) + 30 x 0.80 = 264 micros.
+    let routine = daemon.runs("thrifty", "routine").await;
+    assert_eq!(routine[0]["cost_micros"], 264, "{routine:#?}");
+    assert_eq!(daemon.runs("thrifty", "careful").await[0]["cost_micros"], 1_140);
+    assert_eq!(daemon.get("/v1/agents/thrifty/heartbeats/routine").await["model"], "cheap");
+    // An operator creates a job on the cheap model through the API (config jobs change in
+    // the file), then moves it back to the engine's model.
+    let job =
+        json!({ "id": "adhoc", "prompt": "adhoc-check", "every": "1h", "target": "webhook:ops", "model": "cheap" });
+    daemon.post("/v1/agents/thrifty/heartbeats", job).await;
+    assert_eq!(daemon.get("/v1/agents/thrifty/heartbeats/adhoc").await["model"], "cheap");
+    daemon.post("/v1/agents/thrifty/heartbeats/adhoc/trigger", json!({})).await;
+    wait_until("the adhoc job's run", async || asked("adhoc-check").len() == 1).await;
+    daemon.send(reqwest::Method::PATCH, "/v1/agents/thrifty/heartbeats/adhoc", json!({ "model": "" })).await;
+    assert_eq!(daemon.get("/v1/agents/thrifty/heartbeats/adhoc").await["model"], Value::Null);
+    daemon.post("/v1/agents/thrifty/heartbeats/adhoc/trigger", json!({})).await;
+    wait_until("its second run", async || asked("adhoc-check").len() == 2).await;
+    assert_eq!(asked("adhoc-check"), ["cheap", "m"]);
 }

@@ -130,6 +130,9 @@ fn random_def(rng: &mut Rng, k: &HeartbeatKey, now_secs: i64) -> HeartbeatDef {
         let required = ["inbox/search".to_owned()];
         made.tools = JobTools::from_fields(allow.as_deref(), None, Some(&required), &agent).expect("within");
     }
+    if rng.chance(25) {
+        made.model = Some(rng.pick(&["small-model", "large-model"]).to_owned());
+    }
     made
 }
 

@@ -77,6 +77,7 @@ pub fn defs(first: usize, count: usize, every: Duration, jitter: Duration) -> Ve
             timeout: Duration::from_secs(60),
             origin: Origin::Config,
             tools: Default::default(),
+            model: None,
         })
         .collect()
 }

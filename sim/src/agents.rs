@@ -131,6 +131,7 @@ fn def(key: HeartbeatKey, kind: JobKind, schedule: Schedule, target: DeliveryTar
         timeout: Duration::from_secs(TIMEOUT_SECS),
         origin: Origin::Config,
         tools: Default::default(),
+        model: None,
     }
 }
 

@@ -82,6 +82,7 @@ fn random_def(rng: &mut ChaCha8Rng, key: HeartbeatKey, origin: Origin) -> Heartb
         timeout: Duration::from_secs(rng.random_range(TIMEOUT_SECS_MIN..=TIMEOUT_SECS_MAX)),
         origin,
         tools: Default::default(),
+        model: None,
     }
 }
 

@@ -98,6 +98,9 @@ pub struct HeartbeatDef {
     pub origin: Origin,
     /// The tools its runs may use, within its agent's list (ADR 0019).
     pub tools: JobTools,
+    /// The model its runs ask for (a cheaper one for routine checks, ADR 0020); `None`:
+    /// the agent heartbeat's `model`, else the engine's.
+    pub model: Option<String>,
 }
 
 impl HeartbeatDef {
@@ -135,6 +138,11 @@ impl HeartbeatDef {
         // tools existed (a new fingerprint would re-seed it: re-enabled, breaker cleared).
         if !self.tools.is_default() {
             field(self.tools.canonical().as_bytes());
+        }
+        // The same for the model: only when set.
+        if let Some(model) = &self.model {
+            field(b"model");
+            field(model.as_bytes());
         }
         let digest = hasher.finalize();
         digest.iter().map(|byte| format!("{byte:02x}")).collect()
@@ -190,13 +198,15 @@ mod tests {
             timeout: Duration::from_secs(120),
             origin: Origin::Config,
             tools: JobTools::default(),
+            model: None,
         }
     }
 
     #[test]
     fn fingerprint_changes_with_every_field_that_matters() {
         let base = def();
-        let mut changed = vec![base.clone(); 9];
+        let mut changed = vec![base.clone(); 10];
+        changed[9].model = Some("small-model".to_owned());
         changed[8].tools.required.push(crate::core::tool_policy::ToolName::new("inbox", "search"));
         changed[0].prompt.push('!');
         changed[1].schedule = Schedule::Every(Duration::from_secs(1_801));

@@ -6,6 +6,8 @@
 
 use std::borrow::Cow;
 
+use crate::limits::MODEL_NAME_CHARS_MAX;
+
 /// What takes a NUL's place in a display copy.
 pub const NUL_REPLACEMENT: char = char::REPLACEMENT_CHARACTER;
 
@@ -40,6 +42,21 @@ pub fn truncate_chars(text: &str, max: usize) -> String {
     }
 }
 
+/// What is wrong with `model` as a model's name, if anything: empty, too long, or holding
+/// a control character.
+pub fn model_name_problem(model: &str) -> Option<String> {
+    if model.trim().is_empty() {
+        return Some("is empty".to_owned());
+    }
+    if model.chars().count() > MODEL_NAME_CHARS_MAX {
+        return Some(format!("is longer than {MODEL_NAME_CHARS_MAX} characters"));
+    }
+    if model.chars().any(char::is_control) {
+        return Some("holds a control character".to_owned());
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,6 +72,16 @@ mod tests {
         assert_eq!(refuse_nul("plain text, ünïcode"), Ok(()));
         let problem = refuse_nul("ab\0c").expect_err("a NUL");
         assert!(problem.contains("at character 3"), "{problem}");
+    }
+
+    #[test]
+    fn a_model_name_is_checked_for_being_one() {
+        assert_eq!(model_name_problem("gpt-4o-mini"), None);
+        assert_eq!(model_name_problem(" ").as_deref(), Some("is empty"));
+        assert!(model_name_problem("a\nb").is_some_and(|problem| problem.contains("control")));
+        assert!(
+            model_name_problem(&"m".repeat(MODEL_NAME_CHARS_MAX + 1)).is_some_and(|problem| problem.contains("longer"))
+        );
     }
 
     #[test]

@@ -266,6 +266,8 @@ struct RawHeartbeat {
     tools: Option<Vec<String>>,
     /// Tools that may write, opted into for this job (within the agent's `tools`).
     write_tools: Option<Vec<String>>,
+    /// The model this job's runs ask for (a cheaper one for routine checks).
+    model: Option<String>,
     /// Tools the runs cannot do without: if one is unavailable, the run fails naming it.
     required_tools: Option<Vec<String>>,
 }
@@ -298,6 +300,8 @@ struct RawCron {
     tools: Option<Vec<String>>,
     /// Tools that may write, opted into for this job (within the agent's `tools`).
     write_tools: Option<Vec<String>>,
+    /// The model this job's runs ask for (a cheaper one for routine checks).
+    model: Option<String>,
     /// Tools the runs cannot do without: if one is unavailable, the run fails naming it.
     required_tools: Option<Vec<String>>,
 }

@@ -128,6 +128,8 @@ impl Validator<'_> {
             timeout,
             origin: Origin::Config,
             tools,
+            // Its model stays in the agent's settings (`[agents.heartbeat] model`).
+            model: None,
         };
         Ok(Some(AgentHeartbeat { def, settings: AgentHeartbeatSettings { model: raw.model, ack_max_chars } }))
     }

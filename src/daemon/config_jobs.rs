@@ -29,6 +29,7 @@ const WINDOW_CHECK_FROM_UNIX_SECS: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
 struct Shared {
     key: HeartbeatKey,
     tools: JobTools,
+    model: Option<String>,
     prompt: String,
     schedule: Schedule,
     target: DeliveryTarget,
@@ -92,7 +93,8 @@ impl Validator<'_> {
             self.active_hours(field, raw.active_hours, raw.active_start_hour, raw.active_end_hour, defaults.timezone)?;
         let every_field = if raw.interval_secs.is_some() { "interval_secs" } else { "every" };
         let schedule = self.fit_to_window(field, every_field, schedule, active_hours.as_ref())?;
-        let shared = Shared { key, tools, prompt, schedule, target, active_hours, policy, timeout: raw.timeout };
+        let model = self.model(field, raw.model)?;
+        let shared = Shared { key, tools, model, prompt, schedule, target, active_hours, policy, timeout: raw.timeout };
         self.definition(field, JobKind::Heartbeat, shared, defaults)
     }
 
@@ -164,7 +166,8 @@ impl Validator<'_> {
         };
         let active_hours = self.active_hours(field, raw.active_hours, None, None, defaults.timezone)?;
         let schedule = self.fit_to_window(&format!("{field}.schedule"), "every", schedule, active_hours.as_ref())?;
-        let shared = Shared { key, tools, prompt, schedule, target, active_hours, policy, timeout: raw.timeout };
+        let model = self.model(field, raw.model)?;
+        let shared = Shared { key, tools, model, prompt, schedule, target, active_hours, policy, timeout: raw.timeout };
         let def = self.definition(field, kind, shared, defaults)?;
         Ok((raw.enabled != Some(false)).then_some(def))
     }
@@ -194,7 +197,18 @@ impl Validator<'_> {
             timeout,
             origin: Origin::Config,
             tools: shared.tools,
+            model: shared.model,
         })
+    }
+
+    /// A job's `model`: a name the provider knows, checked only for being one.
+    fn model(&self, field: &str, model: Option<String>) -> Result<Option<String>, ConfigError> {
+        let Some(model) = model else { return Ok(None) };
+        let problem = crate::core::text::model_name_problem(&model);
+        match problem {
+            Some(problem) => Err(self.error(format!("{field}.model"), problem)),
+            None => Ok(Some(model)),
+        }
     }
 
     fn key(&self, field: &str, id: &str, defaults: &HeartbeatDefaults<'_>) -> Result<HeartbeatKey, ConfigError> {

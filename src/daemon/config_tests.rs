@@ -484,9 +484,11 @@ fn prices_and_the_money_caps_are_read_in_micros_and_checked() {
     let text = format!(
         "{LLM}[llm.prices.\"gpt-4o-mini\"]\ninput = 0.15\ncached_input = 0.075\noutput = 0.6\n\
          [llm.prices.local]\ninput = 0\noutput = 0\n\
-         [[agents]]\nid = \"ops\"\ndaily_tokens_max = 50000\ndaily_cost_max = 1.25\n"
+         [[agents]]\nid = \"ops\"\ndaily_tokens_max = 50000\ndaily_cost_max = 1.25\n\
+         [[agents.heartbeats]]\nid = \"h\"\nprompt = \"p\"\nevery = \"1h\"\ntarget = \"stdout\"\nmodel = \"gpt-4o-mini\"\n"
     );
     let config = parse_text(&text).expect("valid");
+    assert_eq!(config.heartbeats[0].model.as_deref(), Some("gpt-4o-mini"));
     let mini = config.prices.models["gpt-4o-mini"];
     assert_eq!(
         (mini.input_micros_per_million, mini.cached_micros_per_million, mini.output_micros_per_million),
@@ -510,6 +512,16 @@ fn prices_and_the_money_caps_are_read_in_micros_and_checked() {
         ),
         (format!("{LLM}[[agents]]\nid = \"a\"\ndaily_cost_max = nan\n"), "agents[0].daily_cost_max", "out of range"),
         (format!("{LLM}[[agents]]\nid = \"a\"\ndaily_tokens_max = 0\n"), "agents[0].daily_tokens_max", "from 1"),
+        (
+            format!("{LLM}[[agents]]\nid = \"a\"\n[[agents.heartbeats]]\nid = \"h\"\nprompt = \"p\"\nevery = \"1h\"\ntarget = \"stdout\"\nmodel = \" \"\n"),
+            "agents[0].heartbeats[0].model",
+            "is empty",
+        ),
+        (
+            format!("{LLM}[[agents]]\nid = \"a\"\n[[agents.cron]]\nid = \"c\"\nprompt = \"p\"\nschedule = {{ cron = \"0 * * * *\" }}\ntarget = \"stdout\"\nmodel = \"a\\nb\"\n"),
+            "agents[0].cron[0].model",
+            "control character",
+        ),
     ];
     for (text, field, problem) in cases {
         let error = refused(&text);

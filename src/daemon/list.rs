@@ -36,6 +36,8 @@ pub fn heartbeat_json(heartbeat: &Heartbeat, last: Option<&Execution>) -> Value 
         "target": def.target.to_string(),
         "active_hours": window,
         "origin": def.origin.as_str(),
+        // `null`: the agent heartbeat's model, else the engine's.
+        "model": def.model,
         "next_run_at": heartbeat.state.enabled.then_some(heartbeat.state.next_slot).flatten().map(|t| t.to_string()),
         "last_status": last.map(|e| e.status.as_str()),
         "last_reply": last.and_then(|e| e.reply).map(|r| r.as_str()),

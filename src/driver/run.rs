@@ -306,6 +306,8 @@ async fn attempt(
         operator: false,
         run: Some(Arc::clone(scope)),
     };
+    // The job's own model first (a cheaper one for routine checks), then the agent
+    // heartbeat's, then the engine's.
     let (model, ack_max_chars) = match def.kind {
         JobKind::Agent => (
             settings.agent_heartbeat.model.as_deref().or(context.model.as_deref()),
@@ -313,6 +315,7 @@ async fn attempt(
         ),
         _ => (context.model.as_deref(), settings.ack_max_chars),
     };
+    let model = def.model.as_deref().or(model);
     let looped = match run_loop(llm, &toolbox, &tools, &context.system_prompt, &def.prompt, model).await {
         Ok(looped) => looped,
         Err(error) => return Outcome::failed(error.to_string(), None),

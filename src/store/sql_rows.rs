@@ -72,7 +72,7 @@ pub(super) fn duration_ms(ms: i64, what: &str) -> Result<Duration, StoreError> {
 }
 
 /// The columns a heartbeat is read from, in the order of a loaded page's arrays.
-pub(super) const HEARTBEAT_COLUMNS: [&str; 27] = [
+pub(super) const HEARTBEAT_COLUMNS: [&str; 28] = [
     "agent_id",
     "heartbeat_id",
     "kind",
@@ -100,6 +100,7 @@ pub(super) const HEARTBEAT_COLUMNS: [&str; 27] = [
     "next_slot_ms",
     "breaker_opened_at_ms",
     "tools",
+    "model",
 ];
 
 /// Heartbeats a page of the start-up load holds.
@@ -179,6 +180,7 @@ pub(super) fn heartbeat_from_row(row: &JsonRow) -> Result<Heartbeat, StoreError>
     };
     let def = HeartbeatDef {
         tools,
+        model: row.try_get("model")?,
         kind: JobKind::parse(&kind).ok_or_else(|| corrupt(&what, format!("unknown kind {kind:?}")))?,
         prompt: row.try_get("prompt")?,
         schedule: schedule_from_row(row, &what)?,

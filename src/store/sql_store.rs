@@ -722,7 +722,7 @@ macro_rules! sql_store {
             Ok((steps, updates))
         }
 
-        /// Rows one multi-row upsert writes: 24 parameters each, under SQLite's 32,766.
+        /// Rows one multi-row upsert writes: 25 parameters each, under SQLite's 32,766.
         const UPSERT_ROWS_MAX: usize = 1_000;
 
         /// Inserts or replaces definitions (at most [`UPSERT_ROWS_MAX`], each key once), in one
@@ -740,7 +740,7 @@ macro_rules! sql_store {
                 "INSERT INTO heartbeats (agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, \
                  cron_timezone, at_ms, catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, dedup, \
                  delivery_target, active_start, active_end, active_timezone, timeout_ms, origin, config_fingerprint, \
-                 tools, created_at_ms, updated_at_ms, enabled, disabled_reason, consecutive_failures, next_slot_ms) ",
+                 tools, model, created_at_ms, updated_at_ms, enabled, disabled_reason, consecutive_failures, next_slot_ms) ",
             );
             insert.push_values(defs, |mut row, (def, fingerprint)| {
                 let window = def.active_hours.as_ref();
@@ -772,6 +772,7 @@ macro_rules! sql_store {
                     .push_bind(def.origin.as_str())
                     .push_bind(fingerprint.clone())
                     .push_bind(def.tools.to_json())
+                    .push_bind(def.model.clone())
                     .push_bind(at.as_millisecond())
                     .push_bind(at.as_millisecond())
                     .push_unseparated(", 1, NULL, 0, NULL");
@@ -785,7 +786,7 @@ macro_rules! sql_store {
                  delivery_target = excluded.delivery_target, \
                  active_start = excluded.active_start, active_end = excluded.active_end, \
                  active_timezone = excluded.active_timezone, timeout_ms = excluded.timeout_ms, origin = excluded.origin, \
-                 tools = excluded.tools, config_fingerprint = COALESCE(excluded.config_fingerprint, heartbeats.config_fingerprint), \
+                 tools = excluded.tools, model = excluded.model, config_fingerprint = COALESCE(excluded.config_fingerprint, heartbeats.config_fingerprint), \
                  enabled = 1, disabled_reason = NULL, consecutive_failures = 0, next_slot_ms = NULL, \
                  breaker_opened_at_ms = NULL, updated_at_ms = excluded.updated_at_ms",
             );

@@ -51,6 +51,7 @@ pub fn def(agent: &str, heartbeat: &str, every_secs: u64) -> HeartbeatDef {
         timeout: Duration::from_secs(120),
         origin: Origin::Config,
         tools: Default::default(),
+        model: None,
     }
 }
 

@@ -270,6 +270,7 @@ fn heartbeat(agent: &str, every: Duration) -> HeartbeatDef {
         timeout: Duration::from_secs(60),
         origin: Origin::Config,
         tools: Default::default(),
+        model: None,
     }
 }
 

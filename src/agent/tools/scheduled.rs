@@ -68,6 +68,9 @@ struct Arguments {
     required_tools: Option<Vec<String>>,
     /// Tools that may write, opted into: an operator's call only, never the model's.
     write_tools: Option<Vec<String>>,
+    /// The model the job's runs ask for (`""` goes back to the agent's or the engine's):
+    /// an operator's call only, so a model never moves its own job to a dearer model.
+    model: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -357,7 +360,27 @@ fn build(
         timeout: existing.map_or(settings.run_timeout, |def| def.timeout),
         origin: Origin::Runtime,
         tools: job_tools(context, arguments, existing)?,
+        model: job_model(context, arguments, existing)?,
     })
+}
+
+/// The job's model: the one given (an operator's call only), else the existing job's.
+fn job_model(
+    context: &ToolContext,
+    arguments: &Arguments,
+    existing: Option<&HeartbeatDef>,
+) -> Result<Option<String>, String> {
+    let Some(model) = &arguments.model else { return Ok(existing.and_then(|def| def.model.clone())) };
+    if !context.operator {
+        return Err("`model`: only an operator may choose the model a job's runs use".to_owned());
+    }
+    if model.is_empty() {
+        return Ok(None);
+    }
+    match crate::core::text::model_name_problem(model) {
+        Some(problem) => Err(format!("`model` {problem}")),
+        None => Ok(Some(model.clone())),
+    }
 }
 
 /// The job's tool fields: each one given in the arguments, else the existing job's, all
