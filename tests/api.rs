@@ -3,6 +3,8 @@
 //! Every refusal is checked to have changed nothing.
 #![allow(clippy::disallowed_methods)] // this test waits on a real process in real time
 
+#[path = "common/daemon_process.rs"]
+mod daemon_process;
 #[path = "common/mcp_peers.rs"]
 mod mcp_peers;
 
@@ -57,10 +59,7 @@ async fn start_peers() -> (Arc<Peers>, std::net::SocketAddr) {
         .route("/v1/chat/completions", post(chat))
         .route("/hook", post(hook))
         .with_state(Arc::clone(&peers));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
-    (peers, address)
+    (peers, daemon_process::serve_loopback(app).await)
 }
 
 struct Daemon {
@@ -93,27 +92,7 @@ impl Daemon {
              [[agents]]\nid = \"home\"\nworkspace = \"home\"\n[agents.heartbeat]\ntarget = \"webhook:ops\"\n\
              [[agents]]\nid = \"builder\"\nworkspace = \"builder\"\n[agents.heartbeat]\ntarget = \"webhook:ops\"\n"
         );
-        let path = dir.path().join("systole.toml");
-        std::fs::write(&path, config).expect("write config");
-        let log = std::fs::File::create(dir.path().join("daemon.log")).expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_systole"))
-            .args(["serve", "--config", path.to_str().expect("utf-8")])
-            .env("SYSTOLE_API_TOKEN", TOKEN)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start daemon");
-        let address_file = dir.path().join("state.db.api");
-        let mut url = String::new();
-        for _ in 0..WAIT_SECS_MAX * 10 {
-            if let Ok(text) = std::fs::read_to_string(&address_file) {
-                url = text.trim().to_owned();
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(!url.is_empty(), "the daemon wrote its API address to {}", address_file.display());
+        let (child, url) = daemon_process::spawn_serve(dir.path(), &config, &[("SYSTOLE_API_TOKEN", TOKEN)]).await;
         Self { child, url, http: reqwest::Client::new(), dir }
     }
 

@@ -7,12 +7,14 @@
 //! and restarts the server, and no server process outlives the daemon.
 #![allow(clippy::disallowed_methods)] // a real daemon and real servers in real time
 
+#[path = "common/daemon_process.rs"]
+mod daemon_process;
 #[path = "common/mcp_peers.rs"]
 mod mcp_peers;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -112,10 +114,7 @@ async fn start_peers() -> (Arc<Peers>, std::net::SocketAddr) {
         .route("/v1/chat/completions", post(chat))
         .route("/hook", post(hook))
         .with_state(Arc::clone(&peers));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
-    (peers, address)
+    (peers, daemon_process::serve_loopback(app).await)
 }
 
 struct Daemon {
@@ -149,31 +148,9 @@ impl Daemon {
             heartbeat("slowpoke", "slow-tool", "tools = [\"inbox/slow\"]"),
             heartbeat("echoer", "echo-it", "tools = [\"everything/echo\"]"),
         );
-        let path = dir.path().join("systole.toml");
-        std::fs::write(&path, config).expect("write config");
-        let log = std::fs::File::create(dir.path().join("daemon.log")).expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_systole"))
-            .args(["serve", "--config", path.to_str().expect("utf-8")])
-            .env("SYSTOLE_API_TOKEN", TOKEN)
-            .env("EFFECTS_FILE", &effects)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start daemon");
-        let address_file = dir.path().join("state.db.api");
-        let started = Instant::now();
-        let url = loop {
-            if let Ok(text) = std::fs::read_to_string(&address_file) {
-                break text.trim().to_owned();
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(WAIT_SECS_MAX),
-                "the daemon did not start: {}",
-                log_of(dir.path())
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        let effects = effects.to_str().expect("utf-8");
+        let envs = [("SYSTOLE_API_TOKEN", TOKEN), ("EFFECTS_FILE", effects)];
+        let (child, url) = daemon_process::spawn_serve(dir.path(), &config, &envs).await;
         Self { child, url, http: reqwest::Client::new(), dir }
     }
 

@@ -3,7 +3,10 @@
 //! shape and in the shape LiteLLM's proxy gives) and a webhook receiver, all on 127.0.0.1.
 #![allow(clippy::disallowed_methods)] // this test waits on a real process in real time
 
-use std::process::{Child, Command, Stdio};
+#[path = "common/daemon_process.rs"]
+mod daemon_process;
+
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -90,10 +93,7 @@ async fn start_peers() -> (Arc<Peers>, std::net::SocketAddr) {
         .route("/v1/chat/completions", post(chat))
         .route("/hook", post(hook))
         .with_state(Arc::clone(&peers));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
-    (peers, address)
+    (peers, daemon_process::serve_loopback(app).await)
 }
 
 struct Daemon {
@@ -113,27 +113,8 @@ impl Daemon {
              [adapters.webhook.ops]\nurl = \"http://{peer}/hook\"\n\
              [engine]\nshutdown_grace = \"5s\"\nbreaker_failures = 3\n{agents}"
         );
-        let path = dir.path().join("systole.toml");
-        std::fs::write(&path, config).expect("write config");
-        let log = std::fs::File::create(dir.path().join("daemon.log")).expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_systole"))
-            .args(["serve", "--config", path.to_str().expect("utf-8")])
-            .env("SYSTOLE_API_TOKEN", TOKEN)
-            .env("SPEND_TEST_LLM_KEY", LLM_KEY)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start daemon");
-        let address_file = dir.path().join("state.db.api");
-        let mut url = String::new();
-        for _ in 0..WAIT_SECS_MAX * 10 {
-            if let Ok(text) = std::fs::read_to_string(&address_file) {
-                url = text.trim().to_owned();
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(!url.is_empty(), "the daemon wrote its API address to {}", address_file.display());
+        let envs = [("SYSTOLE_API_TOKEN", TOKEN), ("SPEND_TEST_LLM_KEY", LLM_KEY)];
+        let (child, url) = daemon_process::spawn_serve(dir.path(), &config, &envs).await;
         Self { child, url, http: reqwest::Client::new(), dir }
     }
 

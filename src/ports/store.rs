@@ -240,6 +240,15 @@ impl RunRecord {
         self.status != ExecutionStatus::Succeeded
     }
 
+    /// What this run adds to its agent's day (the daily caps).
+    pub fn spend(&self) -> DaySpend {
+        DaySpend {
+            calls: u64::from(self.llm_calls),
+            tokens: self.usage.tokens.total(),
+            cost_micros: self.usage.cost_micros,
+        }
+    }
+
     /// How the breaker counts this run.
     pub fn verdict(&self) -> Verdict {
         match (self.failed(), self.provider_refused) {
@@ -269,6 +278,17 @@ pub struct Execution {
     pub llm_calls: u32,
     pub usage: RunUsage,
     pub tool_use: Option<ToolUse>,
+}
+
+impl Execution {
+    /// What this row adds to its agent's day (zero for a skip or a running row).
+    pub fn spend(&self) -> DaySpend {
+        DaySpend {
+            calls: u64::from(self.llm_calls),
+            tokens: self.usage.tokens.total(),
+            cost_micros: self.usage.cost_micros,
+        }
+    }
 }
 
 /// What seeding the config did.

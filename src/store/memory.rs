@@ -451,12 +451,7 @@ impl Store for MemoryStore {
         let mut spent = DaySpend::default();
         // As in SQL: only runs that called the LLM (the others cannot have spent).
         for entry in mine.filter(finished_since).filter(|entry| entry.execution.llm_calls > 0) {
-            let execution = &entry.execution;
-            spent.add(DaySpend {
-                calls: u64::from(execution.llm_calls),
-                tokens: execution.usage.tokens.total(),
-                cost_micros: execution.usage.cost_micros,
-            });
+            spent.add(entry.execution.spend());
         }
         Ok(spent)
     }
@@ -478,11 +473,7 @@ impl Store for MemoryStore {
             if key.agent != *agent || execution.llm_calls == 0 || execution.finished_at.is_none_or(|at| at < since) {
                 continue;
             }
-            jobs.entry(key.heartbeat.clone()).or_default().add(DaySpend {
-                calls: u64::from(execution.llm_calls),
-                tokens: execution.usage.tokens.total(),
-                cost_micros: execution.usage.cost_micros,
-            });
+            jobs.entry(key.heartbeat.clone()).or_default().add(execution.spend());
         }
         Ok(jobs)
     }

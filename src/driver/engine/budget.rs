@@ -63,7 +63,7 @@ impl Driver {
         let Some(ledger) = self.ledgers.get_mut(&record.key.agent) else { return };
         let caps = self.context.settings(&record.key.agent).day_caps();
         let before = ledger.reached(caps);
-        ledger.record(record.finished_at, spend_of(record));
+        ledger.record(record.finished_at, record.spend());
         let after = ledger.reached(caps);
         let (day, spent) = (ledger.day, ledger.spent);
         if let (None, Some(cap)) = (before, after) {
@@ -107,14 +107,5 @@ impl Driver {
             return None;
         }
         spent.get(&def.key.agent).copied()
-    }
-}
-
-/// What a recorded run adds to its agent's day.
-fn spend_of(record: &RunRecord) -> DaySpend {
-    DaySpend {
-        calls: u64::from(record.llm_calls),
-        tokens: record.usage.tokens.total(),
-        cost_micros: record.usage.cost_micros,
     }
 }
