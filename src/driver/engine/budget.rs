@@ -1,5 +1,5 @@
-//! The daily caps (LLM calls, tokens, cost) and the "shows nothing" check inside the driver: the guard inputs
-//! that need the store or the visibility rules.
+//! The daily caps (LLM calls, tokens, cost) and the "shows nothing" check inside the
+//! driver: the guard inputs that need the store or the visibility rules.
 
 use std::collections::{BTreeMap, BTreeSet};
 
