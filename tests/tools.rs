@@ -1,7 +1,7 @@
 //! Tools of servers in a run, on virtual time, with native tools (the library's way to add
 //! tools in Rust) behind the same port and policy as MCP servers: read-only tools by
 //! default, a tool that may write only with the job's opt-in and never past a revoked
-//! lease, the per-run cap, and a hung tool cut off by the run's budget.
+//! lease, the per-run cap, a hung tool cut off by the run's budget, and a job's pre-check.
 
 mod common;
 
@@ -14,11 +14,13 @@ use async_trait::async_trait;
 use common::{def, key, options, Behaviour, Rig};
 use systole::agent::tools::native::{NativeTool, NativeTools, ToolServerSet};
 use systole::core::heartbeat::HeartbeatDef;
+use systole::core::reply::ReplyKind;
+use systole::core::tool_check::ToolCheck;
 use systole::core::tool_policy::{JobTools, ToolPattern};
 use systole::driver::EngineOptions;
 use systole::ports::clock::Clock;
 use systole::ports::fence::Fence;
-use systole::ports::store::{Store, ToolCallOutcome, ToolUse};
+use systole::ports::store::{ExecutionStatus, Store, ToolCallOutcome, ToolUse};
 use systole::ports::tools::{CallContext, ToolAnswer};
 
 struct Counted {
@@ -168,4 +170,80 @@ async fn a_hung_tool_is_cut_off_before_the_runs_budget_ends() {
     assert!((9_000..10_000).contains(&calls[0].duration_ms), "cut before the budget's end: {}", calls[0].duration_ms);
     assert_eq!(tools.hang.calls(), 1);
     assert_eq!(rig.llm.calls_for("hangs"), 2, "the model heard of the timeout and answered");
+}
+
+/// A read-only tool that answers what the test sets, or an error.
+struct Answering {
+    answer: std::sync::Mutex<Result<String, String>>,
+    calls: AtomicU32,
+}
+
+#[async_trait]
+impl NativeTool for Answering {
+    fn name(&self) -> &str {
+        "unread"
+    }
+
+    fn description(&self) -> &str {
+        "unread mail"
+    }
+
+    fn input_schema(&self) -> serde_json::Value {
+        serde_json::json!({ "type": "object", "properties": { "folder": { "type": "string" } } })
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, arguments: serde_json::Value, _context: &CallContext) -> Result<ToolAnswer, String> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        assert_eq!(arguments, serde_json::json!({ "folder": "INBOX" }), "the check's arguments reach the tool");
+        match self.answer.lock().expect("lock").clone() {
+            Ok(text) => Ok(ToolAnswer { text, is_error: false }),
+            Err(text) => Ok(ToolAnswer { text, is_error: true }),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quiet_check_skips_the_model_and_a_found_one_hands_it_the_answer() {
+    let mut rig = Rig::new();
+    let unread = Arc::new(Answering { answer: std::sync::Mutex::new(Ok(" [] ".to_owned())), calls: AtomicU32::new(0) });
+    let clock: Arc<dyn Clock> = rig.clock.clone();
+    let inbox = NativeTools::new("inbox", clock).and_then(|n| n.with(unread.clone())).expect("valid names");
+    rig.tools = Arc::new(ToolServerSet::new(vec![Arc::new(inbox)]));
+    let mut options = options();
+    options.agent_default.tools = vec![ToolPattern::parse("inbox/*").expect("valid")];
+    let check = ToolCheck::from_fields("inbox/unread", Some(serde_json::json!({ "folder": "INBOX" }))).expect("valid");
+    let checked =
+        HeartbeatDef { tools: JobTools { check: Some(check), ..JobTools::default() }, ..def("a", "mail", 60) };
+    let _engine = rig.start_with(&[checked], options).await;
+    let llm_calls = || rig.llm.calls.lock().expect("lock").iter().filter(|(_, p)| p.starts_with("mail")).count();
+    let latest = async || rig.store.executions(&key("a", "mail"), 1).await.expect("read")[0].clone();
+
+    rig.advance(61).await;
+    let quiet = latest().await;
+    assert_eq!((quiet.status, quiet.reply), (ExecutionStatus::Succeeded, Some(ReplyKind::QuietCheck)), "{quiet:?}");
+    assert_eq!((quiet.llm_calls, llm_calls()), (0, 0), "a quiet inbox costs no LLM call");
+    let calls = quiet.tool_use.as_ref().expect("the check is in the run log").calls.clone();
+    assert_eq!((calls[0].tool.as_str(), calls[0].outcome), ("inbox/unread", ToolCallOutcome::Ok));
+    assert_eq!(calls[0].arguments, r#"{"folder":"INBOX"}"#);
+
+    *unread.answer.lock().expect("lock") = Ok("[\"the boss: call me\"]".to_owned());
+    rig.llm.set("mail", Behaviour::Reply("unused: the prompt now carries the answer".to_owned()));
+    rig.advance(60).await;
+    let found = latest().await;
+    assert_eq!((found.status, found.llm_calls), (ExecutionStatus::Succeeded, 1), "{found:?}");
+    let prompts: Vec<String> = rig.llm.calls.lock().expect("lock").iter().map(|(_, p)| p.clone()).collect();
+    assert_eq!(prompts.len(), 1);
+    assert!(prompts[0].starts_with("mail\n\n") && prompts[0].contains("the boss: call me"), "{}", prompts[0]);
+
+    *unread.answer.lock().expect("lock") = Err("mailbox locked".to_owned());
+    rig.advance(60).await;
+    let failed = latest().await;
+    assert_eq!((failed.status, failed.llm_calls, llm_calls()), (ExecutionStatus::Failed, 0, 1), "{failed:?}");
+    let error = failed.error.unwrap_or_default();
+    assert!(error.contains("the check inbox/unread failed") && error.contains("mailbox locked"), "{error}");
+    assert_eq!(unread.calls.load(Ordering::SeqCst), 3, "one check per run");
 }

@@ -71,7 +71,7 @@ pub async fn run_loop(
 
 /// One tool call, recorded in the run's scope (before it goes out, so a call the run's
 /// budget cuts off stays in the record), refused once the run reached its cap.
-async fn call_recorded(toolbox: &ToolBox, context: &ToolContext, name: &str, arguments: &str) -> ToolOutcome {
+pub async fn call_recorded(toolbox: &ToolBox, context: &ToolContext, name: &str, arguments: &str) -> ToolOutcome {
     let Some(run) = &context.run else { return toolbox.call(context, name, arguments).await };
     let max = context.settings.tool_calls_max;
     let over_cap = run.calls() >= usize::try_from(max).unwrap_or(usize::MAX);

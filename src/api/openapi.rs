@@ -415,7 +415,13 @@ pub fn document() -> Value {
                     "at": { "type": "string" }, "target": { "type": "string" }, "delivery_target": { "type": "string" },
                     "delivery": { "type": "string", "enum": ["announce", "silent"] },
                     "active_hours": { "type": "object" }, "catch_up": { "type": "string" }, "overlap": { "type": "string" },
-                    "jitter": { "type": "string" }, "delete_after_run": { "type": "boolean" }
+                    "jitter": { "type": "string" }, "delete_after_run": { "type": "boolean" },
+                    "tools": { "type": "array", "items": { "type": "string" } },
+                    "write_tools": { "type": "array", "items": { "type": "string" } },
+                    "required_tools": { "type": "array", "items": { "type": "string" } },
+                    "model": { "type": "string" },
+                    "check_tool": { "type": "string", "description": "a tool called before each run; a quiet answer skips the model" },
+                    "check_arguments": { "type": "object" }
                 } }
             }
         }

@@ -28,6 +28,7 @@ pub mod slots;
 pub mod system_events;
 pub mod text;
 pub mod timer_queue;
+pub mod tool_check;
 pub mod tool_policy;
 pub mod usage;
 pub mod visibility;

@@ -9,6 +9,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::core::tool_check::ToolCheck;
+
 /// The longest server or tool name accepted (a model's function names are at most 64
 /// characters, and a tool's offered name joins both).
 pub const TOOL_NAME_CHARS_MAX: usize = 64;
@@ -161,6 +163,8 @@ pub struct JobTools {
     pub write: Vec<ToolPattern>,
     /// Tools the run cannot do without: if one is not offered, the run fails naming it.
     pub required: Vec<ToolName>,
+    /// The zero-token pre-check: a tool called before the model (ADR 0021). Required too.
+    pub check: Option<ToolCheck>,
 }
 
 impl JobTools {
@@ -173,11 +177,22 @@ impl JobTools {
     pub fn canonical(&self) -> String {
         let join = |patterns: &[String]| patterns.join(",");
         let allow = self.allow.as_ref().map_or_else(|| "agent".to_owned(), |p| join(&strings(p)));
-        format!(
+        let mut canonical = format!(
             "allow={allow};write={};required={}",
             join(&strings(&self.write)),
             join(&self.required.iter().map(ToString::to_string).collect::<Vec<_>>())
-        )
+        );
+        // Only when set, so a job without a check keeps the form (and fingerprint) it had.
+        if let Some(check) = &self.check {
+            canonical.push_str(&format!(";check={} {}", check.tool, check.arguments_text()));
+        }
+        canonical
+    }
+
+    /// The tools a run must have: the required ones and the check's.
+    pub fn needed(&self) -> impl Iterator<Item = &ToolName> {
+        let check = self.check.as_ref().map(|check| &check.tool);
+        self.required.iter().chain(check.filter(|tool| !self.required.contains(tool)))
     }
 
     /// The job's patterns that reach past the agent's list, named for a refusal.
@@ -185,8 +200,31 @@ impl JobTools {
         let allow = self.allow.iter().flatten().chain(&self.write);
         let mut beyond: Vec<String> =
             allow.filter(|pattern| !pattern.is_within(agent)).map(ToString::to_string).collect();
-        beyond.extend(self.required.iter().filter(|name| !any_matches(agent, name)).map(ToString::to_string));
+        beyond.extend(self.needed().filter(|name| !any_matches(agent, name)).map(ToString::to_string));
         beyond
+    }
+
+    /// Adds a job's pre-check (`check_tool`, `check_arguments`), which must be a tool the
+    /// job may use: within the agent's list and the job's own.
+    ///
+    /// # Errors
+    /// `("check_tool", problem)` when the job could never call it.
+    pub fn with_check(mut self, check: Option<ToolCheck>, agent: &[ToolPattern]) -> Result<Self, (&'static str, String)> {
+        if let Some(check) = &check {
+            let tool = &check.tool;
+            if !any_matches(agent, tool) {
+                let agent = strings(agent);
+                let agent = if agent.is_empty() { "none".to_owned() } else { agent.join(", ") };
+                return Err(("check_tool", format!("{tool} is not in the agent's `tools` list ({agent})")));
+            }
+            if let Some(allow) = &self.allow {
+                if !any_matches(allow, tool) {
+                    return Err(("check_tool", format!("{tool} is not in the job's `tools` list")));
+                }
+            }
+        }
+        self.check = check;
+        Ok(self)
     }
 }
 
@@ -213,6 +251,7 @@ impl JobTools {
                 .iter()
                 .map(|text| ToolName::parse(text).map_err(|problem| ("required_tools", problem)))
                 .collect::<Result<_, _>>()?,
+            check: None,
         };
         let beyond = tools.beyond(agent);
         if !beyond.is_empty() {
@@ -245,6 +284,15 @@ struct StoredJobTools {
     write: Vec<String>,
     #[serde(default)]
     required: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    check: Option<StoredCheck>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredCheck {
+    tool: String,
+    #[serde(default)]
+    arguments: serde_json::Map<String, serde_json::Value>,
 }
 
 impl JobTools {
@@ -257,6 +305,10 @@ impl JobTools {
             allow: self.allow.as_deref().map(strings),
             write: strings(&self.write),
             required: self.required.iter().map(ToString::to_string).collect(),
+            check: self
+                .check
+                .as_ref()
+                .map(|check| StoredCheck { tool: check.tool.to_string(), arguments: check.arguments.clone() }),
         };
         serde_json::to_string(&stored).ok()
     }
@@ -272,6 +324,12 @@ impl JobTools {
             allow: stored.allow.as_deref().map(patterns).transpose()?,
             write: patterns(&stored.write)?,
             required: stored.required.iter().map(|t| ToolName::parse(t)).collect::<Result<_, _>>()?,
+            check: stored
+                .check
+                .map(|check| {
+                    ToolName::parse(&check.tool).map(|tool| ToolCheck { tool, arguments: check.arguments })
+                })
+                .transpose()?,
         })
     }
 }
@@ -353,8 +411,7 @@ pub fn tools_for_run(
         }
     }
     let missing = job
-        .required
-        .iter()
+        .needed()
         .filter(|name| !offered.iter().any(|tool| tool.name == **name))
         .map(|name| match why_refused.get(name) {
             Some(why) => Missing::NotAllowed { tool: name.clone(), why: why.clone() },
@@ -456,5 +513,28 @@ mod tests {
         assert_eq!(texts.len(), 2, "{texts:?}");
         assert!(texts[0].contains("inbox/send") && texts[0].contains("write_tools"), "{}", texts[0]);
         assert!(texts[1].contains("calendar/list") && texts[1].contains("crashed"), "{}", texts[1]);
+    }
+
+    #[test]
+    fn a_check_is_needed_within_both_lists_and_kept_in_the_stored_form() {
+        let agent = patterns(&["inbox/*"]);
+        let check = |tool: &str| ToolCheck::from_fields(tool, Some(serde_json::json!({"folder": "INBOX"}))).ok();
+        let job = JobTools::default().with_check(check("inbox/unread"), &agent).expect("within");
+        let run = tools_for_run(&agent, &job, &[tool("inbox/search", true)], |_| None);
+        let texts: Vec<String> = run.missing.iter().map(ToString::to_string).collect();
+        assert_eq!(texts, ["required tool inbox/unread is unavailable: server inbox does not list a tool \"unread\""]);
+        let run = tools_for_run(&agent, &job, &[tool("inbox/unread", true)], |_| None);
+        assert!(run.missing.is_empty() && names(&run) == ["inbox/unread"]);
+        let (field, problem) = JobTools::default().with_check(check("calendar/list"), &agent).expect_err("beyond");
+        assert_eq!(field, "check_tool");
+        assert!(problem.contains("agent's `tools` list (inbox/*)"), "{problem}");
+        let narrowed = JobTools { allow: Some(patterns(&["inbox/search"])), ..JobTools::default() };
+        let (_, problem) = narrowed.with_check(check("inbox/unread"), &agent).expect_err("outside the job's");
+        assert!(problem.contains("job's `tools` list"), "{problem}");
+        let json = job.to_json().expect("stored");
+        assert_eq!(JobTools::from_json(&json).expect("read back"), job);
+        assert!(job.canonical().ends_with(r#";check=inbox/unread {"folder":"INBOX"}"#), "{}", job.canonical());
+        let plain = JobTools { required: vec![ToolName::new("inbox", "search")], ..JobTools::default() };
+        assert!(!plain.to_json().expect("stored").contains("check"), "old rows keep their form");
     }
 }

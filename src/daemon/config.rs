@@ -270,6 +270,10 @@ struct RawHeartbeat {
     model: Option<String>,
     /// Tools the runs cannot do without: if one is unavailable, the run fails naming it.
     required_tools: Option<Vec<String>>,
+    /// The zero-token pre-check: a tool called before the model; a quiet answer skips it.
+    check_tool: Option<String>,
+    /// The check's arguments, a table.
+    check_arguments: Option<toml::Value>,
 }
 
 /// `[[agents.cron]]`: a cron job as in the cron spec.
@@ -304,6 +308,10 @@ struct RawCron {
     model: Option<String>,
     /// Tools the runs cannot do without: if one is unavailable, the run fails naming it.
     required_tools: Option<Vec<String>>,
+    /// The zero-token pre-check: a tool called before the model; a quiet answer skips it.
+    check_tool: Option<String>,
+    /// The check's arguments, a table.
+    check_arguments: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]

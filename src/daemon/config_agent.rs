@@ -33,6 +33,8 @@ pub(super) struct RawAgentHeartbeat {
     tools: Option<Vec<String>>,
     write_tools: Option<Vec<String>>,
     required_tools: Option<Vec<String>>,
+    check_tool: Option<String>,
+    check_arguments: Option<toml::Value>,
 }
 
 impl RawAgentHeartbeat {
@@ -50,6 +52,8 @@ impl RawAgentHeartbeat {
             tools: self.tools.or(defaults.tools),
             write_tools: self.write_tools.or(defaults.write_tools),
             required_tools: self.required_tools.or(defaults.required_tools),
+            check_tool: self.check_tool.or(defaults.check_tool),
+            check_arguments: self.check_arguments.or(defaults.check_arguments),
         }
     }
 }
@@ -112,7 +116,13 @@ impl Validator<'_> {
         if raw.model.as_deref().is_some_and(|model| model.trim().is_empty()) {
             return Err(self.error(format!("{field}.model"), "is empty"));
         }
-        let tools = RawJobTools { tools: raw.tools, write_tools: raw.write_tools, required_tools: raw.required_tools };
+        let tools = RawJobTools {
+            tools: raw.tools,
+            write_tools: raw.write_tools,
+            required_tools: raw.required_tools,
+            check_tool: raw.check_tool,
+            check_arguments: raw.check_arguments,
+        };
         let tools = self.job_tools(&field, &tools, jobs.agent_tools)?;
         let def = HeartbeatDef {
             key: HeartbeatKey::agent_heartbeat(jobs.agent),

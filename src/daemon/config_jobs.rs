@@ -55,7 +55,13 @@ impl Validator<'_> {
             dedup: raw.dedup,
         };
         let prompt = self.prompt(&format!("{field}.prompt"), raw.prompt)?;
-        let tools = RawJobTools { tools: raw.tools, write_tools: raw.write_tools, required_tools: raw.required_tools };
+        let tools = RawJobTools {
+            tools: raw.tools,
+            write_tools: raw.write_tools,
+            required_tools: raw.required_tools,
+            check_tool: raw.check_tool,
+            check_arguments: raw.check_arguments,
+        };
         let tools = self.job_tools(field, &tools, defaults.agent_tools)?;
         let flat = raw.every.is_some() || raw.interval_secs.is_some() || raw.cron.is_some() || raw.at.is_some();
         let schedule = match (raw.schedule, flat) {
@@ -124,7 +130,13 @@ impl Validator<'_> {
                 return Err(self.error(format!("{field}.prompt"), "is missing (or payload = { text = \"...\" })"))
             }
         };
-        let tools = RawJobTools { tools: raw.tools, write_tools: raw.write_tools, required_tools: raw.required_tools };
+        let tools = RawJobTools {
+            tools: raw.tools,
+            write_tools: raw.write_tools,
+            required_tools: raw.required_tools,
+            check_tool: raw.check_tool,
+            check_arguments: raw.check_arguments,
+        };
         let tools = self.job_tools(field, &tools, defaults.agent_tools)?;
         let kind = match raw.mode.as_deref() {
             None | Some("isolated") => JobKind::Cron,
@@ -137,6 +149,10 @@ impl Validator<'_> {
                 let problem = "a main-mode job's results go out through the agent heartbeat's target; \
                                remove `target`/`delivery` or use mode \"isolated\"";
                 return Err(self.error(format!("{field}.mode"), problem));
+            }
+            Some("main") if tools.check.is_some() => {
+                let problem = "a main-mode job makes no run of its own to check for; use mode \"isolated\"";
+                return Err(self.error(format!("{field}.check_tool"), problem));
             }
             Some("main") => JobKind::CronMain,
             Some(other) => {

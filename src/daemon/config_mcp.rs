@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{ConfigError, Validator};
+use crate::core::tool_check::ToolCheck;
 use crate::core::tool_policy::{check_server_name, JobTools, ToolPattern};
 use crate::limits::{
     MCP_CONNECT_TIMEOUT_SECS_DEFAULT, MCP_SERVERS_MAX, TOOL_CALL_TIMEOUT_SECS_DEFAULT, TOOL_CALL_TIMEOUT_SECS_MAX,
@@ -53,6 +54,8 @@ pub(super) struct RawJobTools {
     pub(super) tools: Option<Vec<String>>,
     pub(super) write_tools: Option<Vec<String>>,
     pub(super) required_tools: Option<Vec<String>>,
+    pub(super) check_tool: Option<String>,
+    pub(super) check_arguments: Option<toml::Value>,
 }
 
 impl Validator<'_> {
@@ -181,7 +184,22 @@ impl Validator<'_> {
         raw: &RawJobTools,
         agent: &[ToolPattern],
     ) -> Result<JobTools, ConfigError> {
-        JobTools::from_fields(raw.tools.as_deref(), raw.write_tools.as_deref(), raw.required_tools.as_deref(), agent)
-            .map_err(|(name, problem)| self.error(format!("{field}.{name}"), problem))
+        let named = |(name, problem): (&str, String)| self.error(format!("{field}.{name}"), problem);
+        let tools =
+            JobTools::from_fields(raw.tools.as_deref(), raw.write_tools.as_deref(), raw.required_tools.as_deref(), agent)
+                .map_err(named)?;
+        let check = match (&raw.check_tool, &raw.check_arguments) {
+            (None, None) => None,
+            (None, Some(_)) => return Err(self.error(format!("{field}.check_arguments"), "needs `check_tool`")),
+            (Some(tool), arguments) => {
+                let arguments = arguments
+                    .as_ref()
+                    .map(serde_json::to_value)
+                    .transpose()
+                    .map_err(|error| self.error(format!("{field}.check_arguments"), error.to_string()))?;
+                Some(ToolCheck::from_fields(tool, arguments).map_err(named)?)
+            }
+        };
+        tools.with_check(check, agent).map_err(named)
     }
 }

@@ -529,3 +529,33 @@ fn prices_and_the_money_caps_are_read_in_micros_and_checked() {
         assert!(error.problem.contains(problem), "{field}: {:?} should mention {problem:?}", error.problem);
     }
 }
+
+#[test]
+fn a_jobs_check_reads_its_tool_and_arguments_and_refusals_name_the_field() {
+    let tools = |job: &str| {
+        format!(
+            "{LLM}[mcp.servers.inbox]\nurl = \"http://127.0.0.1:9/mcp\"\nread_only = [\"unread\"]\n\
+             [[agents]]\nid = \"main\"\ntools = [\"inbox/*\"]\n[[agents.heartbeats]]\nid = \"hb\"\nprompt = \"p\"\nevery = \"1h\"\ntarget = \"stdout\"\n{job}\n"
+        )
+    };
+    let config =
+        parse_text(&tools("check_tool = \"inbox/unread\"\ncheck_arguments = { folder = \"INBOX\", limit = 5 }"))
+            .expect("a check");
+    let check = config.heartbeats[0].tools.check.as_ref().expect("kept");
+    assert_eq!(check.tool.to_string(), "inbox/unread");
+    assert_eq!(check.arguments_text(), r#"{"folder":"INBOX","limit":5}"#);
+    for (job, field, says) in [
+        ("check_tool = \"calendar/list\"", "agents[0].heartbeats[0].check_tool", "agent's `tools` list"),
+        ("check_tool = \"inbox\"", "agents[0].heartbeats[0].check_tool", "server/tool"),
+        ("check_arguments = { folder = \"INBOX\" }", "agents[0].heartbeats[0].check_arguments", "needs `check_tool`"),
+        ("check_tool = \"inbox/unread\"\ncheck_arguments = 5", "agents[0].heartbeats[0].check_arguments", "table"),
+        (
+            "tools = [\"inbox/search\"]\ncheck_tool = \"inbox/unread\"",
+            "agents[0].heartbeats[0].check_tool",
+            "job's `tools` list",
+        ),
+    ] {
+        let error = refused(&tools(job)).to_string();
+        assert!(error.contains(field) && error.contains(says), "{job}: {error}");
+    }
+}

@@ -38,6 +38,8 @@ pub fn heartbeat_json(heartbeat: &Heartbeat, last: Option<&Execution>) -> Value 
         "origin": def.origin.as_str(),
         // `null`: the agent heartbeat's model, else the engine's.
         "model": def.model,
+        // The zero-token pre-check, if any (ADR 0021).
+        "check": def.tools.check.as_ref().map(|check| json!({ "tool": check.tool.to_string(), "arguments": check.arguments })),
         "next_run_at": heartbeat.state.enabled.then_some(heartbeat.state.next_slot).flatten().map(|t| t.to_string()),
         "last_status": last.map(|e| e.status.as_str()),
         "last_reply": last.and_then(|e| e.reply).map(|r| r.as_str()),

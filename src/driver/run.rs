@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::agent::agent_loop::run_loop;
+use crate::agent::agent_loop::{call_recorded, run_loop};
 use crate::agent::settings::AgentSettings;
 use crate::agent::tools::external::ExternalTool;
 use crate::agent::tools::{RunScope, Tool, ToolBox, ToolContext};
@@ -16,6 +16,7 @@ use crate::core::ids::AgentId;
 use crate::core::reply::{self, Reply, ReplyKind};
 use crate::core::system_events::cron_event_text;
 use crate::core::text::{truncate_chars, without_nul};
+use crate::core::tool_check::{self, ToolCheck};
 use crate::core::tool_policy::{tools_for_run, OfferedTool, RunTools};
 use crate::core::usage::PriceTable;
 use crate::core::visibility::VisibilityRules;
@@ -316,7 +317,19 @@ async fn attempt(
         _ => (context.model.as_deref(), settings.ack_max_chars),
     };
     let model = def.model.as_deref().or(model);
-    let looped = match run_loop(llm, &toolbox, &tools, &context.system_prompt, &def.prompt, model).await {
+    // The job's pre-check: a quiet answer ends the run before any LLM call (ADR 0021).
+    let mut prompt = std::borrow::Cow::Borrowed(def.prompt.as_str());
+    if let Some(check) = &def.tools.check {
+        match pre_check(&toolbox, &tools, check).await {
+            Checked::Quiet => {
+                let preview = format!("{} found nothing to do; the model was not asked", check.tool);
+                return Outcome::quiet(Some(ReplyKind::QuietCheck), Some(preview), None);
+            }
+            Checked::Found(answer) => prompt = tool_check::prompt_with_answer(&def.prompt, check, &answer).into(),
+            Checked::Failed(error) => return Outcome::failed(format!("the check {} failed: {error}", check.tool), None),
+        }
+    }
+    let looped = match run_loop(llm, &toolbox, &tools, &context.system_prompt, &prompt, model).await {
         Ok(looped) => looped,
         Err(error) => return Outcome::failed(error.to_string(), None),
     };
@@ -397,6 +410,27 @@ async fn attempt(
             reply_digest: None,
             withheld: None,
         },
+    }
+}
+
+/// What a job's pre-check answered.
+enum Checked {
+    Quiet,
+    Found(String),
+    Failed(String),
+}
+
+/// Calls the job's check tool as the model would (recorded, within the per-run cap and the
+/// run's budget, fenced when it may write). A failed check fails the run: without its
+/// answer the run cannot tell a quiet inbox from a full one, and a failure is announced.
+async fn pre_check(toolbox: &ToolBox, tools: &ToolContext, check: &ToolCheck) -> Checked {
+    let outcome = call_recorded(toolbox, tools, &check.tool.model_name(), &check.arguments_text()).await;
+    if outcome.is_error {
+        Checked::Failed(outcome.content)
+    } else if tool_check::is_quiet(&outcome.content) {
+        Checked::Quiet
+    } else {
+        Checked::Found(outcome.content)
     }
 }
 

@@ -131,6 +131,10 @@ impl RunEvent {
                 (None, Some(ReplyKind::Duplicate)) => {
                     (RunStatus::Skipped, Some(Withheld::Duplicate.as_str().to_owned()), Indicator::Alert)
                 }
+                // Skipped by its pre-check: the model was never asked (ADR 0021).
+                (None, Some(ReplyKind::QuietCheck)) => {
+                    (RunStatus::Skipped, Some(ReplyKind::QuietCheck.as_str().to_owned()), Indicator::Ok)
+                }
                 (None, Some(ReplyKind::Empty) | None) => (RunStatus::OkEmpty, None, Indicator::Ok),
             }
         };

@@ -25,6 +25,7 @@ use crate::core::ids::{HeartbeatId, HeartbeatKey};
 use crate::core::policy::{CatchUp, Overlap, RunPolicy};
 use crate::core::schedule::Schedule;
 use crate::core::schedule_fields::{check_cron_meets_window, fit_every_to_window, ScheduleFields};
+use crate::core::tool_check::ToolCheck;
 use crate::core::tool_policy::{JobTools, ToolPattern};
 use crate::limits::{JITTER_SECS_MAX, PROMPT_CHARS_MAX, TOOL_RUNS_LISTED_MAX};
 use crate::ports::llm::ToolSpec;
@@ -68,6 +69,10 @@ struct Arguments {
     required_tools: Option<Vec<String>>,
     /// Tools that may write, opted into: an operator's call only, never the model's.
     write_tools: Option<Vec<String>>,
+    /// The zero-token pre-check: a tool called before the model (`""` removes it).
+    check_tool: Option<String>,
+    /// The check's arguments, an object.
+    check_arguments: Option<serde_json::Value>,
     /// The model the job's runs ask for (`""` goes back to the agent's or the engine's):
     /// an operator's call only, so a model never moves its own job to a dearer model.
     model: Option<String>,
@@ -164,6 +169,8 @@ impl Tool for ScheduledTool {
                     "delete_after_run": { "type": "boolean", "description": "delete once its last run succeeded (default for at)" },
                     "tools": { "type": "array", "items": { "type": "string" }, "description": "the tools its runs may use, within yours, like [\"inbox/search\"] or [\"inbox/*\"]" },
                     "required_tools": { "type": "array", "items": { "type": "string" }, "description": "tools its runs cannot do without; a run fails if one is unavailable" },
+                    "check_tool": { "type": "string", "description": "a tool called before each run, like \"inbox/unread\"; an empty, [], 0 or false answer skips the run without asking you (\"\" removes it)" },
+                    "check_arguments": { "type": "object", "description": "the arguments of check_tool" },
                     "active_start_hour": { "type": "integer", "minimum": 0, "maximum": 23 },
                     "active_end_hour": { "type": "integer", "minimum": 0, "maximum": 24 },
                     "active_hours": {
@@ -359,7 +366,7 @@ fn build(
         active_hours,
         timeout: existing.map_or(settings.run_timeout, |def| def.timeout),
         origin: Origin::Runtime,
-        tools: job_tools(context, arguments, existing)?,
+        tools: job_tools(context, kind, arguments, existing)?,
         model: job_model(context, arguments, existing)?,
     })
 }
@@ -388,6 +395,7 @@ fn job_model(
 /// model never can.
 fn job_tools(
     context: &ToolContext,
+    kind: JobKind,
     arguments: &Arguments,
     existing: Option<&HeartbeatDef>,
 ) -> Result<JobTools, String> {
@@ -400,8 +408,26 @@ fn job_tools(
     let write = arguments.write_tools.clone().unwrap_or_else(|| texts(&kept.write));
     let required =
         arguments.required_tools.clone().unwrap_or_else(|| kept.required.iter().map(ToString::to_string).collect());
-    JobTools::from_fields(allow.as_deref(), Some(&write), Some(&required), &context.settings.tools)
-        .map_err(|(field, problem)| format!("`{field}`: {problem}"))
+    let named = |(field, problem): (&str, String)| format!("`{field}`: {problem}");
+    let tools = JobTools::from_fields(allow.as_deref(), Some(&write), Some(&required), &context.settings.tools)
+        .map_err(named)?;
+    let check = match (&arguments.check_tool, &arguments.check_arguments) {
+        (Some(tool), _) if tool.is_empty() => None,
+        (Some(tool), given) => {
+            let kept_arguments = kept.check.as_ref().filter(|check| check.tool.to_string() == *tool);
+            let arguments = given.clone().or_else(|| kept_arguments.map(|check| check.arguments.clone().into()));
+            Some(ToolCheck::from_fields(tool, arguments).map_err(named)?)
+        }
+        (None, Some(given)) => match &kept.check {
+            Some(check) => Some(ToolCheck::from_fields(&check.tool.to_string(), Some(given.clone())).map_err(named)?),
+            None => return Err("`check_arguments`: needs `check_tool`".to_owned()),
+        },
+        (None, None) => kept.check.clone(),
+    };
+    if check.is_some() && kind == JobKind::CronMain {
+        return Err("`check_tool`: a main-mode job makes no run of its own to check for".to_owned());
+    }
+    tools.with_check(check, &context.settings.tools).map_err(named)
 }
 
 fn schedule(context: &ToolContext, arguments: &Arguments, existing: Option<&HeartbeatDef>) -> Result<Schedule, String> {
