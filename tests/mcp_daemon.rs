@@ -4,7 +4,8 @@
 //! replies built from their results. Also: a tool that may write is never offered
 //! without the job's opt-in, a missing required tool fails the run naming it, `kill -9`
 //! of a stdio server mid-call answers the model with an error while the daemon goes on
-//! and restarts the server, and no server process outlives the daemon.
+//! and restarts the server, a job's pre-check spares the model a quiet inbox, and no
+//! server process outlives the daemon.
 #![allow(clippy::disallowed_methods)] // a real daemon and real servers in real time
 
 #[path = "common/daemon_process.rs"]
@@ -137,8 +138,8 @@ impl Daemon {
              [adapters.webhook.ops]\nurl = \"http://{peer}/hook\"\n\
              [engine]\nshutdown_grace = \"5s\"\n\
              {}{}[mcp.servers.web]\nurl = {:?}\nread_only = [\"search\"]\n\
-             [[agents]]\nid = \"ops\"\ntools = [\"inbox/*\", \"web/search\", \"everything/echo\"]\n{}{}{}{}{}{}",
-            stdio_server_toml("inbox", "env = [\"EFFECTS_FILE\"]\nread_only = [\"search\", \"slow\"]"),
+             [[agents]]\nid = \"ops\"\ntools = [\"inbox/*\", \"web/search\", \"everything/echo\"]\n{}{}{}{}{}{}{}{}",
+            stdio_server_toml("inbox", "env = [\"EFFECTS_FILE\"]\nread_only = [\"search\", \"slow\", \"unread\"]"),
             everything_toml("everything", "read_only = [\"echo\"]"),
             http_peer.url,
             heartbeat("reader", "use-tools", ""),
@@ -147,6 +148,8 @@ impl Daemon {
             heartbeat("needy", "needs-missing", "required_tools = [\"inbox/missing\"]"),
             heartbeat("slowpoke", "slow-tool", "tools = [\"inbox/slow\"]"),
             heartbeat("echoer", "echo-it", "tools = [\"everything/echo\"]"),
+            heartbeat("quiet-inbox", "quiet-check", "check_tool = \"inbox/unread\"\ncheck_arguments = { folder = \"quiet\" }"),
+            heartbeat("busy-inbox", "busy-check", "check_tool = \"inbox/unread\"\ncheck_arguments = { folder = \"INBOX\" }"),
         );
         let effects = effects.to_str().expect("utf-8");
         let envs = [("SYSTOLE_API_TOKEN", TOKEN), ("EFFECTS_FILE", effects)];
@@ -280,6 +283,20 @@ async fn heartbeats_use_tools_of_real_servers_within_their_policy() {
     assert_eq!(run["status"], "failed");
     assert!(run["error"].as_str().is_some_and(|e| e.contains("inbox/missing")), "{run}");
     assert_eq!(peers.calls("needs-missing"), 0);
+
+    // A job's pre-check: a quiet answer ends the run with no LLM call; another reaches the
+    // model with the prompt, and the model answers from it.
+    daemon.trigger("quiet-inbox").await;
+    let run = daemon.finished_run("quiet-inbox").await;
+    assert_eq!((run["status"].as_str(), run["stop_reason"].as_str()), (Some("succeeded"), Some("quiet-check")), "{run}");
+    assert_eq!(calls_of(&run), [("inbox/unread".to_owned(), "ok".to_owned())], "{run}");
+    assert_eq!((run["llm_calls"].as_u64(), peers.calls("quiet-check")), (Some(0), 0), "{run}");
+    daemon.trigger("busy-inbox").await;
+    let run = daemon.finished_run("busy-inbox").await;
+    assert_eq!((run["status"].as_str(), run["llm_calls"].as_u64()), (Some("succeeded"), Some(1)), "{run}");
+    let prompts: Vec<String> = peers.calls.lock().expect("lock").keys().cloned().collect();
+    let sent = prompts.iter().find(|p| p.starts_with("busy-check\n\n")).expect("the model was asked");
+    assert!(sent.contains("inbox/unread") && sent.contains("2 unread in INBOX: invoice overdue"), "{sent}");
 
     // server-everything through npx answers like the others.
     daemon.trigger("echoer").await;

@@ -14,13 +14,12 @@ use async_trait::async_trait;
 use common::{def, key, options, Behaviour, Rig};
 use systole::agent::tools::native::{NativeTool, NativeTools, ToolServerSet};
 use systole::core::heartbeat::HeartbeatDef;
-use systole::core::reply::ReplyKind;
 use systole::core::tool_check::ToolCheck;
 use systole::core::tool_policy::{JobTools, ToolPattern};
 use systole::driver::EngineOptions;
 use systole::ports::clock::Clock;
 use systole::ports::fence::Fence;
-use systole::ports::store::{ExecutionStatus, Store, ToolCallOutcome, ToolUse};
+use systole::ports::store::{ExecutionStatus, StopReason, Store, ToolCallOutcome, ToolUse};
 use systole::ports::tools::{CallContext, ToolAnswer};
 
 struct Counted {
@@ -224,7 +223,8 @@ async fn a_quiet_check_skips_the_model_and_a_found_one_hands_it_the_answer() {
 
     rig.advance(61).await;
     let quiet = latest().await;
-    assert_eq!((quiet.status, quiet.reply), (ExecutionStatus::Succeeded, Some(ReplyKind::QuietCheck)), "{quiet:?}");
+    assert_eq!((quiet.status, quiet.stop_reason), (ExecutionStatus::Succeeded, Some(StopReason::QuietCheck)), "{quiet:?}");
+    assert_eq!(quiet.reply, None, "no reply: the model was never asked");
     assert_eq!((quiet.llm_calls, llm_calls()), (0, 0), "a quiet inbox costs no LLM call");
     let calls = quiet.tool_use.as_ref().expect("the check is in the run log").calls.clone();
     assert_eq!((calls[0].tool.as_str(), calls[0].outcome), ("inbox/unread", ToolCallOutcome::Ok));

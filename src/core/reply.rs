@@ -33,13 +33,10 @@ pub enum ReplyKind {
     Sent,
     /// Identical to a reply delivered within the dedup window: not delivered again.
     Duplicate,
-    /// The job's pre-check answered that there is nothing to do: the model was not called.
-    QuietCheck,
 }
 
 impl ReplyKind {
-    pub const ALL: [ReplyKind; 5] =
-        [ReplyKind::Empty, ReplyKind::Token, ReplyKind::Sent, ReplyKind::Duplicate, ReplyKind::QuietCheck];
+    pub const ALL: [ReplyKind; 4] = [ReplyKind::Empty, ReplyKind::Token, ReplyKind::Sent, ReplyKind::Duplicate];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -47,7 +44,6 @@ impl ReplyKind {
             ReplyKind::Token => "ok-token",
             ReplyKind::Sent => "sent",
             ReplyKind::Duplicate => "duplicate",
-            ReplyKind::QuietCheck => "quiet-check",
         }
     }
 

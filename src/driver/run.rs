@@ -323,7 +323,7 @@ async fn attempt(
         match pre_check(&toolbox, &tools, check).await {
             Checked::Quiet => {
                 let preview = format!("{} found nothing to do; the model was not asked", check.tool);
-                return Outcome::quiet(Some(ReplyKind::QuietCheck), Some(preview), None);
+                return Outcome::quiet(None, Some(preview), Some(StopReason::QuietCheck));
             }
             Checked::Found(answer) => prompt = tool_check::prompt_with_answer(&def.prompt, check, &answer).into(),
             Checked::Failed(error) => return Outcome::failed(format!("the check {} failed: {error}", check.tool), None),

@@ -15,7 +15,7 @@ use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::reply::ReplyKind;
 use crate::driver::run::Withheld;
 use crate::limits::RUN_EVENTS_BUFFERED_MAX;
-use crate::ports::store::{ExecutionStatus, RunRecord};
+use crate::ports::store::{ExecutionStatus, RunRecord, StopReason};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunStatus {
@@ -122,6 +122,9 @@ impl RunEvent {
         let (status, reason, indicator) = if record.status != ExecutionStatus::Succeeded {
             let reason = record.error.clone().unwrap_or_else(|| record.status.as_str().to_owned());
             (RunStatus::Failed, Some(reason), Indicator::Error)
+        } else if record.stop_reason == Some(StopReason::QuietCheck) {
+            // Skipped by its pre-check: the model was never asked (ADR 0021).
+            (RunStatus::Skipped, Some(StopReason::QuietCheck.as_str().to_owned()), Indicator::Ok)
         } else {
             match (withheld, record.reply) {
                 (Some(Withheld::SystemEvent), _) => (RunStatus::Sent, Some("system-event".to_owned()), Indicator::Ok),
@@ -130,10 +133,6 @@ impl RunEvent {
                 (None, Some(ReplyKind::Token)) => (RunStatus::OkToken, None, Indicator::Ok),
                 (None, Some(ReplyKind::Duplicate)) => {
                     (RunStatus::Skipped, Some(Withheld::Duplicate.as_str().to_owned()), Indicator::Alert)
-                }
-                // Skipped by its pre-check: the model was never asked (ADR 0021).
-                (None, Some(ReplyKind::QuietCheck)) => {
-                    (RunStatus::Skipped, Some(ReplyKind::QuietCheck.as_str().to_owned()), Indicator::Ok)
                 }
                 (None, Some(ReplyKind::Empty) | None) => (RunStatus::OkEmpty, None, Indicator::Ok),
             }

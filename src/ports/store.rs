@@ -125,16 +125,21 @@ pub enum StopReason {
     PauseHeartbeats,
     /// The model kept asking for tools until the agent's iteration cap.
     IterationCap,
+    /// The job's pre-check answered that there is nothing to do: the model was never
+    /// asked (ADR 0021).
+    QuietCheck,
 }
 
 impl StopReason {
-    pub const ALL: [StopReason; 3] = [StopReason::Completed, StopReason::PauseHeartbeats, StopReason::IterationCap];
+    pub const ALL: [StopReason; 4] =
+        [StopReason::Completed, StopReason::PauseHeartbeats, StopReason::IterationCap, StopReason::QuietCheck];
 
     pub fn as_str(self) -> &'static str {
         match self {
             StopReason::Completed => "completed",
             StopReason::PauseHeartbeats => "pause_heartbeats",
             StopReason::IterationCap => "iteration-cap",
+            StopReason::QuietCheck => "quiet-check",
         }
     }
 

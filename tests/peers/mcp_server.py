@@ -1,6 +1,6 @@
 """An MCP server on the official Python SDK (`mcp` on PyPI), for systole's tests.
 
-Tools: `search` (read-only), `archive` (writes a line to EFFECTS_FILE: an external
+Tools: `search` (read-only), `unread` (read-only: "0" for the folder "quiet"), `archive` (writes a line to EFFECTS_FILE: an external
 effect the tests count), `slow` (sleeps), `hang` (never answers), `crash` (the process
 exits mid-call), `flood` (a result of many megabytes), `echo_env` (the value of a
 variable), `add_tool` (adds a tool and says the list changed).
@@ -27,6 +27,14 @@ server = MCPServer("systole-test-peer")
 def search(query: str) -> str:
     """Search the inbox; returns the matching subjects."""
     return f"3 messages match {query!r}: invoice overdue, server down, lunch"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def unread(folder: str) -> str:
+    """The unread messages of a folder: "0" when there are none."""
+    if folder == "quiet":
+        return "0"
+    return f"2 unread in {folder}: invoice overdue, server down"
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
