@@ -295,7 +295,7 @@ async fn heartbeats_use_tools_of_real_servers_within_their_policy() {
     let run = daemon.finished_run("busy-inbox").await;
     assert_eq!((run["status"].as_str(), run["llm_calls"].as_u64()), (Some("succeeded"), Some(1)), "{run}");
     let prompts: Vec<String> = peers.calls.lock().expect("lock").keys().cloned().collect();
-    let sent = prompts.iter().find(|p| p.starts_with("busy-check\n\n")).expect("the model was asked");
+    let sent = prompts.iter().find(|p| p.ends_with("\n\nbusy-check")).expect("the model was asked");
     assert!(sent.contains("inbox/unread") && sent.contains("2 unread in INBOX: invoice overdue"), "{sent}");
 
     // server-everything through npx answers like the others.

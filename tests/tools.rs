@@ -218,7 +218,7 @@ async fn a_quiet_check_skips_the_model_and_a_found_one_hands_it_the_answer() {
     let checked =
         HeartbeatDef { tools: JobTools { check: Some(check), ..JobTools::default() }, ..def("a", "mail", 60) };
     let _engine = rig.start_with(&[checked], options).await;
-    let llm_calls = || rig.llm.calls.lock().expect("lock").iter().filter(|(_, p)| p.starts_with("mail")).count();
+    let llm_calls = || rig.llm.calls.lock().expect("lock").iter().filter(|(_, p)| p.ends_with("mail")).count();
     let latest = async || rig.store.executions(&key("a", "mail"), 1).await.expect("read")[0].clone();
 
     rig.advance(61).await;
@@ -237,7 +237,7 @@ async fn a_quiet_check_skips_the_model_and_a_found_one_hands_it_the_answer() {
     assert_eq!((found.status, found.llm_calls), (ExecutionStatus::Succeeded, 1), "{found:?}");
     let prompts: Vec<String> = rig.llm.calls.lock().expect("lock").iter().map(|(_, p)| p.clone()).collect();
     assert_eq!(prompts.len(), 1);
-    assert!(prompts[0].starts_with("mail\n\n") && prompts[0].contains("the boss: call me"), "{}", prompts[0]);
+    assert!(prompts[0].ends_with("\n\nmail") && prompts[0].contains("the boss: call me"), "{}", prompts[0]);
 
     *unread.answer.lock().expect("lock") = Err("mailbox locked".to_owned());
     rig.advance(60).await;

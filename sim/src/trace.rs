@@ -74,6 +74,14 @@ pub enum Event {
         tool: String,
         timeout: Duration,
     },
+    /// A tool answered a run (not with an error); `quiet`: with nothing to do (`[]`).
+    ToolAnswered {
+        life: u32,
+        key: HeartbeatKey,
+        slot: Timestamp,
+        tool: String,
+        quiet: bool,
+    },
     /// A tool with an external effect did it (the world's record, not the engine's).
     ToolEffect {
         life: u32,
@@ -165,6 +173,8 @@ pub enum DurableWrite {
         /// The run's error, and the tools it was offered and called.
         error: Option<String>,
         tools: Option<systole::ports::store::ToolUse>,
+        /// Why the run stopped (`quiet-check`: its pre-check found nothing to do).
+        stop_reason: Option<systole::ports::store::StopReason>,
     },
     /// A system event queued for an agent heartbeat (`dropped` oldest ones made room).
     EventQueued {
@@ -334,6 +344,9 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
         Event::ToolCalled { life, key, slot, tool, timeout } => {
             w.tag(16).u64(u64::from(*life)).key(key).time(*slot).str(tool).u64(timeout.as_millis() as u64);
         }
+        Event::ToolAnswered { life, key, slot, tool, quiet } => {
+            w.tag(30).u64(u64::from(*life)).key(key).time(*slot).str(tool).bool(*quiet);
+        }
         Event::ToolEffect { life, key, slot, tool } => {
             w.tag(17).u64(u64::from(*life)).key(key).time(*slot).str(tool);
         }
@@ -361,8 +374,9 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                     cost_micros,
                     error,
                     tools,
+                    stop_reason,
                 } => {
-                    w.u64(*tokens).u64(*cost_micros);
+                    w.u64(*tokens).u64(*cost_micros).str(stop_reason.map_or("", |reason| reason.as_str()));
                     w.str(error.as_deref().unwrap_or(""))
                         .u64(tools.as_ref().map_or(0, |tools| tools.calls.len() as u64));
                     for tool in tools.iter().flat_map(|tools| &tools.offered) {
@@ -563,6 +577,10 @@ pub fn describe(entry: &Entry) -> String {
         }
         Event::ToolCalled { life, key, slot, tool, timeout } => {
             format!("[life {life}] tool call {tool} for {key} slot {slot} within {} ms", timeout.as_millis())
+        }
+        Event::ToolAnswered { life, key, slot, tool, quiet } => {
+            let what = if *quiet { "nothing to do" } else { "something" };
+            format!("[life {life}] tool {tool} answered {what} for {key} slot {slot}")
         }
         Event::ToolEffect { life, key, slot, tool } => {
             format!("[life {life}] tool effect {tool} for {key} slot {slot}")

@@ -432,8 +432,10 @@ pub const AGENT_TOOLS: [&str; 1] = ["inbox/*"];
 
 /// Gives each configured job tool fields, from the tool stream: most say nothing (only
 /// read-only tools), some narrow to one tool, some opt into the tool that writes, some
-/// require a tool (rarely one the server never lists, so its runs fail naming it).
+/// require a tool (rarely one the server never lists, so its runs fail naming it), some
+/// check `inbox/search` before the model (a quiet answer skips it: ADR 0021).
 pub fn assign_tools(rng: &mut ChaCha8Rng, heartbeats: &mut [HeartbeatDef]) {
+    use systole::core::tool_check::ToolCheck;
     use systole::core::tool_policy::{JobTools, ToolName, ToolPattern};
     let pattern = |text: &str| ToolPattern::parse(text).expect("a valid pattern");
     for def in heartbeats.iter_mut().filter(|def| def.kind != systole::core::heartbeat::JobKind::CronMain) {
@@ -441,7 +443,11 @@ pub fn assign_tools(rng: &mut ChaCha8Rng, heartbeats: &mut [HeartbeatDef]) {
             0..50 => JobTools::default(),
             50..65 => JobTools { allow: Some(vec![pattern("inbox/search")]), ..JobTools::default() },
             65..85 => JobTools { write: vec![pattern("inbox/archive")], ..JobTools::default() },
-            85..97 => JobTools { required: vec![ToolName::new("inbox", "search")], ..JobTools::default() },
+            85..91 => JobTools { required: vec![ToolName::new("inbox", "search")], ..JobTools::default() },
+            91..97 => JobTools {
+                check: Some(ToolCheck { tool: ToolName::new("inbox", "search"), arguments: serde_json::Map::new() }),
+                ..JobTools::default()
+            },
             _ => JobTools { required: vec![ToolName::new("inbox", "missing")], ..JobTools::default() },
         };
     }

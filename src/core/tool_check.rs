@@ -71,11 +71,11 @@ pub fn is_quiet(answer: &str) -> bool {
     QUIET_ANSWERS.iter().any(|quiet| answer.eq_ignore_ascii_case(quiet))
 }
 
-/// The prompt a run sends when its check found something: the job's prompt, then what
-/// the check answered, so the model starts from it.
+/// The prompt a run sends when its check found something: what the check answered, then
+/// the job's prompt (which keeps its end: an agent heartbeat's system events close it).
 pub fn prompt_with_answer(prompt: &str, check: &ToolCheck, answer: &str) -> String {
     format!(
-        "{prompt}\n\nBefore this run, the tool {} was called with {} and answered:\n{}",
+        "Before this run, the tool {} was called with {} and answered:\n{}\n\n{prompt}",
         check.tool,
         check.arguments_text(),
         answer.trim()
@@ -120,7 +120,7 @@ mod tests {
         let prompt = prompt_with_answer("Report urgent mail.", &check, " [\"from boss\"]\n");
         assert_eq!(
             prompt,
-            "Report urgent mail.\n\nBefore this run, the tool inbox/unread was called with {} and answered:\n[\"from boss\"]"
+            "Before this run, the tool inbox/unread was called with {} and answered:\n[\"from boss\"]\n\nReport urgent mail."
         );
     }
 }

@@ -197,7 +197,7 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
     let run_tools = (def.kind != JobKind::CronMain).then(|| tools_of_run(&context, &def));
     let outcome = tokio::select! {
         biased;
-        outcome = attempt(&context, &def, slot, &llm, &mut dedup_hold, &scope, run_tools.as_ref()) => outcome,
+        outcome = attempt(&context, &def, slot, &llm, &mut dedup_hold, &scope, run_tools.as_ref(), !consumes.is_empty()) => outcome,
         () = context.clock.sleep_until(deadline) => Outcome {
             status: ExecutionStatus::TimedOut,
             // A delivery cut off mid-way may or may not have arrived; the idempotency key
@@ -274,6 +274,7 @@ fn tool_use(run_tools: Option<&(RunTools, Vec<ServerTool>)>, scope: &RunScope) -
     (!offered.is_empty() || !calls.is_empty()).then_some(ToolUse { offered, calls })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn attempt(
     context: &RunContext,
     def: &HeartbeatDef,
@@ -282,6 +283,7 @@ async fn attempt(
     dedup_hold: &mut Option<DedupHold>,
     scope: &Arc<RunScope>,
     run_tools: Option<&(RunTools, Vec<ServerTool>)>,
+    has_events: bool,
 ) -> Outcome {
     let Some((decided, offered)) = run_tools else {
         return queue_system_event(context, def).await;
@@ -317,10 +319,13 @@ async fn attempt(
         _ => (context.model.as_deref(), settings.ack_max_chars),
     };
     let model = def.model.as_deref().or(model);
-    // The job's pre-check: a quiet answer ends the run before any LLM call (ADR 0021).
+    // The job's pre-check: a quiet answer ends the run before any LLM call (ADR 0021),
+    // unless the run carries system events: they are work the model must see, and a run
+    // that succeeds consumes them.
     let mut prompt = std::borrow::Cow::Borrowed(def.prompt.as_str());
     if let Some(check) = &def.tools.check {
         match pre_check(&toolbox, &tools, check).await {
+            Checked::Quiet if has_events => {}
             Checked::Quiet => {
                 let preview = format!("{} found nothing to do; the model was not asked", check.tool);
                 return Outcome::quiet(None, Some(preview), Some(StopReason::QuietCheck));

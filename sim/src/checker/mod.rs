@@ -480,6 +480,10 @@ impl Model<'_> {
                 let count = |invariant| *checks.entry(invariant).or_default() += 1;
                 self.tools.called(count, entry.elapsed, *life, key, *slot, tool, *timeout, running, def)
             }
+            Event::ToolAnswered { key, slot, tool, quiet, .. } => {
+                self.tools.answered(key, *slot, tool, *quiet);
+                Ok(())
+            }
             Event::ToolEffect { .. } => Ok(()),
             Event::Healed => {
                 self.healed_at = Some(entry.elapsed);
@@ -889,11 +893,19 @@ impl Model<'_> {
                 cost_micros,
                 error,
                 tools,
+                stop_reason,
             } => {
                 let def = self.run_defs.get(&(key.clone(), *slot));
                 let checks = &mut self.checks;
                 let count = |invariant| *checks.entry(invariant).or_default() += 1;
                 self.tools.recorded(count, key, *slot, *status, error.as_deref(), tools.as_ref(), def)?;
+                let count = |invariant| *checks.entry(invariant).or_default() += 1;
+                // System events the run carried: consumed by a success; a failed agent
+                // heartbeat's run may have carried some too (they stay queued).
+                let agent_failed = def.is_some_and(|def| def.kind == systole::core::heartbeat::JobKind::Agent)
+                    && reference::counts_as_failure(*status);
+                let events = !consumed.is_empty() || agent_failed;
+                self.tools.check_gated(count, key, *slot, *status, *llm_calls, *stop_reason, events, def)?;
                 self.events_consumed(key, *slot, consumed)?;
                 let spent = guards::Spent { calls: u64::from(*llm_calls), tokens: *tokens, cost_micros: *cost_micros };
                 self.guards.durable_finish(&key.agent, *finished_at, spent);

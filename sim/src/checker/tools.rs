@@ -2,7 +2,8 @@
 //! engine's: every call happens inside a run of its slot that is running in that process,
 //! within what is left of the run's budget, in one run per slot only, within the run's
 //! cap; a tool that may write is never called (or offered) without the job's opt-in; and
-//! a run whose job requires a tool it was not offered fails, naming the tool.
+//! a run whose job requires a tool it was not offered fails, naming the tool; a job's
+//! pre-check comes first, and the model is asked only when it found something.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use jiff::Timestamp;
 
 use systole::core::heartbeat::HeartbeatDef;
 use systole::core::ids::HeartbeatKey;
-use systole::ports::store::{ExecutionStatus, ToolUse};
+use systole::ports::store::{ExecutionStatus, StopReason, ToolUse};
 
 use super::{fail, Step};
 use crate::ports::tools::{is_read_only, SERVER};
@@ -22,6 +23,7 @@ pub const TOOL_CALL_IN_BUDGET: &str = "tool-call-within-budget";
 pub const TOOL_CAP: &str = "tool-cap";
 pub const TOOL_WRITE_OPT_IN: &str = "tool-write-opt-in";
 pub const TOOL_REQUIRED: &str = "tool-required-fails";
+pub const CHECK_GATES_MODEL: &str = "check-gates-model";
 
 /// Runtime slack on the budget: the engine stops a call a little before the run's end.
 const BUDGET_SLACK: Duration = Duration::from_millis(1);
@@ -32,6 +34,9 @@ struct Call {
     life: u32,
     at: Duration,
     timeout: Duration,
+    tool: String,
+    /// How the server answered: `Some(true)` with nothing to do; `None`: no answer (yet).
+    quiet: Option<bool>,
 }
 
 #[derive(Debug, Default)]
@@ -100,7 +105,7 @@ impl ToolModel {
                 format!("{key} slot {slot} called tools in life {} and again in life {life}", other.life),
             );
         }
-        calls.push(Call { life, at, timeout });
+        calls.push(Call { life, at, timeout, tool: tool.to_owned(), quiet: None });
         count(TOOL_CAP);
         if calls.len() > self.cap {
             return fail(
@@ -115,6 +120,56 @@ impl ToolModel {
             }
         }
         Ok(())
+    }
+
+    /// The server answered the run's latest call of `tool`.
+    pub fn answered(&mut self, key: &HeartbeatKey, slot: Timestamp, tool: &str, quiet: bool) {
+        let calls = self.calls.entry((key.clone(), slot)).or_default();
+        if let Some(call) = calls.iter_mut().rev().find(|call| call.tool == tool && call.quiet.is_none()) {
+            call.quiet = Some(quiet);
+        }
+    }
+
+    /// A job with a pre-check: its run's first call is the check, a quiet answer ends the
+    /// run with no LLM call (stop reason `quiet-check`), and the model is asked only after
+    /// an answer with something in it, or for system events the run consumed (`events`):
+    /// those are work the model must see, whatever the check says.
+    #[allow(clippy::too_many_arguments)]
+    pub fn check_gated(
+        &self,
+        mut count: impl FnMut(&'static str),
+        key: &HeartbeatKey,
+        slot: Timestamp,
+        status: ExecutionStatus,
+        llm_calls: u32,
+        stop_reason: Option<StopReason>,
+        events: bool,
+        def: Option<&HeartbeatDef>,
+    ) -> Step {
+        let Some(check) = def.and_then(|def| def.tools.check.as_ref()) else { return Ok(()) };
+        count(CHECK_GATES_MODEL);
+        let check = check.tool.to_string();
+        let first = self.calls.get(&(key.clone(), slot)).and_then(|calls| calls.first());
+        let first_answer = first.filter(|call| call.tool == check).and_then(|call| call.quiet);
+        let quiet_stop = stop_reason == Some(StopReason::QuietCheck);
+        let problem = if quiet_stop && (first_answer != Some(true) || llm_calls > 0 || events) {
+            Some(format!(
+                "stopped as quiet-check, but its check answered {first_answer:?}, it made {llm_calls} LLM calls \
+                 and consumed events: {events}"
+            ))
+        } else if events {
+            None
+        } else if llm_calls > 0 && first_answer != Some(false) {
+            Some(format!("asked the model {llm_calls} times, but its check {check} answered {first_answer:?} first"))
+        } else if first_answer == Some(true) && !quiet_stop && status != ExecutionStatus::TimedOut {
+            Some(format!("its check {check} found nothing, yet it ended {} ({stop_reason:?})", status.as_str()))
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => fail(CHECK_GATES_MODEL, format!("{key} slot {slot} {problem}")),
+            None => Ok(()),
+        }
     }
 
     /// The run of `key` at `slot` finished after `duration`, reported at `at`: each of its

@@ -182,6 +182,7 @@ impl Store for SimStore {
                     cost_micros: run.usage.cost_micros,
                     error: run.error.clone(),
                     tools: run.tool_use.clone(),
+                    stop_reason: run.stop_reason,
                     consumed: before
                         .iter()
                         .filter(|entry| {

@@ -4,7 +4,8 @@
 //! external effect (the world counts each one), and `fresh`, which its list gains and
 //! loses (`tools/list_changed`). Its faults, from a stream of their own: a slow call, a
 //! hang (the call's own timeout must end it), the server dying mid-call and coming back
-//! after a while, the list changing. Every call is recorded with the timeout it was
+//! after a while, the list changing. `search` answers `[]` (nothing to do) half the time,
+//! which a job's pre-check skips the model on. Every call is recorded with the timeout it was
 //! given, so the checker can hold it to the run's budget.
 
 use std::sync::Arc;
@@ -30,6 +31,9 @@ pub const SERVER: &str = "inbox";
 pub const READ_ONLY_TOOLS: [&str; 3] = ["search", "slow", "fresh"];
 /// The tool with an external effect.
 pub const WRITE_TOOL: &str = "archive";
+/// The tool that sometimes finds nothing (`[]`), and how often: jobs check with it.
+pub const QUIET_TOOL: &str = "search";
+const QUIET_ANSWER_RATE: f64 = 0.5;
 /// The longest a slow call takes.
 const SLOW_SECS_MAX: u64 = 90;
 /// How long a dead server stays down.
@@ -173,6 +177,12 @@ impl ToolServers for SimTools {
             };
             self.world.record(event);
         }
-        Ok(ToolAnswer { text: format!("{tool} answered for {}", context.idempotency_key), is_error: false })
+        // `search` finds nothing half the time: what a job's pre-check skips the model on.
+        let quiet = tool.tool == QUIET_TOOL && self.tools().rng.random_bool(QUIET_ANSWER_RATE);
+        let event =
+            Event::ToolAnswered { life: self.life.number, key: context.key.clone(), slot: context.slot, tool: tool.to_string(), quiet };
+        self.world.record(event);
+        let text = if quiet { "[]".to_owned() } else { format!("{tool} answered for {}", context.idempotency_key) };
+        Ok(ToolAnswer { text, is_error: false })
     }
 }
