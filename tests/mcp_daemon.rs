@@ -148,8 +148,16 @@ impl Daemon {
             heartbeat("needy", "needs-missing", "required_tools = [\"inbox/missing\"]"),
             heartbeat("slowpoke", "slow-tool", "tools = [\"inbox/slow\"]"),
             heartbeat("echoer", "echo-it", "tools = [\"everything/echo\"]"),
-            heartbeat("quiet-inbox", "quiet-check", "check_tool = \"inbox/unread\"\ncheck_arguments = { folder = \"quiet\" }"),
-            heartbeat("busy-inbox", "busy-check", "check_tool = \"inbox/unread\"\ncheck_arguments = { folder = \"INBOX\" }"),
+            heartbeat(
+                "quiet-inbox",
+                "quiet-check",
+                "check_tool = \"inbox/unread\"\ncheck_arguments = { folder = \"quiet\" }"
+            ),
+            heartbeat(
+                "busy-inbox",
+                "busy-check",
+                "check_tool = \"inbox/unread\"\ncheck_arguments = { folder = \"INBOX\" }"
+            ),
         );
         let effects = effects.to_str().expect("utf-8");
         let envs = [("SYSTOLE_API_TOKEN", TOKEN), ("EFFECTS_FILE", effects)];
@@ -288,7 +296,11 @@ async fn heartbeats_use_tools_of_real_servers_within_their_policy() {
     // model with the prompt, and the model answers from it.
     daemon.trigger("quiet-inbox").await;
     let run = daemon.finished_run("quiet-inbox").await;
-    assert_eq!((run["status"].as_str(), run["stop_reason"].as_str()), (Some("succeeded"), Some("quiet-check")), "{run}");
+    assert_eq!(
+        (run["status"].as_str(), run["stop_reason"].as_str()),
+        (Some("succeeded"), Some("quiet-check")),
+        "{run}"
+    );
     assert_eq!(calls_of(&run), [("inbox/unread".to_owned(), "ok".to_owned())], "{run}");
     assert_eq!((run["llm_calls"].as_u64(), peers.calls("quiet-check")), (Some(0), 0), "{run}");
     daemon.trigger("busy-inbox").await;

@@ -223,7 +223,11 @@ async fn a_quiet_check_skips_the_model_and_a_found_one_hands_it_the_answer() {
 
     rig.advance(61).await;
     let quiet = latest().await;
-    assert_eq!((quiet.status, quiet.stop_reason), (ExecutionStatus::Succeeded, Some(StopReason::QuietCheck)), "{quiet:?}");
+    assert_eq!(
+        (quiet.status, quiet.stop_reason),
+        (ExecutionStatus::Succeeded, Some(StopReason::QuietCheck)),
+        "{quiet:?}"
+    );
     assert_eq!(quiet.reply, None, "no reply: the model was never asked");
     assert_eq!((quiet.llm_calls, llm_calls()), (0, 0), "a quiet inbox costs no LLM call");
     let calls = quiet.tool_use.as_ref().expect("the check is in the run log").calls.clone();

@@ -25,10 +25,7 @@ impl ToolCheck {
     ///
     /// # Errors
     /// `(field, problem)` for the field at fault.
-    pub fn from_fields(
-        tool: &str,
-        arguments: Option<serde_json::Value>,
-    ) -> Result<Self, (&'static str, String)> {
+    pub fn from_fields(tool: &str, arguments: Option<serde_json::Value>) -> Result<Self, (&'static str, String)> {
         let tool = ToolName::parse(tool).map_err(|problem| ("check_tool", problem))?;
         let arguments = match arguments {
             None => serde_json::Map::new(),
@@ -98,8 +95,8 @@ mod tests {
 
     #[test]
     fn fields_are_checked_and_named() {
-        let check = ToolCheck::from_fields("inbox/unread", Some(serde_json::json!({"folder": "INBOX"})))
-            .expect("valid");
+        let check =
+            ToolCheck::from_fields("inbox/unread", Some(serde_json::json!({"folder": "INBOX"}))).expect("valid");
         assert_eq!(check.tool, ToolName::new("inbox", "unread"));
         assert_eq!(check.arguments_text(), r#"{"folder":"INBOX"}"#);
         assert_eq!(ToolCheck::from_fields("inbox/unread", None).expect("valid").arguments_text(), "{}");

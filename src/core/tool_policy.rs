@@ -209,7 +209,11 @@ impl JobTools {
     ///
     /// # Errors
     /// `("check_tool", problem)` when the job could never call it.
-    pub fn with_check(mut self, check: Option<ToolCheck>, agent: &[ToolPattern]) -> Result<Self, (&'static str, String)> {
+    pub fn with_check(
+        mut self,
+        check: Option<ToolCheck>,
+        agent: &[ToolPattern],
+    ) -> Result<Self, (&'static str, String)> {
         if let Some(check) = &check {
             let tool = &check.tool;
             if !any_matches(agent, tool) {
@@ -326,9 +330,7 @@ impl JobTools {
             required: stored.required.iter().map(|t| ToolName::parse(t)).collect::<Result<_, _>>()?,
             check: stored
                 .check
-                .map(|check| {
-                    ToolName::parse(&check.tool).map(|tool| ToolCheck { tool, arguments: check.arguments })
-                })
+                .map(|check| ToolName::parse(&check.tool).map(|tool| ToolCheck { tool, arguments: check.arguments }))
                 .transpose()?,
         })
     }

@@ -185,9 +185,13 @@ impl Validator<'_> {
         agent: &[ToolPattern],
     ) -> Result<JobTools, ConfigError> {
         let named = |(name, problem): (&str, String)| self.error(format!("{field}.{name}"), problem);
-        let tools =
-            JobTools::from_fields(raw.tools.as_deref(), raw.write_tools.as_deref(), raw.required_tools.as_deref(), agent)
-                .map_err(named)?;
+        let tools = JobTools::from_fields(
+            raw.tools.as_deref(),
+            raw.write_tools.as_deref(),
+            raw.required_tools.as_deref(),
+            agent,
+        )
+        .map_err(named)?;
         let check = match (&raw.check_tool, &raw.check_arguments) {
             (None, None) => None,
             (None, Some(_)) => return Err(self.error(format!("{field}.check_arguments"), "needs `check_tool`")),

@@ -331,7 +331,9 @@ async fn attempt(
                 return Outcome::quiet(None, Some(preview), Some(StopReason::QuietCheck));
             }
             Checked::Found(answer) => prompt = tool_check::prompt_with_answer(&def.prompt, check, &answer).into(),
-            Checked::Failed(error) => return Outcome::failed(format!("the check {} failed: {error}", check.tool), None),
+            Checked::Failed(error) => {
+                return Outcome::failed(format!("the check {} failed: {error}", check.tool), None)
+            }
         }
     }
     let looped = match run_loop(llm, &toolbox, &tools, &context.system_prompt, &prompt, model).await {

@@ -179,8 +179,13 @@ impl ToolServers for SimTools {
         }
         // `search` finds nothing half the time: what a job's pre-check skips the model on.
         let quiet = tool.tool == QUIET_TOOL && self.tools().rng.random_bool(QUIET_ANSWER_RATE);
-        let event =
-            Event::ToolAnswered { life: self.life.number, key: context.key.clone(), slot: context.slot, tool: tool.to_string(), quiet };
+        let event = Event::ToolAnswered {
+            life: self.life.number,
+            key: context.key.clone(),
+            slot: context.slot,
+            tool: tool.to_string(),
+            quiet,
+        };
         self.world.record(event);
         let text = if quiet { "[]".to_owned() } else { format!("{tool} answered for {}", context.idempotency_key) };
         Ok(ToolAnswer { text, is_error: false })
