@@ -9,6 +9,17 @@ cd "$(dirname "$0")/.."
 echo "== test dependencies (installed only when missing)"
 bash scripts/install-test-deps.sh
 
+echo "== every deliberate bug (sim/mutants/, tests/store_mutants/) still applies to the code"
+# In seconds, before the builds: a stale patch would otherwise fail the run at its end.
+stale=0
+for patch in sim/mutants/*.patch tests/store_mutants/*.patch; do
+    if ! patch -p1 --dry-run --quiet --forward < "$patch" > /dev/null; then
+        echo "STALE $patch: the patch no longer applies; update it to the current code" >&2
+        stale=1
+    fi
+done
+[ "$stale" = 0 ]
+
 echo "== format"
 cargo fmt --all --check
 

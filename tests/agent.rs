@@ -161,7 +161,10 @@ async fn a_created_heartbeat_fires_without_a_restart_and_a_delete_stops_it() {
 #[tokio::test(start_paused = true)]
 async fn the_heartbeat_tool_keeps_to_its_guardrails() {
     let rig = Rig::new();
-    let engine = rig.start(&[def("a", "maker", 60)]).await;
+    // Room for one heartbeat per attempt below.
+    let mut options = options();
+    options.agent_default.heartbeats_max = 40;
+    let engine = rig.start_with(&[def("a", "maker", 60)], options).await;
     let attempts = [
         (r#"{"action": "create", "id": "Bad Id", "prompt": "p", "every": "1h", "target": "test:inbox"}"#, "lowercase"),
         (
@@ -184,6 +187,14 @@ async fn the_heartbeat_tool_keeps_to_its_guardrails() {
         (
             r#"{"action": "create", "id": "x", "prompt": "p", "every": "1h", "target": "test:inbox", "write_tools": ["a/b"]}"#,
             "only an operator may opt",
+        ),
+        (
+            r#"{"action": "create", "id": "x", "prompt": "p", "every": "1h", "target": "test:inbox", "check_tool": "inbox/unread"}"#,
+            "`check_tool`: inbox/unread is not in the agent's `tools` list (none)",
+        ),
+        (
+            r#"{"action": "create", "id": "x", "prompt": "p", "every": "1h", "target": "test:inbox", "check_arguments": {"folder": "x"}}"#,
+            "`check_arguments`: needs `check_tool`",
         ),
         (r#"{"action": "create", "id": "x", "colour": "red"}"#, "unknown field"),
         (
