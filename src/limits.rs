@@ -105,6 +105,10 @@ pub const LLM_TIMEOUT_SECS_DEFAULT: u64 = 60;
 
 /// Characters of a reply kept in the execution log as its preview.
 pub const OUTPUT_PREVIEW_CHARS_MAX: usize = 200;
+/// The status page's strip of outcomes per job: the runs of this many hours, at most
+/// this many (one store read per job and refresh).
+pub const RECENT_RUNS_HOURS: i64 = 24;
+pub const RECENT_RUNS_SHOWN_MAX: usize = 48;
 /// Characters of an error message kept in the execution log.
 pub const ERROR_TEXT_CHARS_MAX: usize = 1_000;
 

@@ -714,6 +714,8 @@ impl Browser {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
+            // Room for the whole page in the kept screenshot.
+            "--window-size=1400,1200",
         ];
         let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
         args.push(format!("--user-data-dir={}", profile.path().display()));
@@ -836,6 +838,16 @@ async fn the_status_page_updates_live_in_a_real_browser() {
     );
     let job_row = browser.run(r#"return document.querySelector('tr[data-job="ops/quiet"]').innerText;"#).await;
     assert!(job_row.as_str().is_some_and(|text| text.contains("1 LLM call")), "{job_row}");
+    // The last day as a strip of outcomes (the triggered run an alert, the newest mark),
+    // the last reply under the result, and the next run in the job's zone with how soon.
+    let strip = browser
+        .run(r#"return [...document.querySelectorAll('tr[data-job="ops/quiet"] .run')].map(m => m.dataset.outcome);"#)
+        .await;
+    let outcomes: Vec<&str> = strip.as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    assert_eq!(outcomes.last(), Some(&"alert"), "{strip}");
+    let job_row = job_row.as_str().unwrap_or_default();
+    assert!(job_row.contains("reply to"), "the last reply is shown: {job_row:?}");
+    assert!(job_row.contains(" UTC (in "), "the next run in the job's zone, and how soon: {job_row:?}");
     // The run's transcript, one click away: the prompt the model got and its reply.
     browser
         .run(r#"[...document.querySelectorAll('tr[data-job="ops/quiet"] button')].find(b => b.textContent === 'Transcript').click(); return true;"#)

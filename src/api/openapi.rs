@@ -407,7 +407,14 @@ pub fn document() -> Value {
                         "state": { "type": "string", "enum": ["closed", "open", "half-open"] },
                         "consecutive_failures": { "type": "integer" },
                         "opened_at": { "type": ["string", "null"] }, "probe_at": { "type": ["string", "null"] }
-                    }), &["state", "consecutive_failures"])
+                    }), &["state", "consecutive_failures"]),
+                    "timezone": { "type": "string", "description": "the zone the job's times read in: its cron's, its active hours', or its agent's" },
+                    "recent": { "type": "array", "description": "the last day's runs, oldest first (at most 48)", "items": object(json!({
+                        "slot": { "type": "string" },
+                        "outcome": { "type": "string", "enum": ["ok", "alert", "silent", "skipped", "failed", "running"] },
+                        "why": { "type": ["string", "null"] }
+                    }), &["slot", "outcome"]) },
+                    "last_output": { "type": ["string", "null"], "description": "the newest run's reply preview" }
                 } },
                 "JobFields": { "type": "object", "properties": {
                     "id": { "type": "string" }, "prompt": { "type": "string" }, "every": { "type": "string" },

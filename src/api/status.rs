@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use axum::extract::State;
 use axum::Json;
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use serde_json::{json, Value};
 
 use crate::api::error::ApiError;
@@ -19,9 +19,13 @@ use crate::core::heartbeat::Heartbeat;
 use crate::core::ids::AgentId;
 use crate::core::next_run::next_runnable;
 use crate::core::policy::jitter_offset;
+use crate::core::reply::ReplyKind;
+use crate::core::schedule::Schedule;
+use crate::core::text::truncate_chars;
 use crate::daemon::list::heartbeat_json;
 use crate::driver::JobView;
-use crate::ports::store::Execution;
+use crate::limits::{OUTPUT_PREVIEW_CHARS_MAX, RECENT_RUNS_HOURS, RECENT_RUNS_SHOWN_MAX};
+use crate::ports::store::{Execution, ExecutionStatus, StopReason};
 
 /// The pauses in the store that still hold.
 pub struct PauseView {
@@ -105,16 +109,70 @@ fn breaker_json(job: &Heartbeat, view: Option<&JobView>) -> Value {
     })
 }
 
-/// The rows of `jobs` as the API shows them: each with its last run, the driver's view
+/// How one run of the recent strip ended, as an operator reads it: `ok` (nothing to say),
+/// `alert` (a reply went out), `silent` (a reply kept in the run log), `skipped` (with
+/// the reason), `failed` (with the error) or `running`.
+pub fn outcome(run: &Execution) -> (&'static str, Option<String>) {
+    let short = |text: &str| truncate_chars(text, OUTPUT_PREVIEW_CHARS_MAX);
+    match run.status {
+        ExecutionStatus::Running => ("running", None),
+        ExecutionStatus::Skipped => ("skipped", run.skip_reason.map(|reason| reason.as_str().to_owned())),
+        ExecutionStatus::Failed | ExecutionStatus::TimedOut | ExecutionStatus::Interrupted => {
+            ("failed", Some(run.error.as_deref().map_or_else(|| run.status.as_str().to_owned(), short)))
+        }
+        ExecutionStatus::Succeeded => match (run.stop_reason, run.reply) {
+            (Some(StopReason::QuietCheck), _) => ("skipped", Some(StopReason::QuietCheck.as_str().to_owned())),
+            (_, Some(ReplyKind::Sent)) => ("alert", None),
+            (_, Some(ReplyKind::Duplicate)) => ("skipped", Some(ReplyKind::Duplicate.as_str().to_owned())),
+            (_, Some(ReplyKind::Empty | ReplyKind::Token)) => ("ok", None),
+            // Something to say, withheld (a silent target, alerts hidden, a system event).
+            (_, None) if run.output_preview.is_some() => ("silent", None),
+            (_, None) => ("ok", None),
+        },
+    }
+}
+
+/// The runs of the last day (at most `RECENT_RUNS_SHOWN_MAX`), oldest first, for the
+/// status page's strip of outcomes.
+fn recent_json(runs: &[Execution], now: Timestamp) -> Value {
+    let since = now.checked_sub(SignedDuration::from_hours(RECENT_RUNS_HOURS)).unwrap_or(Timestamp::MIN);
+    let recent: Vec<Value> = runs
+        .iter()
+        .rev()
+        .filter(|run| run.slot >= since)
+        .map(|run| {
+            let (outcome, why) = outcome(run);
+            json!({ "slot": run.slot.to_string(), "outcome": outcome, "why": why })
+        })
+        .collect();
+    json!(recent)
+}
+
+/// The zone a job's times read best in: its cron's, else its active hours', else its
+/// agent's.
+fn job_zone(job: &Heartbeat, agent_zone: &str) -> String {
+    match (&job.def.schedule, &job.def.active_hours) {
+        (Schedule::Cron(cron), _) => cron.zone_name().to_owned(),
+        (_, Some(window)) => window.zone_name().to_owned(),
+        _ => agent_zone.to_owned(),
+    }
+}
+
+/// The rows of `jobs` as the API shows them: each with its recent runs, the driver's view
 /// and its agent's pause, read once for all of them.
 pub async fn job_rows(state: &ApiState, jobs: &[&Heartbeat]) -> Result<Vec<Value>, ApiError> {
     let views = state.engine.inspect().await?;
     let pauses = PauseView::load(state).await?;
+    let now = state.clock.wall();
     let mut rows = Vec::new();
     for job in jobs.iter().copied() {
-        let last = state.store.executions(&job.def.key, 1).await?;
+        let runs = state.store.executions(&job.def.key, RECENT_RUNS_SHOWN_MAX).await?;
         let view = views.iter().find(|view| view.key == job.def.key);
-        rows.push(job_json(job, last.first(), view, pauses.until(&job.def.key.agent)));
+        let mut row = job_json(job, runs.first(), view, pauses.until(&job.def.key.agent));
+        row["recent"] = recent_json(&runs, now);
+        row["last_output"] = json!(runs.iter().find_map(|run| run.output_preview.as_deref()));
+        row["timezone"] = json!(job_zone(job, &state.settings(&job.def.key.agent).timezone));
+        rows.push(row);
     }
     Ok(rows)
 }
@@ -163,4 +221,68 @@ fn cluster_json(route: &ClusterRoute) -> Value {
         })
         .collect();
     json!({ "node": route.node, "partitions_held": held, "partitions": partitions })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::ids::{HeartbeatId, HeartbeatKey};
+    use crate::core::usage::RunUsage;
+
+    fn run(minutes_ago: i64, status: ExecutionStatus) -> Execution {
+        let slot = Timestamp::UNIX_EPOCH + SignedDuration::from_hours(48) - SignedDuration::from_mins(minutes_ago);
+        Execution {
+            key: HeartbeatKey {
+                agent: AgentId::new("ops").expect("valid"),
+                heartbeat: HeartbeatId::new("inbox").expect("valid"),
+            },
+            slot,
+            started_at: slot,
+            finished_at: Some(slot),
+            status,
+            skip_reason: None,
+            delivery: None,
+            duration: None,
+            error: None,
+            output_preview: None,
+            stop_reason: None,
+            reply: None,
+            llm_calls: 0,
+            usage: RunUsage::default(),
+            tool_use: None,
+        }
+    }
+
+    #[test]
+    fn each_run_reads_as_one_outcome_and_the_strip_keeps_the_last_day_oldest_first() {
+        let now = Timestamp::UNIX_EPOCH + SignedDuration::from_hours(48);
+        let sent = Execution { reply: Some(ReplyKind::Sent), ..run(10, ExecutionStatus::Succeeded) };
+        let acked = Execution { reply: Some(ReplyKind::Token), ..run(20, ExecutionStatus::Succeeded) };
+        let withheld = Execution { output_preview: Some("kept".into()), ..run(30, ExecutionStatus::Succeeded) };
+        let checked = Execution { stop_reason: Some(StopReason::QuietCheck), ..run(40, ExecutionStatus::Succeeded) };
+        let skipped = Execution { skip_reason: Some(SkipReason::QuietHours), ..run(50, ExecutionStatus::Skipped) };
+        let failed = Execution { error: Some("HTTP 500".into()), ..run(60, ExecutionStatus::Failed) };
+        let timed_out = run(70, ExecutionStatus::TimedOut);
+        let old = Execution { reply: Some(ReplyKind::Sent), ..run(60 * 25, ExecutionStatus::Succeeded) };
+        let runs = [sent, acked, withheld, checked, skipped, failed, timed_out, old];
+        let strip = recent_json(&runs, now);
+        let read: Vec<(String, Option<String>)> = strip
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|r| (r["outcome"].as_str().unwrap_or("").to_owned(), r["why"].as_str().map(str::to_owned)))
+            .collect();
+        let expected = [
+            ("failed", Some("timed-out")),
+            ("failed", Some("HTTP 500")),
+            ("skipped", Some("quiet-hours")),
+            ("skipped", Some("quiet-check")),
+            ("silent", None),
+            ("ok", None),
+            ("alert", None),
+        ];
+        let expected: Vec<(String, Option<String>)> =
+            expected.iter().map(|(o, w)| ((*o).to_owned(), w.map(str::to_owned))).collect();
+        assert_eq!(read, expected, "the run older than a day is left out");
+    }
 }
