@@ -25,6 +25,13 @@ if ! python3 -c "import standardwebhooks" >/dev/null 2>&1; then
     python3 -m pip install --quiet --disable-pip-version-check standardwebhooks
 fi
 
+# The trace test's OTLP receiver parses what it gets with the OpenTelemetry project's own
+# protobuf definitions (tests/peers/otlp_receiver.py).
+if ! python3 -c "import opentelemetry.proto.collector.trace.v1.trace_service_pb2" >/dev/null 2>&1; then
+    echo "installing opentelemetry-proto (PyPI) for the OTLP receiver of the trace test"
+    python3 -m pip install --quiet --disable-pip-version-check "opentelemetry-proto>=1.30,<2"
+fi
+
 # The MCP tests run real servers: one written with the official Python SDK
 # (tests/peers/mcp_server.py) and the reference server-everything from npm, through npx.
 if ! python3 -c "import mcp.server.mcpserver" >/dev/null 2>&1; then

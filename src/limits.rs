@@ -105,6 +105,12 @@ pub const LLM_TIMEOUT_SECS_DEFAULT: u64 = 60;
 
 /// Characters of a reply kept in the execution log as its preview.
 pub const OUTPUT_PREVIEW_CHARS_MAX: usize = 200;
+/// Traces waiting for the OTLP exporter; past this, traces are dropped (and counted), never
+/// the run slowed.
+pub const TELEMETRY_QUEUE_TRACES_MAX: usize = 1_024;
+/// Traces sent in one OTLP request, and the most one request may take.
+pub const TELEMETRY_BATCH_TRACES_MAX: usize = 64;
+pub const TELEMETRY_EXPORT_TIMEOUT_SECS: u64 = 10;
 /// The status page's strip of outcomes per job: the runs of this many hours, at most
 /// this many (one store read per job and refresh).
 pub const RECENT_RUNS_HOURS: i64 = 24;

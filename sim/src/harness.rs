@@ -159,6 +159,7 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         events: Arc::new(TraceSink { world: Arc::clone(&world), life: Arc::clone(&life) }),
         workspace: world.workspace.clone(),
         tools: Arc::new(SimTools { world: Arc::clone(&world), life: Arc::clone(&life) }),
+        telemetry: Arc::new(systole::ports::telemetry::NoTelemetry),
     };
     let mut options = EngineOptions {
         breaker_failures_max: world.options.breaker_failures_max,

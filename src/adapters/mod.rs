@@ -13,4 +13,6 @@ pub mod http_error;
 #[cfg(not(madsim))]
 pub mod openai;
 #[cfg(not(madsim))]
+pub mod otlp;
+#[cfg(not(madsim))]
 pub mod reqwest_http;

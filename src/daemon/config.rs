@@ -20,11 +20,11 @@ use crate::core::visibility::VisibilityRules;
 use crate::delivery::settings::AdapterSettings;
 use crate::limits::{
     ACK_MAX_CHARS_LIMIT, AGENT_LOOP_ITERATIONS_MAX_LIMIT, BREAKER_FAILURES_MAX_DEFAULT, DAILY_COST_MICROS_MAX_LIMIT,
-    DAILY_TOKENS_MAX_LIMIT, INTERVAL_SECS_MAX, INTERVAL_SECS_MIN, LLM_ATTEMPTS_MAX_DEFAULT, LLM_ATTEMPTS_MAX_LIMIT,
-    LLM_CALLS_PER_DAY_LIMIT, LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT, RUNS_IN_FLIGHT_MAX_DEFAULT,
-    RUNS_KEPT_DAYS_DEFAULT, RUNS_KEPT_DAYS_MAX, RUNS_KEPT_DAYS_MIN, RUNS_KEPT_PER_HEARTBEAT_DEFAULT,
-    RUNS_KEPT_PER_HEARTBEAT_MAX, RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT,
-    TOOL_CALLS_PER_RUN_MAX_LIMIT,
+    DAILY_TOKENS_MAX_LIMIT, ID_CHARS_MAX, INTERVAL_SECS_MAX, INTERVAL_SECS_MIN, LLM_ATTEMPTS_MAX_DEFAULT,
+    LLM_ATTEMPTS_MAX_LIMIT, LLM_CALLS_PER_DAY_LIMIT, LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT,
+    RUNS_IN_FLIGHT_MAX_DEFAULT, RUNS_KEPT_DAYS_DEFAULT, RUNS_KEPT_DAYS_MAX, RUNS_KEPT_DAYS_MIN,
+    RUNS_KEPT_PER_HEARTBEAT_DEFAULT, RUNS_KEPT_PER_HEARTBEAT_MAX, RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX,
+    SHUTDOWN_GRACE_SECS_DEFAULT, TOOL_CALLS_PER_RUN_MAX_LIMIT,
 };
 
 /// The SQLite file when the config names none, relative to the config file.
@@ -116,6 +116,8 @@ pub struct Config {
     pub visibility: VisibilityRules,
     /// The operator API.
     pub api: ApiConfig,
+    /// `[telemetry]`: where traces go; `None`, the default: nowhere.
+    pub telemetry: Option<crate::adapters::otlp::OtlpSettings>,
 }
 
 #[derive(Deserialize, Default)]
@@ -139,6 +141,17 @@ struct RawConfig {
     cluster: Option<RawCluster>,
     #[serde(default)]
     mcp: mcp::RawMcp,
+    telemetry: Option<RawTelemetry>,
+}
+
+/// `[telemetry]`: traces over OTLP/HTTP (off unless the table is there).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTelemetry {
+    /// The receiver's base URL, like `http://127.0.0.1:4318` (traces go to `/v1/traces`).
+    otlp_endpoint: Option<String>,
+    /// `service.name` on every trace (default `systole`).
+    service_name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -436,6 +449,7 @@ impl Validator<'_> {
         let run_retention = self.run_retention(&raw.store)?;
         let postgres = self.postgres(&raw.store)?;
         let cluster = self.cluster(raw.cluster, postgres.is_some())?;
+        let telemetry = self.telemetry(raw.telemetry)?;
         let store_path = self.store_path(raw.store)?;
         let api = self.api(raw.api)?;
         let mut llm = raw.llm.ok_or_else(|| {
@@ -544,7 +558,22 @@ impl Validator<'_> {
             visibility,
             api,
             mcp,
+            telemetry,
         })
+    }
+
+    fn telemetry(&self, raw: Option<RawTelemetry>) -> Result<Option<crate::adapters::otlp::OtlpSettings>, ConfigError> {
+        let Some(raw) = raw else { return Ok(None) };
+        let endpoint = raw.otlp_endpoint.ok_or_else(|| {
+            self.error("telemetry.otlp_endpoint", "is missing; the OTLP/HTTP receiver, like \"http://127.0.0.1:4318\"")
+        })?;
+        self.http_url("telemetry.otlp_endpoint", &endpoint)?;
+        let service_name = raw.service_name.unwrap_or_else(|| "systole".to_owned());
+        if service_name.trim().is_empty() || service_name.chars().count() > ID_CHARS_MAX {
+            let problem = format!("must have between 1 and {ID_CHARS_MAX} characters");
+            return Err(self.error("telemetry.service_name", problem));
+        }
+        Ok(Some(crate::adapters::otlp::OtlpSettings { endpoint, service_name }))
     }
 
     fn agent_settings(

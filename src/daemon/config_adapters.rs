@@ -133,7 +133,7 @@ impl Validator<'_> {
         Ok(())
     }
 
-    fn http_url(&self, field: &str, url: &str) -> Result<(), ConfigError> {
+    pub(super) fn http_url(&self, field: &str, url: &str) -> Result<(), ConfigError> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(self.error(field, format!("{url:?} is not an http:// or https:// URL")));
         }

@@ -559,3 +559,25 @@ fn a_jobs_check_reads_its_tool_and_arguments_and_refusals_name_the_field() {
         assert!(error.contains(field) && error.contains(says), "{job}: {error}");
     }
 }
+
+#[test]
+fn telemetry_is_off_by_default_and_its_refusals_name_the_field() {
+    let plain = parse_text(&with_heartbeat("every = \"1h\"\ntarget = \"stdout\"")).expect("valid");
+    assert_eq!(plain.telemetry, None, "no [telemetry]: no traces");
+    let traced = parse_text(&format!(
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n{}",
+        with_heartbeat("every = \"1h\"\ntarget = \"stdout\"")
+    ))
+    .expect("valid");
+    let settings = traced.telemetry.expect("on");
+    assert_eq!((settings.endpoint.as_str(), settings.service_name.as_str()), ("http://127.0.0.1:4318", "systole"));
+    for (table, field, says) in [
+        ("[telemetry]\nservice_name = \"x\"", "telemetry.otlp_endpoint", "is missing"),
+        ("[telemetry]\notlp_endpoint = \"grpc://collector:4317\"", "telemetry.otlp_endpoint", "http://"),
+        ("[telemetry]\notlp_endpoint = \"http://c:4318\"\nservice_name = \"\"", "telemetry.service_name", "between 1"),
+        ("[telemetry]\notlp_endpoint = \"http://c:4318\"\nheaders = 1", "telemetry", "unknown field"),
+    ] {
+        let error = refused(&format!("{table}\n{}", with_heartbeat("every = \"1h\"\ntarget = \"stdout\"")));
+        assert!(error.to_string().contains(field) && error.to_string().contains(says), "{table}: {error}");
+    }
+}

@@ -12,7 +12,8 @@ use crate::daemon::config::Config;
 use crate::daemon::remote::local_time;
 use crate::daemon::DaemonError;
 use crate::ports::clock::Clock;
-use crate::ports::store::{Execution, Store};
+use crate::ports::store::{Execution, ExecutionStatus, Store};
+use crate::ports::telemetry;
 use jiff::tz::TimeZone;
 
 /// One heartbeat as `heartbeat list --json` prints it.
@@ -64,6 +65,9 @@ pub fn execution_json(execution: &Execution) -> Value {
         "output_preview": execution.output_preview,
         "stop_reason": execution.stop_reason.map(|r| r.as_str()),
         "reply": execution.reply.map(|r| r.as_str()),
+        // The id its trace has when `[telemetry]` exports traces (derived from the slot).
+        "trace_id": (execution.status != ExecutionStatus::Skipped)
+            .then(|| telemetry::hex(&telemetry::trace_id(&execution.key, execution.slot))),
         // The tools the run had and every call it made (`null`: it had none).
         "tools": execution.tool_use,
         // What its completions reported, silent runs included; cost by `[llm.prices]`.

@@ -8,6 +8,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::adapters::dir_workspace::DirWorkspace;
 use crate::adapters::openai::OpenAiClient;
+use crate::adapters::otlp::OtlpExporter;
 use crate::adapters::reqwest_http::ReqwestHttp;
 use crate::adapters::scripted_llm::ScriptedLlm;
 use crate::adapters::system_clock::SystemClock;
@@ -114,6 +115,12 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let mut ports = Ports::new(Arc::clone(&clock), llm, messenger, Arc::clone(&store))
         .with_workspace(workspace)
         .with_tools(Arc::clone(&tools));
+    if let Some(telemetry) = &config.telemetry {
+        // Traces over OTLP (ADR 0022): each finished run hands its trace to the exporter.
+        tracing::info!(endpoint = %telemetry.endpoint, "exporting traces over OTLP/HTTP");
+        let exporter = OtlpExporter::start(telemetry.clone(), Arc::new(ReqwestHttp::new()));
+        ports = ports.with_telemetry(Arc::new(exporter));
+    }
     let sinks: Vec<Arc<dyn EventSink>> = vec![Arc::new(TracingSink), feed.clone()];
     ports.events = Arc::new(MeteredSink { next: sinks, metrics: Arc::clone(&metrics) });
     let options = EngineOptions {

@@ -47,6 +47,7 @@ use crate::ports::fence::Fence;
 use crate::ports::llm::Llm;
 use crate::ports::messenger::Messenger;
 use crate::ports::store::{Queued, SeedReport, Store, StoreError};
+use crate::ports::telemetry::{NoTelemetry, Telemetry};
 use crate::ports::tools::{NoToolServers, ToolServers};
 use crate::ports::workspace::Workspace;
 
@@ -61,6 +62,8 @@ pub struct Ports {
     pub workspace: Arc<dyn Workspace>,
     /// Servers of tools runs may use (MCP servers, native tools); none by default.
     pub tools: Arc<dyn ToolServers>,
+    /// Where finished runs' traces go; nowhere by default.
+    pub telemetry: Arc<dyn Telemetry>,
 }
 
 impl Ports {
@@ -69,7 +72,13 @@ impl Ports {
     pub fn new(clock: Arc<dyn Clock>, llm: Arc<dyn Llm>, messenger: Arc<dyn Messenger>, store: Arc<dyn Store>) -> Self {
         let workspace = Arc::new(MemoryWorkspace::default());
         let tools = Arc::new(NoToolServers);
-        Self { clock, llm, messenger, store, events: Arc::new(TracingSink), workspace, tools }
+        let telemetry = Arc::new(NoTelemetry);
+        Self { clock, llm, messenger, store, events: Arc::new(TracingSink), workspace, tools, telemetry }
+    }
+
+    /// The same ports with `telemetry` as where traces go.
+    pub fn with_telemetry(self, telemetry: Arc<dyn Telemetry>) -> Self {
+        Self { telemetry, ..self }
     }
 
     pub fn with_workspace(self, workspace: Arc<dyn Workspace>) -> Self {
@@ -260,6 +269,7 @@ pub async fn start_sharing(ports: Ports, options: EngineOptions, shared: Shared)
         alerts_target: options.alerts_target,
         toolbox: Arc::new(options.toolbox),
         tool_servers: Arc::clone(&ports.tools),
+        telemetry: Arc::clone(&ports.telemetry),
         control: control.clone(),
         agents: Arc::new(options.agents.into_iter().map(|(agent, settings)| (agent, Arc::new(settings))).collect()),
         agent_default: Arc::new(options.agent_default),

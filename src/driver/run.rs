@@ -25,15 +25,16 @@ use crate::driver::dedup_gate::{DedupGate, DedupHold};
 use crate::driver::events::{EngineEvent, EventSink};
 use crate::driver::group_commit::ResultWriter;
 use crate::driver::lanes::Lanes;
-use crate::driver::metering::MeteringLlm;
+use crate::driver::metering::{MeterReader, MeteringLlm};
 use crate::driver::run_events::RunEvents;
 use crate::driver::transcript::Redactor;
 use crate::limits::{DEDUP_WINDOW_SECS, ERROR_TEXT_CHARS_MAX, OUTPUT_PREVIEW_CHARS_MAX};
-use crate::ports::clock::Clock;
+use crate::ports::clock::{Clock, Mono};
 use crate::ports::fence::Fence;
 use crate::ports::llm::Llm;
 use crate::ports::messenger::{Delivery, DeliveryError, DeliveryKind, Messenger};
 use crate::ports::store::{DeliveryStatus, ExecutionStatus, Queued, RunRecord, StopReason, Store, ToolUse};
+use crate::ports::telemetry::{RunTrace, Telemetry, ToolSpan};
 use crate::ports::tools::{ServerState, ServerTool, ToolServers};
 use crate::ports::workspace::Workspace;
 
@@ -75,6 +76,8 @@ pub struct RunContext {
     pub results: ResultWriter,
     /// On a node of a cluster, the partition's lease: checked before every delivery.
     pub fence: Fence,
+    /// Where each finished run's trace goes (nowhere by default).
+    pub telemetry: Arc<dyn Telemetry>,
 }
 
 impl RunContext {
@@ -180,8 +183,10 @@ pub struct FinishedRun {
 /// system events the prompt lists: they leave the queue with the record of a success.
 pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp, consumes: Vec<u64>) {
     let started = context.clock.monotonic();
+    let started_at = context.clock.wall();
     let deadline = started + def.timeout;
-    let llm = MeteringLlm::new(Arc::clone(&context.llm), Arc::clone(&context.prices));
+    let llm =
+        MeteringLlm::new(Arc::clone(&context.llm), Arc::clone(&context.prices), Arc::clone(&context.clock), started);
     let meter = llm.reader();
     // Dropped only after the result is in the store, where the next dedup check reads it.
     let mut dedup_hold = None;
@@ -192,6 +197,7 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         clock: Arc::clone(&context.clock),
         fence: context.fence.clone(),
         records: std::sync::Mutex::default(),
+        call_starts: std::sync::Mutex::default(),
     });
     // What the servers offer as the run starts, narrowed by the agent's and the job's lists.
     let run_tools = (def.kind != JobKind::CronMain).then(|| tools_of_run(&context, &def));
@@ -234,6 +240,9 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         transcript,
         tool_use: tool_use(run_tools.as_ref(), &scope),
     };
+    if context.telemetry.enabled() {
+        context.telemetry.export(run_trace(&record, started, started_at, &meter, &scope));
+    }
     if def.kind == JobKind::Agent {
         // The agent's main context is free once the turn is over.
         context.lanes.end_heartbeat(&def.key.agent);
@@ -241,6 +250,37 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
     // The writer hands the driver this run's completion in the store's commit order.
     context.results.finish(record, outcome.withheld).await;
     drop(dedup_hold);
+}
+
+/// The run's trace: its span, each completion and each tool call, from what it measured.
+fn run_trace(
+    record: &RunRecord,
+    started: Mono,
+    started_at: Timestamp,
+    meter: &MeterReader,
+    scope: &RunScope,
+) -> RunTrace {
+    let tool_calls = scope
+        .records()
+        .into_iter()
+        .zip(scope.call_starts())
+        .map(|(call, start)| ToolSpan {
+            offset: start.saturating_since(started),
+            duration: std::time::Duration::from_millis(call.duration_ms),
+            tool: call.tool,
+            outcome: call.outcome,
+        })
+        .collect();
+    RunTrace {
+        key: record.key.clone(),
+        slot: record.slot,
+        started_at,
+        duration: record.duration,
+        status: record.status,
+        error: record.error.clone(),
+        completions: meter.completions(),
+        tool_calls,
+    }
 }
 
 /// The tools a run gets: what the servers offer now, within its agent's and job's lists.

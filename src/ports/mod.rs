@@ -10,5 +10,6 @@ pub mod leases;
 pub mod llm;
 pub mod messenger;
 pub mod store;
+pub mod telemetry;
 pub mod tools;
 pub mod workspace;

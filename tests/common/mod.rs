@@ -230,6 +230,7 @@ impl Rig {
             events: self.events.clone(),
             workspace: self.workspace.clone(),
             tools: self.tools.clone(),
+            telemetry: Arc::new(systole::ports::telemetry::NoTelemetry),
         };
         driver::start(ports, options).await.expect("start")
     }

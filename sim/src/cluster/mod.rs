@@ -496,6 +496,7 @@ async fn node_life(world: Arc<ClusterWorld>, name: String) {
         events: Arc::new(RunSink { link: link.clone() }),
         workspace: Arc::new(MemoryWorkspace::default()),
         tools: Arc::new(systole::ports::tools::NoToolServers),
+        telemetry: Arc::new(systole::ports::telemetry::NoTelemetry),
     };
     // Seeding retries until the link is up, as a daemon's supervisor restarts it.
     while store.seed_config(&world.options.heartbeats, ports.clock.wall()).await.is_err() {

@@ -101,6 +101,8 @@ pub struct RunScope {
     /// Checked before every call of a tool that may write (ADR 0018).
     pub fence: Fence,
     pub records: Mutex<Vec<ToolCallRecord>>,
+    /// When each recorded call went out (for the run's trace).
+    pub call_starts: Mutex<Vec<Mono>>,
 }
 
 impl RunScope {
@@ -112,6 +114,7 @@ impl RunScope {
     /// index for [`RunScope::finish`]: a call the budget drops stays recorded as such.
     pub fn start(&self, tool: String, arguments: String) -> usize {
         let mut records = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.call_starts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(self.clock.monotonic());
         records.push(ToolCallRecord {
             tool,
             arguments,
@@ -129,6 +132,11 @@ impl RunScope {
             record.outcome = outcome.kind;
             record.error = outcome.is_error.then(|| truncate_chars(&outcome.content, TOOL_ERROR_LOGGED_CHARS_MAX));
         }
+    }
+
+    /// When each recorded call went out, in the order of [`RunScope::records`].
+    pub fn call_starts(&self) -> Vec<Mono> {
+        self.call_starts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Calls recorded so far.
