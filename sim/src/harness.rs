@@ -21,6 +21,7 @@ use crate::options::{rng, SimOptions, Stream};
 use crate::ports::llm::SimLlm;
 use crate::ports::messenger::SimMessenger;
 use crate::ports::store::SimStore;
+use crate::ports::telemetry::SimTelemetry;
 use crate::ports::tools::SimTools;
 use crate::ports::TraceSink;
 use crate::trace::{Entry, Event};
@@ -159,7 +160,7 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         events: Arc::new(TraceSink { world: Arc::clone(&world), life: Arc::clone(&life) }),
         workspace: world.workspace.clone(),
         tools: Arc::new(SimTools { world: Arc::clone(&world), life: Arc::clone(&life) }),
-        telemetry: Arc::new(systole::ports::telemetry::NoTelemetry),
+        telemetry: Arc::new(SimTelemetry { world: Arc::clone(&world), life: Arc::clone(&life) }),
     };
     let mut options = EngineOptions {
         breaker_failures_max: world.options.breaker_failures_max,

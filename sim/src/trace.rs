@@ -82,6 +82,13 @@ pub enum Event {
         tool: String,
         quiet: bool,
     },
+    /// A finished run handed its trace to the exporter (ADR 0022).
+    RunTraced {
+        life: u32,
+        key: HeartbeatKey,
+        slot: Timestamp,
+        trace: crate::checker::traces::Traced,
+    },
     /// A tool with an external effect did it (the world's record, not the engine's).
     ToolEffect {
         life: u32,
@@ -347,6 +354,13 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
         Event::ToolAnswered { life, key, slot, tool, quiet } => {
             w.tag(30).u64(u64::from(*life)).key(key).time(*slot).str(tool).bool(*quiet);
         }
+        Event::RunTraced { life, key, slot, trace } => {
+            w.tag(31).u64(u64::from(*life)).key(key).time(*slot).u64(trace.duration.as_nanos() as u64);
+            w.u64(trace.completions as u64).u64(trace.children.len() as u64);
+            for (offset, length) in &trace.children {
+                w.u64(offset.as_nanos() as u64).u64(length.as_nanos() as u64);
+            }
+        }
         Event::ToolEffect { life, key, slot, tool } => {
             w.tag(17).u64(u64::from(*life)).key(key).time(*slot).str(tool);
         }
@@ -582,6 +596,12 @@ pub fn describe(entry: &Entry) -> String {
             let what = if *quiet { "nothing to do" } else { "something" };
             format!("[life {life}] tool {tool} answered {what} for {key} slot {slot}")
         }
+        Event::RunTraced { life, key, slot, trace } => format!(
+            "[life {life}] trace of {key} slot {slot}: {} spans in {:?} ({} completions)",
+            trace.children.len() + 1,
+            trace.duration,
+            trace.completions
+        ),
         Event::ToolEffect { life, key, slot, tool } => {
             format!("[life {life}] tool effect {tool} for {key} slot {slot}")
         }

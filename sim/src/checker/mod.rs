@@ -39,6 +39,7 @@ mod skips;
 #[cfg(test)]
 mod tests;
 mod tools;
+pub mod traces;
 
 pub const ACTIVE_HOURS: &str = "active-hours";
 pub const SLOT_ONCE: &str = "slot-once";
@@ -319,6 +320,7 @@ struct Model<'a> {
     /// What the platform took of each message.
     delivery: delivery::DeliveryModel,
     tools: tools::ToolModel,
+    traces: traces::TraceModel,
     /// Triggers (and backfill slots) not decided yet, with the life that took them and
     /// whether they are excused from being decided: a disable, a delete, a breaker trip or
     /// a replace drops what waits behind a run.
@@ -379,6 +381,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         breaker: breaker::BreakerModel::new(options.breaker_cooldown.clone(), options.breaker_failures_max),
         delivery: delivery::DeliveryModel::new(options.platform, options.allow_mentions),
         tools: tools::ToolModel::new(options.tool_calls_max as usize, options.agent_tools.clone()),
+        traces: traces::TraceModel::default(),
         triggers_pending: BTreeMap::new(),
         deciding_trigger: None,
         trigger_runs: BTreeSet::new(),
@@ -485,6 +488,11 @@ impl Model<'_> {
                 Ok(())
             }
             Event::ToolEffect { .. } => Ok(()),
+            Event::RunTraced { life, key, slot, trace } => {
+                let checks = &mut self.checks;
+                let count = |invariant| *checks.entry(invariant).or_default() += 1;
+                self.traces.traced(count, *life, key, *slot, trace)
+            }
             Event::Healed => {
                 self.healed_at = Some(entry.elapsed);
                 let elapsed = SignedDuration::try_from(entry.elapsed).unwrap_or(SignedDuration::ZERO);
@@ -663,6 +671,9 @@ impl Model<'_> {
             EngineEvent::RunFinished {
                 key, slot, status, duration, recorded, llm_calls, finished_at, usage, ..
             } => {
+                let checks = &mut self.checks;
+                let count = |invariant| *checks.entry(invariant).or_default() += 1;
+                self.traces.finished(count, life, key, *slot, *status, *llm_calls)?;
                 if *recorded {
                     let spent = guards::Spent {
                         calls: u64::from(*llm_calls),

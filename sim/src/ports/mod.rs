@@ -5,6 +5,7 @@ pub mod http;
 pub mod llm;
 pub mod messenger;
 pub mod store;
+pub mod telemetry;
 pub mod tools;
 
 use std::sync::Arc;
