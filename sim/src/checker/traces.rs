@@ -45,7 +45,10 @@ impl TraceModel {
             if offset.saturating_add(*length) > trace.duration {
                 return fail(
                     TRACE_WITHIN_RUN,
-                    format!("{key} slot {slot}: a span at {offset:?} for {length:?} passes its run's {:?}", trace.duration),
+                    format!(
+                        "{key} slot {slot}: a span at {offset:?} for {length:?} passes its run's {:?}",
+                        trace.duration
+                    ),
                 );
             }
         }
@@ -77,7 +80,10 @@ impl TraceModel {
         if completions > calls || (!cut_off && completions != calls) {
             return fail(
                 TRACE_WITHIN_RUN,
-                format!("{key} slot {slot}: {completions} completions traced, {calls} LLM calls made ({})", status.as_str()),
+                format!(
+                    "{key} slot {slot}: {completions} completions traced, {calls} LLM calls made ({})",
+                    status.as_str()
+                ),
             );
         }
         Ok(())

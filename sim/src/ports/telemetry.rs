@@ -22,8 +22,11 @@ impl Telemetry for SimTelemetry {
     fn export(&self, trace: RunTrace) {
         let completions = trace.completions.iter().map(|span| (span.offset, span.duration));
         let tools = trace.tool_calls.iter().map(|span| (span.offset, span.duration));
-        let traced =
-            Traced { duration: trace.duration, children: completions.chain(tools).collect(), completions: trace.completions.len() };
+        let traced = Traced {
+            duration: trace.duration,
+            children: completions.chain(tools).collect(),
+            completions: trace.completions.len(),
+        };
         self.world.record(Event::RunTraced { life: self.life.number, key: trace.key, slot: trace.slot, trace: traced });
     }
 }
