@@ -632,10 +632,14 @@ impl Driver {
                 let mut entry = Entry::new(def, true, None);
                 entry.runs_in_flight = runs_in_flight;
                 self.entries.insert(key.clone(), entry);
+                self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key: key.clone() });
+                let failures = self.backoff_from_store(&key, now).await;
+                if self.tripped_after_write(&key, failures) {
+                    self.lift_past_claims(&key).await;
+                    return;
+                }
                 // A new definition starts with a closed breaker (the store cleared it).
                 self.cooldowns.remove(&key);
-                self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key: key.clone() });
-                self.backoff_from_store(&key, now).await;
                 self.rearm(key.clone(), now, floor).await;
                 // Its slots go above any the store has decided for the id (a one-shot that
                 // already ran, or a heartbeat deleted and made again after a backward wall
@@ -678,7 +682,10 @@ impl Driver {
                 if enabled {
                     // Enabling clears the breaker count in the store, and the backoff with it.
                     let failed_before = entry.backoff_until.take().is_some() || !entry.last_succeeded;
-                    self.backoff_from_store(&key, now).await;
+                    let failures = self.backoff_from_store(&key, now).await;
+                    if self.tripped_after_write(&key, failures) {
+                        return;
+                    }
                     self.enable_entry(&key, now, floor, failed_before).await;
                 } else {
                     self.disarm(&key);
@@ -726,7 +733,30 @@ impl Driver {
     /// After a replace or an enable (which reset the stored failure count), backs off
     /// again if a run of it failed since: its completion may have reached this loop before
     /// the change did, and the store's order is the one that counts.
-    async fn backoff_from_store(&mut self, key: &HeartbeatKey, now: Now) {
+    /// A replace or an enable cleared the breaker in the store, yet the store counts
+    /// `failures` at the limit: a run that started before it finished after it and tripped
+    /// the breaker again (a refusal trips at once). The driver heard of that run first, so
+    /// the heartbeat stays as the store has it: disabled by its breaker, its cooldown kept,
+    /// not armed (seed 313834002827: a reload re-armed it and it ran in the cooldown).
+    fn tripped_after_write(&mut self, key: &HeartbeatKey, failures: u32) -> bool {
+        let max = self.context.breaker_failures_max;
+        if max == 0 || failures < max {
+            return false;
+        }
+        if let Some(entry) = self.entries.get_mut(key) {
+            entry.enabled = false;
+            entry.half_open = false;
+            entry.backoff_until = None;
+            entry.waiting.clear();
+        }
+        self.explicit.retain(|(explicit_key, _)| explicit_key != key);
+        self.disarm(key);
+        true
+    }
+
+    /// Reads the store's count of consecutive failures into the heartbeat's backoff, and
+    /// returns it.
+    async fn backoff_from_store(&mut self, key: &HeartbeatKey, now: Now) -> u32 {
         let failures = match self.context.store.consecutive_failures(key).await {
             Ok(failures) => failures.unwrap_or(0),
             Err(error) => {
@@ -744,6 +774,7 @@ impl Driver {
                 entry.last_succeeded = false;
             }
         }
+        failures
     }
 
     /// Arms a heartbeat afresh (created, updated, enabled), never below `floor`, and
