@@ -76,6 +76,17 @@ impl Drop for Receiver {
     }
 }
 
+/// The daemon, ended however the test ends (a panic must not leave it and its MCP server
+/// running beside other tests).
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
+        let _ = self.0.wait();
+    }
+}
+
 fn attribute<'a>(span: &'a Value, key: &str) -> &'a Value {
     &span["attributes"][key]
 }
@@ -95,7 +106,8 @@ async fn a_runs_trace_reaches_a_real_otlp_receiver_with_genai_spans() {
         receiver.url,
         mcp_peers::stdio_server_toml("inbox", "read_only = [\"search\"]"),
     );
-    let (mut child, url) = daemon_process::spawn_serve(dir.path(), &config, &[("SYSTOLE_API_TOKEN", TOKEN)]).await;
+    let (child, url) = daemon_process::spawn_serve(dir.path(), &config, &[("SYSTOLE_API_TOKEN", TOKEN)]).await;
+    let _daemon = Daemon(child);
     let http = reqwest::Client::new();
     let call = |method: reqwest::Method, path: &str| http.request(method, format!("{url}{path}")).bearer_auth(TOKEN);
     let started = Instant::now();
@@ -154,7 +166,4 @@ async fn a_runs_trace_reaches_a_real_otlp_receiver_with_genai_spans() {
         .await
         .expect("json");
     assert_eq!(runs["items"][0]["trace_id"], root["trace_id"], "{runs}");
-
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-    let _ = child.wait();
 }
