@@ -297,6 +297,9 @@ struct Model<'a> {
     deliveries: BTreeMap<HeartbeatKey, Vec<(String, Timestamp, Timestamp, bool)>>,
     /// Heartbeats the engine retired (schedule out of slots) since they were last put.
     retired: BTreeSet<HeartbeatKey>,
+    /// Heartbeats whose breaker a run tripped since their definition was last written: a
+    /// create acknowledged after that may find it disabled (a refusal trips at once).
+    tripped_since_put: BTreeSet<HeartbeatKey>,
     /// Whether each heartbeat's latest run (since it was last put) failed, and when it
     /// finished (elapsed).
     last_failed: BTreeMap<HeartbeatKey, bool>,
@@ -372,6 +375,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         running_defs: options.heartbeats.iter().map(|def| (def.key.clone(), def.clone())).collect(),
         deliveries: BTreeMap::new(),
         retired: BTreeSet::new(),
+        tripped_since_put: BTreeSet::new(),
         last_failed: BTreeMap::new(),
         unrecorded_failures: BTreeSet::new(),
         last_finished: BTreeMap::new(),
@@ -884,8 +888,14 @@ impl Model<'_> {
             DurableWrite::SetEnabled { key, enabled: false } | DurableWrite::Delete { key } => {
                 self.excuse_triggers(key)
             }
-            DurableWrite::Put { def } => self.excuse_triggers(&def.key),
-            DurableWrite::Finish { key, tripped: true, .. } => self.excuse_triggers(key),
+            DurableWrite::Put { def } => {
+                self.tripped_since_put.remove(&def.key);
+                self.excuse_triggers(&def.key)
+            }
+            DurableWrite::Finish { key, tripped: true, .. } => {
+                self.tripped_since_put.insert(key.clone());
+                self.excuse_triggers(key)
+            }
             _ => {}
         }
         match write {
@@ -1080,7 +1090,9 @@ impl Model<'_> {
         self.count(ACKNOWLEDGED_DURABLE);
         let state = self.present.get(key).copied();
         let durable = match op {
-            Op::Create(_) => state == Some(true),
+            // Its first run (or one of the definition it replaced) may be refused by the
+            // provider and trip the breaker between the write and the ack (seed 942251056949).
+            Op::Create(_) => state == Some(true) || (state == Some(false) && self.tripped_since_put.contains(key)),
             Op::Delete(_) => state.is_none(),
             // The engine said there was nothing to change (a reload removed it, say).
             Op::Disable(_) | Op::Enable(_) if !applied => state.is_none(),
