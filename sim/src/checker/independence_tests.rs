@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// What the checker may name from the engine: types it reads and constants it compares
 /// against. A path is allowed when it equals an entry or lies under one ending in `::`.
-const ALLOWED: [&str; 18] = [
+const ALLOWED: [&str; 19] = [
     "systole::core::ids::",
     "systole::core::heartbeat::HeartbeatDef",
     "systole::core::heartbeat::JobKind",
@@ -24,6 +24,7 @@ const ALLOWED: [&str; 18] = [
     "systole::limits::",
     "systole::ports::messenger::DeliveryKind",
     "systole::ports::store::ExecutionStatus",
+    "systole::ports::store::StopReason",
     "systole::ports::store::ToolUse",
 ];
 
