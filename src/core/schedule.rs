@@ -118,6 +118,20 @@ impl Schedule {
         }
     }
 
+    /// Whether a stored next slot can be this schedule's: any instant for `every` (its grid
+    /// starts wherever it is armed) and for `at` (a retry's slot lies past the instant), only
+    /// an occurrence for `cron`. A cron's stored slot that is not one was written for a
+    /// definition since replaced (a decision of the old one landing after the replace).
+    pub fn may_resume_at(&self, slot: Timestamp) -> bool {
+        match self {
+            Schedule::Every(_) | Schedule::At(_) => true,
+            Schedule::Cron(_) => {
+                let slot = truncate_to_millis(slot);
+                self.at_or_after(slot) == Some(slot)
+            }
+        }
+    }
+
     /// The slots from `first` (a slot that has passed) up to `until`, keeping the `keep`
     /// most recent. Bounded work whatever the gap: `every` is arithmetic, a cron walks at
     /// most [`CATCHUP_SCAN_SLOTS_MAX`] slots, then finds the latest by looking back.

@@ -58,3 +58,15 @@ fn display_names_the_kind() {
     assert_eq!(Schedule::Every(Duration::from_secs(90)).to_string(), "every 1m30s");
     assert_eq!(cron("0 9 * * 1-5", "Asia/Shanghai").to_string(), "cron \"0 9 * * 1-5\" in Asia/Shanghai");
 }
+
+#[test]
+fn a_stored_slot_resumes_only_where_the_schedule_can_have_one() {
+    let daily = cron("30 2 * * *", "UTC");
+    assert!(daily.may_resume_at(ts("2025-03-16T02:30:00Z")));
+    // The catch-up slot an `every 1m` wrote before a reload made it this cron.
+    assert!(!daily.may_resume_at(ts("2025-03-15T16:12:42Z")));
+    assert!(!daily.may_resume_at(ts("2025-03-16T02:30:00.001Z")));
+    // `every` starts its grid wherever it is armed; a one-shot's retry lies past its instant.
+    assert!(Schedule::every("1m").expect("valid").may_resume_at(ts("2025-03-15T16:12:42.250Z")));
+    assert!(Schedule::At(ts("2025-03-15T11:39:10Z")).may_resume_at(ts("2025-03-15T15:43:22Z")));
+}

@@ -258,7 +258,9 @@ impl Driver {
             }
             if entry.enabled {
                 let (schedule, jitter) = (&entry.def.schedule, entry.jitter());
-                let timer = match heartbeat.state.next_slot {
+                // A stored slot the schedule cannot have is ignored like a missing one.
+                let stored = heartbeat.state.next_slot.filter(|slot| schedule.may_resume_at(*slot));
+                let timer = match stored {
                     Some(next_slot) => {
                         let timer = SlotTimer::resume(now, schedule, jitter, next_slot);
                         match latest_slots.get(&key) {
@@ -268,7 +270,8 @@ impl Driver {
                     }
                     None => {
                         // No stored next slot: new, or replaced (the store forgets a replaced
-                        // definition's slot); above its latest slot, read for all at once.
+                        // definition's slot, or kept one the old definition wrote after the
+                        // replace); above its latest slot, read for all at once.
                         let latest = latest_slots.get(&key).copied();
                         let timer = SlotTimer::first(now, schedule, jitter);
                         let timer = match (timer, latest) {

@@ -546,6 +546,11 @@ impl Model<'_> {
         match event {
             EngineEvent::DefinitionApplied { key } => {
                 self.previous_defs.remove(key);
+                // The driver starts the new definition afresh: a failure it heard before
+                // says nothing of it (a replaced one-shot whose only slot already ran
+                // retires; seed 679069650231).
+                self.last_failed.remove(key);
+                self.unrecorded_failures.remove(key);
                 if let Some(def) = self.defs.get(key) {
                     self.running_defs.insert(key.clone(), def.clone());
                 }
