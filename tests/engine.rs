@@ -414,3 +414,49 @@ async fn the_run_log_of_a_quiet_heartbeat_is_pruned_to_its_count_on_a_timer() {
     assert!(logged().await <= 11, "pruned to its count (plus a skip of the prune's own minute)");
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+/// How many runs of these heartbeats the store has in `status`.
+async fn count_status(rig: &Rig, names: &[&str], status: ExecutionStatus) -> usize {
+    let mut count = 0;
+    for name in names {
+        count += rig.statuses("main", name).await.iter().filter(|run| **run == status).count();
+    }
+    count
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_engine_claims_only_what_it_can_start_and_a_stop_abandons_only_started_runs() {
+    let rig = Rig::new();
+    // Five heartbeats every 10 s whose model takes 25 s, at most two runs at once: the
+    // engine is oversubscribed from the first slot on.
+    let names = ["a", "b", "c", "d", "e"];
+    for name in names {
+        rig.llm.set(name, Behaviour::Slow(Duration::from_secs(25), "done".into()));
+    }
+    let defs: Vec<HeartbeatDef> = names.iter().map(|name| def("main", name, 10)).collect();
+    let full = || EngineOptions { runs_in_flight_max: 2, ..options() };
+    let engine = rig.start_with(&defs, full()).await;
+    rig.advance(11).await;
+    let started = rig.events.matching(|e| matches!(e, EngineEvent::RunStarted { .. }));
+    assert_eq!(started.len(), 2, "only the runs that can start are claimed: {started:?}");
+    assert_eq!(count_status(&rig, &names, ExecutionStatus::Running).await, 2);
+    // Each heartbeat gets its turn in the order its slots came, by its catch-up policy
+    // (the latest slot that passed while it waited), and never more than two at once.
+    rig.advance(140).await;
+    for name in names {
+        let starts = rig.starts("main", name);
+        assert!(!starts.is_empty(), "{name} waited its turn and ran");
+        for (started_at, slot) in starts {
+            assert!(started_at.duration_since(slot) < SignedDuration::from_secs(10), "{name} ran its latest slot");
+        }
+    }
+    assert!(count_status(&rig, &names, ExecutionStatus::Running).await <= 2);
+    // A stop abandons only runs that began; the slots that waited were never claimed.
+    let running = count_status(&rig, &names, ExecutionStatus::Running).await;
+    let abandoned = engine.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(abandoned, running);
+    assert!(abandoned <= 2);
+    let engine = rig.start_with(&defs, full()).await;
+    assert_eq!(count_status(&rig, &names, ExecutionStatus::Interrupted).await, abandoned);
+    engine.shutdown(Duration::from_secs(1)).await;
+}

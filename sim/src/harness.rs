@@ -168,6 +168,7 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         breaker_cooldown: world.options.breaker_cooldown.clone(),
         alerts_target: world.options.alerts_target.clone(),
         run_retention: world.options.run_retention,
+        runs_in_flight_max: world.options.runs_in_flight_max,
         prices: PriceTable {
             default_model: Some(crate::options::SIM_MODEL.to_owned()),
             models: std::collections::BTreeMap::from([(

@@ -405,7 +405,10 @@ fn print_stats(results: &[SeedResult]) {
     let mut fired: BTreeMap<FaultKind, u64> = FaultKind::ALL.into_iter().map(|kind| (kind, 0)).collect();
     let mut seeds_with: BTreeMap<FaultKind, u64> = BTreeMap::new();
     let mut checks: BTreeMap<&str, u64> = checker::INVARIANTS.iter().map(|name| (*name, 0)).collect();
+    let (mut full, mut seeds_full) = (0, 0);
     for result in results {
+        full += result.verdict.engine_full;
+        seeds_full += u64::from(result.verdict.engine_full > 0);
         for (kind, count) in &result.faults_fired {
             *fired.entry(*kind).or_default() += count;
             *seeds_with.entry(*kind).or_default() += u64::from(*count > 0);
@@ -418,6 +421,7 @@ fn print_stats(results: &[SeedResult]) {
     for (kind, count) in &fired {
         println!("  {:<22} {:>9} {:>6}", kind.name(), count, seeds_with.get(kind).copied().unwrap_or(0));
     }
+    println!("engine full (every run place taken, due slots waiting): {full} times in {seeds_full} seeds");
     println!("invariants checked:");
     for (name, count) in &checks {
         println!("  {name:<26} {count:>9}");

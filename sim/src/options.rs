@@ -54,6 +54,8 @@ pub enum Stream {
     Spend = 17,
     /// The provider's refusals (401, 402, 403) during the run.
     Refusals = 18,
+    /// How many runs may go at once (issue 28: admission before the claim).
+    Admission = 19,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -116,6 +118,9 @@ pub struct SimOptions {
     /// The agents' zone (`timezone`): their budget's day begins at its midnight, so
     /// zones with daylight saving and part-hour offsets move the rollover.
     pub budget_zone: &'static str,
+    /// The engine's `runs_in_flight_max`: a handful in a good share of seeds, so slow and
+    /// hanging runs fill it and due slots wait for a place (ADR 0023).
+    pub runs_in_flight_max: usize,
 }
 
 const SAFETY_SECS_MIN: u64 = 2 * 3_600;
@@ -150,6 +155,9 @@ fn day_caps(rng: &mut ChaCha8Rng) -> (u64, u64) {
 }
 /// The agents' cap of tool calls per run: low, so a model's burst meets it.
 const TOOL_CALLS_MAX_MIN: u32 = 2;
+/// The share of seeds whose engine runs at most [`RUNS_IN_FLIGHT_FEW_MAX`] runs at once.
+const RUNS_IN_FLIGHT_FEW_PROBABILITY: f64 = 0.4;
+const RUNS_IN_FLIGHT_FEW_MAX: usize = 3;
 const TOOL_CALLS_MAX_MAX: u32 = 8;
 /// Most seeds keep mentions off, the default that protects chats.
 const ALLOW_MENTIONS_PROBABILITY: f64 = 0.2;
@@ -258,6 +266,14 @@ impl SimOptions {
                 let mut rng = self::rng(seed, Stream::BudgetZone);
                 workload::ZONES[rng.random_range(0..workload::ZONES.len())]
             },
+            runs_in_flight_max: {
+                let mut rng = self::rng(seed, Stream::Admission);
+                if rng.random_bool(RUNS_IN_FLIGHT_FEW_PROBABILITY) {
+                    rng.random_range(1..=RUNS_IN_FLIGHT_FEW_MAX)
+                } else {
+                    systole::limits::RUNS_IN_FLIGHT_MAX_DEFAULT
+                }
+            },
         }
     }
 
@@ -288,6 +304,7 @@ impl SimOptions {
         }
         let _ = writeln!(out, "crashes max: {}, downtime max: {}s", self.crashes_max, self.downtime_max.as_secs());
         let _ = writeln!(out, "alert probability: {:.3}", self.alert_probability);
+        let _ = writeln!(out, "runs in flight max: {}", self.runs_in_flight_max);
         let backoff: Vec<u64> = self.error_backoff.iter().map(Duration::as_secs).collect();
         let _ = writeln!(out, "error backoff: {backoff:?} s");
         let cooldown: Vec<u64> = self.breaker_cooldown.iter().map(Duration::as_secs).collect();

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use jiff::{SignedDuration, Timestamp};
@@ -31,7 +31,9 @@ use crate::core::wake::{PendingWake, WakeReason};
 use crate::driver::events::EngineEvent;
 use crate::driver::run::{run_claimed, FinishedRun, RunContext};
 use crate::driver::run_events::RunEvent;
-use crate::limits::{AT_RETRY_AFTER_HOLD_SECS_MIN, DUE_PER_WAKE_MAX, RUNS_PRUNE_FIRST_DELAY_SECS};
+use crate::limits::{
+    AT_RETRY_AFTER_HOLD_SECS_MIN, DRIVER_SLEEP_SECS_MAX, DUE_PER_WAKE_MAX, RUNS_PRUNE_FIRST_DELAY_SECS,
+};
 use crate::ports::clock::{Mono, Now};
 use crate::ports::store::{ClaimOutcome, ExecutionStatus, SkipRecord, SlotClaim};
 
@@ -163,7 +165,15 @@ pub(crate) struct Driver {
     exhausted: BTreeSet<HeartbeatKey>,
     /// When the run log is pruned next.
     next_prune: Mono,
-    permits: Arc<Semaphore>,
+    /// How many runs may be going at once: a slot is claimed only when its run can start
+    /// (admission before the claim, ADR 0023), so `runs` never holds more.
+    runs_in_flight_max: usize,
+    /// Slots that passed their guards when no run could start, in the order they came;
+    /// decided again (guards included) before anything new is taken in.
+    admission_queue: VecDeque<(HeartbeatKey, Timestamp)>,
+    /// How many slots each heartbeat has in the admission queue (it is not exhausted
+    /// while one waits there).
+    queued: BTreeMap<HeartbeatKey, usize>,
     commands: mpsc::Receiver<Command>,
     /// Finished runs, in the order the store committed their results (see `group_commit`).
     completions: mpsc::UnboundedReceiver<FinishedRun>,
@@ -195,7 +205,9 @@ impl Driver {
             backlogged: BTreeSet::new(),
             exhausted: BTreeSet::new(),
             next_prune,
-            permits: Arc::new(Semaphore::new(runs_in_flight_max.max(1))),
+            runs_in_flight_max: runs_in_flight_max.max(1),
+            admission_queue: VecDeque::new(),
+            queued: BTreeMap::new(),
             commands,
             completions,
         }
@@ -350,9 +362,71 @@ impl Driver {
         }
     }
 
-    /// Fires due timers, then decides every slot that is due to start: the fired ones and
-    /// those waiting their turn behind a finished run.
+    /// Decides every slot that is due, admitting runs before their claims (ADR 0023): a
+    /// slot is claimed only when its run can start at once. A slot that passed its guards
+    /// with no place left waits in the admission queue, and while any does, nothing new is
+    /// taken in: timers stay due (their catch-up policy decides later what of the slots
+    /// that passed meanwhile runs), backlogs and wakes stay pending. So the queue holds at
+    /// most one pass's slots, and every heartbeat gets its turn in the order it came.
     async fn fire_due(&mut self, now: Now) {
+        self.reap_lost_runs();
+        let room = self.room();
+        if room == 0 {
+            return;
+        }
+        let mut claims = Vec::new();
+        let mut skips = Vec::new();
+        let due: Vec<(HeartbeatKey, Timestamp)> = if self.admission_queue.is_empty() {
+            let due = self.take_in(now);
+            // Agent heartbeat wakes first: one per agent at most, and they are decided
+            // only while there is room, so a busy schedule must not keep them waiting.
+            self.decide_wakes(now, room, &mut claims, &mut skips).await;
+            due
+        } else {
+            for (key, _) in &self.admission_queue {
+                if let Some(queued) = self.queued.get_mut(key) {
+                    *queued = queued.saturating_sub(1);
+                }
+            }
+            self.queued.retain(|_, queued| *queued > 0);
+            let queue = std::mem::take(&mut self.admission_queue);
+            queue.into_iter().filter_map(|(key, slot)| self.catch_up_queued(now, key, slot)).collect()
+        };
+        self.decide(now, room, due, claims, skips).await;
+    }
+
+    /// A slot that waited for admission is decided as a timer that fires late would be:
+    /// armed again at that slot and fired now, by its catch-up policy, which runs the
+    /// latest of the slots that passed meanwhile (`once`), or none if that is too old
+    /// (`skip`). `all` runs each one; a trigger is an explicit request and a one-shot has
+    /// one slot, so those run as they are.
+    fn catch_up_queued(&mut self, now: Now, key: HeartbeatKey, slot: Timestamp) -> Option<(HeartbeatKey, Timestamp)> {
+        let recurring = |entry: &Entry| !matches!(entry.def.schedule, Schedule::At(_));
+        let Some(entry) = self.entries.get(&key).filter(|entry| recurring(entry)) else { return Some((key, slot)) };
+        let armed = self.timers.timer(&key).copied();
+        let Some(armed) = armed.filter(|_| entry.def.policy.catch_up != CatchUp::All) else { return Some((key, slot)) };
+        if self.explicit.contains(&(key.clone(), slot)) {
+            return Some((key, slot));
+        }
+        let (schedule, policy) = (entry.def.schedule.clone(), entry.def.policy);
+        let timer = SlotTimer::resume(now, &schedule, entry.jitter(), slot);
+        self.arm(key.clone(), timer);
+        let fired = timer.fire(now, &schedule, &policy);
+        if fired.missed > 0 {
+            let first = fired.run.first().copied().unwrap_or(slot);
+            let runs = fired.run.len() as u64;
+            let event = EngineEvent::CaughtUp { key: key.clone(), slot: first, runs, missed: fired.missed };
+            self.context.events.emit(now.wall, &event);
+        }
+        // The timer it had, unless slots passed beyond it: its monotonic deadline stays.
+        let next = fired.next.filter(|next| next.next_slot > armed.next_slot).unwrap_or(armed);
+        self.arm(key.clone(), next);
+        fired.run.last().map(|latest| (key, *latest))
+    }
+
+    /// Everything due now: slots an operator triggered, slots waiting behind a finished
+    /// run, and the slots of the timers that are due (at most `DUE_PER_WAKE_MAX`).
+    fn take_in(&mut self, now: Now) -> Vec<(HeartbeatKey, Timestamp)> {
         // Slots an operator triggered come first; they are explicit requests (see `operator`).
         let mut due: Vec<(HeartbeatKey, Timestamp)> = std::mem::take(&mut self.triggered);
         // Then the slots waiting behind a finished run: they are older than any that fires now.
@@ -415,9 +489,20 @@ impl Driver {
         for (agent, slot) in ticks {
             self.request_wake(&agent, WakeReason::Interval, slot, now);
         }
-        let mut claims = Vec::new();
+        due
+    }
+
+    /// Decides each due slot by its guards and the overlap policy: a run (claimed if there
+    /// is room, queued for admission if not), a hold behind a run, or a skip.
+    async fn decide(
+        &mut self,
+        now: Now,
+        room: usize,
+        due: Vec<(HeartbeatKey, Timestamp)>,
+        mut claims: Vec<SlotClaim>,
+        mut skips: Vec<SkipRecord>,
+    ) {
         let mut claimed_now: BTreeMap<HeartbeatKey, usize> = BTreeMap::new();
-        let mut skips = Vec::new();
         let mut retries = Vec::new();
         let spent = self.spent_budgets(due.iter().map(|(key, _)| key.agent.clone()).collect(), now).await;
         for (key, slot) in due {
@@ -450,6 +535,14 @@ impl Driver {
                         self.explicit.insert((key, slot));
                     }
                 }
+                Ok(()) if claims.len() >= room => {
+                    // No place for its run: it waits its turn, undecided (ADR 0023).
+                    if explicit {
+                        self.explicit.insert((key.clone(), slot));
+                    }
+                    *self.queued.entry(key.clone()).or_default() += 1;
+                    self.admission_queue.push_back((key, slot));
+                }
                 Ok(()) => {
                     *claimed_now.entry(key.clone()).or_default() += 1;
                     claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot });
@@ -466,7 +559,6 @@ impl Driver {
                 }
             }
         }
-        self.decide_wakes(now, &mut claims, &mut skips).await;
         if !skips.is_empty() {
             if let Err(error) = self.context.store.record_skips(&skips).await {
                 self.store_failed("record_skips", error.to_string(), "the skips are only in the log");
@@ -537,14 +629,10 @@ impl Driver {
             None => Vec::new(),
         };
         let context = self.context.clone();
-        let permits = Arc::clone(&self.permits);
         let slot = claim.slot;
+        // Admitted before its claim: it starts now, within `runs_in_flight_max`.
         self.context.events.emit(now.wall, &EngineEvent::RunStarted { key: claim.key.clone(), slot });
-        let task = tokio::spawn(async move {
-            // The semaphore is never closed, so acquiring only fails if it were; then run anyway.
-            let _permit = permits.acquire_owned().await.ok();
-            run_claimed(context, def, slot, consumes).await;
-        });
+        let task = tokio::spawn(run_claimed(context, def, slot, consumes));
         self.runs.insert((claim.key, slot), task);
     }
 
@@ -605,6 +693,7 @@ impl Driver {
             entry.exhausted = false;
             entry.waiting.clear();
             self.explicit.retain(|(key, _)| *key != record.key);
+            self.unqueue(&record.key);
             self.disarm(&record.key);
             self.breaker_opened(&record, step, now);
         } else if step.consecutive_failures > 0 {
@@ -632,6 +721,8 @@ impl Driver {
                 // and made again under its id must not start beside a run of the old one.
                 let runs_in_flight = self.runs.keys().filter(|(run_key, _)| *run_key == key).count();
                 let floor = self.slot_floor(&key);
+                // What waited under the old definition goes with it, as its backlog does.
+                self.unqueue(&key);
                 let mut entry = Entry::new(def, true, None);
                 entry.runs_in_flight = runs_in_flight;
                 self.entries.insert(key.clone(), entry);
@@ -655,6 +746,7 @@ impl Driver {
                 }
             }
             Change::Delete(key) => {
+                self.unqueue(&key);
                 self.explicit.retain(|(explicit_key, _)| *explicit_key != key);
                 self.cooldowns.remove(&key);
                 self.entries.remove(&key);
@@ -673,13 +765,18 @@ impl Driver {
                 let floor = self.slot_floor(&key);
                 // An operator's word closes the breaker (enable) or keeps it shut (disable).
                 self.cooldowns.remove(&key);
+                let Some(was_enabled) = self.entries.get(&key).map(|entry| entry.enabled) else { return };
+                // What waits behind a run (a backlog, a backfill, a held trigger) or for a
+                // place to run goes with a disable; an enable of a job that was enabled leaves it.
+                let clears = !(enabled && was_enabled);
+                if clears {
+                    self.explicit.retain(|(explicit_key, _)| *explicit_key != key);
+                    self.unqueue(&key);
+                }
                 let Some(entry) = self.entries.get_mut(&key) else { return };
                 entry.half_open = false;
-                // What waits behind a run (a backlog, a backfill, a held trigger) goes with a
-                // disable; an enable of a job that was enabled leaves it.
-                if !(enabled && entry.enabled) {
+                if clears {
                     entry.waiting.clear();
-                    self.explicit.retain(|(explicit_key, _)| *explicit_key != key);
                 }
                 entry.enabled = enabled;
                 if enabled {
@@ -752,6 +849,7 @@ impl Driver {
             entry.backoff_until = None;
             entry.waiting.clear();
         }
+        self.unqueue(key);
         self.explicit.retain(|(explicit_key, _)| explicit_key != key);
         self.disarm(key);
         true
@@ -805,9 +903,10 @@ impl Driver {
     async fn retire_exhausted(&mut self) {
         let mut done = Vec::new();
         let entries = &self.entries;
+        let queued = &self.queued;
         self.exhausted.retain(|key| {
             let Some(entry) = entries.get(key).filter(|entry| entry.exhausted) else { return false };
-            if entry.runs_in_flight == 0 && entry.waiting.is_empty() {
+            if entry.runs_in_flight == 0 && entry.waiting.is_empty() && !queued.contains_key(key) {
                 done.push(key.clone());
                 return false;
             }
@@ -859,18 +958,56 @@ impl Driver {
     /// The schedule's next wake-up, or the end of a pause if that comes first; at once if
     /// a slot waits behind a run that has ended (a backlog that is being skipped drains
     /// without waiting for the next timer).
+    /// With no room for another run, due slots wait for a run to end (whose completion
+    /// wakes the loop) instead of waking it for nothing.
     fn next_wake(&self, now: Now) -> Mono {
+        let pause_end = self.pauses.values().map(|pause| now.mono + pause.ends_within(now)).min();
+        let housekeeping = now.mono + Duration::from_secs(DRIVER_SLEEP_SECS_MAX);
+        let housekeeping = pause_end.map_or(housekeeping, |end| housekeeping.min(end));
+        let housekeeping = self.next_cooldown_end(now).map_or(housekeeping, |end| housekeeping.min(end));
+        let housekeeping = housekeeping.min(self.next_prune);
+        if self.room() == 0 {
+            return housekeeping;
+        }
         let ready = |key: &HeartbeatKey| {
             self.entries.get(key).is_some_and(|entry| entry.runs_in_flight == 0 && !entry.waiting.is_empty())
         };
-        if self.backlogged.iter().any(ready) {
+        if !self.admission_queue.is_empty() || !self.triggered.is_empty() || self.backlogged.iter().any(ready) {
             return now.mono;
         }
-        let pause_end = self.pauses.values().map(|pause| now.mono + pause.ends_within(now)).min();
-        let wake = self.timers.next_wake(now);
-        let wake = pause_end.map_or(wake, |end| wake.min(end));
-        let wake = self.next_cooldown_end(now).map_or(wake, |end| wake.min(end)).min(self.next_prune);
+        let wake = self.timers.next_wake(now).min(housekeeping);
         self.next_agent_wake().map_or(wake, |due| wake.min(due))
+    }
+
+    /// Drops a heartbeat's slots from the admission queue (a disable, a delete, a replace,
+    /// a trip: whatever clears its backlog).
+    fn unqueue(&mut self, key: &HeartbeatKey) {
+        if self.queued.remove(key).is_some() {
+            self.admission_queue.retain(|(queued_key, _)| queued_key != key);
+        }
+    }
+
+    /// How many more runs can start now.
+    fn room(&self) -> usize {
+        self.runs_in_flight_max.saturating_sub(self.runs.len())
+    }
+
+    /// Forgets runs whose task ended without a completion (it panicked, which a run must
+    /// never do): each would hold its place among `runs_in_flight_max` for ever. A task
+    /// that finished has already queued its completion, so only an empty queue says so.
+    fn reap_lost_runs(&mut self) {
+        if self.room() > 0 || !self.completions.is_empty() {
+            return;
+        }
+        let lost: Vec<(HeartbeatKey, Timestamp)> =
+            self.runs.iter().filter(|(_, task)| task.is_finished()).map(|(run, _)| run.clone()).collect();
+        for (key, slot) in lost {
+            self.runs.remove(&(key.clone(), slot));
+            if let Some(entry) = self.entries.get_mut(&key) {
+                entry.runs_in_flight = entry.runs_in_flight.saturating_sub(1);
+            }
+            self.context.events.emit(self.context.clock.wall(), &EngineEvent::RunLost { key, slot });
+        }
     }
 
     fn arm(&mut self, key: HeartbeatKey, timer: SlotTimer) {

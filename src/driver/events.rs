@@ -173,6 +173,13 @@ pub enum EngineEvent {
     RunsPruned {
         deleted: u64,
     },
+    /// A run's task ended without handing back a result (it panicked, which a run must
+    /// never do): the driver forgets it so it no longer holds a place among the runs in
+    /// flight; its claim stays `running` until the next start-up marks it interrupted.
+    RunLost {
+        key: HeartbeatKey,
+        slot: Timestamp,
+    },
     /// A store write failed; what the engine did instead is in `consequence`.
     StoreFailed {
         operation: &'static str,
@@ -303,6 +310,9 @@ impl EventSink for TracingSink {
                 tracing::warn!(%at, %agent, error, "workspace unreadable; running as if HEARTBEAT.md were missing");
             }
             EngineEvent::RunsPruned { deleted } => tracing::info!(%at, deleted, "run log pruned by its retention"),
+            EngineEvent::RunLost { key, slot } => {
+                tracing::error!(%at, heartbeat = %key, %slot, "a run ended without a result; it stays running until the next start-up");
+            }
             EngineEvent::StoreFailed { operation, error, consequence } => {
                 tracing::error!(%at, operation, error, consequence, "store write failed");
             }

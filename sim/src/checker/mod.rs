@@ -25,6 +25,7 @@ use crate::options::SimOptions;
 use crate::trace::{DurableWrite, Entry, Event};
 use crate::workload::Op;
 
+mod admission;
 mod agents;
 mod breaker;
 mod delivery;
@@ -76,8 +77,12 @@ pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
 /// first or its job was deleted.
 pub const TRIGGER_DECIDED: &str = "trigger-decided";
 
-pub const INVARIANTS: [&str; 63] = [
+pub const INVARIANTS: [&str; 67] = [
     NO_SLOT_OFFERED_TWICE,
+    admission::RUN_ADMITTED,
+    tools::CHECK_GATES_MODEL,
+    traces::TRACE_ONCE,
+    traces::TRACE_WITHIN_RUN,
     skips::PAUSED,
     skips::QUIET_HOURS,
     skips::BUDGET,
@@ -175,6 +180,9 @@ pub struct Violation {
 pub struct Verdict {
     pub checks: BTreeMap<&'static str, u64>,
     pub violation: Option<Violation>,
+    /// How often the engine ran full (a start took its last place), so slots waited for
+    /// admission (ADR 0023).
+    pub engine_full: u64,
 }
 
 /// Why a heartbeat must not start runs any more.
@@ -324,6 +332,7 @@ struct Model<'a> {
     delivery: delivery::DeliveryModel,
     tools: tools::ToolModel,
     traces: traces::TraceModel,
+    admission: admission::AdmissionModel,
     /// Triggers (and backfill slots) not decided yet, with the life that took them and
     /// whether they are excused from being decided: a disable, a delete, a breaker trip or
     /// a replace drops what waits behind a run.
@@ -386,6 +395,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         delivery: delivery::DeliveryModel::new(options.platform, options.allow_mentions),
         tools: tools::ToolModel::new(options.tool_calls_max as usize, options.agent_tools.clone()),
         traces: traces::TraceModel::default(),
+        admission: admission::AdmissionModel::new(options.runs_in_flight_max),
         triggers_pending: BTreeMap::new(),
         deciding_trigger: None,
         trigger_runs: BTreeSet::new(),
@@ -397,10 +407,11 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
     for (index, entry) in entries.iter().enumerate() {
         if let Err((invariant, message)) = model.step(entry) {
             let violation = Violation { invariant, index, elapsed: entry.elapsed, wall: entry.wall, message };
-            return Verdict { checks: model.checks, violation: Some(violation) };
+            let engine_full = model.admission.filled;
+            return Verdict { checks: model.checks, violation: Some(violation), engine_full };
         }
     }
-    Verdict { checks: model.checks, violation: None }
+    Verdict { engine_full: model.admission.filled, checks: model.checks, violation: None }
 }
 
 type Step = Result<(), (&'static str, String)>;
@@ -437,6 +448,7 @@ impl Model<'_> {
                 }
                 self.engine_running = false;
                 self.open_runs.retain(|(run_life, _, _), _| run_life != life);
+                self.admission.crashed(entry.elapsed, *life);
                 // A pass cut short by the crash claimed nothing.
                 self.overlap_pending.retain(|(skip_life, _, _, _)| skip_life != life);
                 self.triggers_pending.retain(|_, (trigger_life, _)| trigger_life != life);
@@ -646,6 +658,10 @@ impl Model<'_> {
                 }
                 self.catch_up_next(key, *slot)
             }
+            EngineEvent::RunLost { key, slot } => {
+                self.admission.ended(entry.elapsed, life, key, *slot);
+                Ok(())
+            }
             EngineEvent::StoreFailed { operation: "clear_pause", .. } => {
                 for pause in self.pauses.values_mut().filter(|pause| pause.ended_at.is_some()) {
                     pause.clear_failed = true;
@@ -653,6 +669,8 @@ impl Model<'_> {
                 Ok(())
             }
             EngineEvent::RunStarted { key, slot } => {
+                self.count(admission::RUN_ADMITTED);
+                self.admission.started(entry.elapsed, life, key, *slot)?;
                 if self.is_trigger(key, *slot) {
                     self.trigger_runs.insert((key.clone(), *slot));
                 }
@@ -680,6 +698,7 @@ impl Model<'_> {
             EngineEvent::RunFinished {
                 key, slot, status, duration, recorded, llm_calls, finished_at, usage, ..
             } => {
+                self.admission.ended(entry.elapsed, life, key, *slot);
                 let checks = &mut self.checks;
                 let count = |invariant| *checks.entry(invariant).or_default() += 1;
                 self.traces.finished(count, life, key, *slot, *status, *llm_calls)?;
@@ -1176,7 +1195,8 @@ impl Model<'_> {
                     previous = *at;
                     continue;
                 }
-                if *at > previous + bound {
+                // Slots wait for a place while the engine is full (ADR 0023).
+                if *at > previous + bound + self.admission.full_within(previous, *at) {
                     let gap = *at - previous;
                     return fail(LIVENESS, format!("{key}: {gap:?} without a decision, more than {bound:?}"));
                 }
@@ -1212,7 +1232,7 @@ impl Model<'_> {
             if let Some(half_opened) = self.breaker.half_opened_between(key, previous, end) {
                 previous = half_opened;
             }
-            if end > previous + bound {
+            if end > previous + bound + self.admission.full_within(previous, end) {
                 return fail(
                     LIVENESS,
                     format!("{key}: no decision in the last {:?} (bound {bound:?})", end - previous),

@@ -165,14 +165,18 @@ impl Driver {
             return TriggerOutcome::Disabled;
         }
         // Slots from the armed one on are the schedule's to decide, and one already waiting
-        // or triggered is decided once: a backfill takes only what the schedule passed.
+        // (behind a run or for a place to run) or triggered is decided once: a backfill
+        // takes only what the schedule passed.
         let armed = self.timers.timer(key).map(|timer| timer.next_slot);
+        let queued = self.queued.contains_key(key);
+        let waits_for_room = |slot: &Timestamp| queued && self.admission_queue.contains(&(key.clone(), *slot));
         slots.sort();
         slots.dedup();
         slots.retain(|slot| {
             armed.is_none_or(|armed| *slot < armed)
                 && !entry.waiting.contains(slot)
                 && !self.explicit.contains(&(key.clone(), *slot))
+                && !waits_for_room(slot)
         });
         for slot in &slots {
             entry.waiting.push_back(*slot);

@@ -60,12 +60,20 @@ impl Driver {
     /// Decides every due wake: a claim (its lane taken, its prompt prepared) or a skip. A
     /// busy lane or a closed flood guard keeps the wake pending for a retry; any other
     /// skip drops it until the next request.
-    pub(super) async fn decide_wakes(&mut self, now: Now, claims: &mut Vec<SlotClaim>, skips: &mut Vec<SkipRecord>) {
+    /// At most `room` wakes are decided (admission before the claim); the others stay due.
+    pub(super) async fn decide_wakes(
+        &mut self,
+        now: Now,
+        room: usize,
+        claims: &mut Vec<SlotClaim>,
+        skips: &mut Vec<SkipRecord>,
+    ) {
         let ready: Vec<AgentId> = self
             .wakes
             .iter()
             .filter(|(agent, wake)| wake.due <= now.mono && !self.agent_heartbeat_running(agent))
             .map(|(agent, _)| agent.clone())
+            .take(room)
             .collect();
         for agent in ready {
             let Some(wake) = self.wakes.remove(&agent) else { continue };

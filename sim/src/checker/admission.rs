@@ -1,0 +1,90 @@
+//! Admission before the claim (ADR 0023): a slot is claimed only when its run can start,
+//! so the runs going at once in one life never outnumber `runs_in_flight_max`, and every
+//! `RunStarted` is a run that started. Judged from the engine's own start and end events.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use systole::core::ids::HeartbeatKey;
+
+use super::{fail, Step};
+
+pub const RUN_ADMITTED: &str = "run-admitted";
+
+#[derive(Debug)]
+pub struct AdmissionModel {
+    max: usize,
+    /// Runs started and not yet reported ended, by life.
+    going: BTreeMap<u32, BTreeSet<(HeartbeatKey, Timestamp)>>,
+    /// Starts that took the last free place: how often a seed ran its engine full.
+    pub filled: u64,
+    /// When the engine has been full since (no run could start), by the trace's clock.
+    full_since: Option<Duration>,
+    /// Every span it was full, earliest first.
+    full_spans: Vec<(Duration, Duration)>,
+}
+
+impl AdmissionModel {
+    pub fn new(max: usize) -> Self {
+        Self { max: max.max(1), going: BTreeMap::new(), filled: 0, full_since: None, full_spans: Vec::new() }
+    }
+
+    pub fn started(&mut self, at: Duration, life: u32, key: &HeartbeatKey, slot: Timestamp) -> Step {
+        let going = self.going.entry(life).or_default();
+        let in_life = going.len();
+        if in_life >= self.max {
+            return fail(
+                RUN_ADMITTED,
+                format!("{key} slot {slot} started while {in_life} runs were going; at most {} may", self.max),
+            );
+        }
+        going.insert((key.clone(), slot));
+        if in_life + 1 == self.max {
+            self.filled += 1;
+            self.full_since = Some(at);
+        }
+        Ok(())
+    }
+
+    /// The driver heard the run end (its result, or its task lost).
+    pub fn ended(&mut self, at: Duration, life: u32, key: &HeartbeatKey, slot: Timestamp) {
+        if let Some(going) = self.going.get_mut(&life) {
+            if going.remove(&(key.clone(), slot)) {
+                self.not_full(at);
+            }
+        }
+    }
+
+    /// A crash ends every run of that life.
+    pub fn crashed(&mut self, at: Duration, life: u32) {
+        self.going.remove(&life);
+        self.not_full(at);
+    }
+
+    fn not_full(&mut self, at: Duration) {
+        if let Some(since) = self.full_since.take() {
+            self.full_spans.push((since, at));
+        }
+    }
+
+    /// Whether the engine was full at `at`: a slot due then may pass undecided, its
+    /// heartbeat's catch-up policy deciding later what of the slots that passed runs.
+    pub fn full_at(&self, at: Duration) -> bool {
+        self.full_since.is_some_and(|since| since <= at)
+            || self.full_spans.iter().any(|(start, end)| *start <= at && at <= *end)
+    }
+
+    /// How long within `from..to` the engine was full: due slots wait that long for a
+    /// place (ADR 0023), so a heartbeat's cadence stretches by it.
+    pub fn full_within(&self, from: Duration, to: Duration) -> Duration {
+        let open = self.full_since.map(|since| (since, to));
+        self.full_spans
+            .iter()
+            .copied()
+            .chain(open)
+            .map(|(start, end)| end.min(to).saturating_sub(start.max(from)))
+            .sum()
+    }
+}
