@@ -403,13 +403,21 @@ impl Driver {
     fn catch_up_queued(&mut self, now: Now, key: HeartbeatKey, slot: Timestamp) -> Option<(HeartbeatKey, Timestamp)> {
         let recurring = |entry: &Entry| !matches!(entry.def.schedule, Schedule::At(_));
         let Some(entry) = self.entries.get(&key).filter(|entry| recurring(entry)) else { return Some((key, slot)) };
-        let armed = self.timers.timer(&key).copied();
-        let Some(armed) = armed.filter(|_| entry.def.policy.catch_up != CatchUp::All) else { return Some((key, slot)) };
+        let Some(armed) = self.timers.timer(&key).copied() else { return Some((key, slot)) };
         if self.explicit.contains(&(key.clone(), slot)) {
             return Some((key, slot));
         }
         let (schedule, policy) = (entry.def.schedule.clone(), entry.def.policy);
         let timer = SlotTimer::resume(now, &schedule, entry.jitter(), slot);
+        if schedule.interval().is_none() && !timer.is_due(now) {
+            // A calendar slot whose time is ahead again (the wall clock went back while it
+            // waited) waits for it, as its timer would.
+            self.arm(key, timer);
+            return None;
+        }
+        if policy.catch_up == CatchUp::All {
+            return Some((key, slot));
+        }
         self.arm(key.clone(), timer);
         let fired = timer.fire(now, &schedule, &policy);
         if fired.missed > 0 {
