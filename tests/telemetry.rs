@@ -20,6 +20,8 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 const TOKEN: &str = "telemetry-test-token";
+/// A hosted receiver's key: given to the daemon only through the environment.
+const OTLP_KEY: &str = "otlp-key-from-the-environment";
 const WAIT_SECS_MAX: u64 = 40;
 
 /// Calls `inbox__search` first, then answers from its result; usage on every completion.
@@ -101,12 +103,14 @@ async fn a_runs_trace_reaches_a_real_otlp_receiver_with_genai_spans() {
         "[api]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"state.db\"\n\
          [llm]\nbase_url = \"http://{peer}/v1\"\nmodel = \"m\"\nattempts = 1\n\
          [telemetry]\notlp_endpoint = \"{}\"\nservice_name = \"systole-test\"\n\
+         headers = {{ \"x-otlp-api-key\" = \"SYSTOLE_TEST_OTLP_KEY\" }}\n\
          {}[[agents]]\nid = \"ops\"\ntools = [\"inbox/search\"]\n\
          [[agents.heartbeats]]\nid = \"traced\"\nprompt = \"look\"\nevery = \"1h\"\ntarget = \"stdout\"\n",
         receiver.url,
         mcp_peers::stdio_server_toml("inbox", "read_only = [\"search\"]"),
     );
-    let (child, url) = daemon_process::spawn_serve(dir.path(), &config, &[("SYSTOLE_API_TOKEN", TOKEN)]).await;
+    let env = [("SYSTOLE_API_TOKEN", TOKEN), ("SYSTOLE_TEST_OTLP_KEY", OTLP_KEY)];
+    let (child, url) = daemon_process::spawn_serve(dir.path(), &config, &env).await;
     let _daemon = Daemon(child);
     let http = reqwest::Client::new();
     let call = |method: reqwest::Method, path: &str| http.request(method, format!("{url}{path}")).bearer_auth(TOKEN);
@@ -146,6 +150,7 @@ async fn a_runs_trace_reaches_a_real_otlp_receiver_with_genai_spans() {
     assert_eq!(attribute(root, "gen_ai.operation.name"), "invoke_agent");
     assert_eq!(attribute(root, "gen_ai.agent.name"), "ops");
     assert_eq!(root["service"], "systole-test");
+    assert!(spans.iter().all(|span| span["api_key"] == OTLP_KEY), "the header from its variable: {spans:#?}");
     assert!(root["schema_url"].as_str().is_some_and(|url| url.ends_with("/1.41.0")), "{root}");
     let chat = &spans[1];
     assert_eq!(attribute(chat, "gen_ai.operation.name"), "chat");
@@ -166,4 +171,39 @@ async fn a_runs_trace_reaches_a_real_otlp_receiver_with_genai_spans() {
         .await
         .expect("json");
     assert_eq!(runs["items"][0]["trace_id"], root["trace_id"], "{runs}");
+}
+
+/// A header whose variable the environment lacks stops start-up naming the field; a bad
+/// header name is refused by `config check`.
+#[test]
+fn a_missing_header_variable_stops_start_up_naming_the_field() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("systole.toml");
+    let config = "[api]\nlisten = \"\"\n[llm]\nprovider = \"scripted\"\n\
+                  [telemetry]\notlp_endpoint = \"http://127.0.0.1:1\"\n\
+                  headers = { \"x-otlp-api-key\" = \"SYSTOLE_TEST_UNSET_OTLP_KEY\" }\n";
+    std::fs::write(&path, config).expect("write");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_systole"))
+        .args(["serve", "--config", path.to_str().expect("utf-8")])
+        .env_remove("SYSTOLE_TEST_UNSET_OTLP_KEY")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("telemetry.headers.x-otlp-api-key") && stderr.contains("SYSTOLE_TEST_UNSET_OTLP_KEY"),
+        "{stderr}"
+    );
+
+    let bad = "[llm]\nprovider = \"scripted\"\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:1\"\n\
+               headers = { \"x key\" = \"KEY\" }\n";
+    std::fs::write(&path, bad).expect("write");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_systole"))
+        .args(["config", "check"])
+        .arg(&path)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("telemetry.headers") && stderr.contains("is not a header name"), "{stderr}");
 }

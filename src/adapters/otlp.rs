@@ -4,6 +4,7 @@
 //! an `execute_tool {tool}` child. Runs hand their traces to a bounded queue and never
 //! wait; one task posts them in batches, and drops (and counts) what it cannot keep up with.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -159,6 +160,28 @@ pub struct OtlpSettings {
     /// The receiver's base URL; traces go to `{endpoint}/v1/traces`.
     pub endpoint: String,
     pub service_name: String,
+    /// Headers for a hosted receiver: header name to the environment variable its value
+    /// comes from.
+    pub headers: BTreeMap<String, String>,
+}
+
+impl OtlpSettings {
+    /// Each header with its value read through `env`.
+    ///
+    /// # Errors
+    /// The config field of the first header whose variable is not set, and the variable.
+    pub fn header_values(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, String)>, (String, String)> {
+        self.headers
+            .iter()
+            .map(|(header, variable)| match env(variable) {
+                Some(value) => Ok((header.clone(), value)),
+                None => Err((format!("telemetry.headers.{header}"), variable.clone())),
+            })
+            .collect()
+    }
 }
 
 /// The exporter a daemon with `[telemetry]` runs.
@@ -168,8 +191,9 @@ pub struct OtlpExporter {
 }
 
 impl OtlpExporter {
-    /// Starts the task that posts traces (on the current tokio runtime).
-    pub fn start(settings: OtlpSettings, http: Arc<dyn HttpClient>) -> Self {
+    /// Starts the task that posts traces (on the current tokio runtime), with `headers`
+    /// (already read from the environment; never logged) on every request.
+    pub fn start(settings: OtlpSettings, headers: Vec<(String, String)>, http: Arc<dyn HttpClient>) -> Self {
         let (queue, mut traces) = mpsc::channel::<RunTrace>(TELEMETRY_QUEUE_TRACES_MAX);
         let dropped = Arc::new(AtomicU64::new(0));
         let url = format!("{}/v1/traces", settings.endpoint.trim_end_matches('/'));
@@ -184,7 +208,12 @@ impl OtlpExporter {
                 }
                 let body = export_body(&batch, &settings.service_name);
                 let timeout = Duration::from_secs(TELEMETRY_EXPORT_TIMEOUT_SECS);
-                match http.post(HttpRequest::post_json(url.clone(), &body, timeout)).await {
+                let request = headers
+                    .iter()
+                    .fold(HttpRequest::post_json(url.clone(), &body, timeout), |request, (name, value)| {
+                        request.header(name, value.clone())
+                    });
+                match http.post(request).await {
                     Ok(response) if (200..300).contains(&response.status) => {}
                     Ok(response) => {
                         tracing::warn!(

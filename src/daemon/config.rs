@@ -152,6 +152,10 @@ struct RawTelemetry {
     otlp_endpoint: Option<String>,
     /// `service.name` on every trace (default `systole`).
     service_name: Option<String>,
+    /// Headers for a hosted receiver, each naming the environment variable its value is
+    /// read from at start-up (an API key never goes in the file).
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -573,7 +577,16 @@ impl Validator<'_> {
             let problem = format!("must have between 1 and {ID_CHARS_MAX} characters");
             return Err(self.error("telemetry.service_name", problem));
         }
-        Ok(Some(crate::adapters::otlp::OtlpSettings { endpoint, service_name }))
+        let mut headers = BTreeMap::new();
+        for (header, variable) in raw.headers {
+            let valid = !header.is_empty() && header.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+            if !valid {
+                return Err(self.error("telemetry.headers", format!("{header:?} is not a header name")));
+            }
+            let variable = self.variable(&format!("telemetry.headers.{header}"), variable)?;
+            headers.insert(header, variable);
+        }
+        Ok(Some(crate::adapters::otlp::OtlpSettings { endpoint, service_name, headers }))
     }
 
     fn agent_settings(

@@ -1,7 +1,7 @@
 //! The secret values the daemon reads from the environment (or the token file), gathered
 //! once at start-up so transcripts can blank them: the LLM's API key, the API token, the
-//! adapters' bot tokens and webhook secrets, the PostgreSQL password and the variables
-//! MCP servers are given. Only values are kept, never logged.
+//! adapters' bot tokens and webhook secrets, the PostgreSQL password, the trace
+//! receiver's headers and the variables MCP servers are given. Only values are kept, never logged.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -31,6 +31,11 @@ pub fn transcript_redactor(
     let _ = destinations(&config.adapters, recording);
     if let LlmConfig::OpenAi { api_key_env: Some(name), .. } = &config.llm {
         recording(name);
+    }
+    if let Some(telemetry) = &config.telemetry {
+        for variable in telemetry.headers.values() {
+            recording(variable);
+        }
     }
     if let Some(postgres) = &config.postgres {
         recording(postgres.password_env.as_deref().unwrap_or(POSTGRES_PASSWORD_ENV_DEFAULT));

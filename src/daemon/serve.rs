@@ -88,6 +88,17 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
             problem: format!("names {}, which is not set in the environment", missing.variable),
         })
     })?;
+    // So does one a trace receiver's header names (ADR 0022).
+    let telemetry_headers = match &config.telemetry {
+        Some(telemetry) => telemetry.header_values(|name| std::env::var(name).ok()).map_err(|(field, variable)| {
+            DaemonError::Config(ConfigError {
+                file: config.file.display().to_string(),
+                field,
+                problem: format!("names {variable}, which is not set in the environment"),
+            })
+        })?,
+        None => Vec::new(),
+    };
     // One daemon per store: two would compete for every slot and the write lock.
     let _lock = DaemonLock::acquire(&config)?;
     let token = serve_api::resolve_token(&config.api.token)?;
@@ -118,7 +129,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     if let Some(telemetry) = &config.telemetry {
         // Traces over OTLP (ADR 0022): each finished run hands its trace to the exporter.
         tracing::info!(endpoint = %telemetry.endpoint, "exporting traces over OTLP/HTTP");
-        let exporter = OtlpExporter::start(telemetry.clone(), Arc::new(ReqwestHttp::new()));
+        let exporter = OtlpExporter::start(telemetry.clone(), telemetry_headers, Arc::new(ReqwestHttp::new()));
         ports = ports.with_telemetry(Arc::new(exporter));
     }
     let sinks: Vec<Arc<dyn EventSink>> = vec![Arc::new(TracingSink), feed.clone()];

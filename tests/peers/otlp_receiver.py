@@ -67,6 +67,8 @@ class Receiver(BaseHTTPRequestHandler):
                 for scope in resource.scope_spans:
                     for span in scope.spans:
                         out.write(json.dumps({
+                            # The hosted backends' kind of key, as this request carried it.
+                            "api_key": self.headers.get("x-otlp-api-key"),
                             "service": service.get("service.name"),
                             "schema_url": scope.schema_url,
                             "trace_id": span.trace_id.hex(),
