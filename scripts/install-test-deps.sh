@@ -2,8 +2,8 @@
 # What the tests need beyond the Rust toolchain, installed only when missing: the status
 # page's test drives Debian's chromium through chromedriver, the API's test checks the
 # OpenAPI document with the reference validator, the MCP tests run real MCP servers (the
-# Python SDK's and npm's server-everything), and the PostgreSQL store's tests start
-# throwaway servers.
+# Python SDK's and npm's server-everything), the spend test runs LiteLLM's proxy, and the
+# PostgreSQL store's tests start throwaway servers.
 set -euo pipefail
 
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
@@ -30,6 +30,22 @@ fi
 if ! python3 -c "import opentelemetry.proto.collector.trace.v1.trace_service_pb2" >/dev/null 2>&1; then
     echo "installing opentelemetry-proto (PyPI) for the OTLP receiver of the trace test"
     python3 -m pip install --quiet --disable-pip-version-check "opentelemetry-proto>=1.30,<2"
+fi
+
+# The spend test counts usage through LiteLLM's real proxy. It pins its own dependencies,
+# so it lives in a virtualenv of its own rather than beside the MCP SDK.
+litellm_venv="${SYSTOLE_TEST_LITELLM_VENV:-$HOME/.cache/systole-test-litellm}"
+if [ ! -x "$litellm_venv/bin/litellm" ]; then
+    echo "installing litellm[proxy] (PyPI) into $litellm_venv for the spend test"
+    if ! python3 -c "import ensurepip" >/dev/null 2>&1; then
+        sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo="sudo"
+        export DEBIAN_FRONTEND=noninteractive
+        $sudo apt-get update -qq
+        $sudo apt-get install -y -qq python3-venv >/dev/null
+    fi
+    python3 -m venv "$litellm_venv"
+    "$litellm_venv/bin/pip" install --quiet --disable-pip-version-check "litellm[proxy]==1.108.7"
 fi
 
 # The MCP tests run real servers: one written with the official Python SDK

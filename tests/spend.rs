@@ -1,6 +1,7 @@
 //! What runs cost, end to end (issue 27): the real `systole` daemon with the real clock and
 //! SQLite, against a local OpenAI-compatible server that reports `usage` (in OpenAI's
-//! shape and in the shape LiteLLM's proxy gives) and a webhook receiver, all on 127.0.0.1.
+//! shape and in the shape LiteLLM's proxy gives, and through the real LiteLLM proxy) and a
+//! webhook receiver, all on 127.0.0.1.
 #![allow(clippy::disallowed_methods)] // this test waits on a real process in real time
 
 #[path = "common/daemon_process.rs"]
@@ -18,6 +19,8 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 const WAIT_SECS_MAX: u64 = 30;
+/// How long LiteLLM's proxy may take to answer its health check (it imports a lot).
+const LITELLM_START_SECS_MAX: u64 = 90;
 const TOKEN: &str = "spend-test-token";
 /// The LLM's API key, given to the daemon through `llm.api_key_env`.
 const LLM_KEY: &str = "sk-spend-test-0123456789";
@@ -106,10 +109,15 @@ struct Daemon {
 impl Daemon {
     /// A daemon on `peer` with the price table and `agents` (TOML of `[[agents]]` tables).
     async fn start(peer: std::net::SocketAddr, agents: &str) -> Self {
+        Self::start_via(peer, peer, agents).await
+    }
+
+    /// The same, asking the model at `llm` (a proxy in front of `peer`, say).
+    async fn start_via(llm: std::net::SocketAddr, peer: std::net::SocketAddr, agents: &str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = format!(
             "[api]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"state.db\"\n\
-             [llm]\nbase_url = \"http://{peer}/v1\"\nmodel = \"m\"\nattempts = 1\napi_key_env = \"SPEND_TEST_LLM_KEY\"\n{PRICES}\
+             [llm]\nbase_url = \"http://{llm}/v1\"\nmodel = \"m\"\nattempts = 1\napi_key_env = \"SPEND_TEST_LLM_KEY\"\n{PRICES}\
              [adapters.webhook.ops]\nurl = \"http://{peer}/hook\"\n\
              [engine]\nshutdown_grace = \"5s\"\nbreaker_failures = 3\n{agents}"
         );
@@ -381,4 +389,90 @@ async fn a_job_s_own_model_is_asked_for_and_priced_as_itself() {
     daemon.post("/v1/agents/thrifty/heartbeats/adhoc/trigger", json!({})).await;
     wait_until("its second run", async || asked("adhoc-check").len() == 2).await;
     assert_eq!(asked("adhoc-check"), ["cheap", "m"]);
+}
+
+/// LiteLLM's proxy, from the virtualenv `scripts/install-test-deps.sh` makes, in front of
+/// `upstream`; the daemon's API key is its master key. Ended when dropped.
+struct LiteLlm {
+    child: Child,
+    address: std::net::SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl LiteLlm {
+    async fn start(upstream: std::net::SocketAddr) -> Self {
+        let venv = std::env::var("SYSTOLE_TEST_LITELLM_VENV").map_or_else(
+            |_| std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/systole-test-litellm"),
+            std::path::PathBuf::from,
+        );
+        let litellm = venv.join("bin/litellm");
+        assert!(litellm.exists(), "{} is missing: run `bash scripts/install-test-deps.sh`", litellm.display());
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("litellm.yaml");
+        let models = format!(
+            "model_list:\n  - model_name: m\n    litellm_params:\n      model: openai/m\n      \
+             api_base: http://{upstream}/v1\n      api_key: sk-upstream\n"
+        );
+        std::fs::write(&config, models).expect("write");
+        // A free port, taken back just before the proxy binds it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a port").port();
+        let log = std::fs::File::create(dir.path().join("litellm.log")).expect("log");
+        let child = Command::new(&litellm)
+            .arg("--config")
+            .arg(&config)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .env("LITELLM_MASTER_KEY", LLM_KEY)
+            // Its price map from the package, not from the network.
+            .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("litellm starts");
+        let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let proxy = Self { child, address, _dir: dir };
+        let client = reqwest::Client::new();
+        for _ in 0..LITELLM_START_SECS_MAX * 10 {
+            let health = client.get(format!("http://{address}/health/liveliness")).send().await;
+            if health.is_ok_and(|response| response.status().is_success()) {
+                return proxy;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("LiteLLM did not answer within {LITELLM_START_SECS_MAX} s");
+    }
+}
+
+impl Drop for LiteLlm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Usage through the real LiteLLM proxy: what it passes on is what the run log, the
+/// status and the metrics count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_through_the_real_litellm_proxy_is_counted_as_the_provider_reported_it() {
+    let (peers, upstream) = start_peers().await;
+    let proxy = LiteLlm::start(upstream).await;
+    let daemon = Daemon::start_via(proxy.address, upstream, &heartbeat("proxied", "check", "openai-shape", "1s")).await;
+    wait_until("two runs through the proxy", async || {
+        daemon.runs("proxied", "check").await.iter().filter(|run| run["llm_calls"] == 1).count() >= 2
+    })
+    .await;
+    daemon.post("/v1/agents/proxied/pause", json!({ "minutes": 30 })).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(peers.calls_with("openai-shape") >= 2, "the proxy asked the upstream");
+    let runs: Vec<Value> =
+        daemon.runs("proxied", "check").await.into_iter().filter(|run| run["status"] == "succeeded").collect();
+    assert!(runs.len() >= 2, "{runs:#?}");
+    for run in &runs {
+        // 200 uncached x 2.00 + 1,000 cached x 0.50 + 30 output x 8.00 = 1,140 micros.
+        assert_eq!(run["tokens"], json!({ "input": 1200, "cached": 1000, "output": 30, "reasoning": 10 }), "{run:#}");
+        assert_eq!(run["cost_micros"], 1_140, "{run:#}");
+    }
+    let status = daemon.get("/v1/status").await;
+    let today = &agent(&status, "proxied")["today"];
+    assert_eq!(today["tokens"], runs.len() as u64 * 1_230, "{today:#}");
+    assert_eq!(today["cost_micros"], runs.len() as u64 * 1_140, "{today:#}");
 }
