@@ -571,11 +571,17 @@ fn telemetry_is_off_by_default_and_its_refusals_name_the_field() {
     .expect("valid");
     let settings = traced.telemetry.expect("on");
     assert_eq!((settings.endpoint.as_str(), settings.service_name.as_str()), ("http://127.0.0.1:4318", "systole"));
+    assert!(settings.headers.is_empty());
     for (table, field, says) in [
         ("[telemetry]\nservice_name = \"x\"", "telemetry.otlp_endpoint", "is missing"),
         ("[telemetry]\notlp_endpoint = \"grpc://collector:4317\"", "telemetry.otlp_endpoint", "http://"),
         ("[telemetry]\notlp_endpoint = \"http://c:4318\"\nservice_name = \"\"", "telemetry.service_name", "between 1"),
-        ("[telemetry]\notlp_endpoint = \"http://c:4318\"\nheaders = 1", "telemetry", "unknown field"),
+        ("[telemetry]\notlp_endpoint = \"http://c:4318\"\nprotocol = \"grpc\"", "telemetry", "unknown field"),
+        (
+            "[telemetry]\notlp_endpoint = \"http://c:4318\"\nheaders = { \"x-key\" = \"the key itself\" }",
+            "telemetry.headers.x-key",
+            "name of an environment variable",
+        ),
     ] {
         let error = refused(&format!("{table}\n{}", with_heartbeat("every = \"1h\"\ntarget = \"stdout\"")));
         assert!(error.to_string().contains(field) && error.to_string().contains(says), "{table}: {error}");

@@ -390,7 +390,25 @@ impl Driver {
             }
             self.queued.retain(|_, queued| *queued > 0);
             let queue = std::mem::take(&mut self.admission_queue);
-            queue.into_iter().filter_map(|(key, slot)| self.catch_up_queued(now, key, slot)).collect()
+            // A heartbeat's older queued slot that caught up to a later one (a held slot and
+            // its timer's next, both waiting) has taken that one's place: it runs once.
+            let mut latest: BTreeMap<HeartbeatKey, Timestamp> = BTreeMap::new();
+            let mut due = Vec::new();
+            for (key, slot) in queue {
+                let explicit = self.explicit.contains(&(key.clone(), slot));
+                if !explicit && latest.get(&key).is_some_and(|latest| slot <= *latest) {
+                    continue;
+                }
+                if let Some((key, slot)) = self.catch_up_queued(now, key, slot) {
+                    // A trigger's slot is its own: it neither stands for nor hides another.
+                    if !explicit {
+                        let newest = latest.entry(key.clone()).or_insert(slot);
+                        *newest = (*newest).max(slot);
+                    }
+                    due.push((key, slot));
+                }
+            }
+            due
         };
         self.decide(now, room, due, claims, skips).await;
     }
@@ -408,16 +426,13 @@ impl Driver {
             return Some((key, slot));
         }
         let (schedule, policy) = (entry.def.schedule.clone(), entry.def.policy);
-        let timer = SlotTimer::resume(now, &schedule, entry.jitter(), slot);
-        if schedule.interval().is_none() && !timer.is_due(now) {
-            // A calendar slot whose time is ahead again (the wall clock went back while it
-            // waited) waits for it, as its timer would.
-            self.arm(key, timer);
-            return None;
-        }
+        // A slot that was due runs even if the wall clock went back while it waited (fired
+        // below, it is "due by elapsed time"): it is late already, and it holds its place in
+        // its heartbeat's order.
         if policy.catch_up == CatchUp::All {
             return Some((key, slot));
         }
+        let timer = SlotTimer::resume(now, &schedule, entry.jitter(), slot);
         self.arm(key.clone(), timer);
         let fired = timer.fire(now, &schedule, &policy);
         if fired.missed > 0 {

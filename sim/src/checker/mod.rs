@@ -258,6 +258,9 @@ enum Decision {
     /// The store had the slot decided already (an earlier heartbeat of the same id).
     AlreadyDecided,
     Skip(SkipReason),
+    /// Slots that waited for a place to run and that the catch-up policy let go (`skip`:
+    /// too old by then): the heartbeat was decided, with nothing to run (ADR 0023).
+    LetGo,
 }
 
 struct Model<'a> {
@@ -333,6 +336,9 @@ struct Model<'a> {
     tools: tools::ToolModel,
     traces: traces::TraceModel,
     admission: admission::AdmissionModel,
+    /// The latest wall-clock reading of this life's engine so far: a slot due before it had
+    /// been reached, even if the clock went back since.
+    wall_high_water: Option<Timestamp>,
     /// Triggers (and backfill slots) not decided yet, with the life that took them and
     /// whether they are excused from being decided: a disable, a delete, a breaker trip or
     /// a replace drops what waits behind a run.
@@ -396,6 +402,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         tools: tools::ToolModel::new(options.tool_calls_max as usize, options.agent_tools.clone()),
         traces: traces::TraceModel::default(),
         admission: admission::AdmissionModel::new(options.runs_in_flight_max),
+        wall_high_water: None,
         triggers_pending: BTreeMap::new(),
         deciding_trigger: None,
         trigger_runs: BTreeSet::new(),
@@ -427,6 +434,9 @@ impl Model<'_> {
 
     fn step(&mut self, entry: &Entry) -> Step {
         self.overlap_unjustified(entry.elapsed)?;
+        if let Event::Engine { .. } = entry.event {
+            self.wall_high_water = Some(self.wall_high_water.map_or(entry.wall, |high| high.max(entry.wall)));
+        }
         let running = self.engine_running;
         for pause in self.pauses.values_mut().filter(|pause| pause.ended_at.is_none()) {
             if entry.elapsed >= pause.end || entry.wall >= pause.until {
@@ -459,6 +469,7 @@ impl Model<'_> {
                 Ok(())
             }
             Event::Started { life, running_rows, heartbeats } => {
+                self.wall_high_water = None;
                 // A start-up loads every definition from the store.
                 self.running_defs.extend(self.defs.iter().map(|(key, def)| (key.clone(), def.clone())));
                 self.restart_pauses(entry);
@@ -611,7 +622,12 @@ impl Model<'_> {
                 self.note_decision(key, entry, *slot, Decision::AlreadyDecided);
                 self.catch_up_next(key, *slot)
             }
-            EngineEvent::CaughtUp { key, slot, runs, missed } => self.catch_up_fired(entry, key, *slot, *runs, *missed),
+            EngineEvent::CaughtUp { key, slot, runs, missed } => {
+                if *runs == 0 && self.admission.filled > 0 && self.healed_at.is_some() {
+                    self.decisions.entry(key.clone()).or_default().push((entry.elapsed, entry.wall, Decision::LetGo));
+                }
+                self.catch_up_fired(entry, key, *slot, *runs, *missed)
+            }
             EngineEvent::Armed { key, next_slot } => {
                 self.armed.entry(key.clone()).or_default().push((entry.elapsed, *next_slot));
                 Ok(())

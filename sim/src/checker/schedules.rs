@@ -60,9 +60,12 @@ impl Model<'_> {
         // Held (`buffer_one`) and backlog (`all`) slots start when their turn comes: later,
         // and after a backward wall jump maybe at an earlier wall time than they were due.
         let queued = def.policy.overlap == Overlap::BufferOne || def.policy.catch_up == CatchUp::All;
+        // So may a slot that waited for a place to run (ADR 0023): one the wall clock had
+        // reached in this life, in a seed whose engine ran full; its catch-up is judged.
+        let waited = self.admission.filled > 0 && self.wall_high_water.is_some_and(|high| due(slot) <= high);
         // Classified here, not by the engine's `Schedule::interval`, which a bug could change.
         let calendar = matches!(def.schedule, Schedule::Cron(_) | Schedule::At(_));
-        if calendar && !queued {
+        if calendar && !queued && !waited {
             // Cron and `at` slots are calendar times: never started before the wall clock
             // reaches them, whatever elapsed time says.
             self.count(CALENDAR_TIME);
