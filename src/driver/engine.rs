@@ -837,13 +837,17 @@ impl Driver {
         // Decided when the log holds its slot, or any slot above it: a retry of the one-shot
         // (a failed claim leaves no row for the instant itself, but its retry ran above it),
         // or a slot a re-created one-shot would be lifted above anyway.
-        let decided = match self.context.store.executions_page(key, None, 1).await {
-            Ok(latest) => latest.first().is_some_and(|execution| execution.slot >= timer.next_slot),
-            Err(error) => {
-                self.store_failed("executions", error.to_string(), "its slot may be found claimed and retired");
-                false
-            }
-        };
+        // A slot waiting for a place to run is as good as decided: it runs from the queue.
+        let queued = self.queued.contains_key(key)
+            && self.admission_queue.iter().any(|(queued, slot)| queued == key && *slot >= timer.next_slot);
+        let decided = queued
+            || match self.context.store.executions_page(key, None, 1).await {
+                Ok(latest) => latest.first().is_some_and(|execution| execution.slot >= timer.next_slot),
+                Err(error) => {
+                    self.store_failed("executions", error.to_string(), "its slot may be found claimed and retired");
+                    false
+                }
+            };
         if decided {
             if let Some(entry) = self.entries.get_mut(key) {
                 entry.exhausted = true;
@@ -937,6 +941,12 @@ impl Driver {
         });
         for key in done {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
+            if entry.retrying && !entry.enabled && !entry.last_succeeded {
+                // Disabled while its retry waited (for its time or for a place to run): it
+                // stays disabled as the operator left it, and an enable retries it.
+                entry.exhausted = false;
+                continue;
+            }
             if entry.retrying && entry.enabled && !entry.last_succeeded {
                 // A failed one-shot is never retired for want of slots, whatever took its
                 // retry slot (a lost claim after a crash, say): it tries again.
