@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test systole has: formatting, lints (with the clock/sleep/rng bans), unit,
 # property, store-conformance and store-differential, engine and end-to-end daemon tests;
-# the SQL mutant check; then the simulator's own tests, its mutant check, 500 seeds plus
-# the regression list, and 500 seeds of the cluster simulation (ADR 0017).
+# the SQL mutant check; then the simulator's own tests, 500 seeds plus the regression
+# list, 500 seeds of the cluster simulation (ADR 0017), and its mutant check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,16 +35,19 @@ bash scripts/check-store-mutants.sh
 echo "== the scale benchmark's harness runs (tiny sizes, once; the figures come from cargo bench --bench scale)"
 cargo bench --locked --bench scale --profile dev -- --smoke
 
+# The simulator builds once, in its `lean` profile (sim/Cargo.toml): its clippy, its tests,
+# the seed runs and every mutant's rebuild share those dependencies.
 echo "== simulator: format, clippy, tests"
-(cd sim && cargo fmt --check && cargo clippy --locked --release --all-targets -- -D warnings && cargo test --locked --release)
+(cd sim && cargo fmt --check && cargo clippy --locked --profile lean --all-targets -- -D warnings \
+    && cargo test --locked --profile lean && cargo build --locked --profile lean)
+
+echo "== simulator: 500 seeds plus the regression list"
+(cd sim && ./target/lean/systole-sim run --seeds 500 --stats)
+
+echo "== cluster simulation: 500 seeds of three nodes with leases, fencing and node faults"
+(cd sim && ./target/lean/systole-sim cluster --seeds 500 --stats)
 
 echo "== simulator catches every deliberate engine bug in sim/mutants/"
 # 300 seeds each: every mutant is caught by at least 1% of them (the check fails a
 # thinner catch); 600 took half of the run's 40-minute budget.
 bash sim/check-mutants.sh 300
-
-echo "== simulator: 500 seeds plus the regression list"
-(cd sim && ./target/release/systole-sim run --seeds 500 --stats)
-
-echo "== cluster simulation: 500 seeds of three nodes with leases, fencing and node faults"
-(cd sim && ./target/release/systole-sim cluster --seeds 500 --stats)

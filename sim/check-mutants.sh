@@ -10,7 +10,7 @@
 # seed and prints each mutant's true catch rate (for docs/simulation.md).
 #
 # Cheap by design: one copy of the tree, restored from the clean one before each patch,
-# and the `mutant` profile (no debug info, incremental) so each build recompiles only the
+# and the `lean` profile (no debug info, incremental) so each build recompiles only the
 # engine and the simulator.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,8 +24,11 @@ stop=(--stop-after-failures "$catches_needed")
 [ "${MUTANT_RATES:-}" = "full" ] && stop=()
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-# Builds share one target directory beside the simulator's, so only systole rebuilds.
-export CARGO_TARGET_DIR="$repo/sim/target/mutants"
+# Builds share the simulator's own target directory and profile, so the dependencies CI
+# built for its tests serve every mutant and only systole and the simulator rebuild. The
+# last mutant's binary is left in sim/target/lean; a build of the clean tree puts the
+# clean one back at once (its artifacts are kept beside).
+export CARGO_TARGET_DIR="$repo/sim/target"
 if [ "$#" -gt 0 ]; then
     patches=()
     for name in "$@"; do patches+=("$repo/sim/mutants/$name.patch"); done
@@ -44,13 +47,13 @@ for patch in "${patches[@]}"; do
         exit 2
     fi
     start=$SECONDS
-    (cd "$work/tree/sim" && cargo build --profile mutant --locked --quiet)
+    (cd "$work/tree/sim" && cargo build --profile lean --locked --quiet)
     built=$((SECONDS - start))
     # A patch may name the simulation that must catch it (`# sim-command: cluster`).
     command="$(sed -n 's/^# sim-command: *\([a-z-]*\).*/\1/p' "$patch" | head -n1)"
     case "${command:-run}" in
-        run) output="$("$CARGO_TARGET_DIR/mutant/systole-sim" run --seeds "$seeds" --regressions /dev/null "${stop[@]}" 2>&1 || true)" ;;
-        cluster) output="$("$CARGO_TARGET_DIR/mutant/systole-sim" cluster --seeds "$seeds" 2>&1 || true)" ;;
+        run) output="$("$CARGO_TARGET_DIR/lean/systole-sim" run --seeds "$seeds" --regressions /dev/null "${stop[@]}" 2>&1 || true)" ;;
+        cluster) output="$("$CARGO_TARGET_DIR/lean/systole-sim" cluster --seeds "$seeds" 2>&1 || true)" ;;
         *) echo "BROKEN    $name: unknown sim-command ${command}" >&2; exit 2 ;;
     esac
     failed="$(printf '%s\n' "$output" | sed -n 's/^[0-9]* passed, \([0-9]*\) failed$/\1/p' | tail -n1)"
