@@ -426,12 +426,12 @@ impl Driver {
             return Some((key, slot));
         }
         let (schedule, policy) = (entry.def.schedule.clone(), entry.def.policy);
-        // A slot that was due runs even if the wall clock went back while it waited (fired
-        // below, it is "due by elapsed time"): it is late already, and it holds its place in
-        // its heartbeat's order.
         if policy.catch_up == CatchUp::All {
             return Some((key, slot));
         }
+        // If the wall clock went back while it waited, the slot still runs (the fire finds
+        // it "due by elapsed time"): it was due, is late already, and holds its place in its
+        // heartbeat's order, as a held or backlog slot does.
         let timer = SlotTimer::resume(now, &schedule, entry.jitter(), slot);
         self.arm(key.clone(), timer);
         let fired = timer.fire(now, &schedule, &policy);
@@ -990,9 +990,9 @@ impl Driver {
 
     /// The schedule's next wake-up, or the end of a pause if that comes first; at once if
     /// a slot waits behind a run that has ended (a backlog that is being skipped drains
-    /// without waiting for the next timer).
-    /// With no room for another run, due slots wait for a run to end (whose completion
-    /// wakes the loop) instead of waking it for nothing.
+    /// without waiting for the next timer) or for a place that is free now. With no room
+    /// for another run, due slots wait for a run to end (whose completion wakes the loop)
+    /// and only housekeeping (pauses, cooldowns, pruning) sets the wake-up.
     fn next_wake(&self, now: Now) -> Mono {
         let pause_end = self.pauses.values().map(|pause| now.mono + pause.ends_within(now)).min();
         let housekeeping = now.mono + Duration::from_secs(DRIVER_SLEEP_SECS_MAX);
