@@ -119,7 +119,8 @@ impl Driver {
         }
         // Above the previous trigger's slot, so two triggers in one millisecond are two
         // slots; and never the instant of a slot of its own schedule, armed or later, or of
-        // one waiting, which would make one claim of two decisions (seed 2283).
+        // one waiting (behind a run or for a place to run), which would make one claim of
+        // two decisions (seeds 2283, 958830001851).
         let mut slot = truncate_to_millis(now.wall);
         if let Some(floor) = self.trigger_floor.get(key) {
             if slot <= *floor {
@@ -137,11 +138,13 @@ impl Driver {
             (Schedule::Every(_), None) => false,
             (schedule, _) => schedule.at_or_after(slot) == Some(slot),
         };
+        let queued = self.queued.contains_key(key);
         let taken = |slot: Timestamp| {
             timer.is_some_and(|timer| timer.next_slot == slot)
                 || on_grid(slot)
                 || entry.waiting.contains(&slot)
                 || self.explicit.contains(&(key.clone(), slot))
+                || (queued && self.admission_queue.contains(&(key.clone(), slot)))
         };
         while taken(slot) {
             match slot.checked_add(jiff::SignedDuration::from_millis(1)) {
