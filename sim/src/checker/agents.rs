@@ -203,9 +203,12 @@ impl Model<'_> {
                     continue; // its breaker held the heartbeat while the event could still be listed
                 }
                 // While every run place is taken nothing new starts (ADR 0023): an event is
-                // owed only if the engine had room for long enough after it was queued.
-                let full = self.admission.full_within(queued_at, end);
-                if (end - queued_at).saturating_sub(full) < Duration::from_secs(EVENT_PROCESSING_SECS_MAX) {
+                // owed only if the engine had room for long enough while it could still be
+                // listed (before its time to live ran out, and before the end).
+                let listable_until = end.min(queued_at + Duration::from_secs(systole::limits::SYSTEM_EVENT_TTL_SECS));
+                let full = self.admission.full_within(queued_at, listable_until);
+                let room = listable_until.saturating_sub(queued_at).saturating_sub(full);
+                if room < Duration::from_secs(EVENT_PROCESSING_SECS_MAX) {
                     continue;
                 }
                 self.count(EVENTS_PROCESSED);

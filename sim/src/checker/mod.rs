@@ -339,6 +339,9 @@ struct Model<'a> {
     /// The latest wall-clock reading of this life's engine so far: a slot due before it had
     /// been reached, even if the clock went back since.
     wall_high_water: Option<Timestamp>,
+    /// Per heartbeat, the slots its catch-up policy let go after they waited for a place to
+    /// run: from the slot that waited up to the wall time it was decided.
+    let_go: BTreeMap<HeartbeatKey, Vec<(Timestamp, Timestamp)>>,
     /// Triggers (and backfill slots) not decided yet, with the life that took them and
     /// whether they are excused from being decided: a disable, a delete, a breaker trip or
     /// a replace drops what waits behind a run.
@@ -403,6 +406,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         traces: traces::TraceModel::default(),
         admission: admission::AdmissionModel::new(options.runs_in_flight_max),
         wall_high_water: None,
+        let_go: BTreeMap::new(),
         triggers_pending: BTreeMap::new(),
         deciding_trigger: None,
         trigger_runs: BTreeSet::new(),
@@ -623,8 +627,12 @@ impl Model<'_> {
                 self.catch_up_next(key, *slot)
             }
             EngineEvent::CaughtUp { key, slot, runs, missed } => {
-                if *runs == 0 && self.admission.filled > 0 && self.healed_at.is_some() {
-                    self.decisions.entry(key.clone()).or_default().push((entry.elapsed, entry.wall, Decision::LetGo));
+                if *runs == 0 && self.admission.filled > 0 {
+                    self.let_go.entry(key.clone()).or_default().push((*slot, entry.wall));
+                    if self.healed_at.is_some() {
+                        let decision = (entry.elapsed, entry.wall, Decision::LetGo);
+                        self.decisions.entry(key.clone()).or_default().push(decision);
+                    }
                 }
                 self.catch_up_fired(entry, key, *slot, *runs, *missed)
             }

@@ -276,7 +276,12 @@ impl Model<'_> {
                     .duration_since(Timestamp::UNIX_EPOCH)
                     .try_into()
                     .is_ok_and(|elapsed: Duration| self.admission.full_at(elapsed));
-                if !decided.contains_key(&slot) && !waited {
+                // Or it passed while a slot before it waited, and its catch-up let them go.
+                let let_go = self
+                    .let_go
+                    .get(key)
+                    .is_some_and(|ranges| ranges.iter().any(|(from, until)| *from <= slot && slot <= *until));
+                if !decided.contains_key(&slot) && !waited && !let_go {
                     let message =
                         format!("{key} ({}): slot {slot} was due after healing and never decided", def.schedule);
                     return fail(SLOTS_EXPECTED, message);
