@@ -199,6 +199,17 @@ pub const DAILY_TOKENS_MAX_LIMIT: u64 = 100_000_000_000;
 pub const DAILY_COST_MICROS_MAX_DEFAULT: u64 = 5_000_000;
 /// The most a config may allow per agent and day, in micros (1,000,000.00).
 pub const DAILY_COST_MICROS_MAX_LIMIT: u64 = 1_000_000 * 1_000_000;
+/// Tokens all agents together may use per day of the engine's zone unless `[engine]
+/// daily_tokens_max` says otherwise: ten agents at their default cap. The ceiling on a
+/// config where every agent's own cap was raised.
+pub const GLOBAL_DAILY_TOKENS_MAX_DEFAULT: u64 = 10 * DAILY_TOKENS_MAX_DEFAULT;
+/// What all agents together may spend per day unless `[engine] daily_cost_max` says
+/// otherwise, in micros (50.00): ten agents at their default cap.
+pub const GLOBAL_DAILY_COST_MICROS_MAX_DEFAULT: u64 = 10 * DAILY_COST_MICROS_MAX_DEFAULT;
+/// How often an engine reads back all agents' spending for the global cap, in seconds:
+/// it counts its own runs as they end, and in a cluster the other nodes' runs reach it
+/// only through this read.
+pub const GLOBAL_SPEND_READ_SECS: u64 = 60;
 /// Characters of one message (or tool call's arguments) a run's transcript keeps; the
 /// rest is cut with a note.
 pub const TRANSCRIPT_MESSAGE_CHARS_MAX: usize = 8_000;

@@ -114,12 +114,17 @@ impl Daemon {
 
     /// The same, asking the model at `llm` (a proxy in front of `peer`, say).
     async fn start_via(llm: std::net::SocketAddr, peer: std::net::SocketAddr, agents: &str) -> Self {
+        Self::start_with(llm, peer, "", agents).await
+    }
+
+    /// The same, with more lines for the `[engine]` table.
+    async fn start_with(llm: std::net::SocketAddr, peer: std::net::SocketAddr, engine: &str, agents: &str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = format!(
             "[api]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"state.db\"\n\
              [llm]\nbase_url = \"http://{llm}/v1\"\nmodel = \"m\"\nattempts = 1\napi_key_env = \"SPEND_TEST_LLM_KEY\"\n{PRICES}\
              [adapters.webhook.ops]\nurl = \"http://{peer}/hook\"\n\
-             [engine]\nshutdown_grace = \"5s\"\nbreaker_failures = 3\n{agents}"
+             [engine]\nshutdown_grace = \"5s\"\nbreaker_failures = 3\n{engine}{agents}"
         );
         let envs = [("SYSTOLE_API_TOKEN", TOKEN), ("SPEND_TEST_LLM_KEY", LLM_KEY)];
         let (child, url) = daemon_process::spawn_serve(dir.path(), &config, &envs).await;
@@ -275,6 +280,48 @@ async fn a_token_cap_stops_the_runs_and_is_announced_once() {
     assert!(announced[0].contains("token-cap"), "{}", announced[0]);
     let metrics = daemon.get_text("/metrics").await;
     assert!(metrics.contains("systole_skips_total{reason=\"token-cap\"}"), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_global_token_cap_stops_every_agent_s_runs_and_is_announced_once() {
+    let (peers, peer) = start_peers().await;
+    // Each run reports 1,230 tokens; each agent's own cap is the default (2,000,000), the
+    // cap of all agents together 3,000: the third run reaches it.
+    let agents = format!(
+        "{}{}",
+        heartbeat("one", "check", "openai-shape", "1s"),
+        heartbeat("two", "check", "openai-shape", "1s")
+    );
+    let daemon = Daemon::start_with(peer, peer, "daily_tokens_max = 3000\n", &agents).await;
+    let skips = async |agent: &str| {
+        daemon.runs(agent, "check").await.iter().filter(|run| run["skip_reason"] == "global-token-cap").count()
+    };
+    wait_until("both agents skip for the global cap", async || skips("one").await >= 2 && skips("two").await >= 2)
+        .await;
+    let mut ran = 0;
+    for agent in ["one", "two"] {
+        ran += daemon.runs(agent, "check").await.iter().filter(|run| run["llm_calls"] == 1).count();
+    }
+    // The third run reaches it; a run of the other agent already going when it did may
+    // finish (one per agent in flight at most), and nothing starts after.
+    assert!((3..=4).contains(&ran), "runs go on until the global cap is reached, then none starts: {ran}");
+    assert_eq!(peers.calls_with("openai-shape"), ran);
+    let status = daemon.get("/v1/status").await;
+    let today = &status["today"];
+    assert_eq!(today["cap_reached"], "global-token-cap", "{today:#}");
+    assert_eq!(today["tokens"], 1_230 * ran, "{today:#}");
+    assert_eq!((today["daily_tokens_max"].as_u64(), today["timezone"].as_str()), (Some(3_000), Some("UTC")));
+    assert_eq!(agent(&status, "one")["today"]["cap_reached"], Value::Null, "no agent reached its own cap");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let announced = peers.deliveries_with("engine.daily_tokens_max");
+    assert_eq!(announced.len(), 1, "announced once: {announced:#?}");
+    assert!(
+        announced[0].contains("all agents together") && announced[0].contains("global-token-cap"),
+        "{}",
+        announced[0]
+    );
+    let metrics = daemon.get_text("/metrics").await;
+    assert!(metrics.contains("systole_skips_total{reason=\"global-token-cap\"}"), "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -625,9 +625,10 @@ async fn pruning_keeps_the_newest_running_and_recent_runs_and_drops_the_rest() {
 #[tokio::test]
 async fn the_day_s_spending_leaves_out_the_runs_named_in_flight_and_reads_back_per_job() {
     with_each_store(|store| async move {
-        let (one, two) = (key("a", "one"), key("a", "two"));
-        store.seed_config(&[def("a", "one", 60), def("a", "two", 60)], start()).await.expect("seed");
-        store.claim_slots(&[claim(&one, 0), claim(&two, 0)]).await.expect("claim");
+        let (one, two, other) = (key("a", "one"), key("a", "two"), key("b", "other"));
+        let defs = [def("a", "one", 60), def("a", "two", 60), def("b", "other", 60)];
+        store.seed_config(&defs, start()).await.expect("seed");
+        store.claim_slots(&[claim(&one, 0), claim(&two, 0), claim(&other, 0)]).await.expect("claim");
         let usage = |input, output, cost_micros| RunUsage {
             tokens: TokenUsage { input, cached: input / 2, output, reasoning: output / 4 },
             cost_micros,
@@ -637,17 +638,24 @@ async fn the_day_s_spending_leaves_out_the_runs_named_in_flight_and_reads_back_p
             RunRecord { llm_calls: 3, usage: usage(1_000, 200, 4_500), ..finished(&one, 0, true) },
             // A failed run spent too: it counts like any other.
             RunRecord { llm_calls: 4, usage: usage(2_000, 40, 9_000), ..finished(&two, 0, false) },
+            // Another agent's run: only the global count (no agent named) has it.
+            RunRecord { llm_calls: 1, usage: usage(500, 10, 1_000), ..finished(&other, 0, true) },
         ];
         store.finish_runs(&runs, BREAKER_MAX).await.expect("finish");
         let agent = AgentId::new("a").expect("valid");
         let all = DaySpend { calls: 7, tokens: 3_240, cost_micros: 13_500 };
-        assert_eq!(store.spent_since(&agent, start(), &[]).await.expect("count"), all);
+        assert_eq!(store.spent_since(Some(&agent), start(), &[]).await.expect("count"), all);
         let in_flight = [(two.clone(), at(0))];
         let without_two = DaySpend { calls: 3, tokens: 1_200, cost_micros: 4_500 };
-        assert_eq!(store.spent_since(&agent, start(), &in_flight).await.expect("count"), without_two);
+        assert_eq!(store.spent_since(Some(&agent), start(), &in_flight).await.expect("count"), without_two);
         // A run named but not recorded changes nothing.
         let unknown = [(one.clone(), at(60))];
-        assert_eq!(store.spent_since(&agent, start(), &unknown).await.expect("count"), all);
+        assert_eq!(store.spent_since(Some(&agent), start(), &unknown).await.expect("count"), all);
+        let everyone = DaySpend { calls: 8, tokens: 3_750, cost_micros: 14_500 };
+        assert_eq!(store.spent_since(None, start(), &[]).await.expect("global"), everyone);
+        let everyone_but_two = DaySpend { calls: 4, tokens: 1_710, cost_micros: 5_500 };
+        assert_eq!(store.spent_since(None, start(), &in_flight).await.expect("global"), everyone_but_two);
+        assert_eq!(store.spent_since(None, at(2), &[]).await.expect("global later"), DaySpend::default());
         let by_job = store.spent_by_job(&agent, start()).await.expect("by job");
         assert_eq!(by_job.get(&one.heartbeat), Some(&without_two));
         assert_eq!(by_job.get(&two.heartbeat), Some(&DaySpend { calls: 4, tokens: 2_040, cost_micros: 9_000 }));
@@ -655,7 +663,7 @@ async fn the_day_s_spending_leaves_out_the_runs_named_in_flight_and_reads_back_p
         let logged = store.executions(&one, 1).await.expect("log");
         assert_eq!(logged[0].usage, usage(1_000, 200, 4_500));
         assert_eq!(logged[0].llm_calls, 3);
-        assert_eq!(store.spent_since(&agent, at(2), &[]).await.expect("later"), DaySpend::default());
+        assert_eq!(store.spent_since(Some(&agent), at(2), &[]).await.expect("later"), DaySpend::default());
     })
     .await;
 }

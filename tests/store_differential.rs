@@ -320,13 +320,13 @@ async fn snapshot(store: &dyn Store, now: Timestamp) -> Vec<String> {
     for name in AGENTS {
         let a = agent(name);
         seen.push(format!("{a} events {:?}", store.pending_system_events(&a, now).await));
-        seen.push(format!("{a} spent {:?}", store.spent_since(&a, start(), &[]).await));
-        seen.push(format!("{a} spent late {:?}", store.spent_since(&a, at(1_800), &[]).await));
+        seen.push(format!("{a} spent {:?}", store.spent_since(Some(&a), start(), &[]).await));
+        seen.push(format!("{a} spent late {:?}", store.spent_since(Some(&a), at(1_800), &[]).await));
         seen.push(format!("{a} spent by job {:?}", store.spent_by_job(&a, at(600)).await));
         // Leaving out the runs in flight, as the driver does: every slot of one heartbeat.
         let in_flight: Vec<(HeartbeatKey, Timestamp)> =
             (-5..65).map(|minute| (key(name, "h0"), at(minute * 60))).collect();
-        seen.push(format!("{a} spent but h0 {:?}", store.spent_since(&a, start(), &in_flight).await));
+        seen.push(format!("{a} spent but h0 {:?}", store.spent_since(Some(&a), start(), &in_flight).await));
     }
     seen
 }

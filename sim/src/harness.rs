@@ -186,6 +186,11 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         world.options.agent_tools.iter().filter_map(|text| ToolPattern::parse(text).ok()).collect();
     options.agent_default.tool_calls_max = world.options.tool_calls_max;
     world.options.budget_zone.clone_into(&mut options.agent_default.timezone);
+    options.global_caps = systole::core::budget::GlobalCaps {
+        tokens: world.options.global_tokens_max,
+        cost_micros: world.options.global_cost_max_micros,
+        timezone: world.options.global_zone.to_owned(),
+    };
     options.visibility.defaults = world.options.visibility;
     let config = world.config.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     let engine = match driver::boot(ports, &config, options).await {

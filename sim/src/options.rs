@@ -56,6 +56,8 @@ pub enum Stream {
     Refusals = 18,
     /// How many runs may go at once (issue 28: admission before the claim).
     Admission = 19,
+    /// The global caps across all agents, and the engine's zone their day is in.
+    GlobalSpend = 20,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -118,6 +120,11 @@ pub struct SimOptions {
     /// The agents' zone (`timezone`): their budget's day begins at its midnight, so
     /// zones with daylight saving and part-hour offsets move the rollover.
     pub budget_zone: &'static str,
+    /// The caps of all agents together (`[engine] daily_tokens_max`, `daily_cost_max`),
+    /// low enough to be reached in a share of seeds, in the day of `global_zone`.
+    pub global_tokens_max: u64,
+    pub global_cost_max_micros: u64,
+    pub global_zone: &'static str,
     /// The engine's `runs_in_flight_max`: a handful in a good share of seeds, so slow and
     /// hanging runs fill it and due slots wait for a place (ADR 0023).
     pub runs_in_flight_max: usize,
@@ -153,6 +160,28 @@ fn day_caps(rng: &mut ChaCha8Rng) -> (u64, u64) {
     };
     (tokens, cost)
 }
+/// The share of seeds whose global caps are low enough to be reached, and their ranges
+/// (the sum of several agents' spending: above one agent's low caps).
+const GLOBAL_CAPS_LOW_PROBABILITY: f64 = 0.3;
+const GLOBAL_TOKENS_MAX_MIN: u64 = 20_000;
+const GLOBAL_TOKENS_MAX_MAX: u64 = 600_000;
+const GLOBAL_COST_MICROS_MAX_MIN: u64 = 20_000;
+const GLOBAL_COST_MICROS_MAX_MAX: u64 = 800_000;
+
+fn global_caps(rng: &mut ChaCha8Rng) -> (u64, u64) {
+    let tokens = if rng.random_bool(GLOBAL_CAPS_LOW_PROBABILITY) {
+        rng.random_range(GLOBAL_TOKENS_MAX_MIN..=GLOBAL_TOKENS_MAX_MAX)
+    } else {
+        systole::limits::GLOBAL_DAILY_TOKENS_MAX_DEFAULT
+    };
+    let cost = if rng.random_bool(GLOBAL_CAPS_LOW_PROBABILITY) {
+        rng.random_range(GLOBAL_COST_MICROS_MAX_MIN..=GLOBAL_COST_MICROS_MAX_MAX)
+    } else {
+        systole::limits::GLOBAL_DAILY_COST_MICROS_MAX_DEFAULT
+    };
+    (tokens, cost)
+}
+
 /// The agents' cap of tool calls per run: low, so a model's burst meets it.
 const TOOL_CALLS_MAX_MIN: u32 = 2;
 /// The share of seeds whose engine runs at most [`RUNS_IN_FLIGHT_FEW_MAX`] runs at once.
@@ -232,6 +261,9 @@ impl SimOptions {
         fault_rates.add_tool_faults(&mut tools_rng);
         workload::assign_tools(&mut tools_rng, &mut heartbeats);
         let tool_calls_max = tools_rng.random_range(TOOL_CALLS_MAX_MIN..=TOOL_CALLS_MAX_MAX);
+        let mut global_rng = self::rng(seed, Stream::GlobalSpend);
+        let (global_tokens_max, global_cost_max_micros) = global_caps(&mut global_rng);
+        let global_zone = workload::ZONES[global_rng.random_range(0..workload::ZONES.len())];
         let mut spend_rng = self::rng(seed, Stream::Spend);
         let (daily_tokens_max, daily_cost_max_micros) = day_caps(&mut spend_rng);
         fault_rates.add_refusals(&mut spend_rng);
@@ -266,6 +298,9 @@ impl SimOptions {
                 let mut rng = self::rng(seed, Stream::BudgetZone);
                 workload::ZONES[rng.random_range(0..workload::ZONES.len())]
             },
+            global_tokens_max,
+            global_cost_max_micros,
+            global_zone,
             runs_in_flight_max: {
                 let mut rng = self::rng(seed, Stream::Admission);
                 if rng.random_bool(RUNS_IN_FLIGHT_FEW_PROBABILITY) {
@@ -331,6 +366,11 @@ impl SimOptions {
         }
         let _ = writeln!(out, "visibility of the inbox: {:?}", self.visibility);
         let _ = writeln!(out, "LLM calls per agent and day: {} (days in {})", self.llm_calls_per_day, self.budget_zone);
+        let _ = writeln!(
+            out,
+            "all agents per day: {} tokens, {} micros (days in {})",
+            self.global_tokens_max, self.global_cost_max_micros, self.global_zone
+        );
         for (agent, file) in &self.files {
             let _ = writeln!(out, "HEARTBEAT.md of {agent}: {file:?}");
         }

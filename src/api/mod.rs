@@ -48,6 +48,8 @@ pub struct ApiState {
     /// The configured agents' settings; others get `agent_default`.
     pub agents: Arc<BTreeMap<AgentId, AgentSettings>>,
     pub agent_default: Arc<AgentSettings>,
+    /// The daily caps across all agents (`[engine] daily_tokens_max`, `daily_cost_max`).
+    pub global_caps: Arc<crate::core::budget::GlobalCaps>,
     pub metrics: Arc<Metrics>,
     pub feed: Arc<EventFeed>,
     pub user_turns: Arc<UserTurns>,

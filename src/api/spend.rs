@@ -42,6 +42,22 @@ pub async fn today(state: &ApiState, agent: &AgentId) -> Result<Today, ApiError>
     Ok(Today { agent, jobs })
 }
 
+/// What all agents spent since the engine's day began, against the global caps.
+pub async fn global_today(state: &ApiState) -> Result<Value, ApiError> {
+    let caps = &state.global_caps;
+    let zone = TimeZone::get(&caps.timezone).unwrap_or(TimeZone::UTC);
+    let day = day_start(state.clock.wall(), &zone);
+    let total = state.store.spent_since(None, day, &[]).await?;
+    let reached = DayLedger { day, spent: total }.reached_global(caps).map(|cap| SkipReason::for_cap(cap).as_str());
+    let mut global = spend_json(total);
+    global["day_started_at"] = json!(day.to_string());
+    global["timezone"] = json!(caps.timezone);
+    global["daily_tokens_max"] = json!(caps.tokens);
+    global["daily_cost_max"] = json!(format_micros(caps.cost_micros));
+    global["cap_reached"] = json!(reached);
+    Ok(global)
+}
+
 /// One spending as JSON: cost both exact (micros) and as a decimal for people.
 pub fn spend_json(spent: DaySpend) -> Value {
     json!({

@@ -199,8 +199,12 @@ pub async fn status(State(state): State<ApiState>) -> Result<Json<Value>, ApiErr
             "jobs": items,
         }));
     }
-    let mut body =
-        json!({ "now": state.clock.wall().to_string(), "store": state.store_identity.as_deref(), "agents": rows });
+    let mut body = json!({
+        "now": state.clock.wall().to_string(),
+        "store": state.store_identity.as_deref(),
+        "today": spend::global_today(&state).await?,
+        "agents": rows,
+    });
     if let Some(route) = state.engine.cluster() {
         body["cluster"] = cluster_json(route);
     }

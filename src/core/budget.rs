@@ -3,6 +3,10 @@
 //! (`token-cap`) or the cost (`cost-cap`) recorded since the start of the agent's local
 //! day reach its cap, until the next local day. Read back from the run log, so a restart
 //! or a clock jump never resets them.
+//!
+//! Beside them, one global cap of tokens and cost across every agent (`[engine]
+//! daily_tokens_max`, `daily_cost_max`), in the engine's day (`[engine] timezone`): the
+//! ceiling of what all agents together may spend, whatever each agent's own caps add up to.
 
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
@@ -12,6 +16,13 @@ use jiff::Timestamp;
 pub fn day_start(now: Timestamp, zone: &TimeZone) -> Timestamp {
     let zoned = now.to_zoned(zone.clone());
     zoned.start_of_day().map_or(now, |start| start.timestamp())
+}
+
+/// The start of the local day after the one `now` falls in, in `zone` (a day may last
+/// 23 or 25 hours); `None` past the end of time.
+pub fn next_day_start(now: Timestamp, zone: &TimeZone) -> Option<Timestamp> {
+    let tomorrow = now.to_zoned(zone.clone()).tomorrow().ok()?;
+    tomorrow.start_of_day().ok().map(|start| start.timestamp())
 }
 
 /// What an agent's recorded runs spent since its day began.
@@ -39,12 +50,25 @@ pub struct DayCaps {
     pub cost_micros: u64,
 }
 
+/// The global daily caps across all agents: tokens and cost (micros), in the day of
+/// `timezone` (an IANA name; the engine's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalCaps {
+    pub tokens: u64,
+    pub cost_micros: u64,
+    pub timezone: String,
+}
+
 /// Which daily cap a day's spending reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DayCap {
     Calls,
     Tokens,
     Cost,
+    /// All agents' tokens together reached the global cap.
+    GlobalTokens,
+    /// All agents' cost together reached the global cap.
+    GlobalCost,
 }
 
 impl DayCap {
@@ -54,7 +78,14 @@ impl DayCap {
             DayCap::Calls => "llm_calls_per_day",
             DayCap::Tokens => "daily_tokens_max",
             DayCap::Cost => "daily_cost_max",
+            DayCap::GlobalTokens => "engine.daily_tokens_max",
+            DayCap::GlobalCost => "engine.daily_cost_max",
         }
+    }
+
+    /// Whether it is the global cap across all agents rather than one agent's.
+    pub fn is_global(self) -> bool {
+        matches!(self, DayCap::GlobalTokens | DayCap::GlobalCost)
     }
 }
 
@@ -76,6 +107,18 @@ impl DayLedger {
             Some(DayCap::Tokens)
         } else if self.spent.cost_micros >= caps.cost_micros {
             Some(DayCap::Cost)
+        } else {
+            None
+        }
+    }
+
+    /// The global cap that all agents' spending today reached, if any (calls have no
+    /// global cap: each agent's budget bounds them).
+    pub fn reached_global(self, caps: &GlobalCaps) -> Option<DayCap> {
+        if self.spent.tokens >= caps.tokens {
+            Some(DayCap::GlobalTokens)
+        } else if self.spent.cost_micros >= caps.cost_micros {
+            Some(DayCap::GlobalCost)
         } else {
             None
         }
@@ -106,6 +149,9 @@ mod tests {
         // Santiago skips midnight when it springs forward (2026-09-06): the day starts at 01:00.
         let santiago = TimeZone::get("America/Santiago").expect("zone");
         assert_eq!(day_start(ts("2026-09-06T12:00:00Z"), &santiago), ts("2026-09-06T04:00:00Z"));
+        // The day before is 24 hours long; the day of the transition 23.
+        assert_eq!(next_day_start(ts("2026-09-05T12:00:00Z"), &santiago), Some(ts("2026-09-06T04:00:00Z")));
+        assert_eq!(next_day_start(ts("2026-09-06T12:00:00Z"), &santiago), Some(ts("2026-09-07T03:00:00Z")));
     }
 
     #[test]
@@ -118,6 +164,12 @@ mod tests {
         assert_eq!(ledger.reached(caps), None);
         ledger.record(ts("2026-03-02T09:00:00Z"), DaySpend { calls: 2, tokens: 600, cost_micros: 20_000 });
         assert_eq!(ledger.reached(caps), Some(DayCap::Tokens));
+        let global = GlobalCaps { tokens: 10_000, cost_micros: 40_000, timezone: "UTC".to_owned() };
+        assert_eq!(ledger.reached_global(&global), Some(DayCap::GlobalCost), "40,000 micros reach the global cost cap");
+        let roomy = GlobalCaps { tokens: 10_000, cost_micros: 40_001, ..global.clone() };
+        assert_eq!(ledger.reached_global(&roomy), None);
+        let tight = GlobalCaps { tokens: 1_000, ..global };
+        assert_eq!(ledger.reached_global(&tight), Some(DayCap::GlobalTokens), "tokens are named first");
         ledger.record(ts("2026-03-02T10:00:00Z"), DaySpend { calls: 0, tokens: 0, cost_micros: 10_000 });
         assert_eq!(ledger.reached(DayCaps { tokens: u64::MAX, ..caps }), Some(DayCap::Cost));
         ledger.record(ts("2026-03-02T11:00:00Z"), DaySpend { calls: 1, tokens: 0, cost_micros: 0 });

@@ -29,6 +29,11 @@ pub enum SkipReason {
     TokenCap,
     /// The agent's cost today reached `daily_cost_max`; runs resume the next local day.
     CostCap,
+    /// All agents' tokens today reached `[engine] daily_tokens_max`; runs resume the
+    /// engine's next day.
+    GlobalTokenCap,
+    /// All agents' cost today reached `[engine] daily_cost_max`.
+    GlobalCostCap,
     /// The previous run failed and its error backoff has not passed.
     Backoff,
     /// The heartbeat's previous run is still going and its overlap policy does not run or
@@ -37,7 +42,7 @@ pub enum SkipReason {
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 12] = [
+    pub const ALL: [SkipReason; 14] = [
         SkipReason::Disabled,
         SkipReason::Paused,
         SkipReason::QuietHours,
@@ -48,6 +53,8 @@ impl SkipReason {
         SkipReason::Budget,
         SkipReason::TokenCap,
         SkipReason::CostCap,
+        SkipReason::GlobalTokenCap,
+        SkipReason::GlobalCostCap,
         SkipReason::Backoff,
         SkipReason::Overlap,
     ];
@@ -64,6 +71,8 @@ impl SkipReason {
             SkipReason::Budget => "budget",
             SkipReason::TokenCap => "token-cap",
             SkipReason::CostCap => "cost-cap",
+            SkipReason::GlobalTokenCap => "global-token-cap",
+            SkipReason::GlobalCostCap => "global-cost-cap",
             SkipReason::Backoff => "backoff",
             SkipReason::Overlap => "overlap",
         }
@@ -75,7 +84,22 @@ impl SkipReason {
             DayCap::Calls => SkipReason::Budget,
             DayCap::Tokens => SkipReason::TokenCap,
             DayCap::Cost => SkipReason::CostCap,
+            DayCap::GlobalTokens => SkipReason::GlobalTokenCap,
+            DayCap::GlobalCost => SkipReason::GlobalCostCap,
         }
+    }
+
+    /// Whether it is the skip of a reached daily cap (an agent's or the global one): it
+    /// lasts until the cap's next day.
+    pub fn is_day_cap(self) -> bool {
+        matches!(
+            self,
+            SkipReason::Budget
+                | SkipReason::TokenCap
+                | SkipReason::CostCap
+                | SkipReason::GlobalTokenCap
+                | SkipReason::GlobalCostCap
+        )
     }
 
     pub fn parse(text: &str) -> Option<Self> {
@@ -98,7 +122,7 @@ pub struct GuardInput<'a> {
     pub alerts_disabled: bool,
     /// The agent heartbeat's flood guard is closed.
     pub flooded: bool,
-    /// The daily cap of the agent's that its spending today reached.
+    /// The daily cap of the agent's that its spending today reached, or the global one.
     pub cap_reached: Option<DayCap>,
     /// A failed run's error backoff still holds.
     pub in_backoff: bool,
@@ -185,6 +209,12 @@ mod tests {
         assert_eq!(check(GuardInput { cap_reached: Some(DayCap::Calls), ..input(None) }), Err(SkipReason::Budget));
         assert_eq!(check(GuardInput { cap_reached: Some(DayCap::Tokens), ..input(None) }), Err(SkipReason::TokenCap));
         assert_eq!(check(GuardInput { cap_reached: Some(DayCap::Cost), ..input(None) }), Err(SkipReason::CostCap));
+        let global = GuardInput { cap_reached: Some(DayCap::GlobalTokens), ..input(None) };
+        assert_eq!(check(global), Err(SkipReason::GlobalTokenCap));
+        assert_eq!(
+            check(GuardInput { cap_reached: Some(DayCap::GlobalCost), ..input(None) }),
+            Err(SkipReason::GlobalCostCap)
+        );
         assert_eq!(check(GuardInput { in_backoff: true, ..input(None) }), Err(SkipReason::Backoff));
         assert_eq!(check(GuardInput { run_in_flight: true, ..input(None) }), Err(SkipReason::Overlap));
     }
@@ -227,8 +257,10 @@ mod tests {
                 6 => step.flooded = false,
                 7 => step.cap_reached = Some(DayCap::Tokens),
                 8 => step.cap_reached = Some(DayCap::Cost),
-                9 => step.cap_reached = None,
-                10 => step.in_backoff = false,
+                9 => step.cap_reached = Some(DayCap::GlobalTokens),
+                10 => step.cap_reached = Some(DayCap::GlobalCost),
+                11 => step.cap_reached = None,
+                12 => step.in_backoff = false,
                 _ => step.run_in_flight = false,
             }
         }

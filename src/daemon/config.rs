@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use crate::agent::settings::AgentSettings;
 use crate::core::active_hours::{zone_by_name, ActiveHours};
+use crate::core::budget::GlobalCaps;
 use crate::core::delivery_target::DeliveryTarget;
 use crate::core::duration::parse_duration;
 use crate::core::heartbeat::HeartbeatDef;
@@ -20,11 +21,11 @@ use crate::core::visibility::VisibilityRules;
 use crate::delivery::settings::AdapterSettings;
 use crate::limits::{
     ACK_MAX_CHARS_LIMIT, AGENT_LOOP_ITERATIONS_MAX_LIMIT, BREAKER_FAILURES_MAX_DEFAULT, DAILY_COST_MICROS_MAX_LIMIT,
-    DAILY_TOKENS_MAX_LIMIT, ID_CHARS_MAX, INTERVAL_SECS_MAX, INTERVAL_SECS_MIN, LLM_ATTEMPTS_MAX_DEFAULT,
-    LLM_ATTEMPTS_MAX_LIMIT, LLM_CALLS_PER_DAY_LIMIT, LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT,
-    RUNS_IN_FLIGHT_MAX_DEFAULT, RUNS_KEPT_DAYS_DEFAULT, RUNS_KEPT_DAYS_MAX, RUNS_KEPT_DAYS_MIN,
-    RUNS_KEPT_PER_HEARTBEAT_DEFAULT, RUNS_KEPT_PER_HEARTBEAT_MAX, RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX,
-    SHUTDOWN_GRACE_SECS_DEFAULT, TOOL_CALLS_PER_RUN_MAX_LIMIT,
+    DAILY_TOKENS_MAX_LIMIT, GLOBAL_DAILY_COST_MICROS_MAX_DEFAULT, GLOBAL_DAILY_TOKENS_MAX_DEFAULT, ID_CHARS_MAX,
+    INTERVAL_SECS_MAX, INTERVAL_SECS_MIN, LLM_ATTEMPTS_MAX_DEFAULT, LLM_ATTEMPTS_MAX_LIMIT, LLM_CALLS_PER_DAY_LIMIT,
+    LLM_TIMEOUT_SECS_DEFAULT, PAUSE_MINUTES_MAX_LIMIT, RUNS_IN_FLIGHT_MAX_DEFAULT, RUNS_KEPT_DAYS_DEFAULT,
+    RUNS_KEPT_DAYS_MAX, RUNS_KEPT_DAYS_MIN, RUNS_KEPT_PER_HEARTBEAT_DEFAULT, RUNS_KEPT_PER_HEARTBEAT_MAX,
+    RUN_TIMEOUT_SECS_DEFAULT, RUN_TIMEOUT_SECS_MAX, SHUTDOWN_GRACE_SECS_DEFAULT, TOOL_CALLS_PER_RUN_MAX_LIMIT,
 };
 
 /// The SQLite file when the config names none, relative to the config file.
@@ -68,6 +69,8 @@ pub struct EngineSettings {
     pub alerts_target: Option<DeliveryTarget>,
     pub runs_in_flight_max: usize,
     pub shutdown_grace: Duration,
+    /// The daily caps across all agents, in the day of `[engine] timezone`.
+    pub global_caps: GlobalCaps,
 }
 
 /// Where a PostgreSQL store is (`[store] url`), and the variable holding its password:
@@ -215,6 +218,10 @@ struct RawEngine {
     /// Where announcements of a tripped or recovered breaker go (default: the heartbeat's
     /// own target; "silent": nowhere).
     alerts_target: Option<String>,
+    /// Tokens all agents together may use per day of `timezone` (the global cap).
+    daily_tokens_max: Option<u64>,
+    /// What all agents together may spend per day, in the price table's currency.
+    daily_cost_max: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -441,6 +448,19 @@ impl Validator<'_> {
         }
     }
 
+    /// A daily cost cap in micros: from one micro to `DAILY_COST_MICROS_MAX_LIMIT`, or
+    /// `default` when absent (0 would stop every run).
+    fn cost_cap(&self, field: &str, value: Option<f64>, default: u64) -> Result<u64, ConfigError> {
+        let Some(value) = value else { return Ok(default) };
+        #[allow(clippy::cast_precision_loss)]
+        let cost_limit = DAILY_COST_MICROS_MAX_LIMIT as f64 / 1_000_000.0;
+        let micros = self.micros(field, value, cost_limit)?;
+        if micros == 0 {
+            return Err(self.error(field, format!("{value} would stop every run; allowed from 0.000001")));
+        }
+        Ok(micros)
+    }
+
     /// A timeout from 1 s to `RUN_TIMEOUT_SECS_MAX`, or `default` when absent.
     fn timeout(&self, field: &str, text: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
         match text {
@@ -635,19 +655,8 @@ impl Validator<'_> {
             defaults.daily_tokens_max,
             DAILY_TOKENS_MAX_LIMIT,
         )?;
-        #[allow(clippy::cast_precision_loss)]
-        let cost_limit = DAILY_COST_MICROS_MAX_LIMIT as f64 / 1_000_000.0;
-        let daily_cost_max_micros = match agent.daily_cost_max {
-            Some(value) => {
-                let cap_field = format!("{field}.daily_cost_max");
-                let micros = self.micros(&cap_field, value, cost_limit)?;
-                if micros == 0 {
-                    return Err(self.error(cap_field, format!("{value} would stop every run; allowed from 0.000001")));
-                }
-                micros
-            }
-            None => defaults.daily_cost_max_micros,
-        };
+        let daily_cost_max_micros =
+            self.cost_cap(&format!("{field}.daily_cost_max"), agent.daily_cost_max, defaults.daily_cost_max_micros)?;
         let ack_max_chars = self.ack_max_chars(field, agent.ack_max_chars, defaults.ack_max_chars)?;
         let tool_calls_max = self.count(
             &format!("{field}.tool_calls_max"),
@@ -825,6 +834,20 @@ impl Validator<'_> {
             Some(text) => Some(self.known_target("engine.alerts_target", &text, adapters)?),
             None => None,
         };
+        let global_caps = GlobalCaps {
+            tokens: self.count(
+                "engine.daily_tokens_max",
+                raw.daily_tokens_max,
+                GLOBAL_DAILY_TOKENS_MAX_DEFAULT,
+                DAILY_TOKENS_MAX_LIMIT,
+            )?,
+            cost_micros: self.cost_cap(
+                "engine.daily_cost_max",
+                raw.daily_cost_max,
+                GLOBAL_DAILY_COST_MICROS_MAX_DEFAULT,
+            )?,
+            timezone: timezone.clone(),
+        };
         let settings = EngineSettings {
             breaker_failures_max,
             error_backoff,
@@ -832,6 +855,7 @@ impl Validator<'_> {
             alerts_target,
             runs_in_flight_max,
             shutdown_grace,
+            global_caps,
         };
         Ok((settings, timezone, run_timeout))
     }

@@ -499,8 +499,21 @@ fn prices_and_the_money_caps_are_read_in_micros_and_checked() {
     assert_eq!((ops.daily_tokens_max, ops.daily_cost_max_micros), (50_000, 1_250_000));
     assert_eq!(config.agent_default.daily_tokens_max, crate::limits::DAILY_TOKENS_MAX_DEFAULT);
     assert_eq!(config.agent_default.daily_cost_max_micros, crate::limits::DAILY_COST_MICROS_MAX_DEFAULT);
+    // The global caps are on by default, in the engine's day.
+    let global = &config.engine.global_caps;
+    assert_eq!(
+        (global.tokens, global.cost_micros, global.timezone.as_str()),
+        (crate::limits::GLOBAL_DAILY_TOKENS_MAX_DEFAULT, crate::limits::GLOBAL_DAILY_COST_MICROS_MAX_DEFAULT, "UTC")
+    );
+    let text =
+        format!("[engine]\ntimezone = \"Europe/Berlin\"\ndaily_tokens_max = 900000\ndaily_cost_max = 12.5\n{LLM}");
+    let global = parse_text(&text).expect("valid").engine.global_caps;
+    assert_eq!((global.tokens, global.cost_micros, global.timezone.as_str()), (900_000, 12_500_000, "Europe/Berlin"));
 
     let cases = [
+        (format!("[engine]\ndaily_tokens_max = 0\n{LLM}"), "engine.daily_tokens_max", "from 1"),
+        (format!("[engine]\ndaily_cost_max = 0.0\n{LLM}"), "engine.daily_cost_max", "would stop every run"),
+        (format!("[engine]\ndaily_cost_max = -3.0\n{LLM}"), "engine.daily_cost_max", "out of range"),
         (format!("{LLM}[llm.prices.m]\ninput = -1.0\noutput = 1.0\n"), "llm.prices.\"m\".input", "out of range"),
         (format!("{LLM}[llm.prices.m]\ninput = 1.0\n"), "llm.prices.\"m\".output", "is missing"),
         (format!("{LLM}[llm.prices.m]\ninput = 1.0\noutput = 1e9\n"), "llm.prices.\"m\".output", "out of range"),

@@ -85,10 +85,27 @@ pub async fn status(client: &ApiClient, as_json: bool) -> Result<String, DaemonE
             ));
         }
     }
+    out.push_str(&global_spend_line(&status["today"]));
     if let Some(cluster) = status.get("cluster") {
         out.push_str(&cluster_lines(cluster));
     }
     Ok(out)
+}
+
+/// All agents' spending today against the global caps (absent from an older daemon).
+fn global_spend_line(today: &Value) -> String {
+    if today.is_null() {
+        return String::new();
+    }
+    let reached = today["cap_reached"].as_str().map_or(String::new(), |reason| format!("; runs skip: {reason}"));
+    format!(
+        "all agents today ({}): {} of {} tokens, {} of {}{reached}\n",
+        today["timezone"].as_str().unwrap_or("-"),
+        today["tokens"],
+        today["daily_tokens_max"],
+        today["cost"].as_str().unwrap_or("-"),
+        today["daily_cost_max"].as_str().unwrap_or("-"),
+    )
 }
 
 /// On a node of a cluster: what this node runs, and how the partitions are shared.

@@ -149,8 +149,10 @@ pub(crate) struct Driver {
     prepared: BTreeMap<HeartbeatKey, wakes::Prepared>,
     /// The latest slot each agent heartbeat was decided under (read from the store once).
     agent_slots: BTreeMap<AgentId, Timestamp>,
-    /// LLM calls per agent in its current local day.
-    ledgers: BTreeMap<AgentId, DayLedger>,
+    /// What each agent spent in its current local day, and when that day ends.
+    ledgers: BTreeMap<AgentId, (DayLedger, Timestamp)>,
+    /// All agents' spending in the engine's day (the global cap), once read.
+    global_spend: Option<budget::GlobalSpend>,
     /// Slots an operator triggered, decided in the next turn of the loop.
     triggered: Vec<(HeartbeatKey, Timestamp)>,
     /// Triggered slots not decided yet (one may wait behind a run, `buffer_one`): explicit
@@ -174,6 +176,10 @@ pub(crate) struct Driver {
     /// How many slots each heartbeat has in the admission queue (it is not exhausted
     /// while one waits there).
     queued: BTreeMap<HeartbeatKey, usize>,
+    /// The latest slot decided (run or skipped) of each heartbeat while an older slot of
+    /// it was held behind a run or waited for a place: that one then runs as it is, since
+    /// catching it up would decide one of those again.
+    decided_past_held: BTreeMap<HeartbeatKey, Timestamp>,
     commands: mpsc::Receiver<Command>,
     /// Finished runs, in the order the store committed their results (see `group_commit`).
     completions: mpsc::UnboundedReceiver<FinishedRun>,
@@ -199,6 +205,7 @@ impl Driver {
             prepared: BTreeMap::new(),
             agent_slots: BTreeMap::new(),
             ledgers: BTreeMap::new(),
+            global_spend: None,
             triggered: Vec::new(),
             explicit: std::collections::BTreeSet::new(),
             trigger_floor: BTreeMap::new(),
@@ -208,6 +215,7 @@ impl Driver {
             runs_in_flight_max: runs_in_flight_max.max(1),
             admission_queue: VecDeque::new(),
             queued: BTreeMap::new(),
+            decided_past_held: BTreeMap::new(),
             commands,
             completions,
         }
@@ -435,8 +443,10 @@ impl Driver {
         let timer = SlotTimer::resume(now, &schedule, entry.jitter(), slot);
         let fired = timer.fire(now, &schedule, &policy);
         // A slot held behind a run (`buffer_one`) while its timer went on deciding the
-        // slots after it: those are decided, so it runs as it is (seed 972460027560).
-        if fired.run.last().is_some_and(|latest| *latest > slot && *latest < armed.next_slot) {
+        // slots after it: those are decided, so it runs as it is (seed 972460027560). Known
+        // by the decisions themselves: an enable moves the timer without deciding any
+        // (seed 1125000006678).
+        if self.decided_past_held.get(&key).is_some_and(|decided| *decided > slot) {
             return Some((key, slot));
         }
         self.arm(key.clone(), timer);
@@ -541,6 +551,8 @@ impl Driver {
             let next_slot = self.timers.timer(&key).map_or(slot, |timer| timer.next_slot);
             let Some(entry) = self.entries.get_mut(&key) else { continue };
             let in_flight = entry.runs_in_flight + claimed_now.get(&key).copied().unwrap_or(0);
+            // Whether an older slot of it is held or waits for a place, if this one is decided.
+            let older_held = !entry.waiting.is_empty() || self.queued.contains_key(&key);
             let overlap = on_overlap(entry.def.policy.overlap, in_flight, entry.waiting.len());
             let input = GuardInput {
                 enabled: entry.enabled,
@@ -572,6 +584,7 @@ impl Driver {
                     self.admission_queue.push_back((key, slot));
                 }
                 Ok(()) => {
+                    self.note_decided(&key, slot, older_held);
                     *claimed_now.entry(key.clone()).or_default() += 1;
                     claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot });
                 }
@@ -581,6 +594,7 @@ impl Driver {
                         // a forward wall jump cut short): it tries again later.
                         retries.push((key.clone(), slot));
                     }
+                    self.note_decided(&key, slot, older_held);
                     self.context.events.emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot, reason });
                     self.context.run_events.publish(RunEvent::skipped(key.clone(), slot, now.wall, reason));
                     skips.push(SkipRecord { key, slot, at: now.wall, reason, next_slot });
@@ -1019,7 +1033,19 @@ impl Driver {
 
     /// Drops a heartbeat's slots from the admission queue (a disable, a delete, a replace,
     /// a trip: whatever clears its backlog).
+    /// Remembers a slot decided while an older one of its heartbeat is held or queued;
+    /// forgets the heartbeat's last such slot once nothing older waits.
+    fn note_decided(&mut self, key: &HeartbeatKey, slot: Timestamp, older_held: bool) {
+        if older_held {
+            let decided = self.decided_past_held.entry(key.clone()).or_insert(slot);
+            *decided = (*decided).max(slot);
+        } else {
+            self.decided_past_held.remove(key);
+        }
+    }
+
     fn unqueue(&mut self, key: &HeartbeatKey) {
+        self.decided_past_held.remove(key);
         if self.queued.remove(key).is_some() {
             self.admission_queue.retain(|(queued_key, _)| queued_key != key);
         }

@@ -23,6 +23,7 @@ use crate::adapters::memory_workspace::MemoryWorkspace;
 use crate::agent::settings::AgentSettings;
 use crate::agent::tools::ToolBox;
 use crate::agent::HEARTBEAT_SYSTEM_PROMPT_DEFAULT;
+use crate::core::budget::GlobalCaps;
 use crate::core::delivery_target::DeliveryTarget;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::{AgentId, HeartbeatKey};
@@ -40,7 +41,8 @@ use crate::driver::run::RunContext;
 use crate::driver::run_events::RunEvents;
 use crate::driver::transcript::Redactor;
 use crate::limits::{
-    BREAKER_COOLDOWN_SECS_DEFAULT, BREAKER_FAILURES_MAX_DEFAULT, ERROR_BACKOFF_SECS_DEFAULT, RUNS_IN_FLIGHT_MAX_DEFAULT,
+    BREAKER_COOLDOWN_SECS_DEFAULT, BREAKER_FAILURES_MAX_DEFAULT, ERROR_BACKOFF_SECS_DEFAULT,
+    GLOBAL_DAILY_COST_MICROS_MAX_DEFAULT, GLOBAL_DAILY_TOKENS_MAX_DEFAULT, RUNS_IN_FLIGHT_MAX_DEFAULT,
 };
 use crate::ports::clock::Clock;
 use crate::ports::fence::Fence;
@@ -114,6 +116,8 @@ pub struct EngineOptions {
     /// Per-agent settings; agents not named here get `agent_default`.
     pub agents: BTreeMap<AgentId, AgentSettings>,
     pub agent_default: AgentSettings,
+    /// The daily caps of tokens and cost across all agents, in the engine's day.
+    pub global_caps: GlobalCaps,
     /// The tools every run offers the model.
     pub toolbox: ToolBox,
     /// What each target shows of runs (`show_ok`, `show_alerts`, `use_indicator`).
@@ -139,6 +143,11 @@ impl Default for EngineOptions {
             redactor: Redactor::default(),
             agents: BTreeMap::new(),
             agent_default: AgentSettings::default(),
+            global_caps: GlobalCaps {
+                tokens: GLOBAL_DAILY_TOKENS_MAX_DEFAULT,
+                cost_micros: GLOBAL_DAILY_COST_MICROS_MAX_DEFAULT,
+                timezone: "UTC".to_owned(),
+            },
             toolbox: ToolBox::standard(),
             visibility: VisibilityRules::default(),
             run_retention: RunRetention::default(),
@@ -273,6 +282,7 @@ pub async fn start_sharing(ports: Ports, options: EngineOptions, shared: Shared)
         control: control.clone(),
         agents: Arc::new(options.agents.into_iter().map(|(agent, settings)| (agent, Arc::new(settings))).collect()),
         agent_default: Arc::new(options.agent_default),
+        global_caps: Arc::new(options.global_caps),
         workspace: Arc::clone(&ports.workspace),
         lanes: Arc::clone(&lanes),
         visibility: Arc::new(options.visibility),

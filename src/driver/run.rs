@@ -65,6 +65,8 @@ pub struct RunContext {
     pub control: Control,
     pub agents: Arc<BTreeMap<AgentId, Arc<AgentSettings>>>,
     pub agent_default: Arc<AgentSettings>,
+    /// The daily caps across all agents.
+    pub global_caps: Arc<crate::core::budget::GlobalCaps>,
     pub workspace: Arc<dyn Workspace>,
     pub lanes: Arc<Lanes>,
     pub visibility: Arc<VisibilityRules>,

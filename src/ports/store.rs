@@ -439,14 +439,14 @@ pub trait Store: Send + Sync + 'static {
     /// The agent's pending events still within their time to live at `now`, oldest first.
     async fn pending_system_events(&self, agent: &AgentId, now: Timestamp) -> Result<Vec<SystemEvent>, StoreError>;
 
-    /// LLM calls, tokens and cost of `agent`'s runs recorded as finished at or after
-    /// `since` (the daily caps), leaving out the runs named in `excluding`, in one
-    /// consistent read. The driver names its runs in flight: one may be recorded already
+    /// LLM calls, tokens and cost of `agent`'s runs (every agent's with `None`: the
+    /// global cap) recorded as finished at or after `since` (the daily caps), leaving out
+    /// the runs named in `excluding`, in one consistent read. The driver names its runs in flight: one may be recorded already
     /// while the driver has not heard yet, and it counts each of them when it hears, so
     /// the store must not count them too.
     async fn spent_since(
         &self,
-        agent: &AgentId,
+        agent: Option<&AgentId>,
         since: Timestamp,
         excluding: &[(HeartbeatKey, Timestamp)],
     ) -> Result<DaySpend, StoreError>;

@@ -437,7 +437,7 @@ impl Store for MemoryStore {
 
     async fn spent_since(
         &self,
-        agent: &AgentId,
+        agent: Option<&AgentId>,
         since: Timestamp,
         excluding: &[(HeartbeatKey, Timestamp)],
     ) -> Result<DaySpend, StoreError> {
@@ -446,7 +446,9 @@ impl Store for MemoryStore {
         let mine = state
             .executions
             .iter()
-            .filter(|((key, slot), _)| key.agent == *agent && !excluding.iter().any(|(k, s)| k == key && s == slot))
+            .filter(|((key, slot), _)| {
+                agent.is_none_or(|agent| key.agent == *agent) && !excluding.iter().any(|(k, s)| k == key && s == slot)
+            })
             .map(|(_, entry)| entry);
         let mut spent = DaySpend::default();
         // As in SQL: only runs that called the LLM (the others cannot have spent).

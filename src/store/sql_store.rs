@@ -530,23 +530,24 @@ macro_rules! sql_store {
 
             async fn spent_since(
                 &self,
-                agent: &AgentId,
+                agent: Option<&AgentId>,
                 since: Timestamp,
                 excluding: &[(HeartbeatKey, Timestamp)],
             ) -> Result<DaySpend, StoreError> {
                 // One read transaction: the total and the excluded runs' share come from the same
                 // snapshot, so a run recorded in between is either in both or in neither.
                 let mut tx = self.snapshot_tx().await?;
-                let total: (i64, i64, i64) = sqlx::query_as(
+                let mut select = QueryBuilder::<$db>::new(
                     "SELECT CAST(COALESCE(SUM(llm_calls), 0) AS BIGINT), \
                      CAST(COALESCE(SUM(input_tokens + output_tokens), 0) AS BIGINT), \
-                     CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) FROM executions WHERE agent_id = $1 \
-                     AND finished_at_ms >= $2 AND llm_calls > 0",
-                )
-                .bind(agent.as_str())
-                .bind(since.as_millisecond())
-                .fetch_one(&mut *tx)
-                .await?;
+                     CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) FROM executions WHERE llm_calls > 0 \
+                     AND finished_at_ms >= ",
+                );
+                select.push_bind(since.as_millisecond());
+                if let Some(agent) = agent {
+                    select.push(" AND agent_id = ").push_bind(agent.as_str());
+                }
+                let total: (i64, i64, i64) = select.build_query_as().fetch_one(&mut *tx).await?;
                 let mut spent = spend_from(total);
                 for chunk in excluding.chunks(STORE_BATCH_ROWS_MAX) {
                     let mut select = QueryBuilder::<$db>::new(
@@ -559,11 +560,12 @@ macro_rules! sql_store {
                     });
                     select.push(
                         ") AS v ON e.agent_id = v.column1 AND e.heartbeat_id = v.column2 AND e.slot_ms = v.column3 \
-                         WHERE e.agent_id = ",
+                         WHERE e.llm_calls > 0 AND e.finished_at_ms >= ",
                     );
-                    select.push_bind(agent.as_str());
-                    select.push(" AND e.llm_calls > 0 AND e.finished_at_ms >= ");
                     select.push_bind(since.as_millisecond());
+                    if let Some(agent) = agent {
+                        select.push(" AND e.agent_id = ").push_bind(agent.as_str());
+                    }
                     let share: (i64, i64, i64) = select.build_query_as().fetch_one(&mut *tx).await?;
                     let share = spend_from(share);
                     spent.calls = spent.calls.saturating_sub(share.calls);

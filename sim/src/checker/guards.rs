@@ -2,6 +2,7 @@
 //! cost of the local day reached their cap (so a cap is passed by at most what was in
 //! flight when it was reached), and a target gets only what it shows.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -17,6 +18,9 @@ use crate::trace::Entry;
 pub const BUDGET: &str = "budget";
 pub const TOKEN_CAP: &str = "token-cap";
 pub const COST_CAP: &str = "cost-cap";
+/// No run starts once all agents' tokens (cost) of the engine's day reached the global cap.
+pub const GLOBAL_TOKEN_CAP: &str = "global-token-cap";
+pub const GLOBAL_COST_CAP: &str = "global-cost-cap";
 /// Every run that got an answer from the model counts its tokens and cost, silent ones
 /// included (the simulated model reports usage with every answer, at a price above 0).
 pub const USAGE_COUNTED: &str = "usage-counted";
@@ -37,24 +41,29 @@ pub(super) enum Cap {
     Calls,
     Tokens,
     Cost,
+    /// All agents' tokens together, in the engine's day.
+    GlobalTokens,
+    GlobalCost,
 }
 
 impl Cap {
-    pub(super) const ALL: [Cap; 3] = [Cap::Calls, Cap::Tokens, Cap::Cost];
+    pub(super) const ALL: [Cap; 5] = [Cap::Calls, Cap::Tokens, Cap::Cost, Cap::GlobalTokens, Cap::GlobalCost];
 
     fn invariant(self) -> &'static str {
         match self {
             Cap::Calls => BUDGET,
             Cap::Tokens => TOKEN_CAP,
             Cap::Cost => COST_CAP,
+            Cap::GlobalTokens => GLOBAL_TOKEN_CAP,
+            Cap::GlobalCost => GLOBAL_COST_CAP,
         }
     }
 
     fn of(self, spent: &Spent) -> u64 {
         match self {
             Cap::Calls => spent.calls,
-            Cap::Tokens => spent.tokens,
-            Cap::Cost => spent.cost_micros,
+            Cap::Tokens | Cap::GlobalTokens => spent.tokens,
+            Cap::Cost | Cap::GlobalCost => spent.cost_micros,
         }
     }
 
@@ -63,15 +72,39 @@ impl Cap {
             Cap::Calls => options.llm_calls_per_day,
             Cap::Tokens => options.daily_tokens_max,
             Cap::Cost => options.daily_cost_max_micros,
+            Cap::GlobalTokens => options.global_tokens_max,
+            Cap::GlobalCost => options.global_cost_max_micros,
+        }
+    }
+
+    pub(super) fn is_global(self) -> bool {
+        matches!(self, Cap::GlobalTokens | Cap::GlobalCost)
+    }
+
+    /// The zone whose days the cap counts in: the agents' or the engine's.
+    pub(super) fn zone(self, options: &crate::options::SimOptions) -> &'static str {
+        if self.is_global() {
+            options.global_zone
+        } else {
+            options.budget_zone
         }
     }
 
     pub(super) fn unit(self) -> &'static str {
         match self {
             Cap::Calls => "LLM calls",
-            Cap::Tokens => "tokens",
-            Cap::Cost => "micros of cost",
+            Cap::Tokens | Cap::GlobalTokens => "tokens",
+            Cap::Cost | Cap::GlobalCost => "micros of cost",
         }
+    }
+}
+
+/// The agent part of a cap's announcement key: the agent's, or `systole` for a global cap.
+fn announced_as<'a>(agent: &'a AgentId, reason: &str) -> &'a str {
+    if reason.starts_with("global-") {
+        "systole"
+    } else {
+        agent.as_str()
     }
 }
 pub const VISIBILITY: &str = "visibility";
@@ -90,20 +123,92 @@ pub(super) struct GuardModel {
     budget_skipped: BTreeMap<AgentId, std::time::Duration>,
     /// Caps the engine said were reached (agent, day, reason), and whether each was
     /// announced since.
-    caps_reached: BTreeMap<(AgentId, Timestamp, &'static str), bool>,
+    caps_reached: BTreeMap<(String, Timestamp, &'static str), bool>,
+    /// All agents' recorded and durable spending since a day's start, kept as runs come
+    /// (summing every run at every start would make a seed's check quadratic).
+    all_recorded: RefCell<Option<DayTotal>>,
+    all_durable: RefCell<Option<DayTotal>>,
+    /// The last day start found per zone, with its date: the reference walks back minute
+    /// by minute to find one, too slow to repeat at every run.
+    day_starts: RefCell<BTreeMap<&'static str, (Timestamp, jiff::civil::Date)>>,
+}
+
+/// What all agents spent since `day`.
+#[derive(Debug, Clone, Copy)]
+struct DayTotal {
+    day: Timestamp,
+    spent: Spent,
 }
 
 fn sum_since(runs: Option<&Vec<(Timestamp, Spent)>>, since: Timestamp, cap: Cap) -> u64 {
     runs.map(|runs| runs.iter().filter(|(at, _)| *at >= since).map(|(_, spent)| cap.of(spent)).sum()).unwrap_or(0)
 }
 
+/// What every agent's `runs` spent of `cap` since `day`, from `cache` when it holds that day.
+fn all_since(
+    runs: &BTreeMap<AgentId, Vec<(Timestamp, Spent)>>,
+    cache: &RefCell<Option<DayTotal>>,
+    day: Timestamp,
+    cap: Cap,
+) -> u64 {
+    let mut cache = cache.borrow_mut();
+    let total = match *cache {
+        Some(total) if total.day == day => total,
+        _ => {
+            let mut spent = Spent::default();
+            for (at, run) in runs.values().flatten() {
+                if *at >= day {
+                    spent.add(*run);
+                }
+            }
+            let total = DayTotal { day, spent };
+            *cache = Some(total);
+            total
+        }
+    };
+    cap.of(&total.spent)
+}
+
+/// Counts a run into a cached day total it belongs to.
+fn count_into(cache: &RefCell<Option<DayTotal>>, finished_at: Timestamp, spent: Spent) {
+    if let Some(total) = cache.borrow_mut().as_mut().filter(|total| finished_at >= total.day) {
+        total.spent.add(spent);
+    }
+}
+
+impl Spent {
+    fn add(&mut self, other: Spent) {
+        self.calls += other.calls;
+        self.tokens += other.tokens;
+        self.cost_micros += other.cost_micros;
+    }
+}
+
 impl GuardModel {
-    pub(super) fn durable_finish(&mut self, agent: &AgentId, finished_at: Timestamp, spent: Spent) {
-        self.durable_spent.entry(agent.clone()).or_default().push((finished_at, spent));
+    /// The start of the local day `at` falls in, in `zone`, by the reference's reading.
+    pub(super) fn day_start(&self, zone: &'static str, at: Timestamp) -> Timestamp {
+        let tz = jiff::tz::TimeZone::get(zone).unwrap_or(jiff::tz::TimeZone::UTC);
+        let date = tz.to_datetime(at).date();
+        let mut starts = self.day_starts.borrow_mut();
+        if let Some((start, _)) = starts.get(zone).copied().filter(|(start, day)| *day == date && at >= *start) {
+            return start;
+        }
+        let start = local_day_start(at, &tz);
+        starts.insert(zone, (start, date));
+        start
     }
 
-    /// What the agent's durable runs that finished at or after `since` spent of `cap`.
+    pub(super) fn durable_finish(&mut self, agent: &AgentId, finished_at: Timestamp, spent: Spent) {
+        self.durable_spent.entry(agent.clone()).or_default().push((finished_at, spent));
+        count_into(&self.all_durable, finished_at, spent);
+    }
+
+    /// What the agent's durable runs (every agent's, for a global cap) that finished at
+    /// or after `since` spent of `cap`.
     pub(super) fn durable_since(&self, agent: &AgentId, since: Timestamp, cap: Cap) -> u64 {
+        if cap.is_global() {
+            return all_since(&self.durable_spent, &self.all_durable, since, cap);
+        }
         sum_since(self.durable_spent.get(agent), since, cap)
     }
 
@@ -120,6 +225,7 @@ pub fn is_ack_text(text: &str) -> bool {
 impl Model<'_> {
     pub(super) fn run_recorded(&mut self, key: &HeartbeatKey, finished_at: Timestamp, spent: Spent) {
         self.guards.spent.entry(key.agent.clone()).or_default().push((finished_at, spent));
+        count_into(&self.guards.all_recorded, finished_at, spent);
     }
 
     /// A recorded run that succeeded after at least one LLM call spent tokens and money.
@@ -141,8 +247,10 @@ impl Model<'_> {
     /// The engine said `agent` reached a cap: once per day and cap.
     pub(super) fn cap_reached(&mut self, agent: &AgentId, day: Timestamp, reason: &'static str) -> Step {
         self.count(CAP_ANNOUNCED);
-        if self.guards.caps_reached.insert((agent.clone(), day, reason), false).is_some() {
-            return fail(CAP_ANNOUNCED, format!("agent {agent} reached its {reason} of the day from {day} twice"));
+        // A global cap is reached once a day, whichever agent's run reached it.
+        let owner = announced_as(agent, reason).to_owned();
+        if self.guards.caps_reached.insert((owner.clone(), day, reason), false).is_some() {
+            return fail(CAP_ANNOUNCED, format!("{owner} reached its {reason} of the day from {day} twice"));
         }
         Ok(())
     }
@@ -173,11 +281,16 @@ impl Model<'_> {
         if self.defs.get(key).is_some_and(|def| def.kind == JobKind::CronMain) {
             return Ok(()); // no LLM call of its own
         }
-        let zone = jiff::tz::TimeZone::get(self.options.budget_zone).unwrap_or(jiff::tz::TimeZone::UTC);
-        let day = local_day_start(entry.wall, &zone);
+        let agent_day = self.guards.day_start(self.options.budget_zone, entry.wall);
+        let global_day = self.guards.day_start(self.options.global_zone, entry.wall);
         for cap in Cap::ALL {
             self.count(cap.invariant());
-            let today = sum_since(self.guards.spent.get(&key.agent), day, cap);
+            let day = if cap.is_global() { global_day } else { agent_day };
+            let today = if cap.is_global() {
+                all_since(&self.guards.spent, &self.guards.all_recorded, day, cap)
+            } else {
+                sum_since(self.guards.spent.get(&key.agent), day, cap)
+            };
             let limit = cap.limit(self.options);
             if today >= limit {
                 let message =

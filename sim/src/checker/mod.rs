@@ -77,7 +77,7 @@ pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
 /// first or its job was deleted.
 pub const TRIGGER_DECIDED: &str = "trigger-decided";
 
-pub const INVARIANTS: [&str; 67] = [
+pub const INVARIANTS: [&str; 71] = [
     NO_SLOT_OFFERED_TWICE,
     admission::RUN_ADMITTED,
     tools::CHECK_GATES_MODEL,
@@ -88,6 +88,8 @@ pub const INVARIANTS: [&str; 67] = [
     skips::BUDGET,
     skips::TOKEN_CAP,
     skips::COST_CAP,
+    skips::GLOBAL_TOKEN_CAP,
+    skips::GLOBAL_COST_CAP,
     skips::BACKOFF,
     skips::FLOOD_GUARD,
     skips::OVERLAP,
@@ -113,6 +115,8 @@ pub const INVARIANTS: [&str; 67] = [
     guards::BUDGET,
     guards::TOKEN_CAP,
     guards::COST_CAP,
+    guards::GLOBAL_TOKEN_CAP,
+    guards::GLOBAL_COST_CAP,
     guards::CAP_ANNOUNCED,
     guards::USAGE_COUNTED,
     guards::VISIBILITY,
@@ -596,7 +600,7 @@ impl Model<'_> {
                         format!("{key}: the operator's trigger (slot {slot}) was skipped as {reason}"),
                     );
                 }
-                if matches!(reason, SkipReason::Budget | SkipReason::TokenCap | SkipReason::CostCap) {
+                if reason.is_day_cap() {
                     self.budget_skip(entry, key);
                 }
                 self.skip_justified(entry, life, key, *slot, *reason)
@@ -714,7 +718,7 @@ impl Model<'_> {
                 self.note_decision(key, entry, *slot, Decision::Skip(*reason));
                 self.slot_on_schedule(key, *slot)?;
                 self.catch_up_next(key, *slot)?;
-                if matches!(reason, SkipReason::Budget | SkipReason::TokenCap | SkipReason::CostCap) {
+                if reason.is_day_cap() {
                     self.budget_skip(entry, key);
                 }
                 self.skip_justified(entry, life, key, *slot, *reason)
@@ -1241,10 +1245,10 @@ impl Model<'_> {
                     Decision::Skip(
                         SkipReason::EmptyHeartbeatFile | SkipReason::FloodGuard | SkipReason::RequestsInFlight,
                     ) if key.heartbeat.is_reserved() => {}
-                    // A reached cap lasts the day (`skip-justified:budget`, `:token-cap` and
-                    // `:cost-cap` check it was reached); a target that shows nothing never
-                    // runs (`visibility`).
-                    Decision::Skip(SkipReason::Budget | SkipReason::TokenCap | SkipReason::CostCap) => {}
+                    // A reached cap lasts the day (`skip-justified:budget`, `:token-cap`,
+                    // `:cost-cap` and the global ones check it was reached); a target that
+                    // shows nothing never runs (`visibility`).
+                    Decision::Skip(reason) if reason.is_day_cap() => {}
                     Decision::Skip(SkipReason::AlertsDisabled) if reference::shows_nothing(self.options.visibility) => {
                     }
                     Decision::Skip(reason) if *reason != SkipReason::QuietHours => {

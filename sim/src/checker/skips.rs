@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use jiff::tz::TimeZone;
 use jiff::Timestamp;
 
 use systole::core::guard::SkipReason;
@@ -15,7 +14,7 @@ use systole::limits::{
 };
 
 use super::guards::Cap;
-use super::reference::{local_day_start, shows_nothing};
+use super::reference::shows_nothing;
 use super::{fail, signed, window_contains, Model, Step};
 use crate::trace::Entry;
 
@@ -24,6 +23,8 @@ pub const QUIET_HOURS: &str = "skip-justified:quiet-hours";
 pub const BUDGET: &str = "skip-justified:budget";
 pub const TOKEN_CAP: &str = "skip-justified:token-cap";
 pub const COST_CAP: &str = "skip-justified:cost-cap";
+pub const GLOBAL_TOKEN_CAP: &str = "skip-justified:global-token-cap";
+pub const GLOBAL_COST_CAP: &str = "skip-justified:global-cost-cap";
 pub const BACKOFF: &str = "skip-justified:backoff";
 pub const FLOOD_GUARD: &str = "skip-justified:flood-guard";
 pub const OVERLAP: &str = "skip-justified:overlap";
@@ -52,6 +53,8 @@ fn name(reason: SkipReason) -> &'static str {
         SkipReason::Budget => BUDGET,
         SkipReason::TokenCap => TOKEN_CAP,
         SkipReason::CostCap => COST_CAP,
+        SkipReason::GlobalTokenCap => GLOBAL_TOKEN_CAP,
+        SkipReason::GlobalCostCap => GLOBAL_COST_CAP,
         SkipReason::Backoff => BACKOFF,
         SkipReason::FloodGuard => FLOOD_GUARD,
         SkipReason::Overlap => OVERLAP,
@@ -80,6 +83,8 @@ impl Model<'_> {
             SkipReason::Budget => self.cap_spent(entry, key, Cap::Calls),
             SkipReason::TokenCap => self.cap_spent(entry, key, Cap::Tokens),
             SkipReason::CostCap => self.cap_spent(entry, key, Cap::Cost),
+            SkipReason::GlobalTokenCap => self.cap_spent(entry, key, Cap::GlobalTokens),
+            SkipReason::GlobalCostCap => self.cap_spent(entry, key, Cap::GlobalCost),
             SkipReason::Backoff => self.backoff_holds(entry, key),
             SkipReason::FloodGuard => self.flood_closed(entry, life, key),
             SkipReason::Overlap => {
@@ -136,17 +141,18 @@ impl Model<'_> {
     /// The agent's durable runs of the local day (in the agents' zone) spent at least the
     /// cap; just after midnight the day before may still be counted.
     fn cap_spent(&self, entry: &Entry, key: &HeartbeatKey, cap: Cap) -> Result<(), String> {
-        let zone = TimeZone::get(self.options.budget_zone).unwrap_or(TimeZone::UTC);
+        let zone = cap.zone(self.options);
         let limit = cap.limit(self.options);
-        let spent_since = |at: Timestamp| self.guards.durable_since(&key.agent, local_day_start(at, &zone), cap);
+        let spent_since = |at: Timestamp| self.guards.durable_since(&key.agent, self.guards.day_start(zone, at), cap);
         let today = spent_since(entry.wall);
         if today >= limit || spent_since(entry.wall - signed(EDGE_SLACK)) >= limit {
             return Ok(());
         }
+        let whose = if cap.is_global() { "all agents'" } else { "its agent's" };
         Err(format!(
-            "its agent's runs spent {today} {} today ({}), under the cap of {limit}",
+            "{whose} runs spent {today} {} today ({}), under the cap of {limit}",
             cap.unit(),
-            self.options.budget_zone
+            cap.zone(self.options)
         ))
     }
 

@@ -228,7 +228,7 @@ impl Store for NodeStore {
 
     async fn spent_since(
         &self,
-        agent: &AgentId,
+        agent: Option<&AgentId>,
         since: Timestamp,
         excluding: &[(HeartbeatKey, Timestamp)],
     ) -> Result<DaySpend, StoreError> {

@@ -248,7 +248,7 @@ impl Store for SimStore {
 
     async fn spent_since(
         &self,
-        agent: &AgentId,
+        agent: Option<&AgentId>,
         since: Timestamp,
         excluding: &[(HeartbeatKey, Timestamp)],
     ) -> Result<DaySpend, StoreError> {
