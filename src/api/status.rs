@@ -16,7 +16,7 @@ use crate::core::breaker::DISABLED_BY_BREAKER;
 use crate::core::budget::DaySpend;
 use crate::core::guard::SkipReason;
 use crate::core::heartbeat::Heartbeat;
-use crate::core::ids::AgentId;
+use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::next_run::next_runnable;
 use crate::core::policy::jitter_offset;
 use crate::core::reply::ReplyKind;
@@ -163,11 +163,26 @@ fn job_zone(job: &Heartbeat, agent_zone: &str) -> String {
 pub async fn job_rows(state: &ApiState, jobs: &[&Heartbeat]) -> Result<Vec<Value>, ApiError> {
     let views = state.engine.inspect().await?;
     let pauses = PauseView::load(state).await?;
+    job_rows_seen(state, jobs, &by_key(&views), &pauses).await
+}
+
+fn by_key(views: &[JobView]) -> BTreeMap<&HeartbeatKey, &JobView> {
+    views.iter().map(|view| (&view.key, view)).collect()
+}
+
+/// The same, with the driver's views and the pauses already read (once for every agent
+/// of a status: reading them per agent made it quadratic in the jobs).
+async fn job_rows_seen(
+    state: &ApiState,
+    jobs: &[&Heartbeat],
+    views: &BTreeMap<&HeartbeatKey, &JobView>,
+    pauses: &PauseView,
+) -> Result<Vec<Value>, ApiError> {
     let now = state.clock.wall();
     let mut rows = Vec::new();
     for job in jobs.iter().copied() {
         let runs = state.store.executions(&job.def.key, RECENT_RUNS_SHOWN_MAX).await?;
-        let view = views.iter().find(|view| view.key == job.def.key);
+        let view = views.get(&job.def.key).copied();
         let mut row = job_json(job, runs.first(), view, pauses.until(&job.def.key.agent));
         row["recent"] = recent_json(&runs, now);
         row["last_output"] = json!(runs.iter().find_map(|run| run.output_preview.as_deref()));
@@ -179,13 +194,15 @@ pub async fn job_rows(state: &ApiState, jobs: &[&Heartbeat]) -> Result<Vec<Value
 
 pub async fn status(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
     let jobs = state.store.load_heartbeats().await?;
+    let views = state.engine.inspect().await?;
+    let views_by_key = by_key(&views);
     let pauses = PauseView::load(&state).await?;
     let mut agents: BTreeSet<AgentId> = state.agents.keys().cloned().collect();
     agents.extend(jobs.iter().map(|job| job.def.key.agent.clone()));
     let mut rows = Vec::new();
     for agent in agents {
         let mine: Vec<&Heartbeat> = jobs.iter().filter(|job| job.def.key.agent == agent).collect();
-        let mut items = job_rows(&state, &mine).await?;
+        let mut items = job_rows_seen(&state, &mine, &views_by_key, &pauses).await?;
         let today = spend::today(&state, &agent).await?;
         for (item, job) in items.iter_mut().zip(&mine) {
             item["today"] =

@@ -1,0 +1,165 @@
+//! The daemon under saturation (issue 28, ADR 0023): 3,000 heartbeats due every second, a
+//! model that takes 2 s and the default 64 runs at once. A slot is claimed only when its
+//! run can start, so the model never sees more than 64 requests at once, a pause holds at
+//! once, and SIGTERM waits only for the runs that began: none is abandoned, and no slot
+//! that never ran is left `running` (a restart would mark it `interrupted`).
+//!
+//! Timings are printed, not asserted tightly (a shared CI machine is slow at times); the
+//! bounds asserted are the ones a hung or claim-everything engine breaks by far.
+#![allow(clippy::disallowed_methods)] // this test waits on a real process in real time
+
+#[path = "common/daemon_process.rs"]
+mod daemon_process;
+
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+const AGENTS_COUNT: usize = 100;
+const HEARTBEATS_PER_AGENT: usize = 30;
+/// How long the model takes to answer.
+const MODEL_SECS: u64 = 2;
+const RUNS_IN_FLIGHT_MAX: usize = 64;
+const SHUTDOWN_GRACE_SECS: u64 = 10;
+/// How long the engine runs saturated before it is looked at.
+const SATURATED_SECS: u64 = 6;
+const TOKEN: &str = "saturation-test-token";
+
+#[derive(Default)]
+struct Model {
+    in_flight: AtomicUsize,
+    in_flight_max: AtomicUsize,
+    /// When each request arrived, with its prompt.
+    requests: Mutex<Vec<(Instant, String)>>,
+}
+
+async fn chat(State(model): State<Arc<Model>>, Json(body): Json<Value>) -> Json<Value> {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let prompt = messages.iter().find(|m| m["role"] == "user").and_then(|m| m["content"].as_str()).unwrap_or("");
+    model.requests.lock().expect("lock").push((Instant::now(), prompt.to_owned()));
+    let now = model.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    model.in_flight_max.fetch_max(now, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(MODEL_SECS)).await;
+    model.in_flight.fetch_sub(1, Ordering::SeqCst);
+    let message = json!({ "role": "assistant", "content": "HEARTBEAT_OK" });
+    Json(json!({ "choices": [{ "index": 0, "message": message, "finish_reason": "stop" }] }))
+}
+
+fn config(model: std::net::SocketAddr) -> String {
+    let mut config = format!(
+        "[api]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"state.db\"\n\
+         [llm]\nbase_url = \"http://{model}/v1\"\nmodel = \"m\"\nattempts = 1\ntimeout = \"30s\"\n\
+         [engine]\nruns_in_flight_max = {RUNS_IN_FLIGHT_MAX}\nshutdown_grace = \"{SHUTDOWN_GRACE_SECS}s\"\n\
+         run_timeout = \"30s\"\n"
+    );
+    for agent in 0..AGENTS_COUNT {
+        config.push_str(&format!("[[agents]]\nid = \"a{agent}\"\n"));
+        for heartbeat in 0..HEARTBEATS_PER_AGENT {
+            config.push_str(&format!(
+                "[[agents.heartbeats]]\nid = \"h{heartbeat}\"\nprompt = \"check for agent a{agent}.\"\n\
+                 every = \"1s\"\ntarget = \"stdout\"\n"
+            ));
+        }
+    }
+    config
+}
+
+async fn timed_get(http: &reqwest::Client, url: &str) -> (Duration, Value) {
+    let started = Instant::now();
+    let response = http.get(url).bearer_auth(TOKEN).send().await.expect("the API answers");
+    assert_eq!(response.status().as_u16(), 200, "GET {url}");
+    let body: Value = response.json().await.expect("JSON");
+    (started.elapsed(), body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_engine_starts_no_more_than_it_may_pauses_at_once_and_stops_within_its_grace() {
+    let model = Arc::new(Model::default());
+    let app = Router::new().route("/v1/chat/completions", post(chat)).with_state(Arc::clone(&model));
+    let address = daemon_process::serve_loopback(app).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut child, url) =
+        daemon_process::spawn_serve(dir.path(), &config(address), &[("SYSTOLE_API_TOKEN", TOKEN)]).await;
+    let http = reqwest::Client::new();
+    tokio::time::sleep(Duration::from_secs(SATURATED_SECS)).await;
+
+    let in_flight_now = model.in_flight.load(Ordering::SeqCst);
+    let (status_took, status) = timed_get(&http, &format!("{url}/v1/status")).await;
+    let agents = status["agents"].as_array().map_or(0, Vec::len);
+    assert_eq!(agents, AGENTS_COUNT, "the status shows every agent");
+
+    // A pause holds at once: no request of the paused agent starts after it is answered.
+    let started = Instant::now();
+    let response = http
+        .post(format!("{url}/v1/agents/a7/pause"))
+        .bearer_auth(TOKEN)
+        .json(&json!({ "minutes": 30 }))
+        .send()
+        .await
+        .expect("the API answers");
+    assert!(response.status().is_success(), "pause: {}", response.status());
+    let paused_at = Instant::now();
+    let pause_took = paused_at - started;
+    tokio::time::sleep(Duration::from_secs(MODEL_SECS + 1)).await;
+    let after_pause = model
+        .requests
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|(at, prompt)| *at > paused_at && prompt.contains("agent a7."))
+        .count();
+    assert_eq!(after_pause, 0, "a run of the paused agent started after its pause was answered");
+
+    let requests = model.requests.lock().expect("lock").len();
+    let in_flight_max = model.in_flight_max.load(Ordering::SeqCst);
+    assert!(requests > RUNS_IN_FLIGHT_MAX, "the model was kept busy: {requests} requests");
+    assert!(
+        in_flight_max <= RUNS_IN_FLIGHT_MAX,
+        "{in_flight_max} requests at once; the engine may run {RUNS_IN_FLIGHT_MAX}"
+    );
+
+    // SIGTERM waits for the runs that began (each ends within the model's 2 s), no more.
+    let stop = Instant::now();
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("send SIGTERM");
+    assert!(status.success());
+    let exit = child.wait().expect("the daemon exits");
+    let stop_took = stop.elapsed();
+    assert!(exit.success(), "the daemon exits cleanly on SIGTERM: {exit}");
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default();
+    assert!(!log.contains("abandoned"), "no run was abandoned at the stop:\n{}", tail(&log));
+    assert!(
+        stop_took < Duration::from_secs(SHUTDOWN_GRACE_SECS),
+        "the stop took {stop_took:?}, the whole grace or more, though every run takes {MODEL_SECS} s"
+    );
+    let running = running_rows(&dir.path().join("state.db")).await;
+    assert_eq!(running, 0, "slots left `running` after a clean stop (claimed but never run?)");
+
+    println!(
+        "saturation: {} heartbeats every second, a {MODEL_SECS} s model, {RUNS_IN_FLIGHT_MAX} places: \
+         {requests} requests, at most {in_flight_max} at once ({in_flight_now} when looked at); \
+         GET /v1/status in {status_took:?}, a pause in {pause_took:?}, SIGTERM to exit in {stop_took:?}",
+        AGENTS_COUNT * HEARTBEATS_PER_AGENT
+    );
+}
+
+/// Rows the run log still has as `running`, read straight from the SQLite file.
+async fn running_rows(path: &std::path::Path) -> i64 {
+    use sqlx::Connection;
+    let url = format!("sqlite://{}?mode=ro", path.display());
+    let mut connection = sqlx::SqliteConnection::connect(&url).await.expect("open the store");
+    sqlx::query_scalar("SELECT COUNT(*) FROM executions WHERE status = 'running'")
+        .fetch_one(&mut connection)
+        .await
+        .expect("count running rows")
+}
+
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
