@@ -440,6 +440,10 @@ async fn a_full_engine_claims_only_what_it_can_start_and_a_stop_abandons_only_st
     let started = rig.events.matching(|e| matches!(e, EngineEvent::RunStarted { .. }));
     assert_eq!(started.len(), 2, "only the runs that can start are claimed: {started:?}");
     assert_eq!(count_status(&rig, &names, ExecutionStatus::Running).await, 2);
+    // The status counts the slots that wait for a place as waiting.
+    let views = engine.client().inspect().await.expect("inspect");
+    let waiting: usize = views.iter().map(|view| view.waiting).sum();
+    assert_eq!(waiting, 3, "the three slots with no place wait: {views:?}");
     // Each heartbeat gets its turn in the order its slots came, by its catch-up policy
     // (the latest slot that passed while it waited), and never more than two at once.
     rig.advance(140).await;

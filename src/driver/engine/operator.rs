@@ -26,7 +26,8 @@ pub struct JobView {
     /// The next slot its timer is armed for (none when disabled or exhausted).
     pub next_slot: Option<Timestamp>,
     pub runs_in_flight: usize,
-    /// Slots waiting behind a run (catch-up `all`, `buffer_one`).
+    /// Slots waiting behind a run (catch-up `all`, `buffer_one`) or for a place to run
+    /// (admission, ADR 0023).
     pub waiting: usize,
     /// Until when a failed run's backoff holds its timed slots, on the wall clock.
     pub backoff_until: Option<Timestamp>,
@@ -93,7 +94,7 @@ impl Driver {
                 enabled: entry.enabled,
                 next_slot: self.timers.timer(key).map(|timer| timer.next_slot),
                 runs_in_flight: entry.runs_in_flight,
-                waiting: entry.waiting.len(),
+                waiting: entry.waiting.len() + self.queued.get(&entry.def.key).copied().unwrap_or(0),
                 backoff_until: backoff_left.map(|left| crate::core::slots::add(now.wall, left)),
                 would_run_now: guard::check(input),
                 flood_guard_opens: opens.map(|at| crate::core::slots::add(now.wall, at.saturating_since(now.mono))),
