@@ -1031,8 +1031,6 @@ impl Driver {
         self.next_agent_wake().map_or(wake, |due| wake.min(due))
     }
 
-    /// Drops a heartbeat's slots from the admission queue (a disable, a delete, a replace,
-    /// a trip: whatever clears its backlog).
     /// Remembers a slot decided while an older one of its heartbeat is held or queued;
     /// forgets the heartbeat's last such slot once nothing older waits.
     fn note_decided(&mut self, key: &HeartbeatKey, slot: Timestamp, older_held: bool) {
@@ -1044,6 +1042,8 @@ impl Driver {
         }
     }
 
+    /// Drops a heartbeat's slots from the admission queue (a disable, a delete, a replace,
+    /// a trip: whatever clears its backlog).
     fn unqueue(&mut self, key: &HeartbeatKey) {
         self.decided_past_held.remove(key);
         if self.queued.remove(key).is_some() {
