@@ -773,7 +773,10 @@ impl Driver {
                 let floor = self.slot_floor(&key);
                 // What waited under the old definition goes with it, as its backlog does.
                 self.unqueue(&key);
-                let mut entry = Entry::new(def, true, None);
+                // The floor stays with the entry: if the store says it is tripped, it is left
+                // disarmed, and its probe after the cooldown must still go above the old
+                // timer's slots (a backward wall jump in between, seed 1325000002181).
+                let mut entry = Entry::new(def, true, floor);
                 entry.runs_in_flight = runs_in_flight;
                 self.entries.insert(key.clone(), entry);
                 self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key: key.clone() });
