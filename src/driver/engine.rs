@@ -1150,6 +1150,8 @@ impl Driver {
         if !entry.enabled || !matches!(entry.def.schedule, Schedule::At(_)) {
             return;
         }
+        // Nor the instant of a slot an operator triggered, not claimed yet (seed 1425000003857).
+        let above = self.trigger_floor.get(key).map_or(above, |triggered| (*triggered).max(above));
         // Retry slots follow the wall clock: after a backward jump they may reach slots it
         // decided before, which are not offered twice.
         let above = match self.context.store.executions(key, 1).await {
