@@ -101,7 +101,7 @@ async fn the_databases_partition_function_agrees_with_the_engines() {
 #[tokio::test]
 async fn grants_raise_the_term_and_only_a_free_or_expired_lease_is_granted() {
     with_each_store(|store| async move {
-        let live = store.announce("a", TTL).await.expect("announce");
+        let live = store.announce("a", None, TTL).await.expect("announce");
         assert_eq!(live, BTreeSet::from(["a".to_owned()]));
         let table = store.lease_table().await.expect("table");
         assert_eq!(table.len(), usize::try_from(PARTITIONS_COUNT).expect("small"));
@@ -127,9 +127,29 @@ async fn grants_raise_the_term_and_only_a_free_or_expired_lease_is_granted() {
 }
 
 #[tokio::test]
+async fn the_lease_table_gives_each_owner_the_api_address_it_announced_last() {
+    with_each_store(|store| async move {
+        store.announce("a", Some("http://10.0.0.1:7878"), TTL).await.expect("announce");
+        store.announce("b", None, TTL).await.expect("announce");
+        store.acquire("a", 1, TTL).await.expect("acquire").expect("free");
+        store.acquire("b", 2, TTL).await.expect("acquire").expect("free");
+        let table = store.lease_table().await.expect("table");
+        assert_eq!(table[1].owner_url.as_deref(), Some("http://10.0.0.1:7878"));
+        assert_eq!(table[2].owner_url, None, "a node serving no API has no address");
+        assert_eq!(table[3].owner_url, None, "a free partition has none");
+        // A node restarted on another port announces the new address; one that left has none.
+        store.announce("a", Some("http://10.0.0.1:9000"), TTL).await.expect("announce");
+        assert_eq!(store.lease_table().await.expect("table")[1].owner_url.as_deref(), Some("http://10.0.0.1:9000"));
+        store.leave("a").await.expect("leave");
+        assert_eq!(store.lease_table().await.expect("table")[1].owner_url, None);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn expiry_is_judged_by_the_database_clock_and_ends_renewal() {
     with_each_store(|store| async move {
-        store.announce("a", TTL).await.expect("announce");
+        store.announce("a", None, TTL).await.expect("announce");
         let short = Duration::from_millis(300);
         let lease = store.acquire("a", 0, short).await.expect("acquire").expect("free");
         assert_eq!(store.acquire("b", 0, TTL).await.expect("acquire"), None);
@@ -139,12 +159,12 @@ async fn expiry_is_judged_by_the_database_clock_and_ends_renewal() {
         assert_eq!(taken.term, lease.term + 1);
         assert!(!store.renew(&lease, TTL).await.expect("renew"), "the old term is over");
         // Nodes expire the same way.
-        store.announce("gone", short).await.expect("announce");
+        store.announce("gone", None, short).await.expect("announce");
         tokio::time::sleep(Duration::from_millis(450)).await;
-        let live = store.announce("b", TTL).await.expect("announce");
+        let live = store.announce("b", None, TTL).await.expect("announce");
         assert_eq!(live, BTreeSet::from(["a".to_owned(), "b".to_owned()]));
         store.leave("a").await.expect("leave");
-        assert_eq!(store.announce("b", TTL).await.expect("announce"), BTreeSet::from(["b".to_owned()]));
+        assert_eq!(store.announce("b", None, TTL).await.expect("announce"), BTreeSet::from(["b".to_owned()]));
     })
     .await;
 }
@@ -152,7 +172,7 @@ async fn expiry_is_judged_by_the_database_clock_and_ends_renewal() {
 #[tokio::test]
 async fn a_node_whose_lease_was_taken_over_writes_nothing() {
     with_each_store(|store| async move {
-        store.announce("a", TTL).await.expect("announce");
+        store.announce("a", None, TTL).await.expect("announce");
         let agent = agent_in(5);
         let k = key(&agent, "hb");
         store.put_heartbeat(&def(&agent, "hb", 60), at(0)).await.expect("put");
@@ -191,7 +211,7 @@ async fn a_node_whose_lease_was_taken_over_writes_nothing() {
 #[tokio::test]
 async fn a_partition_store_sees_and_writes_only_its_partition() {
     with_each_store(|store| async move {
-        store.announce("a", TTL).await.expect("announce");
+        store.announce("a", None, TTL).await.expect("announce");
         let (mine, theirs) = (agent_in(1), agent_in(2));
         for agent in [&mine, &theirs] {
             store.put_heartbeat(&def(agent, "hb", 60), at(0)).await.expect("put");
@@ -213,7 +233,7 @@ async fn a_partition_store_sees_and_writes_only_its_partition() {
 #[tokio::test]
 async fn no_fenced_write_lands_after_the_takeover_commits() {
     with_each_store(|store| async move {
-        store.announce("a", TTL).await.expect("announce");
+        store.announce("a", None, TTL).await.expect("announce");
         let agent = agent_in(7);
         let k = key(&agent, "hb");
         store.put_heartbeat(&def(&agent, "hb", 60), at(0)).await.expect("put");

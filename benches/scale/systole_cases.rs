@@ -293,8 +293,11 @@ pub async fn cluster_dispatch(nodes: usize, count: usize, url: &str, password: &
                 Arc::clone(&node_store) as Arc<dyn Store>,
             )
         };
-        let settings =
-            ClusterSettings { node: format!("node-{index}"), lease: Duration::from_secs(CLUSTER_LEASE_SECS) };
+        let settings = ClusterSettings {
+            node: format!("node-{index}"),
+            lease: Duration::from_secs(CLUSTER_LEASE_SECS),
+            api_url: None,
+        };
         handles.push(cluster::start(settings, node_store as Arc<dyn Leases>, ports, EngineOptions::default()));
     }
     let Waited { finished, took, cpu, .. } = wait_for_all(&recorder, due).await;

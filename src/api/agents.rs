@@ -3,13 +3,14 @@
 
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::api::error::{ApiError, Body};
 use crate::api::feed::run_event_json;
+use crate::api::forward;
 use crate::api::jobs::known_agent;
 use crate::api::spend;
 use crate::api::status::PauseView;
@@ -45,13 +46,18 @@ async fn agent_json(state: &ApiState, agent: &AgentId, pauses: &PauseView) -> Re
     }))
 }
 
-pub async fn list(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+pub async fn list(State(state): State<ApiState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
     let pauses = PauseView::load(&state).await?;
     let mut agents: std::collections::BTreeSet<AgentId> = state.agents.keys().cloned().collect();
     agents.extend(state.store.load_heartbeats().await?.into_iter().map(|job| job.def.key.agent));
     let mut items = Vec::new();
     for agent in &agents {
         items.push(agent_json(&state, agent, &pauses).await?);
+    }
+    // On a node of a cluster asked directly: each agent as its owner sees it.
+    if let Some(route) = state.engine.cluster().filter(|_| !forward::forwarded(&headers)) {
+        let (answers, _) = forward::gather(route, &headers, "/v1/agents").await;
+        forward::merge_rows(route, &mut items, &answers, "items");
     }
     Ok(Json(json!({ "items": items })))
 }

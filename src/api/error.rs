@@ -48,6 +48,20 @@ impl ApiError {
         Self { status: StatusCode::CONFLICT, code: "wrong-daemon", message: message.into() }
     }
 
+    /// On a node of a cluster: the agent's owner cannot be asked from here.
+    pub fn not_owner(message: impl Into<String>) -> Self {
+        Self { status: StatusCode::CONFLICT, code: "not-owner", message: message.into() }
+    }
+
+    /// On a node of a cluster: the call was sent to the agent's owner, which did not answer.
+    pub fn owner_unreachable(message: impl Into<String>) -> Self {
+        Self { status: StatusCode::BAD_GATEWAY, code: "owner-unreachable", message: message.into() }
+    }
+
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self { status: StatusCode::PAYLOAD_TOO_LARGE, code: "too-large", message: message.into() }
+    }
+
     /// The store or the engine did not answer: not the caller's fault, and worth a retry.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self { status: StatusCode::SERVICE_UNAVAILABLE, code: "unavailable", message: message.into() }

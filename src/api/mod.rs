@@ -8,6 +8,7 @@ pub mod agents;
 pub mod auth;
 pub mod error;
 pub mod feed;
+pub mod forward;
 pub mod jobs;
 pub mod mcp;
 pub mod openapi;
@@ -100,8 +101,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/metrics", get(metrics))
         .nest("/v1", v1)
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), forward::to_owner))
         .layer(middleware::from_fn_with_state(state.clone(), store_check::require_same_store))
         .layer(middleware::from_fn_with_state(state.clone(), auth::require_token))
+        .layer(middleware::from_fn_with_state(state.clone(), forward::name_node))
         .layer(DefaultBodyLimit::max(API_BODY_BYTES_MAX))
         .with_state(state)
 }

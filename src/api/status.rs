@@ -5,11 +5,13 @@ use crate::cluster::engines::ClusterRoute;
 use std::collections::{BTreeMap, BTreeSet};
 
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::Json;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{json, Value};
 
 use crate::api::error::ApiError;
+use crate::api::forward;
 use crate::api::spend::{self, spend_json};
 use crate::api::ApiState;
 use crate::core::breaker::DISABLED_BY_BREAKER;
@@ -192,7 +194,7 @@ async fn job_rows_seen(
     Ok(rows)
 }
 
-pub async fn status(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+pub async fn status(State(state): State<ApiState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
     let jobs = state.store.load_heartbeats().await?;
     let views = state.engine.inspect().await?;
     let views_by_key = by_key(&views);
@@ -224,6 +226,14 @@ pub async fn status(State(state): State<ApiState>) -> Result<Json<Value>, ApiErr
     });
     if let Some(route) = state.engine.cluster() {
         body["cluster"] = cluster_json(route);
+        // Asked directly: every agent of the cluster, each as its owner sees it.
+        if !forward::forwarded(&headers) {
+            let (answers, silent) = forward::gather(route, &headers, "/v1/status").await;
+            if let Some(rows) = body["agents"].as_array_mut() {
+                forward::merge_rows(route, rows, &answers, "agents");
+            }
+            body["cluster"]["unreachable"] = json!(silent);
+        }
     }
     Ok(Json(body))
 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, RwLock};
 use crate::cluster::{ClusterHandle, ClusterView, LeaseStats};
 use crate::core::ids::AgentId;
 use crate::core::partition::{partition_of, LeaseView, PARTITIONS_COUNT};
+use crate::core::routing::{route, Route};
 use crate::driver::lanes::Lanes;
 use crate::driver::run_events::RunEvents;
 use crate::driver::{EngineClient, EngineError, JobView, Shared};
@@ -42,6 +43,14 @@ impl ClusterRoute {
     pub fn leases(&self) -> (Vec<LeaseView>, Vec<u32>) {
         let view = self.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         (view.table.clone(), view.engines.keys().copied().collect())
+    }
+
+    /// Where a call for `agent` is answered (`core::routing`), by the lease table as last
+    /// read: a call forwarded to a node that has just lost the partition is answered
+    /// `not-owner` there, and a forwarded call is never forwarded again.
+    pub fn route(&self, agent: &AgentId) -> Route {
+        let view = self.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        route(agent, &self.node, |partition| view.engines.contains_key(&partition), &view.table)
     }
 }
 

@@ -54,6 +54,10 @@ const RELEASE_GRACE_SECS: u64 = 5;
 pub struct ClusterSettings {
     pub node: String,
     pub lease: Duration,
+    /// Where this node's API answers for the other nodes (ADR 0024): announced with the
+    /// node, so a call for one of its agents made on another node is forwarded here.
+    /// `None` when it serves no API.
+    pub api_url: Option<String>,
 }
 
 /// Lease counters of this node, for `/metrics` and the status.
@@ -173,7 +177,9 @@ impl Node {
             // cannot be read this turn.
             self.publish(self.table.clone());
         }
-        let live = match self.leases.announce(&self.settings.node, self.settings.lease).await {
+        let announced =
+            self.leases.announce(&self.settings.node, self.settings.api_url.as_deref(), self.settings.lease);
+        let live = match announced.await {
             Ok(live) => live,
             Err(error) => {
                 tracing::warn!(%error, node = %self.settings.node, "cannot announce this node; holding what it has");

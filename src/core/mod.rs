@@ -22,6 +22,7 @@ pub mod pause;
 pub mod policy;
 pub mod reply;
 pub mod retention;
+pub mod routing;
 pub mod schedule;
 pub mod schedule_fields;
 pub mod slots;

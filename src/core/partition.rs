@@ -29,6 +29,9 @@ pub struct LeaseView {
     pub partition: u32,
     /// `None` when released or never granted.
     pub owner: Option<String>,
+    /// The API address the owner announced (`[cluster] advertise_url`), where a call for
+    /// one of its agents is forwarded (`core::routing`).
+    pub owner_url: Option<String>,
     pub term: u64,
     /// Judged by the database's clock when the snapshot was read.
     pub expired: bool,
@@ -91,6 +94,7 @@ mod tests {
             .map(|(index, owner)| LeaseView {
                 partition: u32::try_from(index).expect("small"),
                 owner: owner.map(str::to_owned),
+                owner_url: None,
                 term: 1,
                 expired: false,
             })

@@ -168,6 +168,9 @@ struct RawCluster {
     node_id: Option<String>,
     /// How long a lease lasts unless renewed (`LEASE_SECS_DEFAULT`).
     lease_secs: Option<u64>,
+    /// Where the other nodes reach this node's API, like `http://10.0.0.5:7878` (ADR 0024);
+    /// by default the address `api.listen` is bound to, unless that is `0.0.0.0`.
+    advertise_url: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -725,7 +728,9 @@ impl Validator<'_> {
                 format!("{lease_secs} is out of range; allowed from {LEASE_SECS_MIN} to {LEASE_SECS_MAX} seconds");
             return Err(self.error("cluster.lease_secs", problem));
         }
-        Ok(Some(ClusterSettings { node, lease: Duration::from_secs(lease_secs) }))
+        let api_url =
+            raw.advertise_url.map(|url| advertise_url(&url).map_err(|p| self.error("cluster.advertise_url", p)));
+        Ok(Some(ClusterSettings { node, lease: Duration::from_secs(lease_secs), api_url: api_url.transpose()? }))
     }
 
     fn postgres(&self, raw: &RawStore) -> Result<Option<PostgresConfig>, ConfigError> {
@@ -959,3 +964,19 @@ use adapters::RawAdapters;
 #[cfg(test)]
 #[path = "config_tests.rs"]
 mod tests;
+
+/// `[cluster] advertise_url`: `http(s)://host[:port]`, nothing after the address (the API's
+/// routes are added to it) and no user or password (it is stored in the lease tables).
+fn advertise_url(url: &str) -> Result<String, String> {
+    let Some(rest) = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")) else {
+        return Err(format!("{url:?} is not an http:// or https:// URL; write http://10.0.0.5:7878"));
+    };
+    let address = rest.strip_suffix('/').unwrap_or(rest);
+    if address.is_empty() {
+        return Err(format!("{url:?} names no host; write http://10.0.0.5:7878"));
+    }
+    if address.contains(['/', '?', '#', '@']) || address.chars().any(char::is_whitespace) {
+        return Err(format!("{url:?} must be only a scheme, a host and a port, like http://10.0.0.5:7878"));
+    }
+    Ok(url.strip_suffix('/').unwrap_or(url).to_owned())
+}

@@ -459,6 +459,21 @@ fn a_cluster_needs_postgres_a_node_id_and_a_sane_lease() {
         (format!("{LLM}{pg}[cluster]\n"), "cluster.node_id", "missing"),
         (format!("{LLM}{pg}[cluster]\nnode_id = \"Node A\"\n"), "cluster.node_id", "only lowercase"),
         (format!("{LLM}{pg}[cluster]\nnode_id = \"a\"\nlease_secs = 1\n"), "cluster.lease_secs", "out of range"),
+        (
+            format!("{LLM}{pg}[cluster]\nnode_id = \"a\"\nadvertise_url = \"10.0.0.5:7878\"\n"),
+            "cluster.advertise_url",
+            "not an http",
+        ),
+        (
+            format!("{LLM}{pg}[cluster]\nnode_id = \"a\"\nadvertise_url = \"http://\"\n"),
+            "cluster.advertise_url",
+            "no host",
+        ),
+        (
+            format!("{LLM}{pg}[cluster]\nnode_id = \"a\"\nadvertise_url = \"http://u:p@h:1/v1\"\n"),
+            "cluster.advertise_url",
+            "only a scheme",
+        ),
     ] {
         let error = refused(&text);
         assert_eq!(error.field, field, "for config:\n{text}\nerror: {error}");
@@ -467,6 +482,10 @@ fn a_cluster_needs_postgres_a_node_id_and_a_sane_lease() {
     let config = parse_text(&format!("{LLM}{pg}[cluster]\nnode_id = \"node-1\"\n")).expect("valid");
     let cluster = config.cluster.expect("a cluster node");
     assert_eq!((cluster.node.as_str(), cluster.lease.as_secs()), ("node-1", crate::cluster::LEASE_SECS_DEFAULT));
+    assert_eq!(cluster.api_url, None, "by default the address the API is bound to, known at start-up");
+    let text = format!("{LLM}{pg}[cluster]\nnode_id = \"node-1\"\nadvertise_url = \"https://n1.internal:7878/\"\n");
+    let cluster = parse_text(&text).expect("valid").cluster.expect("a cluster node");
+    assert_eq!(cluster.api_url.as_deref(), Some("https://n1.internal:7878"));
 }
 
 #[test]

@@ -60,9 +60,22 @@ pub async fn status(client: &ApiClient, as_json: bool) -> Result<String, DaemonE
         return Ok(pretty(&status));
     }
     let now = status["now"].as_str().and_then(|t| t.parse().ok()).unwrap_or(Timestamp::UNIX_EPOCH);
-    let mut out = format!("{:<12} {:<20} {:<10} {:<38} {:<22} {}\n", "AGENT", "ID", "KIND", "NEXT RUN", "LAST", "NOW");
+    // On a node of a cluster: which node runs each agent.
+    let clustered = status.get("cluster").is_some();
+    let node_column = |name: &str| if clustered { format!("{name:<12} ") } else { String::new() };
+    let mut out = format!(
+        "{:<12} {}{:<20} {:<10} {:<38} {:<22} {}\n",
+        "AGENT",
+        node_column("NODE"),
+        "ID",
+        "KIND",
+        "NEXT RUN",
+        "LAST",
+        "NOW"
+    );
     for agent in status["agents"].as_array().into_iter().flatten() {
         let zone = zone_of(agent);
+        let owner = node_column(agent["owner"].as_str().unwrap_or("-"));
         for job in agent["jobs"].as_array().into_iter().flatten() {
             let last = match (job["last_status"].as_str(), job["last_skip_reason"].as_str()) {
                 (Some(status), Some(reason)) => format!("{status} ({reason})"),
@@ -75,7 +88,7 @@ pub async fn status(client: &ApiClient, as_json: bool) -> Result<String, DaemonE
                 format!("held: {}", job["reason"].as_str().unwrap_or("unknown"))
             };
             out.push_str(&format!(
-                "{:<12} {:<20} {:<10} {:<38} {:<22} {}\n",
+                "{:<12} {owner}{:<20} {:<10} {:<38} {:<22} {}\n",
                 agent["id"].as_str().unwrap_or("-"),
                 job["id"].as_str().unwrap_or("-"),
                 job["kind"].as_str().unwrap_or("-"),
@@ -118,12 +131,20 @@ fn cluster_lines(cluster: &Value) -> String {
         *owners.entry(owner.to_owned()).or_default() += 1;
     }
     let shares: Vec<String> = owners.iter().map(|(owner, count)| format!("{owner} {count}")).collect();
-    format!(
-        "\nnode {} runs partitions {}; partitions by node: {}\n(jobs of other nodes show no verdict here; ask their node)\n",
+    let mut text = format!(
+        "\nnode {} runs partitions {}; partitions by node: {}\n",
         cluster["node"].as_str().unwrap_or("?"),
         if held.is_empty() { "none".to_owned() } else { held.join(",") },
         shares.join(", ")
-    )
+    );
+    // The owners that did not answer: their agents show what the store has, no verdict.
+    for (node, problem) in cluster["unreachable"].as_object().into_iter().flatten() {
+        text.push_str(&format!(
+            "node {node} did not answer ({}); its agents show no verdict\n",
+            problem.as_str().unwrap_or("?")
+        ));
+    }
+    text
 }
 
 /// The agent that has job `id` in list `kind`, when the user did not say.
@@ -310,9 +331,11 @@ mod tests {
                 { "partition": 2, "owner": "node-a", "term": 1 },
                 { "partition": 3, "owner": null, "term": 4 },
             ],
+            "unreachable": { "node-c": "connection refused" },
         });
         let text = cluster_lines(&cluster);
         assert!(text.contains("node node-a runs partitions 0,2;"), "{text}");
         assert!(text.contains("partitions by node: (none: changing hands) 1, node-a 2, node-b 1"), "{text}");
+        assert!(text.contains("node node-c did not answer (connection refused)"), "{text}");
     }
 }

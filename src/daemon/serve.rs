@@ -107,6 +107,14 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         Some(address) => Some(serve_api::bind(address, token.as_deref()).await?),
         None => None,
     };
+    // Checked before the store opens: a node the others cannot reach must not join.
+    let advertised = match &config.cluster {
+        Some(settings) => {
+            let bound = listener.as_ref().and_then(|listener| listener.local_addr().ok());
+            serve_api::advertised_url(settings.api_url.as_deref(), bound)?
+        }
+        None => None,
+    };
     let opened = store_open::open_for_daemon(&config).await?;
     let store = Arc::clone(&opened.store);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
@@ -163,8 +171,14 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     );
     let running = match (&config.cluster, opened.leases) {
         (Some(settings), Some(leases)) => {
-            tracing::info!(node = %settings.node, lease_secs = settings.lease.as_secs(), "joining the cluster");
-            Running::Cluster(cluster::start(settings.clone(), leases, ports, options))
+            tracing::info!(
+                node = %settings.node,
+                lease_secs = settings.lease.as_secs(),
+                api_url = advertised.as_deref().unwrap_or("none"),
+                "joining the cluster"
+            );
+            let settings = cluster::ClusterSettings { api_url: advertised.clone(), ..settings.clone() };
+            Running::Cluster(cluster::start(settings, leases, ports, options))
         }
         _ => Running::One(driver::start(ports, options).await?),
     };

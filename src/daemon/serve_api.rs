@@ -65,3 +65,25 @@ pub fn api_url(config: &Config) -> Option<(String, bool)> {
     }
     config.api.listen.map(|address| (format!("http://{address}"), false))
 }
+
+/// Where the other nodes of a cluster reach this node's API (ADR 0024): `[cluster]
+/// advertise_url`, else the address the API is bound to. `None` when it serves no API.
+///
+/// # Errors
+/// When the API listens on every interface (`0.0.0.0`, `::`) and no `advertise_url` says
+/// which of the machine's addresses the other nodes should use.
+pub fn advertised_url(configured: Option<&str>, bound: Option<SocketAddr>) -> Result<Option<String>, DaemonError> {
+    match (configured, bound) {
+        (Some(url), Some(_)) => Ok(Some(url.to_owned())),
+        (Some(_), None) => Err(DaemonError::Startup(
+            "cluster.advertise_url: is set but this node serves no API (api.listen is off)".to_owned(),
+        )),
+        (None, Some(address)) if address.ip().is_unspecified() => Err(DaemonError::Startup(format!(
+            "cluster.advertise_url: is needed when api.listen is {address}; name the address the other nodes \
+             reach this one at, like http://10.0.0.5:{}",
+            address.port()
+        ))),
+        (None, Some(address)) => Ok(Some(format!("http://{address}"))),
+        (None, None) => Ok(None),
+    }
+}

@@ -22,11 +22,13 @@ pub struct Lease {
 
 #[async_trait]
 pub trait Leases: Send + Sync + 'static {
-    /// Records that `node` is alive for `ttl` more (from the store's clock), making sure
-    /// the lease table has its partitions, and returns the nodes alive now (`node` among them).
-    async fn announce(&self, node: &str, ttl: Duration) -> Result<BTreeSet<String>, StoreError>;
+    /// Records that `node` is alive for `ttl` more (from the store's clock) and where its API
+    /// answers (`api_url`, `None` when it serves none), making sure the lease table has its
+    /// partitions, and returns the nodes alive now (`node` among them).
+    async fn announce(&self, node: &str, api_url: Option<&str>, ttl: Duration) -> Result<BTreeSet<String>, StoreError>;
 
-    /// Every partition's lease, expiry judged now by the store's clock.
+    /// Every partition's lease, expiry judged now by the store's clock, with the API
+    /// address its owner last announced.
     async fn lease_table(&self) -> Result<Vec<LeaseView>, StoreError>;
 
     /// Grants `partition` to `node` for `ttl` if it is free or expired, under the next

@@ -55,7 +55,14 @@ pub struct MemoryState {
     system_event_id: u64,
     /// The partition leases and the nodes alive (see `memory_leases`).
     pub(super) leases: BTreeMap<u32, LeaseRow>,
-    pub(super) nodes: BTreeMap<String, Timestamp>,
+    pub(super) nodes: BTreeMap<String, NodeRow>,
+}
+
+/// A node alive until `expires_at`, as PostgreSQL's `cluster_nodes` row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct NodeRow {
+    pub(super) expires_at: Timestamp,
+    pub(super) api_url: Option<String>,
 }
 
 /// One partition's lease, as PostgreSQL's `partition_leases` row.

@@ -15,7 +15,7 @@ use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::partition::{partition_of, LeaseView, PARTITIONS_COUNT};
 use crate::ports::leases::{Lease, Leases};
 use crate::ports::store::{Store, StoreError};
-use crate::store::memory::{LeaseRow, MemoryState, MemoryStore};
+use crate::store::memory::{LeaseRow, MemoryState, MemoryStore, NodeRow};
 
 impl MemoryStore {
     /// Refuses a write of a partition's store whose lease is no longer current, or that
@@ -53,14 +53,16 @@ fn plus(now: Timestamp, ttl: Duration) -> Timestamp {
 
 #[async_trait]
 impl Leases for MemoryStore {
-    async fn announce(&self, node: &str, ttl: Duration) -> Result<BTreeSet<String>, StoreError> {
+    async fn announce(&self, node: &str, api_url: Option<&str>, ttl: Duration) -> Result<BTreeSet<String>, StoreError> {
         let now = self.store_now()?;
         let mut state = self.lock();
         for partition in 0..PARTITIONS_COUNT {
             state.leases.entry(partition).or_insert(LeaseRow { owner: None, term: 0, expires_at: Timestamp::MIN });
         }
-        state.nodes.insert(node.to_owned(), plus(now, ttl));
-        Ok(state.nodes.iter().filter(|(_, expires)| **expires > now).map(|(node, _)| node.clone()).collect())
+        state
+            .nodes
+            .insert(node.to_owned(), NodeRow { expires_at: plus(now, ttl), api_url: api_url.map(str::to_owned) });
+        Ok(state.nodes.iter().filter(|(_, row)| row.expires_at > now).map(|(node, _)| node.clone()).collect())
     }
 
     async fn lease_table(&self) -> Result<Vec<LeaseView>, StoreError> {
@@ -72,6 +74,8 @@ impl Leases for MemoryStore {
             .map(|(partition, row)| LeaseView {
                 partition: *partition,
                 owner: row.owner.clone(),
+                // As PostgreSQL's join: the address of an owner still in the node table.
+                owner_url: row.owner.as_ref().and_then(|owner| state.nodes.get(owner)).and_then(|n| n.api_url.clone()),
                 term: row.term,
                 expired: row.expires_at <= now,
             })

@@ -47,7 +47,7 @@ impl PostgresStore {
 
 #[async_trait]
 impl Leases for PostgresStore {
-    async fn announce(&self, node: &str, ttl: Duration) -> Result<BTreeSet<String>, StoreError> {
+    async fn announce(&self, node: &str, api_url: Option<&str>, ttl: Duration) -> Result<BTreeSet<String>, StoreError> {
         let mut tx = self.lease_pool.begin().await?;
         sqlx::query(
             "INSERT INTO partition_leases (partition) SELECT generate_series(0, $1 - 1) ON CONFLICT DO NOTHING",
@@ -56,12 +56,13 @@ impl Leases for PostgresStore {
         .execute(&mut *tx)
         .await?;
         sqlx::query(
-            "INSERT INTO cluster_nodes (node_id, expires_at, joined_at) \
-             VALUES ($1, now() + $2 * interval '1 millisecond', now()) \
-             ON CONFLICT (node_id) DO UPDATE SET expires_at = excluded.expires_at",
+            "INSERT INTO cluster_nodes (node_id, expires_at, joined_at, api_url) \
+             VALUES ($1, now() + $2 * interval '1 millisecond', now(), $3) \
+             ON CONFLICT (node_id) DO UPDATE SET expires_at = excluded.expires_at, api_url = excluded.api_url",
         )
         .bind(node)
         .bind(ttl_ms(ttl))
+        .bind(api_url)
         .execute(&mut *tx)
         .await?;
         let live: Vec<String> =
@@ -73,18 +74,22 @@ impl Leases for PostgresStore {
     }
 
     async fn lease_table(&self) -> Result<Vec<LeaseView>, StoreError> {
-        let rows: Vec<(i32, Option<String>, i64, bool)> = sqlx::query_as(
-            "SELECT partition, owner, term, expires_at <= now() FROM partition_leases \
-             WHERE partition < $1 ORDER BY partition",
+        // The owner's address comes from its own announcement: a node forwards a call only
+        // to an address the lease tables hold (ADR 0024).
+        let rows: Vec<(i32, Option<String>, Option<String>, i64, bool)> = sqlx::query_as(
+            "SELECT l.partition, l.owner, n.api_url, l.term, l.expires_at <= now() FROM partition_leases l \
+             LEFT JOIN cluster_nodes n ON n.node_id = l.owner \
+             WHERE l.partition < $1 ORDER BY l.partition",
         )
         .bind(i32::try_from(PARTITIONS_COUNT).unwrap_or(i32::MAX))
         .fetch_all(&self.lease_pool)
         .await?;
         rows.into_iter()
-            .map(|(partition, owner, term, expired)| {
+            .map(|(partition, owner, owner_url, term, expired)| {
                 Ok(LeaseView {
                     partition: u32::try_from(partition).unwrap_or(u32::MAX),
                     owner,
+                    owner_url,
                     term: term_from(term)?,
                     expired,
                 })

@@ -130,15 +130,22 @@ shutdown_grace = "2s"
 }
 
 pub fn spawn_node(config: &Path, log: &Path) -> Child {
-    let log = std::fs::File::create(log).expect("log file");
-    Command::new(env!("CARGO_BIN_EXE_systole"))
+    spawn_node_env(config, log, &[])
+}
+
+/// A node with more environment (a token): its log is appended to, so a restarted node's
+/// earlier lines stay.
+pub fn spawn_node_env(config: &Path, log: &Path, envs: &[(&str, &str)]) -> Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_systole"));
+    command
         .args(["serve", "--config", config.to_str().expect("utf-8 path")])
         .env("RUST_LOG", "info")
-        .env(PASSWORD_ENV, POSTGRES_TEST_PASSWORD)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start node")
+        .env(PASSWORD_ENV, POSTGRES_TEST_PASSWORD);
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    command.stdout(Stdio::null()).stderr(log).spawn().expect("start node")
 }
 
 /// Runs a single node's `systole serve` to its end (for a start-up that must be refused).

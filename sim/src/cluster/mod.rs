@@ -504,7 +504,7 @@ async fn node_life(world: Arc<ClusterWorld>, name: String) {
     }
     let mut options = EngineOptions::default();
     options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);
-    let settings = ClusterSettings { node: name.clone(), lease: world.options.lease };
+    let settings = ClusterSettings { node: name.clone(), lease: world.options.lease, api_url: None };
     let leases = Arc::new(NodeLeases { link, inner: Arc::clone(&world.store) });
     let handle = cluster::start(settings, leases, ports, options);
     if let Some(leave) = world.leave.get(&name) {

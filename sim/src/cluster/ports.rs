@@ -259,9 +259,14 @@ pub struct NodeLeases {
 
 #[async_trait]
 impl Leases for NodeLeases {
-    async fn announce(&self, node: &str, ttl: Duration) -> Result<std::collections::BTreeSet<String>, StoreError> {
+    async fn announce(
+        &self,
+        node: &str,
+        api_url: Option<&str>,
+        ttl: Duration,
+    ) -> Result<std::collections::BTreeSet<String>, StoreError> {
         self.link.check().await?;
-        self.inner.announce(node, ttl).await
+        self.inner.announce(node, api_url, ttl).await
     }
 
     async fn lease_table(&self) -> Result<Vec<LeaseView>, StoreError> {
