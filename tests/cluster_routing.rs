@@ -89,8 +89,10 @@ async fn every_call_about_an_agent_is_answered_by_its_owner_from_any_node() {
     let _logs = ShowLogsOnFailure(dir.path().to_owned(), &NODES);
     let mut children = Nodes(BTreeMap::new());
     let mut apis = BTreeMap::new();
+    let mut configs = BTreeMap::new();
     for node in NODES {
         let config = write_config(&dir.path().join(node), node, &url, address, AGENTS_COUNT);
+        configs.insert(node, config.clone());
         let log = dir.path().join(format!("{node}.log"));
         children.0.insert(node, spawn_node_env(&config, &log, &[("SYSTOLE_API_TOKEN", TOKEN)]));
         apis.insert(node, api_of(&dir.path().join(node)).await);
@@ -197,6 +199,58 @@ async fn every_call_about_an_agent_is_answered_by_its_owner_from_any_node() {
             assert_eq!(item["owner"].as_str(), Some(owner_of(id).as_str()), "agents on {node}: {item}");
         }
     }
+
+    // A reload reaches every node, or none: with one node's file ahead of the others',
+    // nothing changes; with all three the same, a reload asked of one applies on all.
+    let late = "\n[[agents]]\nid = \"late\"\n[[agents.heartbeats]]\nid = \"added\"\nprompt = \"report for late\"\n\
+                every = \"1h\"\ntarget = \"webhook:ops\"\n";
+    let append = |node: &str| {
+        let path = &configs[node];
+        let text = std::fs::read_to_string(path).expect("config");
+        std::fs::write(path, format!("{text}{late}")).expect("write config");
+    };
+    let added = "/v1/agents/late/heartbeats/added";
+    append(&asked);
+    let (status, _, body) = api.call(Method::POST, "/v1/reload", None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("nodes-disagree")), "{body}");
+    for node in NODES {
+        let (status, _, body) = apis[node].call(Method::GET, added, None).await;
+        assert_eq!(status, 404, "nothing changed on {node}: {body}");
+    }
+    for node in NODES.iter().filter(|node| **node != asked) {
+        append(node);
+    }
+    let (status, _, body) = api.call(Method::POST, "/v1/reload", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["inserted"], json!(["late/added"]), "{body}");
+    for node in NODES.iter().filter(|node| **node != asked) {
+        assert_eq!(body["nodes"][node]["inserted"], json!(["late/added"]), "{node} reloaded too: {body}");
+    }
+    let late_owner = owner_of("late");
+    let (status, node, shown) = apis[third].call(Method::GET, added, None).await;
+    assert_eq!((status, node.as_deref()), (200, Some(late_owner.as_str())), "{shown}");
+    assert!(shown["next_slot"].is_string(), "armed by its owner's engine: {shown}");
+    // SIGHUP on a node that does not run it reloads every node too.
+    for node in NODES {
+        let path = &configs[node];
+        let text = std::fs::read_to_string(path).expect("config");
+        std::fs::write(path, text.replace("every = \"1h\"", "every = \"2h\"")).expect("write config");
+    }
+    let hup = NODES.iter().find(|node| **node != late_owner).expect("a node");
+    signal(&children.0[hup], "HUP");
+    let sighup = jiff::Timestamp::now();
+    let started = Instant::now();
+    loop {
+        let (_, _, shown) = api.call(Method::GET, added, None).await;
+        let next: Option<jiff::Timestamp> = shown["next_slot"].as_str().and_then(|at| at.parse().ok());
+        // Re-armed by the new interval: its next slot is more than an hour away.
+        if shown["every"] == "2h" && next.is_some_and(|next| next > sighup + jiff::SignedDuration::from_mins(90)) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(WAIT_SECS_MAX), "never re-armed after SIGHUP: {shown}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("routing: a reload on {asked} and a SIGHUP on {hup} re-armed late/added on {late_owner}");
 
     // The owner dies: its agents answer `owner-unreachable` (nothing done) until another
     // node takes the partition over, and then that node answers.

@@ -152,34 +152,10 @@ pub async fn gather(
     headers: &HeaderMap,
     path: &str,
 ) -> (BTreeMap<String, Value>, BTreeMap<String, String>) {
-    let (table, _) = route.leases();
-    let mut owners: BTreeMap<String, String> = BTreeMap::new();
-    for lease in table.iter().filter(|lease| !lease.expired) {
-        if let (Some(owner), Some(url)) = (&lease.owner, &lease.owner_url) {
-            if *owner != route.node {
-                owners.insert(owner.clone(), url.clone());
-            }
-        }
-    }
-    let calls = owners.into_iter().map(|(owner, url)| {
-        let mut call = client().get(format!("{url}{path}")).header(FORWARDED_BY_HEADER, &route.node);
-        if let Some(value) = headers.get(AUTHORIZATION) {
-            call = call.header(AUTHORIZATION.as_str(), value.as_bytes());
-        }
-        async move {
-            let answer = async {
-                let answer = call.send().await.map_err(|e| e.to_string())?;
-                if !answer.status().is_success() {
-                    return Err(format!("answered {}", answer.status()));
-                }
-                answer.json::<Value>().await.map_err(|e| e.to_string())
-            };
-            (owner, answer.await)
-        }
-    });
+    let answers = call_owners(route, reqwest::Method::GET, path, headers.get(AUTHORIZATION)).await;
     let mut answered = BTreeMap::new();
     let mut silent = BTreeMap::new();
-    for (owner, answer) in futures_util::future::join_all(calls).await {
+    for (owner, answer) in answers {
         match answer {
             Ok(value) => {
                 answered.insert(owner, value);
@@ -190,6 +166,46 @@ pub async fn gather(
         }
     }
     (answered, silent)
+}
+
+/// Sends `method path` to every other node that owns a partition now, at the address the
+/// lease table gives, all at once; each node's JSON answer, or why there is none.
+pub async fn call_owners(
+    route: &ClusterRoute,
+    method: reqwest::Method,
+    path: &str,
+    authorization: Option<&HeaderValue>,
+) -> BTreeMap<String, Result<Value, String>> {
+    let (table, _) = route.leases();
+    let mut owners: BTreeMap<String, String> = BTreeMap::new();
+    for lease in table.iter().filter(|lease| !lease.expired) {
+        if let (Some(owner), Some(url)) = (&lease.owner, &lease.owner_url) {
+            if *owner != route.node {
+                owners.insert(owner.clone(), url.clone());
+            }
+        }
+    }
+    let calls = owners.into_iter().map(|(owner, url)| {
+        let mut call =
+            client().request(method.clone(), format!("{url}{path}")).header(FORWARDED_BY_HEADER, &route.node);
+        if let Some(value) = authorization {
+            call = call.header(AUTHORIZATION.as_str(), value.as_bytes());
+        }
+        async move {
+            let answer = async {
+                let answer = call.send().await.map_err(|e| e.to_string())?;
+                let status = answer.status();
+                let body: Value = answer.json().await.map_err(|e| e.to_string())?;
+                if !status.is_success() {
+                    let message = body["error"]["message"].as_str().map_or_else(|| body.to_string(), str::to_owned);
+                    return Err(format!("answered {status}: {message}"));
+                }
+                Ok(body)
+            };
+            (owner, answer.await)
+        }
+    });
+    futures_util::future::join_all(calls).await.into_iter().collect()
 }
 
 /// Merges the owners' rows into this node's: each row of `rows` (objects with an `id`)

@@ -42,7 +42,12 @@ fn error_text(status: &str) -> &'static str {
         "404" => "no such agent, job or route",
         "409" => {
             "a conflict: the id exists, the job is disabled or comes from the config file; or, on a node of a \
-             cluster, another node runs the agent (code `not-owner`, the message names it)"
+             cluster, no node runs the agent right now (code `not-owner`), or, for a reload, another node's file \
+             holds other heartbeats (code `nodes-disagree`)"
+        }
+        "502" => {
+            "on a node of a cluster: the node that runs the agent did not answer the forwarded call (code \
+             `owner-unreachable`; the message says whether anything may have been done)"
         }
         "422" => "a value is refused; the message names the field",
         _ => "the store or the engine did not answer",
@@ -58,7 +63,9 @@ fn operation(op: Operation) -> Value {
         success["content"] = content;
     }
     responses.insert(status.to_owned(), success);
-    for status in ["401", "503"].iter().chain(op.errors) {
+    for status in
+        ["401", "503"].iter().chain(op.errors).chain(op.params.first().filter(|p| **p == "agent").map(|_| &"502"))
+    {
         let error = json!({
             "description": error_text(status),
             "content": { "application/json": { "schema": reference("Error") } }
@@ -391,7 +398,11 @@ pub fn document() -> Value {
             "description": "A request may name the store it means in the `Systole-Store` header (as `GET /v1/status` \
                             reports it: `sqlite:/path` or `postgres://user@host:port/db`, with `node ID` on a node \
                             of a cluster); a daemon serving another store refuses it with 409, code `wrong-daemon`, \
-                            before doing anything. The CLI always sends it."
+                            before doing anything. The CLI always sends it. On a node of a cluster, a call about \
+                            an agent another node runs is forwarded to that node and answered by it (the \
+                            `Systole-Node` header names the node that answered), `GET /v1/status` and \
+                            `GET /v1/agents` show every agent of the cluster with its `owner`, and a reload \
+                            reaches every node."
         },
         "paths": paths,
         "components": {

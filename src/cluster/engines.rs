@@ -45,6 +45,12 @@ impl ClusterRoute {
         (view.table.clone(), view.engines.keys().copied().collect())
     }
 
+    /// The engine of each partition this node runs now.
+    pub fn engines(&self) -> Vec<(u32, EngineClient)> {
+        let view = self.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        view.engines.iter().map(|(partition, (_, engine))| (*partition, engine.clone())).collect()
+    }
+
     /// Where a call for `agent` is answered (`core::routing`), by the lease table as last
     /// read: a call forwarded to a node that has just lost the partition is answered
     /// `not-owner` there, and a forwarded call is never forwarded again.

@@ -13,13 +13,13 @@ use crate::adapters::reqwest_http::ReqwestHttp;
 use crate::adapters::scripted_llm::ScriptedLlm;
 use crate::adapters::system_clock::SystemClock;
 use crate::api::feed::EventFeed;
-use crate::api::reload::Reloader;
+use crate::api::reload::{ReloadCall, Reloader};
 use crate::api::ApiState;
 use crate::cluster::engines::{ClusterRoute, Engines};
 use crate::cluster::{self, ClusterHandle};
 use crate::daemon::config::{Config, ConfigError, LlmConfig};
 use crate::daemon::redaction;
-use crate::daemon::reload::ConfigReloader;
+use crate::daemon::reload::{ConfigReloader, ReloadTarget};
 use crate::daemon::serve_api;
 use crate::daemon::store_file::{self, DaemonLock};
 use crate::daemon::store_open;
@@ -183,12 +183,17 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         _ => Running::One(driver::start(ports, options).await?),
     };
     let engines = running.engines();
-    // A cluster's nodes each run some partitions: a reload there would need every node to
-    // re-read the file at once, so a node of a cluster reloads by restarting.
-    let reloader: Option<Arc<dyn Reloader>> = match &running {
-        Running::One(engine) => Some(Arc::new(ConfigReloader::new(config.clone(), engine.client(), Arc::clone(&mcp)))),
-        Running::Cluster(_) => None,
+    // On a node of a cluster, a reload reaches every node (ADR 0024).
+    let target = match &engines {
+        Engines::One(engine) => ReloadTarget::One(engine.clone()),
+        Engines::Cluster(route) => ReloadTarget::Cluster {
+            route: route.clone(),
+            store: Arc::clone(&store),
+            clock: Arc::clone(&clock),
+            token: token.clone(),
+        },
     };
+    let reloader: Arc<dyn Reloader> = Arc::new(ConfigReloader::new(config.clone(), target, Arc::clone(&mcp)));
     let api = match listener {
         Some(listener) => {
             let state = ApiState {
@@ -202,7 +207,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
                 feed,
                 user_turns: Arc::default(),
                 token,
-                reloader: reloader.clone(),
+                reloader: Some(Arc::clone(&reloader)),
                 store_identity: Some(crate::daemon::identity::store_identity(&config).into()),
                 tools: Arc::clone(&tools),
             };
@@ -212,13 +217,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     };
     tracing::info!(heartbeats = config.heartbeats.len(), "systole is running; stop with Ctrl-C, reload with SIGHUP");
     while signals.next().await == Signal::Reload {
-        let Some(reloader) = &reloader else {
-            tracing::warn!(
-                "config not reloaded (SIGHUP): a node of a cluster reads its config at start-up; restart it"
-            );
-            continue;
-        };
-        match reloader.reload().await {
+        match reloader.reload(ReloadCall::Operator).await {
             Ok(report) => tracing::info!(%report, "config reloaded (SIGHUP)"),
             Err(error) => tracing::error!(?error, "config not reloaded (SIGHUP); nothing changed"),
         }

@@ -94,6 +94,14 @@ impl Control {
     /// When the store write fails (nothing changed) or the engine has stopped.
     pub async fn reseed(&self, defs: &[HeartbeatDef]) -> Result<SeedReport, EngineError> {
         let report = self.store.seed_config(defs, self.clock.wall()).await?;
+        self.apply_seeded(defs, &report).await?;
+        Ok(report)
+    }
+
+    /// Applies definitions another call has already seeded into the store (a reload on a
+    /// node of a cluster seeds once, then each partition's engine re-arms its own): the
+    /// inserted and updated ones of `report` found in `defs`, and the removed ones.
+    pub async fn apply_seeded(&self, defs: &[HeartbeatDef], report: &SeedReport) -> Result<(), EngineError> {
         for key in report.inserted.iter().chain(&report.updated) {
             if let Some(def) = defs.iter().find(|def| def.key == *key) {
                 self.send(Change::Upsert(Box::new(def.clone()))).await?;
@@ -102,7 +110,7 @@ impl Control {
         for key in &report.removed {
             self.send(Change::Delete(key.clone())).await?;
         }
-        Ok(report)
+        Ok(())
     }
 
     /// Sends a change and waits until the driver has applied it.

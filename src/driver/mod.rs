@@ -345,6 +345,14 @@ impl EngineClient {
         self.control.reseed(defs).await
     }
 
+    /// Re-arms what a reload seeded elsewhere (see [`Control::apply_seeded`]).
+    ///
+    /// # Errors
+    /// When the engine has stopped.
+    pub async fn apply_seeded(&self, defs: &[HeartbeatDef], report: &SeedReport) -> Result<(), EngineError> {
+        self.control.apply_seeded(defs, report).await
+    }
+
     /// Ends an agent's pause early. Returns whether it had one.
     ///
     /// # Errors
