@@ -12,7 +12,7 @@ use systole::core::partition::{partition_of, PARTITIONS_COUNT};
 
 use super::{ClusterOptions, Entry, Record};
 
-pub const INVARIANTS: [&str; 8] = [
+pub const INVARIANTS: [&str; 10] = [
     "cluster-slot-once",
     "cluster-fenced-writes-refused",
     "cluster-cadence-after-heal",
@@ -21,6 +21,8 @@ pub const INVARIANTS: [&str; 8] = [
     "cluster-no-effect-after-lease",
     "cluster-frozen-holder-ended",
     "cluster-grant-wait-bounded",
+    "cluster-pause-holds",
+    "cluster-call-answered-when-settled",
 ];
 
 /// Slack on the database's idle-session timer: it fires a little after its bound, as
@@ -62,7 +64,60 @@ pub fn check(options: &ClusterOptions, entries: &[Entry]) -> Verdict {
     no_effect_after_lease(options, entries, &mut verdict);
     frozen_holders(options, entries, &mut verdict);
     cadence_after_heal(options, entries, &mut verdict);
+    operator_calls(options, entries, &mut verdict);
     verdict
+}
+
+/// A pause one node routed to another holds across the cluster: once acknowledged, no
+/// run of the agent starts on any node (a later owner included) until it ends, give or
+/// take the spread of the nodes' clocks (each judges the end by its own). And once the
+/// cluster has settled after the heal, every call is answered by the agent's owner.
+fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
+    let skews: Vec<i64> = options.nodes.iter().map(|(_, skew, _)| skew.as_secs()).collect();
+    let spread = skews.iter().max().copied().unwrap_or(0) - skews.iter().min().copied().unwrap_or(0);
+    let spread = Duration::from_secs(u64::try_from(spread).unwrap_or(0));
+    let healed = entries.iter().find(|(_, _, record)| *record == Record::Healed).map(|(_, at, _)| *at);
+    let settled = healed.map(|healed| healed + options.liveness / 2);
+    let mut asked: BTreeMap<usize, (Duration, &str)> = BTreeMap::new();
+    for (index, (sequence, at, record)) in entries.iter().enumerate() {
+        match record {
+            Record::OperatorAsked { op, asked: node, .. } => {
+                asked.insert(*op, (*at, node.as_str()));
+            }
+            Record::OperatorRefused { op, why } => {
+                let Some((asked_at, node)) = asked.get(op).copied() else { continue };
+                if settled.is_some_and(|settled| asked_at >= settled) {
+                    verdict.check("cluster-call-answered-when-settled", false, || {
+                        format!("#{sequence}: op {op} asked of {node} at {}s was refused: {why}", asked_at.as_secs())
+                    });
+                }
+            }
+            Record::OperatorPaused { op, answered_by, agent, minutes } => {
+                if asked.get(op).is_some_and(|(asked_at, _)| settled.is_some_and(|settled| *asked_at >= settled)) {
+                    verdict.check("cluster-call-answered-when-settled", true, String::new);
+                }
+                // A later pause of the agent replaces this one (one pause per agent).
+                let replaced = entries[index + 1..].iter().find_map(|(_, later, record)| match record {
+                    Record::OperatorPaused { agent: again, .. } if again == agent => Some(*later),
+                    _ => None,
+                });
+                let until = (*at + Duration::from_secs(u64::from(*minutes) * 60)).saturating_sub(spread);
+                let until = replaced.map_or(until, |replaced| until.min(replaced));
+                let started = entries[index + 1..].iter().find(|(_, started_at, record)| {
+                    *started_at < until && matches!(record, Record::RunStarted { key, .. } if key.agent == *agent)
+                });
+                verdict.check("cluster-pause-holds", started.is_none(), || {
+                    let (later, started_at, record) = started.map_or((0, Duration::ZERO, None), |(s, a, r)| (*s, *a, Some(r)));
+                    format!(
+                        "#{sequence}: {answered_by} paused {agent} for {minutes} min at {}s; #{later} at {}s: {record:?}",
+                        at.as_secs(),
+                        started_at.as_secs()
+                    )
+                });
+            }
+            _ => {}
+        }
+    }
 }
 
 /// A slot starts at most once across the cluster: one claim, one run, one delivery.
@@ -234,9 +289,27 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
     let skews: Vec<i64> = options.nodes.iter().map(|(_, skew, _)| skew.as_secs()).collect();
     let spread = skews.iter().max().copied().unwrap_or(0) - skews.iter().min().copied().unwrap_or(0);
     let spread = Duration::from_secs(u64::try_from(spread).unwrap_or(0));
+    // An operator's pause holds an agent's claims back: a gap may be as much longer as the
+    // pauses it overlaps (each to its end by the slowest clock).
+    let pauses: Vec<(&systole::core::ids::AgentId, Duration, Duration)> = entries
+        .iter()
+        .filter_map(|(_, at, record)| match record {
+            Record::OperatorPaused { agent, minutes, .. } => {
+                Some((agent, *at, *at + Duration::from_secs(u64::from(*minutes) * 60) + spread))
+            }
+            _ => None,
+        })
+        .collect();
     for def in &options.heartbeats {
         let systole::core::schedule::Schedule::Every(interval) = def.schedule else { continue };
         let bound = options.lease + options.lease / 3 + interval + spread + Duration::from_secs(CADENCE_SLACK_SECS);
+        let paused_within = |from: Duration, to: Duration| -> Duration {
+            pauses
+                .iter()
+                .filter(|(agent, ..)| **agent == def.key.agent)
+                .map(|(_, start, end)| (*end).min(to).saturating_sub((*start).max(from)))
+                .sum()
+        };
         let mut last = healed;
         let claims = entries.iter().filter_map(|(_, at, record)| match record {
             Record::Claimed { key, .. } if *key == def.key && *at >= healed => Some(*at),
@@ -244,6 +317,9 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
         });
         for at in claims.chain(std::iter::once(end)) {
             let gap = at.saturating_sub(last);
+            // After a pause, the next slot on the grid is up to one interval further.
+            let paused = paused_within(last, at);
+            let bound = if paused.is_zero() { bound } else { bound + paused + interval };
             verdict.check("cluster-cadence-after-heal", gap <= bound, || {
                 format!(
                     "{} (every {}s) went {}s without a claim after the heal, from {}s; the bound is {}s",

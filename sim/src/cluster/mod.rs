@@ -21,11 +21,13 @@ use tokio::sync::Notify;
 
 use systole::adapters::memory_workspace::MemoryWorkspace;
 use systole::adapters::virtual_clock::VirtualClock;
+use systole::cluster::engines::{ClusterRoute, Engines};
 use systole::cluster::{self, ClusterSettings};
 use systole::core::delivery_target::DeliveryTarget;
 use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use systole::core::policy::RunPolicy;
+use systole::core::routing::Route;
 use systole::core::schedule::Schedule;
 use systole::driver::{EngineOptions, Ports};
 use systole::ports::clock::Clock;
@@ -114,6 +116,25 @@ pub enum Record {
         kind: FaultKind,
         detail: String,
     },
+    /// An operator asks node `asked` to pause `agent` (op `op`); the API on that node
+    /// routes it (`core::routing`) to the node that runs the agent.
+    OperatorAsked {
+        op: usize,
+        asked: String,
+        agent: AgentId,
+    },
+    /// The pause was applied by `answered_by`'s engine, for `minutes`.
+    OperatorPaused {
+        op: usize,
+        answered_by: String,
+        agent: AgentId,
+        minutes: u32,
+    },
+    /// No node applied it (no owner, the owner did not answer in time, it lost the agent).
+    OperatorRefused {
+        op: usize,
+        why: String,
+    },
     /// Every fault is over: the liveness phase starts.
     Healed,
 }
@@ -180,6 +201,8 @@ pub struct ClusterOptions {
     pub faults: Vec<(Duration, usize, Fault)>,
     pub safety: Duration,
     pub liveness: Duration,
+    /// Operator pauses: when, the node asked, the agent's index, for how many minutes.
+    pub operator: Vec<(Duration, usize, usize, u32)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -200,6 +223,12 @@ const SAFETY_MINUTES: u64 = 30;
 const LIVENESS_MINUTES: u64 = 20;
 /// How long a pause-with-reply fault waits for a model call of its node to be in flight.
 const REPLY_WAIT_SECS_MAX: u64 = 120;
+/// Operator pauses during the faults, and once the cluster has settled after the heal.
+const OPERATOR_OPS_RANGE: std::ops::Range<usize> = 2..7;
+const OPERATOR_OPS_SETTLED: u64 = 3;
+const PAUSE_MINUTES_RANGE: std::ops::RangeInclusive<u32> = 2..=10;
+/// How long the node asked waits for the owner to answer (the API's `FORWARD_TIMEOUT_SECS`).
+const FORWARD_TIMEOUT_SECS: u64 = 30;
 
 impl ClusterOptions {
     pub fn from_seed(seed: u64) -> Self {
@@ -241,16 +270,24 @@ impl ClusterOptions {
             })
             .collect();
         faults.sort_by_key(|(at, node, _)| (*at, *node));
-        Self {
-            seed,
-            start,
-            nodes,
-            heartbeats,
-            lease,
-            faults,
-            safety,
-            liveness: Duration::from_secs(LIVENESS_MINUTES * 60),
-        }
+        let liveness = Duration::from_secs(LIVENESS_MINUTES * 60);
+        // Drawn last, so the rest of a seed is as it was before operators came. Some during
+        // the faults, some once the cluster has settled after the heal.
+        let during: Vec<Duration> = (0..rng.random_range(OPERATOR_OPS_RANGE))
+            .map(|_| Duration::from_secs(rng.random_range(60..safety.as_secs())))
+            .collect();
+        let settled = (0..OPERATOR_OPS_SETTLED).map(|index| safety + liveness / 2 + Duration::from_secs(60 * index));
+        let mut operator: Vec<(Duration, usize, usize, u32)> = during
+            .into_iter()
+            .chain(settled)
+            .map(|at| {
+                let node = rng.random_range(0..NODES_COUNT);
+                let agent = rng.random_range(0..agents);
+                (at, node, agent, rng.random_range(PAUSE_MINUTES_RANGE))
+            })
+            .collect();
+        operator.sort_by_key(|(at, ..)| *at);
+        Self { seed, start, nodes, heartbeats, lease, faults, safety, liveness, operator }
     }
 }
 
@@ -291,6 +328,8 @@ pub struct ClusterWorld {
     calls_in_flight: Mutex<BTreeMap<String, u64>>,
     /// The database's side of frozen transactions (see [`Freeze`]).
     pub freezes: Freezes,
+    /// What each node's API routes by: its cluster loop's view, from its latest life.
+    routes: Mutex<BTreeMap<String, ClusterRoute>>,
 }
 
 impl ClusterWorld {
@@ -317,6 +356,29 @@ impl ClusterWorld {
         let mut calls = self.calls_in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let count = calls.entry(node.to_owned()).or_default();
         *count = count.saturating_add_signed(delta);
+    }
+
+    fn route_of(&self, node: &str) -> Option<ClusterRoute> {
+        self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(node).cloned()
+    }
+
+    /// An operator's pause asked of node `asked`, routed as its API routes it: applied
+    /// there, forwarded to the owner the lease table names (which must still run the agent,
+    /// and answer within the forward's timeout), or refused. The node that applied it.
+    async fn routed_pause(&self, asked: &str, agent: &AgentId, minutes: u32) -> Result<String, String> {
+        let route = self.route_of(asked).ok_or_else(|| format!("{asked} has not started"))?;
+        let owner = match route.route(agent) {
+            Route::Here => route,
+            Route::Forward { node, .. } => self.route_of(&node).ok_or_else(|| format!("{node} is unknown"))?,
+            Route::NoAddress { node } => return Err(format!("{node} serves no API")),
+            Route::NoOwner { partition } => return Err(format!("no node runs partition {partition}")),
+        };
+        let engine = Engines::Cluster(owner.clone()).for_agent(agent).map_err(|error| error.to_string())?;
+        tokio::select! {
+            biased; // an unbiased select draws from an RNG outside the seed
+            paused = engine.pause(agent, minutes) => paused.map(|_| owner.node.clone()).map_err(|e| e.to_string()),
+            () = self.clock.sleep(Duration::from_secs(FORWARD_TIMEOUT_SECS)) => Err("the owner did not answer".into()),
+        }
     }
 
     fn draw_millis(&self, range: std::ops::Range<u64>) -> u64 {
@@ -360,6 +422,7 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
         fired: Mutex::default(),
         calls_in_flight: Mutex::default(),
         freezes: Freezes::new(options.nodes.iter().map(|(name, _, _)| name.clone())),
+        routes: Mutex::default(),
         options,
     });
     for (name, skew, _) in &world.options.nodes {
@@ -394,6 +457,22 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
             });
         }
     }
+    let operator = tokio::spawn({
+        let world = Arc::clone(&world);
+        async move {
+            for (op, (at, node, agent, minutes)) in world.options.operator.clone().into_iter().enumerate() {
+                world.clock.sleep_until(origin + at).await;
+                let asked = world.options.nodes[node].0.clone();
+                let Some(def) = world.options.heartbeats.get(agent) else { continue };
+                let agent = def.key.agent.clone();
+                world.record(Record::OperatorAsked { op, asked: asked.clone(), agent: agent.clone() });
+                match world.routed_pause(&asked, &agent, minutes).await {
+                    Ok(answered_by) => world.record(Record::OperatorPaused { op, answered_by, agent, minutes }),
+                    Err(why) => world.record(Record::OperatorRefused { op, why }),
+                }
+            }
+        }
+    });
     for (at, index, fault) in world.options.faults.clone() {
         world.clock.sleep_until(origin + at).await;
         let (name, id) = (world.options.nodes[index].0.clone(), ids[index]);
@@ -474,6 +553,7 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
     }
     world.record(Record::Healed);
     world.clock.sleep(world.options.liveness).await;
+    operator.abort();
     for id in ids {
         handle.kill(id);
     }
@@ -504,9 +584,16 @@ async fn node_life(world: Arc<ClusterWorld>, name: String) {
     }
     let mut options = EngineOptions::default();
     options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);
-    let settings = ClusterSettings { node: name.clone(), lease: world.options.lease, api_url: None };
+    // An address to route by; the operator's calls reach the owner through `routes`.
+    let api_url = Some(format!("sim://{name}"));
+    let settings = ClusterSettings { node: name.clone(), lease: world.options.lease, api_url };
     let leases = Arc::new(NodeLeases { link, inner: Arc::clone(&world.store) });
     let handle = cluster::start(settings, leases, ports, options);
+    world
+        .routes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(name.clone(), ClusterRoute::new(&handle));
     if let Some(leave) = world.leave.get(&name) {
         leave.notified().await;
         handle.shutdown(Duration::from_secs(5)).await;
