@@ -541,6 +541,26 @@ async fn the_run_log_pages_newest_first_before_a_cursor() {
 }
 
 #[tokio::test]
+async fn the_recent_runs_of_every_heartbeat_come_in_one_read_as_one_by_one() {
+    with_each_store(|store| async move {
+        let (a, b, quiet) = (key("main", "a"), key("ops", "b"), key("main", "quiet"));
+        let defs = [def("main", "a", 60), def("ops", "b", 60), def("main", "quiet", 60)];
+        store.seed_config(&defs, at(0)).await.expect("seed");
+        let claims: Vec<SlotClaim> = (1..=5).map(|n| claim(&a, 60 * n)).chain([claim(&b, 150)]).collect();
+        store.claim_slots(&claims).await.expect("claim");
+        store.finish_runs(&[finished(&a, 300, false), finished(&b, 150, true)], BREAKER_MAX).await.expect("finish");
+        let recent = store.recent_executions(3).await.expect("recent");
+        assert_eq!(recent.keys().cloned().collect::<Vec<_>>(), vec![a.clone(), b.clone()], "{quiet} has no run");
+        for k in [&a, &b] {
+            assert_eq!(recent[k], store.executions(k, 3).await.expect("read"), "{k}: the same runs, newest first");
+        }
+        assert_eq!(recent[&a].len(), 3);
+        assert!(store.recent_executions(0).await.expect("recent").is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
     with_each_store(|store| async move {
         // More than ten multi-row statements' worth, and more than a page of SQLite's load.

@@ -165,7 +165,7 @@ fn job_zone(job: &Heartbeat, agent_zone: &str) -> String {
 pub async fn job_rows(state: &ApiState, jobs: &[&Heartbeat]) -> Result<Vec<Value>, ApiError> {
     let views = state.engine.inspect().await?;
     let pauses = PauseView::load(state).await?;
-    job_rows_seen(state, jobs, &by_key(&views), &pauses).await
+    job_rows_seen(state, jobs, &by_key(&views), &pauses, None).await
 }
 
 fn by_key(views: &[JobView]) -> BTreeMap<&HeartbeatKey, &JobView> {
@@ -173,17 +173,22 @@ fn by_key(views: &[JobView]) -> BTreeMap<&HeartbeatKey, &JobView> {
 }
 
 /// The same, with the driver's views and the pauses already read (once for every agent
-/// of a status: reading them per agent made it quadratic in the jobs).
+/// of a status: reading them per agent made it quadratic in the jobs), and, for a status,
+/// every job's recent runs in one read (`recent`; else one read per job).
 async fn job_rows_seen(
     state: &ApiState,
     jobs: &[&Heartbeat],
     views: &BTreeMap<&HeartbeatKey, &JobView>,
     pauses: &PauseView,
+    recent: Option<&BTreeMap<HeartbeatKey, Vec<Execution>>>,
 ) -> Result<Vec<Value>, ApiError> {
     let now = state.clock.wall();
     let mut rows = Vec::new();
     for job in jobs.iter().copied() {
-        let runs = state.store.executions(&job.def.key, RECENT_RUNS_SHOWN_MAX).await?;
+        let runs = match recent {
+            Some(recent) => recent.get(&job.def.key).cloned().unwrap_or_default(),
+            None => state.store.executions(&job.def.key, RECENT_RUNS_SHOWN_MAX).await?,
+        };
         let view = views.get(&job.def.key).copied();
         let mut row = job_json(job, runs.first(), view, pauses.until(&job.def.key.agent));
         row["recent"] = recent_json(&runs, now);
@@ -199,12 +204,13 @@ pub async fn status(State(state): State<ApiState>, headers: HeaderMap) -> Result
     let views = state.engine.inspect().await?;
     let views_by_key = by_key(&views);
     let pauses = PauseView::load(&state).await?;
+    let recent = state.store.recent_executions(RECENT_RUNS_SHOWN_MAX).await?;
     let mut agents: BTreeSet<AgentId> = state.agents.keys().cloned().collect();
     agents.extend(jobs.iter().map(|job| job.def.key.agent.clone()));
     let mut rows = Vec::new();
     for agent in agents {
         let mine: Vec<&Heartbeat> = jobs.iter().filter(|job| job.def.key.agent == agent).collect();
-        let mut items = job_rows_seen(&state, &mine, &views_by_key, &pauses).await?;
+        let mut items = job_rows_seen(&state, &mine, &views_by_key, &pauses, Some(&recent)).await?;
         let today = spend::today(&state, &agent).await?;
         for (item, job) in items.iter_mut().zip(&mine) {
             item["today"] =

@@ -418,6 +418,20 @@ pub trait Store: Send + Sync + 'static {
         self.executions_page(key, None, limit).await
     }
 
+    /// The newest `limit` executions of every heartbeat that has any, newest first, in one
+    /// read: the status of thousands of jobs makes one query, not one per job. The default
+    /// asks heartbeat by heartbeat (the stores of the simulator use it).
+    async fn recent_executions(&self, limit: usize) -> Result<BTreeMap<HeartbeatKey, Vec<Execution>>, StoreError> {
+        let mut recent = BTreeMap::new();
+        for job in self.load_heartbeats().await? {
+            let runs = self.executions(&job.def.key, limit).await?;
+            if !runs.is_empty() {
+                recent.insert(job.def.key, runs);
+            }
+        }
+        Ok(recent)
+    }
+
     /// The newest `limit` executions of a heartbeat whose slot is before `before` (all
     /// when `None`), newest first: a page of the run log, the last slot its cursor.
     async fn executions_page(

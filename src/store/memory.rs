@@ -392,6 +392,20 @@ impl Store for MemoryStore {
         Ok(mine.rev().take(limit).map(|(_, entry)| entry.execution.clone()).collect())
     }
 
+    async fn recent_executions(&self, limit: usize) -> Result<BTreeMap<HeartbeatKey, Vec<Execution>>, StoreError> {
+        let state = self.lock();
+        let mut recent: BTreeMap<HeartbeatKey, Vec<Execution>> = BTreeMap::new();
+        // Ordered by key, then slot: each heartbeat's newest are the last of its run.
+        for ((key, _), entry) in state.executions.iter().rev() {
+            let runs = recent.entry(key.clone()).or_default();
+            if runs.len() < limit {
+                runs.push(entry.execution.clone());
+            }
+        }
+        recent.retain(|_, runs| !runs.is_empty());
+        Ok(recent)
+    }
+
     async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError> {
         let cutoffs = retention.cutoffs(now);
         let mut state = self.lock();

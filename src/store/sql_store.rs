@@ -469,6 +469,30 @@ macro_rules! sql_store {
                 rows.iter().map(execution_from_row).collect()
             }
 
+            async fn recent_executions(
+                &self,
+                limit: usize,
+            ) -> Result<BTreeMap<HeartbeatKey, Vec<Execution>>, StoreError> {
+                // One scan, each heartbeat's rows numbered newest first; a window function both
+                // SQLite (3.25+) and PostgreSQL run.
+                let rows = sqlx::query(
+                    "SELECT agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason, delivery, \
+                     duration_ms, error, output_preview, stop_reason, reply, tool_use, llm_calls, input_tokens, cached_tokens, \
+                     output_tokens, reasoning_tokens, cost_micros, unpriced_calls FROM (SELECT *, ROW_NUMBER() OVER \
+                     (PARTITION BY agent_id, heartbeat_id ORDER BY slot_ms DESC) AS newest FROM executions) ranked \
+                     WHERE newest <= $1 ORDER BY agent_id, heartbeat_id, slot_ms DESC",
+                )
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .fetch_all(&self.pool)
+                .await?;
+                let mut recent: BTreeMap<HeartbeatKey, Vec<Execution>> = BTreeMap::new();
+                for row in &rows {
+                    let execution = execution_from_row(row)?;
+                    recent.entry(execution.key.clone()).or_default().push(execution);
+                }
+                Ok(recent)
+            }
+
             async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
                 let found: Option<i64> = sqlx::query_scalar(
                     "SELECT CAST(1 AS BIGINT) FROM executions WHERE agent_id = $1 AND heartbeat_id = $2 AND reply_digest = $3 \
