@@ -838,6 +838,15 @@ async fn the_status_page_updates_live_in_a_real_browser() {
     );
     let job_row = browser.run(r#"return document.querySelector('tr[data-job="ops/quiet"]').innerText;"#).await;
     assert!(job_row.as_str().is_some_and(|text| text.contains("1 LLM call")), "{job_row}");
+    // All agents together, against the global caps (the defaults: 20,000,000 tokens, 50.00).
+    let global = browser.run("return document.getElementById('global-spend').innerText;").await;
+    let global = global.as_str().unwrap_or_default();
+    assert!(
+        global.starts_with("All agents today (UTC): ")
+            && global.contains("of 20000000 tokens")
+            && global.contains("of 50.000000"),
+        "{global:?}"
+    );
     // The last day as a strip of outcomes (the triggered run an alert, the newest mark),
     // the last reply under the result, and the next run in the job's zone with how soon.
     let strip = browser
