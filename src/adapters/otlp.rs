@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::limits::{TELEMETRY_BATCH_TRACES_MAX, TELEMETRY_EXPORT_TIMEOUT_SECS, TELEMETRY_QUEUE_TRACES_MAX};
+use crate::metrics::Metrics;
 use crate::ports::http::{HttpClient, HttpRequest};
 use crate::ports::store::{ExecutionStatus, ToolCallOutcome};
 use crate::ports::telemetry::{hex, span_id, trace_id, RunTrace, Telemetry};
@@ -188,15 +189,23 @@ impl OtlpSettings {
 pub struct OtlpExporter {
     queue: mpsc::Sender<RunTrace>,
     dropped: Arc<AtomicU64>,
+    metrics: Arc<Metrics>,
 }
 
 impl OtlpExporter {
     /// Starts the task that posts traces (on the current tokio runtime), with `headers`
     /// (already read from the environment; never logged) on every request.
-    pub fn start(settings: OtlpSettings, headers: Vec<(String, String)>, http: Arc<dyn HttpClient>) -> Self {
+    /// Traces it loses are counted in `metrics` (`systole_traces_lost_total`).
+    pub fn start(
+        settings: OtlpSettings,
+        headers: Vec<(String, String)>,
+        http: Arc<dyn HttpClient>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let (queue, mut traces) = mpsc::channel::<RunTrace>(TELEMETRY_QUEUE_TRACES_MAX);
         let dropped = Arc::new(AtomicU64::new(0));
         let url = format!("{}/v1/traces", settings.endpoint.trim_end_matches('/'));
+        let lost = Arc::clone(&metrics);
         tokio::spawn(async move {
             while let Some(first) = traces.recv().await {
                 let mut batch = vec![first];
@@ -213,20 +222,25 @@ impl OtlpExporter {
                     .fold(HttpRequest::post_json(url.clone(), &body, timeout), |request, (name, value)| {
                         request.header(name, value.clone())
                     });
+                let count = u64::try_from(batch.len()).unwrap_or(u64::MAX);
                 match http.post(request).await {
                     Ok(response) if (200..300).contains(&response.status) => {}
                     Ok(response) => {
+                        lost.traces_lost("export-failed", count);
                         tracing::warn!(
                             status = response.status,
                             traces = batch.len(),
                             "the OTLP receiver refused traces"
                         );
                     }
-                    Err(error) => tracing::warn!(%error, traces = batch.len(), "could not export traces over OTLP"),
+                    Err(error) => {
+                        lost.traces_lost("export-failed", count);
+                        tracing::warn!(%error, traces = batch.len(), "could not export traces over OTLP");
+                    }
                 }
             }
         });
-        Self { queue, dropped }
+        Self { queue, dropped, metrics }
     }
 
     /// Traces dropped because the queue was full.
@@ -242,6 +256,7 @@ impl Telemetry for OtlpExporter {
 
     fn export(&self, trace: RunTrace) {
         if self.queue.try_send(trace).is_err() {
+            self.metrics.traces_lost("queue-full", 1);
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             if dropped.is_power_of_two() {
                 tracing::warn!(dropped, "the trace exporter cannot keep up; traces are dropped");
@@ -255,7 +270,62 @@ mod tests {
     use super::*;
     use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
     use crate::core::usage::TokenUsage;
+    use crate::ports::http::{HttpError, HttpResponse};
     use crate::ports::telemetry::{CompletionSpan, ToolSpan};
+
+    /// A receiver that refuses every export.
+    struct Refusing;
+
+    #[async_trait::async_trait]
+    impl HttpClient for Refusing {
+        async fn post(&self, _request: HttpRequest) -> Result<HttpResponse, HttpError> {
+            Ok(HttpResponse { status: 503, headers: Vec::new(), body: Vec::new() })
+        }
+    }
+
+    fn bare_trace() -> RunTrace {
+        let started_at = Timestamp::from_second(1_800_000_000).expect("valid");
+        RunTrace {
+            key: HeartbeatKey {
+                agent: AgentId::new("ops").expect("valid"),
+                heartbeat: HeartbeatId::new("inbox").expect("valid"),
+            },
+            slot: started_at,
+            started_at,
+            duration: Duration::from_secs(1),
+            status: ExecutionStatus::Succeeded,
+            error: None,
+            completions: Vec::new(),
+            tool_calls: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn traces_it_cannot_queue_or_send_are_counted_as_lost() {
+        let metrics = Arc::new(Metrics::default());
+        let settings =
+            OtlpSettings { endpoint: "http://127.0.0.1:9".into(), service_name: "t".into(), headers: BTreeMap::new() };
+        // On a current-thread runtime the sending task runs only when this test yields, so
+        // the queue fills first: what does not fit is lost as `queue-full`.
+        let exporter = OtlpExporter::start(settings, Vec::new(), Arc::new(Refusing), Arc::clone(&metrics));
+        let overflow = 3;
+        for _ in 0..TELEMETRY_QUEUE_TRACES_MAX + overflow {
+            exporter.export(bare_trace());
+        }
+        assert_eq!(exporter.dropped(), overflow as u64);
+        // The receiver refuses every batch: each queued trace is lost as `export-failed`.
+        let queued = TELEMETRY_QUEUE_TRACES_MAX as u64;
+        let failed = format!("systole_traces_lost_total{{reason=\"export-failed\"}} {queued}");
+        for _ in 0..100_000 {
+            if metrics.render(&BTreeMap::new()).contains(&failed) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let text = metrics.render(&BTreeMap::new());
+        assert!(text.contains(&failed), "{text}");
+        assert!(text.contains(&format!("systole_traces_lost_total{{reason=\"queue-full\"}} {overflow}")), "{text}");
+    }
 
     #[test]
     fn a_run_is_one_span_with_a_child_per_completion_and_tool_call() {

@@ -137,7 +137,8 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     if let Some(telemetry) = &config.telemetry {
         // Traces over OTLP (ADR 0022): each finished run hands its trace to the exporter.
         tracing::info!(endpoint = %telemetry.endpoint, "exporting traces over OTLP/HTTP");
-        let exporter = OtlpExporter::start(telemetry.clone(), telemetry_headers, Arc::new(ReqwestHttp::new()));
+        let http = Arc::new(ReqwestHttp::new());
+        let exporter = OtlpExporter::start(telemetry.clone(), telemetry_headers, http, Arc::clone(&metrics));
         ports = ports.with_telemetry(Arc::new(exporter));
     }
     let sinks: Vec<Arc<dyn EventSink>> = vec![Arc::new(TracingSink), feed.clone()];

@@ -60,6 +60,8 @@ struct Counts {
     tool_call_duration: Histogram,
     tokens: BTreeMap<(String, &'static str), u64>,
     cost_micros: BTreeMap<String, u64>,
+    /// Traces the OTLP exporter could not send, by why.
+    traces_lost: BTreeMap<&'static str, u64>,
 }
 
 /// The registry. Cheap to update from any task.
@@ -78,6 +80,12 @@ impl Metrics {
             *counts.runs.entry((agent.to_owned(), heartbeat.to_owned(), status.to_owned())).or_default() += 1;
             counts.run_duration.observe(duration.as_secs_f64());
         });
+    }
+
+    /// `count` traces the OTLP exporter lost: `queue-full` (it could not keep up) or
+    /// `export-failed` (the receiver refused them or did not answer).
+    pub fn traces_lost(&self, reason: &'static str, count: u64) {
+        self.with(|counts| *counts.traces_lost.entry(reason).or_default() += count);
     }
 
     pub fn skipped(&self, reason: &str) {
@@ -147,6 +155,7 @@ impl Metrics {
             tool_call_duration: counts.tool_call_duration.clone(),
             tokens: counts.tokens.clone(),
             cost_micros: counts.cost_micros.clone(),
+            traces_lost: counts.traces_lost.clone(),
         });
         let mut out = String::new();
         header(&mut out, "systole_runs_total", "counter", "Runs finished, by agent, heartbeat and status.");
@@ -216,6 +225,12 @@ impl Metrics {
             "How long one call of a server's tool took.",
         );
         counts.tool_call_duration.render(&mut out, "systole_tool_call_duration_seconds");
+        let help = "Run traces the OTLP exporter lost, by reason (queue-full, export-failed).";
+        header(&mut out, "systole_traces_lost_total", "counter", help);
+        for reason in ["queue-full", "export-failed"] {
+            let value = counts.traces_lost.get(reason).copied().unwrap_or(0);
+            let _ = writeln!(out, "systole_traces_lost_total{{reason=\"{reason}\"}} {value}");
+        }
         header(&mut out, "systole_heartbeats", "gauge", "Heartbeats and cron jobs, by state.");
         for (state, value) in heartbeats {
             let _ = writeln!(out, "systole_heartbeats{{state=\"{state}\"}} {value}");
