@@ -175,7 +175,10 @@ impl ConfigReloader {
 #[async_trait]
 impl Reloader for ConfigReloader {
     async fn reload(&self, call: ReloadCall) -> Result<Value, ReloadError> {
-        let _one_at_a_time = self.busy.lock().await;
+        // One reload at a time; a check changes nothing and never waits, or two nodes
+        // reloaded at once would each wait for the other's check.
+        let check_only = matches!(call, ReloadCall::Node { check_only: true, .. });
+        let _one_at_a_time = if check_only { None } else { Some(self.busy.lock().await) };
         let file = self.running().file.clone();
         let new = config::load(&file).map_err(|error| ReloadError::Invalid(error.to_string()))?;
         let digest = heartbeats_digest(&new.heartbeats);
