@@ -57,7 +57,8 @@ async fn a_node_stopped_inside_a_write_transaction_does_not_hold_up_the_takeover
     wait_until("every agent delivered", || receiver.agents_heard_since(started).len() == AGENTS_COUNT).await;
 
     // From now on a claim of agent-0 sleeps inside its transaction, after the fence has
-    // read the lease row FOR SHARE: the node is stopped right there.
+    // read the lease row FOR SHARE: the node is stopped right there (an insert running for
+    // a while is that one, not another agent's quick claim).
     sqlx::query(
         "CREATE FUNCTION slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
          IF NEW.agent_id = 'agent-0' THEN PERFORM pg_sleep(1.5); END IF; RETURN NEW; END $$",
@@ -73,7 +74,8 @@ async fn a_node_stopped_inside_a_write_transaction_does_not_hold_up_the_takeover
     for _ in 0..200 {
         let row: Option<String> = sqlx::query_scalar(
             "SELECT application_name FROM pg_stat_activity WHERE state = 'active' \
-             AND query LIKE 'INSERT INTO executions%' AND application_name LIKE 'systole %'",
+             AND query LIKE 'INSERT INTO executions%' AND application_name LIKE 'systole %' \
+             AND now() - query_start > interval '300 milliseconds'",
         )
         .fetch_optional(&pool)
         .await

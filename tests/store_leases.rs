@@ -17,6 +17,7 @@ use common::{def, key, start};
 use systole::adapters::system_clock::SystemClock;
 use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::core::partition::{partition_of, PARTITIONS_COUNT};
+use systole::core::pause::PauseRecord;
 use systole::core::usage::RunUsage;
 use systole::ports::leases::{Lease, Leases};
 use systole::ports::store::{
@@ -196,7 +197,20 @@ async fn a_node_whose_lease_was_taken_over_writes_nothing() {
         };
         assert_eq!(a.record_skips(std::slice::from_ref(&skip)).await, Err(fenced.clone()));
         assert_eq!(a.set_next_slots(&[(k.clone(), at(600))]).await, Err(fenced.clone()));
+        // An operator's or a model's change made through the old owner: refused, or it would
+        // be acknowledged and never heard of by the agent's new engine.
+        let pause = PauseRecord { until: at(900), minutes: 10, set_at: at(300) };
+        let agent_id = AgentId::new(agent.clone()).expect("valid");
+        assert_eq!(a.set_pause(&agent_id, &pause).await, Err(fenced.clone()));
+        assert_eq!(a.clear_pause(&agent_id).await, Err(fenced.clone()));
+        assert_eq!(a.put_heartbeat(&def(&agent, "new", 60), at(300)).await, Err(fenced.clone()));
+        assert_eq!(a.set_enabled(&k, false, Some("operator")).await, Err(fenced.clone()));
+        assert_eq!(a.delete_heartbeat(&k).await, Err(fenced.clone()));
+        assert!(store.load_pauses().await.expect("pauses").is_empty(), "no pause of a's landed");
+        assert_eq!(store.load_heartbeats().await.expect("load").len(), 1, "nor a job");
         assert_eq!(a.recover_interrupted(at(200)).await, Err(fenced));
+        // The new owner's own changes go through.
+        b.set_pause(&agent_id, &pause).await.expect("the owner pauses");
 
         // The new owner finds a's run in flight and marks it interrupted; a's result stays out.
         assert_eq!(b.recover_interrupted(at(200)).await.expect("recover"), 1);

@@ -98,6 +98,9 @@ enum Command {
         /// fresh process: madsim's task ids are per process, so a replay is too).
         #[arg(long)]
         hash: Option<u64>,
+        /// Seeds that once failed, run beside the range.
+        #[arg(long, default_value = "cluster-regressions.txt")]
+        regressions: PathBuf,
     },
 }
 
@@ -121,13 +124,13 @@ fn main() -> ExitCode {
             println!("{}", trace::hash(&report::entries(seed)));
             ExitCode::SUCCESS
         }
-        Command::Cluster { seeds, from, jobs, stats, replay, hash } => match (replay, hash) {
+        Command::Cluster { seeds, from, jobs, stats, replay, hash, regressions } => match (replay, hash) {
             (Some(seed), _) => cluster_replay(seed),
             (None, Some(seed)) => {
                 println!("{:016x}", cluster_hash(&cluster::run_seed(seed).entries));
                 ExitCode::SUCCESS
             }
-            (None, None) => cluster_run(seeds, from, jobs, stats),
+            (None, None) => cluster_run(seeds, from, jobs, stats, &regressions),
         },
     }
 }
@@ -164,8 +167,10 @@ fn cluster_hash(entries: &[cluster::Entry]) -> u64 {
 /// One cluster seed: its number, verdict, faults fired and record hash.
 type ClusterResult = (u64, cluster::checker::Verdict, BTreeMap<cluster::FaultKind, u64>, u64);
 
-fn cluster_run(count: u64, from: u64, jobs: Option<usize>, stats: bool) -> ExitCode {
-    let seeds: Vec<u64> = (from..from.saturating_add(count)).collect();
+fn cluster_run(count: u64, from: u64, jobs: Option<usize>, stats: bool, regressions: &PathBuf) -> ExitCode {
+    let mut seeds: BTreeSet<u64> = (from..from.saturating_add(count)).collect();
+    seeds.extend(regression_seeds(regressions));
+    let seeds: Vec<u64> = seeds.into_iter().collect();
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<ClusterResult>> = Mutex::new(Vec::new());

@@ -194,6 +194,7 @@ impl Store for MemoryStore {
     async fn put_heartbeat(&self, def: &HeartbeatDef, _at: Timestamp) -> Result<(), StoreError> {
         text_check::defs([def])?;
         let mut state = self.lock();
+        self.fence(&state, std::iter::once(&def.key.agent))?;
         let config_fingerprint = state.heartbeats.get(&def.key).and_then(|row| row.config_fingerprint.clone());
         let row = Row { heartbeat: Heartbeat { def: def.clone(), state: HeartbeatState::fresh() }, config_fingerprint };
         state.heartbeats.insert(def.key.clone(), row);
@@ -205,11 +206,14 @@ impl Store for MemoryStore {
     }
 
     async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
-        Ok(self.lock().heartbeats.remove(key).is_some())
+        let mut state = self.lock();
+        self.fence(&state, std::iter::once(&key.agent))?;
+        Ok(state.heartbeats.remove(key).is_some())
     }
 
     async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError> {
         let mut state = self.lock();
+        self.fence(&state, std::iter::once(&key.agent))?;
         let Some(row) = state.heartbeats.get_mut(key) else { return Ok(false) };
         let heartbeat_state = &mut row.heartbeat.state;
         heartbeat_state.enabled = enabled;
@@ -235,7 +239,7 @@ impl Store for MemoryStore {
 
     async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
         let mut state = self.lock();
-        self.fence(&state, slots.iter().map(|(key, _)| key))?;
+        self.fence(&state, slots.iter().map(|(key, _)| &key.agent))?;
         for (key, next_slot) in slots {
             set_next_slot(&mut state, key, *next_slot);
         }
@@ -244,7 +248,7 @@ impl Store for MemoryStore {
 
     async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
         let mut state = self.lock();
-        self.fence(&state, claims.iter().map(|claim| &claim.key))?;
+        self.fence(&state, claims.iter().map(|claim| &claim.key.agent))?;
         let mut outcomes = Vec::with_capacity(claims.len());
         for claim in claims {
             let id = (claim.key.clone(), claim.slot);
@@ -265,7 +269,7 @@ impl Store for MemoryStore {
 
     async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
         let mut state = self.lock();
-        self.fence(&state, skips.iter().map(|skip| &skip.key))?;
+        self.fence(&state, skips.iter().map(|skip| &skip.key.agent))?;
         for skip in skips {
             let id = (skip.key.clone(), skip.slot);
             state.executions.entry(id).or_insert_with(|| {
@@ -295,7 +299,7 @@ impl Store for MemoryStore {
     async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
         text_check::runs(runs)?;
         let mut state = self.lock();
-        self.fence(&state, runs.iter().map(|run| &run.key))?;
+        self.fence(&state, runs.iter().map(|run| &run.key.agent))?;
         let mut steps = Vec::with_capacity(runs.len());
         for run in runs {
             if let Some(entry) = state.executions.get_mut(&(run.key.clone(), run.slot)) {
@@ -359,12 +363,16 @@ impl Store for MemoryStore {
     }
 
     async fn set_pause(&self, agent: &AgentId, pause: &PauseRecord) -> Result<(), StoreError> {
-        self.lock().pauses.insert(agent.clone(), *pause);
+        let mut state = self.lock();
+        self.fence(&state, std::iter::once(agent))?;
+        state.pauses.insert(agent.clone(), *pause);
         Ok(())
     }
 
     async fn clear_pause(&self, agent: &AgentId) -> Result<(), StoreError> {
-        self.lock().pauses.remove(agent);
+        let mut state = self.lock();
+        self.fence(&state, std::iter::once(agent))?;
+        state.pauses.remove(agent);
         Ok(())
     }
 

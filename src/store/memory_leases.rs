@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jiff::{SignedDuration, Timestamp};
 
-use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::ids::AgentId;
 use crate::core::partition::{partition_of, LeaseView, PARTITIONS_COUNT};
 use crate::ports::leases::{Lease, Leases};
 use crate::ports::store::{Store, StoreError};
@@ -19,15 +19,15 @@ use crate::store::memory::{LeaseRow, MemoryState, MemoryStore, NodeRow};
 
 impl MemoryStore {
     /// Refuses a write of a partition's store whose lease is no longer current, or that
-    /// touches another partition's heartbeat (as `PostgresStore::fence`).
-    pub(super) fn fence<'k>(
+    /// touches another partition's agent (as `PostgresStore::fence`).
+    pub(super) fn fence<'a>(
         &self,
         state: &MemoryState,
-        mut keys: impl Iterator<Item = &'k HeartbeatKey>,
+        mut agents: impl Iterator<Item = &'a AgentId>,
     ) -> Result<(), StoreError> {
         let Some(lease) = &self.fence else { return Ok(()) };
         let refused = StoreError::Fenced { partition: lease.partition, term: lease.term };
-        if keys.any(|key| !self.owns(&key.agent)) {
+        if agents.any(|agent| !self.owns(agent)) {
             return Err(refused);
         }
         match state.leases.get(&lease.partition) {

@@ -10,7 +10,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 
 use super::sql_store::sql_store;
 use crate::cluster::LEASE_LOCK_WAIT_MS_MAX;
-use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::ids::AgentId;
 use crate::core::partition::{partition_of, PARTITIONS_COUNT};
 use crate::ports::leases::Lease;
 use crate::ports::store::StoreError;
@@ -147,14 +147,14 @@ impl PostgresStore {
     /// partition's (another node took it over), or when the write touches a heartbeat of
     /// another partition. The lease row is read `FOR SHARE`: a takeover's `UPDATE` waits
     /// for this transaction, and once it commits, no later write of the old term passes.
-    async fn fence<'k>(
+    async fn fence<'a>(
         &self,
         tx: &mut Transaction<'_, Postgres>,
-        mut keys: impl Iterator<Item = &'k HeartbeatKey>,
+        mut agents: impl Iterator<Item = &'a AgentId>,
     ) -> Result<(), StoreError> {
         let Some(lease) = &self.fence else { return Ok(()) };
         let refused = StoreError::Fenced { partition: lease.partition, term: lease.term };
-        if keys.any(|key| !self.owns(&key.agent)) {
+        if agents.any(|agent| !self.owns(agent)) {
             return Err(refused);
         }
         let partition = i32::try_from(lease.partition).unwrap_or(i32::MAX);

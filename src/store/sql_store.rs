@@ -135,6 +135,9 @@ macro_rules! sql_store {
             async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
                 text_check::defs([def])?;
                 let mut tx = self.write_tx().await?;
+                // An operator's or a model's change: a node that lost the agent must not
+                // acknowledge one the agent's engine never hears of.
+                self.fence(&mut tx, std::iter::once(&def.key.agent)).await?;
                 upsert(&mut tx, &[(def.clone(), None)], at).await?;
                 tx.commit().await?;
                 Ok(())
@@ -152,15 +155,20 @@ macro_rules! sql_store {
             }
 
             async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
+                let mut tx = self.write_tx().await?;
+                self.fence(&mut tx, std::iter::once(&key.agent)).await?;
                 let result = sqlx::query("DELETE FROM heartbeats WHERE agent_id = $1 AND heartbeat_id = $2")
                     .bind(key.agent.as_str())
                     .bind(key.heartbeat.as_str())
-                    .execute(&self.pool)
+                    .execute(&mut *tx)
                     .await?;
+                tx.commit().await?;
                 Ok(result.rows_affected() > 0)
             }
 
             async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError> {
+                let mut tx = self.write_tx().await?;
+                self.fence(&mut tx, std::iter::once(&key.agent)).await?;
                 let result = sqlx::query(
                     "UPDATE heartbeats SET enabled = $1, disabled_reason = CASE WHEN $1 = 1 THEN NULL ELSE $2 END, \
                      consecutive_failures = CASE WHEN $1 = 1 THEN 0 ELSE consecutive_failures END, \
@@ -171,8 +179,9 @@ macro_rules! sql_store {
                 .bind(reason)
                 .bind(key.agent.as_str())
                 .bind(key.heartbeat.as_str())
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
+                tx.commit().await?;
                 Ok(result.rows_affected() > 0)
             }
 
@@ -191,7 +200,7 @@ macro_rules! sql_store {
 
             async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
                 let mut tx = self.write_tx().await?;
-                self.fence(&mut tx, slots.iter().map(|(key, _)| key)).await?;
+                self.fence(&mut tx, slots.iter().map(|(key, _)| &key.agent)).await?;
                 update_next_slots(&mut tx, slots).await?;
                 tx.commit().await?;
                 Ok(())
@@ -199,7 +208,7 @@ macro_rules! sql_store {
 
             async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
                 let mut tx = self.write_tx().await?;
-                self.fence(&mut tx, claims.iter().map(|claim| &claim.key)).await?;
+                self.fence(&mut tx, claims.iter().map(|claim| &claim.key.agent)).await?;
                 // Rows the INSERT really added; each can answer one claim, so a slot twice in one
                 // batch is won once.
                 let mut won: BTreeSet<(String, String, i64)> = BTreeSet::new();
@@ -250,7 +259,7 @@ macro_rules! sql_store {
 
             async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
                 let mut tx = self.write_tx().await?;
-                self.fence(&mut tx, skips.iter().map(|skip| &skip.key)).await?;
+                self.fence(&mut tx, skips.iter().map(|skip| &skip.key.agent)).await?;
                 for chunk in skips.chunks(STORE_BATCH_ROWS_MAX) {
                     let mut insert = QueryBuilder::<$db>::new(
                         "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason) ",
@@ -277,7 +286,7 @@ macro_rules! sql_store {
             async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
                 text_check::runs(runs)?;
                 let mut tx = self.write_tx().await?;
-                self.fence(&mut tx, runs.iter().map(|run| &run.key)).await?;
+                self.fence(&mut tx, runs.iter().map(|run| &run.key.agent)).await?;
                 for chunk in runs.chunks(STORE_BATCH_ROWS_MAX) {
                     let mut update = QueryBuilder::<$db>::new(
                         "UPDATE executions SET finished_at_ms = v.column4, status = v.column5, delivery = v.column6, \
@@ -364,6 +373,8 @@ macro_rules! sql_store {
             }
 
             async fn set_pause(&self, agent: &AgentId, pause: &PauseRecord) -> Result<(), StoreError> {
+                let mut tx = self.write_tx().await?;
+                self.fence(&mut tx, std::iter::once(agent)).await?;
                 sqlx::query(
                     "INSERT INTO agent_pauses (agent_id, until_ms, minutes, set_at_ms) VALUES ($1, $2, $3, $4) \
                      ON CONFLICT (agent_id) DO UPDATE SET until_ms = excluded.until_ms, minutes = excluded.minutes, \
@@ -373,13 +384,17 @@ macro_rules! sql_store {
                 .bind(pause.until.as_millisecond())
                 .bind(i64::from(pause.minutes))
                 .bind(pause.set_at.as_millisecond())
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
+                tx.commit().await?;
                 Ok(())
             }
 
             async fn clear_pause(&self, agent: &AgentId) -> Result<(), StoreError> {
-                sqlx::query("DELETE FROM agent_pauses WHERE agent_id = $1").bind(agent.as_str()).execute(&self.pool).await?;
+                let mut tx = self.write_tx().await?;
+                self.fence(&mut tx, std::iter::once(agent)).await?;
+                sqlx::query("DELETE FROM agent_pauses WHERE agent_id = $1").bind(agent.as_str()).execute(&mut *tx).await?;
+                tx.commit().await?;
                 Ok(())
             }
 

@@ -10,7 +10,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::sql_store::sql_store;
-use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::ids::AgentId;
 use crate::limits::SQLITE_BUSY_TIMEOUT_MS;
 use crate::ports::store::StoreError;
 
@@ -64,10 +64,10 @@ impl SqliteStore {
 
     /// One process owns every heartbeat of a SQLite file (the daemon's lock file sees to
     /// it), so no write is fenced.
-    async fn fence<'k>(
+    async fn fence<'a>(
         &self,
         _tx: &mut Transaction<'_, Sqlite>,
-        _keys: impl Iterator<Item = &'k HeartbeatKey>,
+        _agents: impl Iterator<Item = &'a AgentId>,
     ) -> Result<(), StoreError> {
         Ok(())
     }

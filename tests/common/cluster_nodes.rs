@@ -195,12 +195,19 @@ pub async fn owners(pool: &sqlx::PgPool) -> BTreeMap<u32, String> {
     leases(pool).await.into_iter().map(|(partition, (owner, _))| (partition, owner)).collect()
 }
 
-/// Waits until `count` nodes share all the partitions; returns the owners.
+/// Waits until `count` nodes share all the partitions, none holding more than its fair
+/// share (the rebalance is over: the table stays as it is); returns the owners.
 pub async fn wait_for_sharing(pool: &sqlx::PgPool, count: usize) -> BTreeMap<u32, String> {
     let mut table = BTreeMap::new();
+    let fair_share = (PARTITIONS_COUNT as usize).div_ceil(count.max(1));
     for _ in 0..WAIT_SECS_MAX * 10 {
         table = owners(pool).await;
-        if table.values().collect::<BTreeSet<_>>().len() == count && table.len() == PARTITIONS_COUNT as usize {
+        let mut held: BTreeMap<&String, usize> = BTreeMap::new();
+        for owner in table.values() {
+            *held.entry(owner).or_default() += 1;
+        }
+        let settled = held.values().all(|partitions| *partitions <= fair_share);
+        if held.len() == count && table.len() == PARTITIONS_COUNT as usize && settled {
             return table;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

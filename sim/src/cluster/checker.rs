@@ -32,6 +32,8 @@ const IDLE_TIMER_SLACK_MS: u64 = 100;
 /// shortest renewal period (a third of the shortest lease, 3 s), so the waiting node's
 /// loop still renews what it holds.
 const GRANT_WAIT_MS_MAX: u64 = 1_000;
+/// Slack on a pause's end as another node judges it: the store keeps it in milliseconds.
+const PAUSE_END_SLACK_MS: u64 = 1;
 /// Slack on the cadence bound: the model's slowest answer and a partition engine's start.
 const CADENCE_SLACK_SECS: u64 = 15;
 
@@ -84,7 +86,7 @@ fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Ver
             Record::OperatorAsked { op, asked: node, .. } => {
                 asked.insert(*op, (*at, node.as_str()));
             }
-            Record::OperatorRefused { op, why } => {
+            Record::OperatorRefused { op, why, .. } => {
                 let Some((asked_at, node)) = asked.get(op).copied() else { continue };
                 if settled.is_some_and(|settled| asked_at >= settled) {
                     verdict.check("cluster-call-answered-when-settled", false, || {
@@ -96,12 +98,18 @@ fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Ver
                 if asked.get(op).is_some_and(|(asked_at, _)| settled.is_some_and(|settled| *asked_at >= settled)) {
                     verdict.check("cluster-call-answered-when-settled", true, String::new);
                 }
-                // A later pause of the agent replaces this one (one pause per agent).
+                // A later pause of the agent replaces this one (one pause per agent), from
+                // when it is asked: even one refused may have been stored.
                 let replaced = entries[index + 1..].iter().find_map(|(_, later, record)| match record {
-                    Record::OperatorPaused { agent: again, .. } if again == agent => Some(*later),
+                    Record::OperatorAsked { agent: again, .. } if again == agent => Some(*later),
                     _ => None,
                 });
-                let until = (*at + Duration::from_secs(u64::from(*minutes) * 60)).saturating_sub(spread);
+                // The pause was set between the ask and the answer: its end is sure from the
+                // ask on (a node may store it, then stall before it answers). Less a moment:
+                // the store keeps the end in milliseconds.
+                let set_from = asked.get(op).map_or(*at, |(asked_at, _)| *asked_at);
+                let until = (set_from + Duration::from_secs(u64::from(*minutes) * 60))
+                    .saturating_sub(spread + Duration::from_millis(PAUSE_END_SLACK_MS));
                 let until = replaced.map_or(until, |replaced| until.min(replaced));
                 let started = entries[index + 1..].iter().find(|(_, started_at, record)| {
                     *started_at < until && matches!(record, Record::RunStarted { key, .. } if key.agent == *agent)
@@ -290,12 +298,19 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
     let spread = skews.iter().max().copied().unwrap_or(0) - skews.iter().min().copied().unwrap_or(0);
     let spread = Duration::from_secs(u64::try_from(spread).unwrap_or(0));
     // An operator's pause holds an agent's claims back: a gap may be as much longer as the
-    // pauses it overlaps (each to its end by the slowest clock).
+    // pauses it overlaps (each to its end by the slowest clock). A pause refused but maybe
+    // applied (stored before its engine stopped, or a forward that timed out) counts too,
+    // from when it was asked to at most a node pause (four leases) and the forward's
+    // timeout later.
+    let late = options.lease * 4 + Duration::from_secs(super::FORWARD_TIMEOUT_SECS);
     let pauses: Vec<(&systole::core::ids::AgentId, Duration, Duration)> = entries
         .iter()
         .filter_map(|(_, at, record)| match record {
             Record::OperatorPaused { agent, minutes, .. } => {
                 Some((agent, *at, *at + Duration::from_secs(u64::from(*minutes) * 60) + spread))
+            }
+            Record::OperatorRefused { agent, minutes, maybe_applied: true, .. } => {
+                Some((agent, *at, *at + late + Duration::from_secs(u64::from(*minutes) * 60) + spread))
             }
             _ => None,
         })

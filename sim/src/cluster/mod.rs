@@ -29,7 +29,7 @@ use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use systole::core::policy::RunPolicy;
 use systole::core::routing::Route;
 use systole::core::schedule::Schedule;
-use systole::driver::{EngineOptions, Ports};
+use systole::driver::{EngineError, EngineOptions, Ports};
 use systole::ports::clock::Clock;
 use systole::ports::store::Store;
 use systole::store::memory::MemoryStore;
@@ -130,9 +130,15 @@ pub enum Record {
         agent: AgentId,
         minutes: u32,
     },
-    /// No node applied it (no owner, the owner did not answer in time, it lost the agent).
+    /// No node acknowledged it: no owner, or the owner's store refused it (nothing was
+    /// done); or its engine stopped after the pause was stored, or it did not answer in
+    /// time and may apply it when it wakes (`maybe_applied`, as a real owner may after a
+    /// forward timed out).
     OperatorRefused {
         op: usize,
+        agent: AgentId,
+        minutes: u32,
+        maybe_applied: bool,
         why: String,
     },
     /// Every fault is over: the liveness phase starts.
@@ -201,8 +207,21 @@ pub struct ClusterOptions {
     pub faults: Vec<(Duration, usize, Fault)>,
     pub safety: Duration,
     pub liveness: Duration,
-    /// Operator pauses: when, the node asked, the agent's index, for how many minutes.
-    pub operator: Vec<(Duration, usize, usize, u32)>,
+    /// Operator pauses, by when they are asked.
+    pub operator: Vec<OperatorPause>,
+}
+
+/// An operator's pause, asked of one node.
+#[derive(Debug, Clone, Copy)]
+pub struct OperatorPause {
+    pub at: Duration,
+    /// The index of the node asked.
+    pub node: usize,
+    /// The agent's index; with `own`, an index among the agents the asked node runs then
+    /// (a call that reaches a node paused past its lease, about one of its own agents).
+    pub agent: usize,
+    pub own: bool,
+    pub minutes: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -224,11 +243,11 @@ const LIVENESS_MINUTES: u64 = 20;
 /// How long a pause-with-reply fault waits for a model call of its node to be in flight.
 const REPLY_WAIT_SECS_MAX: u64 = 120;
 /// Operator pauses during the faults, and once the cluster has settled after the heal.
-const OPERATOR_OPS_RANGE: std::ops::Range<usize> = 2..7;
+const OPERATOR_OPS_RANGE: std::ops::Range<usize> = 8..21;
 const OPERATOR_OPS_SETTLED: u64 = 3;
 const PAUSE_MINUTES_RANGE: std::ops::RangeInclusive<u32> = 2..=10;
 /// How long the node asked waits for the owner to answer (the API's `FORWARD_TIMEOUT_SECS`).
-const FORWARD_TIMEOUT_SECS: u64 = 30;
+pub(crate) const FORWARD_TIMEOUT_SECS: u64 = 30;
 
 impl ClusterOptions {
     pub fn from_seed(seed: u64) -> Self {
@@ -277,16 +296,25 @@ impl ClusterOptions {
             .map(|_| Duration::from_secs(rng.random_range(60..safety.as_secs())))
             .collect();
         let settled = (0..OPERATOR_OPS_SETTLED).map(|index| safety + liveness / 2 + Duration::from_secs(60 * index));
-        let mut operator: Vec<(Duration, usize, usize, u32)> = during
+        let mut operator: Vec<OperatorPause> = during
             .into_iter()
             .chain(settled)
             .map(|at| {
                 let node = rng.random_range(0..NODES_COUNT);
                 let agent = rng.random_range(0..agents);
-                (at, node, agent, rng.random_range(PAUSE_MINUTES_RANGE))
+                OperatorPause { at, node, agent, own: false, minutes: rng.random_range(PAUSE_MINUTES_RANGE) }
             })
             .collect();
-        operator.sort_by_key(|(at, ..)| *at);
+        // While a node is stopped past its lease, a call reaches it about one of its agents:
+        // it answers when it wakes, and must not acknowledge what its successor never hears.
+        for (at, node, fault) in &faults {
+            if let Fault::Pause(length) | Fault::PauseWithReply(length) | Fault::FreezeInTransaction(length) = fault {
+                let into = lease + Duration::from_secs(rng.random_range(0..=length.saturating_sub(lease).as_secs()));
+                let (agent, minutes) = (rng.random_range(0..agents), rng.random_range(PAUSE_MINUTES_RANGE));
+                operator.push(OperatorPause { at: *at + into, node: *node, agent, own: true, minutes });
+            }
+        }
+        operator.sort_by_key(|op| op.at);
         Self { seed, start, nodes, heartbeats, lease, faults, safety, liveness, operator }
     }
 }
@@ -365,19 +393,26 @@ impl ClusterWorld {
     /// An operator's pause asked of node `asked`, routed as its API routes it: applied
     /// there, forwarded to the owner the lease table names (which must still run the agent,
     /// and answer within the forward's timeout), or refused. The node that applied it.
-    async fn routed_pause(&self, asked: &str, agent: &AgentId, minutes: u32) -> Result<String, String> {
-        let route = self.route_of(asked).ok_or_else(|| format!("{asked} has not started"))?;
+    /// On refusal, whether the pause may be applied all the same, and why.
+    async fn routed_pause(&self, asked: &str, agent: &AgentId, minutes: u32) -> Result<String, (bool, String)> {
+        let refused = |why: String| (false, why);
+        let route = self.route_of(asked).ok_or_else(|| refused(format!("{asked} has not started")))?;
         let owner = match route.route(agent) {
             Route::Here => route,
-            Route::Forward { node, .. } => self.route_of(&node).ok_or_else(|| format!("{node} is unknown"))?,
-            Route::NoAddress { node } => return Err(format!("{node} serves no API")),
-            Route::NoOwner { partition } => return Err(format!("no node runs partition {partition}")),
+            Route::Forward { node, .. } => self.route_of(&node).ok_or_else(|| refused(format!("{node} is unknown")))?,
+            Route::NoAddress { node } => return Err(refused(format!("{node} serves no API"))),
+            Route::NoOwner { partition } => return Err(refused(format!("no node runs partition {partition}"))),
         };
-        let engine = Engines::Cluster(owner.clone()).for_agent(agent).map_err(|error| error.to_string())?;
+        let engine = Engines::Cluster(owner.clone()).for_agent(agent).map_err(|error| refused(error.to_string()))?;
         tokio::select! {
             biased; // an unbiased select draws from an RNG outside the seed
-            paused = engine.pause(agent, minutes) => paused.map(|_| owner.node.clone()).map_err(|e| e.to_string()),
-            () = self.clock.sleep(Duration::from_secs(FORWARD_TIMEOUT_SECS)) => Err("the owner did not answer".into()),
+            paused = engine.pause(agent, minutes) => paused.map(|_| owner.node.clone()).map_err(|error| {
+                // A store error wrote nothing; an engine that stopped may have stored it.
+                (!matches!(error, EngineError::Store(_)), error.to_string())
+            }),
+            () = self.clock.sleep(Duration::from_secs(FORWARD_TIMEOUT_SECS)) => {
+                Err((true, "the owner did not answer".into()))
+            }
         }
     }
 
@@ -460,15 +495,26 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
     let operator = tokio::spawn({
         let world = Arc::clone(&world);
         async move {
-            for (op, (at, node, agent, minutes)) in world.options.operator.clone().into_iter().enumerate() {
+            for (op, pause) in world.options.operator.clone().into_iter().enumerate() {
+                let OperatorPause { at, node, agent, own, minutes } = pause;
                 world.clock.sleep_until(origin + at).await;
                 let asked = world.options.nodes[node].0.clone();
-                let Some(def) = world.options.heartbeats.get(agent) else { continue };
-                let agent = def.key.agent.clone();
+                let agents: Vec<&AgentId> = world.options.heartbeats.iter().map(|def| &def.key.agent).collect();
+                let candidates: Vec<&AgentId> = match (own, world.route_of(&asked)) {
+                    (true, Some(route)) => {
+                        agents.into_iter().filter(|agent| route.route(agent) == Route::Here).collect()
+                    }
+                    _ => agents,
+                };
+                let Some(agent) = candidates.get(agent % candidates.len().max(1)).map(|agent| (*agent).clone()) else {
+                    continue;
+                };
                 world.record(Record::OperatorAsked { op, asked: asked.clone(), agent: agent.clone() });
                 match world.routed_pause(&asked, &agent, minutes).await {
                     Ok(answered_by) => world.record(Record::OperatorPaused { op, answered_by, agent, minutes }),
-                    Err(why) => world.record(Record::OperatorRefused { op, why }),
+                    Err((maybe_applied, why)) => {
+                        world.record(Record::OperatorRefused { op, agent, minutes, maybe_applied, why });
+                    }
                 }
             }
         }
