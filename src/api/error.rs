@@ -84,6 +84,10 @@ impl From<StoreError> for ApiError {
         match error {
             // Bad input that slipped past a handler's own check is still bad input.
             StoreError::Refused { field, problem } => ApiError::invalid(&field, problem),
+            // A node of a cluster that has just lost the agent's partition: nothing was done.
+            StoreError::Fenced { .. } => {
+                ApiError::not_owner(format!("{error}; nothing was done: ask again, and the agent's owner answers"))
+            }
             _ => ApiError::unavailable(format!("the store did not answer: {error}")),
         }
     }
@@ -96,6 +100,7 @@ impl From<EngineError> for ApiError {
             EngineError::NotOwner { .. } => {
                 Self { status: StatusCode::CONFLICT, code: "not-owner", message: error.to_string() }
             }
+            EngineError::Store(store) => store.into(),
             _ => ApiError::unavailable(error.to_string()),
         }
     }
