@@ -20,6 +20,7 @@ pub mod next_run;
 pub mod partition;
 pub mod pause;
 pub mod policy;
+pub mod reload_plan;
 pub mod reply;
 pub mod retention;
 pub mod routing;

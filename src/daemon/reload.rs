@@ -16,14 +16,12 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use crate::api::forward;
 use crate::api::reload::{ReloadCall, ReloadError, Reloader};
 use crate::cluster::engines::ClusterRoute;
-use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::HeartbeatKey;
-use crate::core::partition::{partition_of, PARTITIONS_COUNT};
+use crate::core::reload_plan::{changes, heartbeats_digest, in_partition};
 use crate::daemon::config::{self, Config};
 use crate::driver::EngineClient;
 use crate::mcp::servers::McpServers;
@@ -95,50 +93,6 @@ fn restart_needed(running: &Config, new: &Config) -> Vec<&'static str> {
         sections.push("mcp");
     }
     sections
-}
-
-/// A digest of the heartbeats a file defines, in a canonical order: two nodes' files agree
-/// on what a reload applies when their digests are equal.
-pub fn heartbeats_digest(defs: &[HeartbeatDef]) -> String {
-    let mut fingerprints: Vec<(String, String)> =
-        defs.iter().map(|def| (def.key.to_string(), def.fingerprint())).collect();
-    fingerprints.sort();
-    let mut hasher = Sha256::new();
-    for (key, fingerprint) in &fingerprints {
-        hasher.update((key.len() as u64).to_le_bytes());
-        hasher.update(key.as_bytes());
-        hasher.update(fingerprint.as_bytes());
-    }
-    hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-/// What changed between the heartbeats a node runs and its file's, as a seed reports it.
-fn changes(running: &[HeartbeatDef], new: &[HeartbeatDef]) -> SeedReport {
-    let before: BTreeMap<&HeartbeatKey, String> = running.iter().map(|def| (&def.key, def.fingerprint())).collect();
-    let after: BTreeMap<&HeartbeatKey, String> = new.iter().map(|def| (&def.key, def.fingerprint())).collect();
-    let mut report = SeedReport::default();
-    for (key, fingerprint) in &after {
-        match before.get(key) {
-            None => report.inserted.push((*key).clone()),
-            Some(old) if old != fingerprint => report.updated.push((*key).clone()),
-            Some(_) => report.unchanged.push((*key).clone()),
-        }
-    }
-    report.removed = before.keys().filter(|key| !after.contains_key(*key)).map(|key| (*key).clone()).collect();
-    report
-}
-
-/// The part of `report` about the heartbeats of `partition`.
-fn in_partition(report: &SeedReport, partition: u32) -> SeedReport {
-    let mine = |keys: &[HeartbeatKey]| {
-        keys.iter().filter(|key| partition_of(&key.agent, PARTITIONS_COUNT) == partition).cloned().collect()
-    };
-    SeedReport {
-        inserted: mine(&report.inserted),
-        updated: mine(&report.updated),
-        unchanged: mine(&report.unchanged),
-        removed: mine(&report.removed),
-    }
 }
 
 impl ConfigReloader {
