@@ -54,6 +54,10 @@ pub struct BreakerModel {
     /// When each heartbeat's breaker opened (elapsed), and closed again if it did (by a
     /// probe or an operator): it decides nothing of its own in between.
     open_spans: BTreeMap<HeartbeatKey, Vec<(Duration, Option<Duration>)>>,
+    /// The wall clock as read in the last `HALF_OPEN_BOUND`: a half-open the engine decided
+    /// then (the cooldown over by the wall) may be written only after a failed write's
+    /// retry, when a backward jump has put the wall back before the end.
+    recent_walls: std::collections::VecDeque<(Duration, Timestamp)>,
 }
 
 /// The cooldown for a trip with `failures` in a row: the ladder's step for this trip (the
@@ -121,6 +125,14 @@ impl BreakerModel {
         self.span_ends(key, entry.elapsed);
     }
 
+    /// Every entry's clock readings, for [`Self::half_opened`].
+    pub fn saw(&mut self, entry: &Entry) {
+        self.recent_walls.push_back((entry.elapsed, entry.wall));
+        while self.recent_walls.front().is_some_and(|(at, _)| *at + HALF_OPEN_BOUND < entry.elapsed) {
+            self.recent_walls.pop_front();
+        }
+    }
+
     /// The store half-opened `key` at `entry`.
     pub fn half_opened(&mut self, entry: &Entry, key: &HeartbeatKey) -> Step {
         let Some(open) = self.open.remove(key) else {
@@ -129,7 +141,13 @@ impl BreakerModel {
         self.half_opened.entry(key.clone()).or_default().push(entry.elapsed);
         self.span_ends(key, entry.elapsed);
         let slack = signed(DEADLINE_SLACK);
-        let wall_over = entry.wall + slack >= open.wall_end();
+        // By the wall as read now or within one failed write's retry before (the engine
+        // decided then, and retried the write).
+        let wall_over = self
+            .recent_walls
+            .iter()
+            .chain([(entry.elapsed, entry.wall)].iter())
+            .any(|(_, wall)| *wall + slack >= open.wall_end());
         let mono_over = entry.elapsed + DEADLINE_SLACK >= open.mono_end;
         if !wall_over && !mono_over {
             let message = format!(

@@ -445,6 +445,7 @@ impl Model<'_> {
         if let Event::Engine { .. } = entry.event {
             self.wall_high_water = Some(self.wall_high_water.map_or(entry.wall, |high| high.max(entry.wall)));
         }
+        self.breaker.saw(entry);
         let running = self.engine_running;
         for pause in self.pauses.values_mut().filter(|pause| pause.ended_at.is_none()) {
             if entry.elapsed >= pause.end || entry.wall >= pause.until {
