@@ -2,7 +2,9 @@
 //! cluster, the engine of the partition an agent's heartbeats belong to, when this node
 //! holds it. A change for an agent another node holds is refused with that node's name
 //! (`EngineError::NotOwner`): it must be made where the agent's engine runs, or it would be
-//! stored but not applied until the partition moves.
+//! stored but not applied until the partition moves. The API forwards such a call to the
+//! owner first (`api::forward`, ADR 0024), so this refusal is what a call meets only
+//! between owners.
 
 use std::sync::{Arc, RwLock};
 
