@@ -235,6 +235,11 @@ fn cluster_run(count: u64, from: u64, jobs: Option<usize>, stats: bool, regressi
         let dropped: u64 = results.iter().map(|(_, verdict, ..)| verdict.fenced_effects).sum();
         let seeds_dropped = results.iter().filter(|(_, verdict, ..)| verdict.fenced_effects > 0).count();
         println!("  {:<22} {dropped:>9} {seeds_dropped:>6}", "fenced-effect-dropped");
+        for (index, name) in ["reload-everywhere", "reload-partly", "reload-refused"].into_iter().enumerate() {
+            let total: u64 = results.iter().map(|(_, verdict, ..)| verdict.reloads[index]).sum();
+            let seeds = results.iter().filter(|(_, verdict, ..)| verdict.reloads[index] > 0).count();
+            println!("  {name:<22} {total:>9} {seeds:>6}");
+        }
         println!("cluster invariants checked:");
         for (name, count) in &checks {
             println!("  {name:<30} {count:>9}");

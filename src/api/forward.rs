@@ -22,6 +22,7 @@ use serde_json::Value;
 use crate::api::error::ApiError;
 use crate::api::ApiState;
 use crate::cluster::engines::ClusterRoute;
+use crate::cluster::reload::other_owners;
 use crate::core::ids::AgentId;
 use crate::core::partition::{partition_of, PARTITIONS_COUNT};
 use crate::core::routing::{agent_in_path, Route};
@@ -176,36 +177,37 @@ pub async fn call_owners(
     path: &str,
     authorization: Option<&HeaderValue>,
 ) -> BTreeMap<String, Result<Value, String>> {
-    let (table, _) = route.leases();
-    let mut owners: BTreeMap<String, String> = BTreeMap::new();
-    for lease in table.iter().filter(|lease| !lease.expired) {
-        if let (Some(owner), Some(url)) = (&lease.owner, &lease.owner_url) {
-            if *owner != route.node {
-                owners.insert(owner.clone(), url.clone());
-            }
-        }
-    }
-    let calls = owners.into_iter().map(|(owner, url)| {
-        let mut call =
-            client().request(method.clone(), format!("{url}{path}")).header(FORWARDED_BY_HEADER, &route.node);
-        if let Some(value) = authorization {
-            call = call.header(AUTHORIZATION.as_str(), value.as_bytes());
-        }
+    let calls = other_owners(route).into_iter().map(|(owner, url)| {
+        let method = method.clone();
         async move {
-            let answer = async {
-                let answer = call.send().await.map_err(|e| e.to_string())?;
-                let status = answer.status();
-                let body: Value = answer.json().await.map_err(|e| e.to_string())?;
-                if !status.is_success() {
-                    let message = body["error"]["message"].as_str().map_or_else(|| body.to_string(), str::to_owned);
-                    return Err(format!("answered {status}: {message}"));
-                }
-                Ok(body)
-            };
-            (owner, answer.await)
+            let answer = call_node(&route.node, &url, method, path, authorization).await;
+            (owner, answer)
         }
     });
     futures_util::future::join_all(calls).await.into_iter().collect()
+}
+
+/// Sends `method path` to the node at `url` (an address from the lease table) on behalf
+/// of node `from`: its JSON answer, or why there is none (a refusal included).
+pub async fn call_node(
+    from: &str,
+    url: &str,
+    method: reqwest::Method,
+    path: &str,
+    authorization: Option<&HeaderValue>,
+) -> Result<Value, String> {
+    let mut call = client().request(method, format!("{url}{path}")).header(FORWARDED_BY_HEADER, from);
+    if let Some(value) = authorization {
+        call = call.header(AUTHORIZATION.as_str(), value.as_bytes());
+    }
+    let answer = call.send().await.map_err(|e| e.to_string())?;
+    let status = answer.status();
+    let body: Value = answer.json().await.map_err(|e| e.to_string())?;
+    if !status.is_success() {
+        let message = body["error"]["message"].as_str().map_or_else(|| body.to_string(), str::to_owned);
+        return Err(format!("answered {status}: {message}"));
+    }
+    Ok(body)
 }
 
 /// Merges the owners' rows into this node's: each row of `rows` (objects with an `id`)

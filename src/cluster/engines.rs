@@ -7,14 +7,16 @@
 //! between owners.
 
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
-use crate::cluster::{ClusterHandle, ClusterView, LeaseStats};
+use crate::cluster::{ClusterHandle, ClusterView, LeaseStats, Turns};
 use crate::core::ids::AgentId;
 use crate::core::partition::{partition_of, LeaseView, PARTITIONS_COUNT};
 use crate::core::routing::{route, Route};
 use crate::driver::lanes::Lanes;
 use crate::driver::run_events::RunEvents;
 use crate::driver::{EngineClient, EngineError, JobView, Shared};
+use crate::ports::leases::Leases;
 
 #[derive(Clone)]
 pub enum Engines {
@@ -29,6 +31,9 @@ pub struct ClusterRoute {
     view: Arc<RwLock<ClusterView>>,
     shared: Shared,
     pub stats: Arc<LeaseStats>,
+    pub lease: Duration,
+    pub leases: Arc<dyn Leases>,
+    pub turns: Arc<Turns>,
 }
 
 impl ClusterRoute {
@@ -38,6 +43,9 @@ impl ClusterRoute {
             view: Arc::clone(&handle.view),
             shared: handle.shared.clone(),
             stats: Arc::clone(&handle.stats),
+            lease: handle.settings.lease,
+            leases: Arc::clone(&handle.leases),
+            turns: Arc::clone(&handle.turns),
         }
     }
 

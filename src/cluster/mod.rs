@@ -8,6 +8,7 @@
 //! [`Leases`] port and the [`Clock`] port, so the simulator can run several nodes.
 
 pub mod engines;
+pub mod reload;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,12 +83,55 @@ pub struct ClusterView {
     pub table: Vec<LeaseView>,
 }
 
+/// The node loop's turns, counted. A reload waits for the turn under way to end: a
+/// partition that turn takes may have loaded its heartbeats before the reload's seed, and
+/// is re-armed only once the turn publishes it.
+#[derive(Default)]
+pub struct Turns {
+    begun: AtomicU64,
+    ended: AtomicU64,
+    turned: tokio::sync::Notify,
+}
+
+impl Turns {
+    fn begin(&self) -> u64 {
+        self.begun.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    fn end(&self, turn: u64) {
+        self.ended.store(turn, Ordering::SeqCst);
+        self.turned.notify_waiters();
+    }
+
+    /// Returns once the turn under way now (if any) has ended, or after `bound`.
+    pub async fn wait_for_current(&self, clock: &dyn crate::ports::clock::Clock, bound: Duration) {
+        let current = self.begun.load(Ordering::SeqCst);
+        let give_up = clock.monotonic() + bound;
+        loop {
+            let turned = self.turned.notified();
+            tokio::pin!(turned);
+            turned.as_mut().enable();
+            if self.ended.load(Ordering::SeqCst) >= current {
+                return;
+            }
+            tokio::select! {
+                biased;
+                () = turned => {}
+                () = clock.sleep_until(give_up) => return,
+            }
+        }
+    }
+}
+
 /// A running node's loop.
 pub struct ClusterHandle {
     pub view: Arc<RwLock<ClusterView>>,
     pub stats: Arc<LeaseStats>,
     pub shared: Shared,
     pub settings: ClusterSettings,
+    /// The lease port the loop uses (a reload reads the table fresh through it).
+    pub leases: Arc<dyn Leases>,
+    pub turns: Arc<Turns>,
     stop: oneshot::Sender<Duration>,
     task: JoinHandle<()>,
 }
@@ -123,6 +167,7 @@ struct Node {
     table: Vec<LeaseView>,
     view: Arc<RwLock<ClusterView>>,
     stats: Arc<LeaseStats>,
+    turns: Arc<Turns>,
 }
 
 /// Starts the node's loop: its first turn takes its share of the partitions.
@@ -135,9 +180,11 @@ pub fn start(
     let shared = Shared::new(&ports);
     let view = Arc::new(RwLock::new(ClusterView::default()));
     let stats = Arc::new(LeaseStats::default());
+    let turns = Arc::new(Turns::default());
     let node = Node {
         settings: settings.clone(),
-        leases,
+        leases: Arc::clone(&leases),
+        turns: Arc::clone(&turns),
         ports,
         options,
         shared: shared.clone(),
@@ -148,7 +195,7 @@ pub fn start(
     };
     let (stop, stopped) = oneshot::channel();
     let task = tokio::spawn(node.run(stopped));
-    ClusterHandle { view, stats, shared, settings, stop, task }
+    ClusterHandle { view, stats, shared, settings, leases, turns, stop, task }
 }
 
 impl Node {
@@ -156,7 +203,9 @@ impl Node {
         let clock = Arc::clone(&self.ports.clock);
         let period = self.settings.lease / RENEWALS_PER_LEASE;
         loop {
+            let turn = self.turns.begin();
             self.turn().await;
+            self.turns.end(turn);
             let wake = clock.monotonic() + period;
             tokio::select! {
                 biased;

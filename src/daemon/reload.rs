@@ -5,11 +5,9 @@
 //! says so in `restart_needed` and leaves it as it runs. A file that does not validate
 //! changes nothing.
 //!
-//! On a node of a cluster (ADR 0024) a reload asked of one node reaches all: it first
-//! asks every other node whether its own file holds the same heartbeats (a digest of
-//! them), and goes on only if all say yes; then it seeds the store and re-arms its own
-//! partitions, and has every other node re-arm theirs. Each node re-arms what changed
-//! between the heartbeats it runs and its file's.
+//! On a node of a cluster (ADR 0024) a reload asked of one node reaches all
+//! (`cluster::reload`, whose exchange the simulator runs too); here the other nodes are
+//! reached over HTTP at the addresses the lease table gives.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -19,27 +17,39 @@ use serde_json::{json, Value};
 
 use crate::api::forward;
 use crate::api::reload::{ReloadCall, ReloadError, Reloader};
-use crate::cluster::engines::ClusterRoute;
+use crate::cluster::reload::{ClusterReloadError, NodeReload, ReloadPeers};
 use crate::core::ids::HeartbeatKey;
-use crate::core::reload_plan::{changes, heartbeats_digest, in_partition};
+use crate::core::reload_plan::heartbeats_digest;
 use crate::daemon::config::{self, Config};
 use crate::driver::EngineClient;
 use crate::mcp::servers::McpServers;
-use crate::ports::clock::Clock;
-use crate::ports::store::{SeedReport, Store};
+use crate::ports::store::SeedReport;
 
 /// What a reload re-arms: the engine of a single node, or a node's part of a cluster.
 pub enum ReloadTarget {
     One(EngineClient),
     Cluster {
-        route: ClusterRoute,
-        /// The store without a fence: the seed writes every partition's definitions.
-        store: Arc<dyn Store>,
-        clock: Arc<dyn Clock>,
+        node: NodeReload,
         /// This node's API token, sent with the calls to the other nodes (a SIGHUP has no
         /// caller whose token could be passed on).
         token: Option<Arc<str>>,
     },
+}
+
+/// The other nodes, reached at their APIs with this node's token.
+struct HttpPeers {
+    from: String,
+    token: Option<Arc<str>>,
+}
+
+#[async_trait]
+impl ReloadPeers for HttpPeers {
+    async fn ask(&self, _node: &str, url: &str, digest: &str, check_only: bool) -> Result<Value, String> {
+        let authorization =
+            self.token.as_deref().and_then(|token| axum::http::HeaderValue::from_str(&format!("Bearer {token}")).ok());
+        let path = format!("/v1/reload?digest={digest}{}", if check_only { "&check=true" } else { "" });
+        forward::call_node(&self.from, url, reqwest::Method::POST, &path, authorization.as_ref()).await
+    }
 }
 
 pub struct ConfigReloader {
@@ -96,33 +106,41 @@ fn restart_needed(running: &Config, new: &Config) -> Vec<&'static str> {
 }
 
 impl ConfigReloader {
-    /// Seeds the store and re-arms this node's partitions; the report of what changed.
+    /// Applies `new` on this node alone: a single daemon's engine, or this node's part of
+    /// a cluster (asked by another node).
     async fn apply_here(&self, new: &Config) -> Result<SeedReport, ReloadError> {
         let unavailable = |error: &dyn std::fmt::Display| ReloadError::Unavailable(error.to_string());
         match &self.target {
             ReloadTarget::One(engine) => engine.reload_heartbeats(&new.heartbeats).await.map_err(|e| unavailable(&e)),
-            ReloadTarget::Cluster { route, store, clock, .. } => {
-                let report = changes(&self.running().heartbeats, &new.heartbeats);
-                // Every node seeds the same file: the first changes the store, the rest find
-                // it unchanged.
-                store.seed_config(&new.heartbeats, clock.wall()).await.map_err(|e| unavailable(&e))?;
-                for (partition, engine) in route.engines() {
-                    // A partition lost meanwhile answers `Stopped`; its next owner loads the store.
-                    let _ = engine.apply_seeded(&new.heartbeats, &in_partition(&report, partition)).await;
-                }
-                Ok(report)
+            ReloadTarget::Cluster { node, .. } => {
+                let running = self.running().heartbeats.clone();
+                node.apply_here(&running, &new.heartbeats).await.map_err(|e| unavailable(&e))
             }
         }
     }
 
-    /// Asks every other node of the cluster to check (`check_only`) or apply a reload of
-    /// heartbeats with `digest`; each node's answer, or why there is none.
-    async fn ask_nodes(&self, digest: &str, check_only: bool) -> BTreeMap<String, Result<Value, String>> {
-        let ReloadTarget::Cluster { route, token, .. } = &self.target else { return BTreeMap::new() };
-        let authorization =
-            token.as_deref().and_then(|token| axum::http::HeaderValue::from_str(&format!("Bearer {token}")).ok());
-        let path = format!("/v1/reload?digest={digest}{}", if check_only { "&check=true" } else { "" });
-        forward::call_owners(route, reqwest::Method::POST, &path, authorization.as_ref()).await
+    /// The operator's reload of the whole cluster, asked of this node: the report of what
+    /// changed here, and each other node's answer.
+    async fn apply_everywhere(
+        &self,
+        node: &NodeReload,
+        token: Option<&Arc<str>>,
+        digest: &str,
+        new: &Config,
+    ) -> Result<(SeedReport, BTreeMap<String, Value>), ReloadError> {
+        let peers = HttpPeers { from: node.route.node.clone(), token: token.cloned() };
+        let running = self.running().heartbeats.clone();
+        let reloaded =
+            node.reload_all(&peers, digest, &running, &new.heartbeats).await.map_err(|error| match error {
+                ClusterReloadError::Disagrees(why) => ReloadError::Disagrees(why),
+                ClusterReloadError::Unavailable(why) => ReloadError::Unavailable(why),
+            })?;
+        let nodes = reloaded
+            .nodes
+            .into_iter()
+            .map(|(node, answer)| (node, answer.unwrap_or_else(|problem| json!({ "error": problem }))))
+            .collect();
+        Ok((reloaded.report, nodes))
     }
 }
 
@@ -138,36 +156,24 @@ impl Reloader for ConfigReloader {
         let digest = heartbeats_digest(&new.heartbeats);
         let clustered = matches!(self.target, ReloadTarget::Cluster { .. });
         let mut nodes = BTreeMap::new();
-        match call {
-            ReloadCall::Node { digest: theirs, .. } if clustered && theirs != digest => {
+        let report = match (&call, &self.target) {
+            (ReloadCall::Node { digest: theirs, .. }, ReloadTarget::Cluster { .. }) if *theirs != digest => {
                 return Err(ReloadError::Disagrees(format!(
                     "the heartbeats in {} differ from those of the node that asked; give every node the same \
                      file first",
                     file.display()
                 )));
             }
-            ReloadCall::Node { check_only: true, .. } if clustered => {
+            (ReloadCall::Node { check_only: true, .. }, ReloadTarget::Cluster { .. }) => {
                 return Ok(json!({ "file": file.display().to_string(), "digest": digest }));
             }
-            ReloadCall::Operator if clustered => {
-                let refusals: Vec<String> = self
-                    .ask_nodes(&digest, true)
-                    .await
-                    .into_iter()
-                    .filter_map(|(node, answer)| answer.err().map(|problem| format!("node {node}: {problem}")))
-                    .collect();
-                if !refusals.is_empty() {
-                    return Err(ReloadError::Disagrees(refusals.join("; ")));
-                }
+            (ReloadCall::Operator, ReloadTarget::Cluster { node, token }) => {
+                let (report, answers) = self.apply_everywhere(node, token.as_ref(), &digest, &new).await?;
+                nodes = answers;
+                report
             }
-            _ => {}
-        }
-        let report = self.apply_here(&new).await?;
-        if call == ReloadCall::Operator && clustered {
-            for (node, answer) in self.ask_nodes(&digest, false).await {
-                nodes.insert(node, answer.unwrap_or_else(|problem| json!({ "error": problem })));
-            }
-        }
+            _ => self.apply_here(&new).await?,
+        };
         self.mcp.refresh();
         let mut running = self.running();
         let restart = restart_needed(&running, &new);

@@ -16,6 +16,7 @@ use crate::api::feed::EventFeed;
 use crate::api::reload::{ReloadCall, Reloader};
 use crate::api::ApiState;
 use crate::cluster::engines::{ClusterRoute, Engines};
+use crate::cluster::reload::NodeReload;
 use crate::cluster::{self, ClusterHandle};
 use crate::daemon::config::{Config, ConfigError, LlmConfig};
 use crate::daemon::redaction;
@@ -188,9 +189,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let target = match &engines {
         Engines::One(engine) => ReloadTarget::One(engine.clone()),
         Engines::Cluster(route) => ReloadTarget::Cluster {
-            route: route.clone(),
-            store: Arc::clone(&store),
-            clock: Arc::clone(&clock),
+            node: NodeReload { route: route.clone(), store: Arc::clone(&store), clock: Arc::clone(&clock) },
             token: token.clone(),
         },
     };

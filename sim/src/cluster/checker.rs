@@ -12,7 +12,7 @@ use systole::core::partition::{partition_of, PARTITIONS_COUNT};
 
 use super::{ClusterOptions, Entry, Record};
 
-pub const INVARIANTS: [&str; 10] = [
+pub const INVARIANTS: [&str; 11] = [
     "cluster-slot-once",
     "cluster-fenced-writes-refused",
     "cluster-cadence-after-heal",
@@ -23,6 +23,7 @@ pub const INVARIANTS: [&str; 10] = [
     "cluster-grant-wait-bounded",
     "cluster-pause-holds",
     "cluster-call-answered-when-settled",
+    "cluster-reload-reaches-all",
 ];
 
 /// Slack on the database's idle-session timer: it fires a little after its bound, as
@@ -45,6 +46,8 @@ pub struct Verdict {
     pub refused_writes: u64,
     /// Deliveries the lease's fence dropped: proof that a node woke with a reply in hand.
     pub fenced_effects: u64,
+    /// Reloads applied on every node, applied on some, and refused (nothing changed).
+    pub reloads: [u64; 3],
 }
 
 impl Verdict {
@@ -67,7 +70,83 @@ pub fn check(options: &ClusterOptions, entries: &[Entry]) -> Verdict {
     frozen_holders(options, entries, &mut verdict);
     cadence_after_heal(options, entries, &mut verdict);
     operator_calls(options, entries, &mut verdict);
+    reloads(options, entries, &mut verdict);
     verdict
+}
+
+/// A reload that every node applied holds on every node: from its answer until the next
+/// reload is asked, the slots claimed of a heartbeat, whichever node claims them, are at
+/// least its new interval apart (less the clocks' spread, by which a new owner's first
+/// slot may come early, and a second's rounding). A node that kept the old heartbeats
+/// claims them at the old pace. And once the cluster has settled, a reload is applied
+/// everywhere.
+fn reloads(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
+    let healed = entries.iter().find(|(_, _, record)| *record == Record::Healed).map(|(_, at, _)| *at);
+    let settled = healed.map(|healed| healed + options.liveness / 2);
+    let slack = options.skew_spread() + Duration::from_secs(1);
+    let mut asked: BTreeMap<usize, Duration> = BTreeMap::new();
+    for (index, (sequence, at, record)) in entries.iter().enumerate() {
+        match record {
+            Record::ReloadAsked { op, .. } => {
+                asked.insert(*op, *at);
+            }
+            Record::ReloadRefused { op, why } => {
+                verdict.reloads[2] += 1;
+                if settled.is_some_and(|settled| asked.get(op).is_some_and(|asked_at| *asked_at >= settled)) {
+                    verdict.check("cluster-call-answered-when-settled", false, || {
+                        format!("#{sequence}: reload {op}, asked once the cluster had settled, was refused: {why}")
+                    });
+                }
+            }
+            Record::Reloaded { op, everywhere, answers } => {
+                verdict.reloads[usize::from(!*everywhere)] += 1;
+                if settled.is_some_and(|settled| asked.get(op).is_some_and(|asked_at| *asked_at >= settled)) {
+                    verdict.check("cluster-call-answered-when-settled", *everywhere, || {
+                        format!("#{sequence}: reload {op}, asked once the cluster had settled, was not applied everywhere: {answers}")
+                    });
+                }
+                if !*everywhere {
+                    continue;
+                }
+                let Some(reload) = options.reloads.get(*op) else { continue };
+                let later = &entries[index + 1..];
+                let until = later
+                    .iter()
+                    .find(|(_, _, record)| matches!(record, Record::ReloadAsked { .. }))
+                    .map_or(Duration::MAX, |(_, at, _)| *at);
+                for def in &reload.heartbeats {
+                    let systole::core::schedule::Schedule::Every(interval) = def.schedule else { continue };
+                    let mut slots: Vec<(u64, &str, Timestamp)> = later
+                        .iter()
+                        .filter(|(_, claimed_at, _)| *claimed_at < until)
+                        .filter_map(|(claim, _, record)| match record {
+                            Record::Claimed { node, key, slot } if *key == def.key => {
+                                Some((*claim, node.as_str(), *slot))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    slots.sort_by_key(|(_, _, slot)| *slot);
+                    for pair in slots.windows(2) {
+                        let (_, first_node, first) = pair[0];
+                        let (claim, node, second) = pair[1];
+                        let gap = second.duration_since(first).unsigned_abs();
+                        verdict.check("cluster-reload-reaches-all", gap + slack >= interval, || {
+                            format!(
+                                "#{claim}: {node} claimed {} @ {second}, {}s after {first_node}'s slot {first}; reload \
+                                 {op} (applied everywhere at #{sequence}, {}s) made it every {}s: {answers}",
+                                def.key,
+                                gap.as_secs(),
+                                at.as_secs(),
+                                interval.as_secs()
+                            )
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// A pause one node routed to another holds across the cluster: once acknowledged, no
@@ -75,9 +154,7 @@ pub fn check(options: &ClusterOptions, entries: &[Entry]) -> Verdict {
 /// take the spread of the nodes' clocks (each judges the end by its own). And once the
 /// cluster has settled after the heal, every call is answered by the agent's owner.
 fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
-    let skews: Vec<i64> = options.nodes.iter().map(|(_, skew, _)| skew.as_secs()).collect();
-    let spread = skews.iter().max().copied().unwrap_or(0) - skews.iter().min().copied().unwrap_or(0);
-    let spread = Duration::from_secs(u64::try_from(spread).unwrap_or(0));
+    let spread = options.skew_spread();
     let healed = entries.iter().find(|(_, _, record)| *record == Record::Healed).map(|(_, at, _)| *at);
     let settled = healed.map(|healed| healed + options.liveness / 2);
     let mut asked: BTreeMap<usize, (Duration, &str)> = BTreeMap::new();
@@ -294,9 +371,7 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
         return;
     };
     let end = entries.last().map_or(healed, |(_, at, _)| *at).max(healed + options.liveness);
-    let skews: Vec<i64> = options.nodes.iter().map(|(_, skew, _)| skew.as_secs()).collect();
-    let spread = skews.iter().max().copied().unwrap_or(0) - skews.iter().min().copied().unwrap_or(0);
-    let spread = Duration::from_secs(u64::try_from(spread).unwrap_or(0));
+    let spread = options.skew_spread();
     // An operator's pause holds an agent's claims back: a gap may be as much longer as the
     // pauses it overlaps (each to its end by the slowest clock). A pause refused but maybe
     // applied (stored before its engine stopped, or a forward that timed out) counts too,
@@ -315,8 +390,22 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
             _ => None,
         })
         .collect();
+    // Reloads, from when each was asked to when it was answered (or the end).
+    let mut reloads: Vec<(Duration, Duration)> = Vec::new();
+    for (_, at, record) in entries {
+        match record {
+            Record::ReloadAsked { .. } => reloads.push((*at, end)),
+            Record::Reloaded { .. } | Record::ReloadRefused { .. } => {
+                if let Some(last) = reloads.last_mut() {
+                    last.1 = *at;
+                }
+            }
+            _ => {}
+        }
+    }
     for def in &options.heartbeats {
-        let systole::core::schedule::Schedule::Every(interval) = def.schedule else { continue };
+        // A reload may change the interval: the longest the heartbeat ever has bounds it.
+        let Some(interval) = options.longest_interval(&def.key) else { continue };
         let bound = options.lease + options.lease / 3 + interval + spread + Duration::from_secs(CADENCE_SLACK_SECS);
         let paused_within = |from: Duration, to: Duration| -> Duration {
             pauses
@@ -332,9 +421,12 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
         });
         for at in claims.chain(std::iter::once(end)) {
             let gap = at.saturating_sub(last);
-            // After a pause, the next slot on the grid is up to one interval further.
+            // After a pause, the next slot on the grid is up to one interval further; a
+            // reload re-arms a changed heartbeat a whole interval after it is applied.
             let paused = paused_within(last, at);
             let bound = if paused.is_zero() { bound } else { bound + paused + interval };
+            let reloaded = reloads.iter().any(|(asked, answered)| *asked < at && *answered > last);
+            let bound = if reloaded { bound + interval } else { bound };
             verdict.check("cluster-cadence-after-heal", gap <= bound, || {
                 format!(
                     "{} (every {}s) went {}s without a claim after the heal, from {}s; the bound is {}s",

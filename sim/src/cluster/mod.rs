@@ -8,6 +8,7 @@
 pub mod checker;
 mod freezes;
 mod ports;
+mod reloads;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +23,7 @@ use tokio::sync::Notify;
 use systole::adapters::memory_workspace::MemoryWorkspace;
 use systole::adapters::virtual_clock::VirtualClock;
 use systole::cluster::engines::{ClusterRoute, Engines};
+use systole::cluster::reload::NodeReload;
 use systole::cluster::{self, ClusterSettings};
 use systole::core::delivery_target::DeliveryTarget;
 use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
@@ -141,6 +143,25 @@ pub enum Record {
         maybe_applied: bool,
         why: String,
     },
+    /// The config files of every node now hold `options.reloads[op]`'s heartbeats, and
+    /// an operator asks node `asked` to reload.
+    ReloadAsked {
+        op: usize,
+        asked: String,
+    },
+    /// The reload was applied on the node asked; `everywhere` when every other node it
+    /// asked applied it too.
+    Reloaded {
+        op: usize,
+        everywhere: bool,
+        answers: String,
+    },
+    /// The reload did nothing (a node disagreed or did not answer), or its answer did not
+    /// come in time.
+    ReloadRefused {
+        op: usize,
+        why: String,
+    },
     /// Every fault is over: the liveness phase starts.
     Healed,
 }
@@ -209,6 +230,16 @@ pub struct ClusterOptions {
     pub liveness: Duration,
     /// Operator pauses, by when they are asked.
     pub operator: Vec<OperatorPause>,
+    /// Config reloads, by when they are asked.
+    pub reloads: Vec<ReloadOp>,
+}
+
+/// An operator changes every node's file to `heartbeats`, then asks one node to reload.
+#[derive(Debug, Clone)]
+pub struct ReloadOp {
+    pub at: Duration,
+    pub node: usize,
+    pub heartbeats: Vec<HeartbeatDef>,
 }
 
 /// An operator's pause, asked of one node.
@@ -248,6 +279,15 @@ const OPERATOR_OPS_SETTLED: u64 = 3;
 const PAUSE_MINUTES_RANGE: std::ops::RangeInclusive<u32> = 2..=10;
 /// How long the node asked waits for the owner to answer (the API's `FORWARD_TIMEOUT_SECS`).
 pub(crate) const FORWARD_TIMEOUT_SECS: u64 = 30;
+/// Reloads during the faults (one more is asked once the cluster has settled).
+const RELOADS_RANGE: std::ops::Range<usize> = 1..3;
+/// How many heartbeats a reload changes the interval of, at most.
+const RELOAD_CHANGES_MAX: usize = 3;
+/// How long the operator waits for a reload's answer (its HTTP client's patience): the
+/// check and the apply may each wait a forward's timeout.
+const RELOAD_ANSWER_SECS: u64 = FORWARD_TIMEOUT_SECS * 3;
+/// When the settled phase's reload is asked, after the cluster has settled.
+const SETTLED_RELOAD_SECS: u64 = 30;
 
 impl ClusterOptions {
     pub fn from_seed(seed: u64) -> Self {
@@ -255,7 +295,7 @@ impl ClusterOptions {
         let start =
             Timestamp::from_second(1_790_000_000 + rng.random_range(0..86_400 * 365)).unwrap_or(Timestamp::UNIX_EPOCH);
         let lease = Duration::from_secs([5, 10, 15, 30][rng.random_range(0..4)]);
-        let nodes = (0..NODES_COUNT)
+        let nodes: Vec<(String, SignedDuration, Duration)> = (0..NODES_COUNT)
             .map(|index| {
                 let skew = SignedDuration::from_secs(rng.random_range(-SKEW_SECS_MAX..=SKEW_SECS_MAX));
                 // The first node starts at once; the others may join later.
@@ -264,7 +304,7 @@ impl ClusterOptions {
             })
             .collect();
         let agents = rng.random_range(4..14);
-        let heartbeats = (0..agents)
+        let heartbeats: Vec<HeartbeatDef> = (0..agents)
             .map(|index| {
                 let every = Duration::from_secs(rng.random_range(20..240));
                 heartbeat(&format!("agent-{index}"), every)
@@ -315,8 +355,71 @@ impl ClusterOptions {
             }
         }
         operator.sort_by_key(|op| op.at);
-        Self { seed, start, nodes, heartbeats, lease, faults, safety, liveness, operator }
+        let reloads = draw_reloads(&mut rng, &nodes, &heartbeats, safety, liveness);
+        Self { seed, start, nodes, heartbeats, lease, faults, safety, liveness, operator, reloads }
     }
+
+    /// The spread of the nodes' wall clocks.
+    pub fn skew_spread(&self) -> Duration {
+        skew_spread(&self.nodes)
+    }
+
+    /// The longest interval `key` has in any of the seed's configs.
+    pub fn longest_interval(&self, key: &HeartbeatKey) -> Option<Duration> {
+        std::iter::once(&self.heartbeats)
+            .chain(self.reloads.iter().map(|reload| &reload.heartbeats))
+            .flat_map(|defs| defs.iter().filter(|def| def.key == *key))
+            .filter_map(|def| match def.schedule {
+                Schedule::Every(interval) => Some(interval),
+                _ => None,
+            })
+            .max()
+    }
+}
+
+fn skew_spread(nodes: &[(String, SignedDuration, Duration)]) -> Duration {
+    let skews: Vec<i64> = nodes.iter().map(|(_, skew, _)| skew.as_secs()).collect();
+    let spread = skews.iter().max().copied().unwrap_or(0) - skews.iter().min().copied().unwrap_or(0);
+    Duration::from_secs(u64::try_from(spread).unwrap_or(0))
+}
+
+/// Reloads during the faults, each changing a few heartbeats' intervals either way, and
+/// one once the cluster has settled that lengthens them by more than the clocks' spread
+/// (a node that kept the old interval then claims sooner than the new one allows).
+fn draw_reloads(
+    rng: &mut ChaCha8Rng,
+    nodes: &[(String, SignedDuration, Duration)],
+    heartbeats: &[HeartbeatDef],
+    safety: Duration,
+    liveness: Duration,
+) -> Vec<ReloadOp> {
+    let spread = skew_spread(nodes);
+    let mut config = heartbeats.to_vec();
+    let mut during: Vec<Duration> = (0..rng.random_range(RELOADS_RANGE))
+        .map(|_| Duration::from_secs(rng.random_range(60..safety.as_secs())))
+        .collect();
+    during.sort();
+    let settled = safety + liveness / 2 + Duration::from_secs(SETTLED_RELOAD_SECS);
+    let count = during.len();
+    during
+        .into_iter()
+        .chain(std::iter::once(settled))
+        .enumerate()
+        .map(|(index, at)| {
+            let node = rng.random_range(0..nodes.len());
+            for _ in 0..rng.random_range(1..=RELOAD_CHANGES_MAX) {
+                let changed = rng.random_range(0..config.len());
+                let Schedule::Every(old) = config[changed].schedule else { continue };
+                let new = if index == count {
+                    old + spread + Duration::from_secs(rng.random_range(30..120))
+                } else {
+                    Duration::from_secs(rng.random_range(20..240))
+                };
+                config[changed].schedule = Schedule::Every(new);
+            }
+            ReloadOp { at, node, heartbeats: config.clone() }
+        })
+        .collect()
 }
 
 fn heartbeat(agent: &str, every: Duration) -> HeartbeatDef {
@@ -358,6 +461,10 @@ pub struct ClusterWorld {
     pub freezes: Freezes,
     /// What each node's API routes by: its cluster loop's view, from its latest life.
     routes: Mutex<BTreeMap<String, ClusterRoute>>,
+    /// The heartbeats of every node's config file now (a reload changes all files first).
+    config: Mutex<Vec<HeartbeatDef>>,
+    /// Each node's reload endpoint, from its latest life.
+    reload_servers: Mutex<BTreeMap<String, tokio::sync::mpsc::Sender<reloads::ReloadRequest>>>,
 }
 
 impl ClusterWorld {
@@ -384,6 +491,14 @@ impl ClusterWorld {
         let mut calls = self.calls_in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let count = calls.entry(node.to_owned()).or_default();
         *count = count.saturating_add_signed(delta);
+    }
+
+    fn config(&self) -> Vec<HeartbeatDef> {
+        self.config.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn reload_server(&self, node: &str) -> Option<tokio::sync::mpsc::Sender<reloads::ReloadRequest>> {
+        self.reload_servers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(node).cloned()
     }
 
     fn route_of(&self, node: &str) -> Option<ClusterRoute> {
@@ -458,6 +573,8 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
         calls_in_flight: Mutex::default(),
         freezes: Freezes::new(options.nodes.iter().map(|(name, _, _)| name.clone())),
         routes: Mutex::default(),
+        config: Mutex::new(options.heartbeats.clone()),
+        reload_servers: Mutex::default(),
         options,
     });
     for (name, skew, _) in &world.options.nodes {
@@ -515,6 +632,27 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
                     Err((maybe_applied, why)) => {
                         world.record(Record::OperatorRefused { op, agent, minutes, maybe_applied, why });
                     }
+                }
+            }
+        }
+    });
+    let reloader = tokio::spawn({
+        let world = Arc::clone(&world);
+        async move {
+            for (op, reload) in world.options.reloads.clone().into_iter().enumerate() {
+                world.clock.sleep_until(origin + reload.at).await;
+                // Every node's file changes first; a node that restarts now seeds it.
+                *world.config.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = reload.heartbeats;
+                let asked = world.options.nodes[reload.node].0.clone();
+                world.record(Record::ReloadAsked { op, asked: asked.clone() });
+                let patience = Duration::from_secs(RELOAD_ANSWER_SECS);
+                match reloads::call_node(&world, &asked, reloads::ReloadCall::Operator, patience).await {
+                    Ok(answer) => world.record(Record::Reloaded {
+                        op,
+                        everywhere: answer["everywhere"].as_bool().unwrap_or(false),
+                        answers: answer["nodes"].to_string(),
+                    }),
+                    Err(why) => world.record(Record::ReloadRefused { op, why }),
                 }
             }
         }
@@ -600,6 +738,7 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
     world.record(Record::Healed);
     world.clock.sleep(world.options.liveness).await;
     operator.abort();
+    reloader.abort();
     for id in ids {
         handle.kill(id);
     }
@@ -624,10 +763,13 @@ async fn node_life(world: Arc<ClusterWorld>, name: String) {
         tools: Arc::new(systole::ports::tools::NoToolServers),
         telemetry: Arc::new(systole::ports::telemetry::NoTelemetry),
     };
-    // Seeding retries until the link is up, as a daemon's supervisor restarts it.
-    while store.seed_config(&world.options.heartbeats, ports.clock.wall()).await.is_err() {
+    // Seeding the file as it is now retries until the link is up, as a daemon's
+    // supervisor restarts it.
+    let file = world.config();
+    while store.seed_config(&file, ports.clock.wall()).await.is_err() {
         world.clock.sleep(Duration::from_secs(1)).await;
     }
+    let clock = Arc::clone(&ports.clock);
     let mut options = EngineOptions::default();
     options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);
     // An address to route by; the operator's calls reach the owner through `routes`.
@@ -635,11 +777,11 @@ async fn node_life(world: Arc<ClusterWorld>, name: String) {
     let settings = ClusterSettings { node: name.clone(), lease: world.options.lease, api_url };
     let leases = Arc::new(NodeLeases { link, inner: Arc::clone(&world.store) });
     let handle = cluster::start(settings, leases, ports, options);
-    world
-        .routes
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(name.clone(), ClusterRoute::new(&handle));
+    let route = ClusterRoute::new(&handle);
+    world.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.clone(), route.clone());
+    let reload = NodeReload { route, store, clock };
+    let server = reloads::ReloadServer::serve(Arc::clone(&world), reload, file);
+    world.reload_servers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.clone(), server);
     if let Some(leave) = world.leave.get(&name) {
         leave.notified().await;
         handle.shutdown(Duration::from_secs(5)).await;
