@@ -205,6 +205,8 @@ async fn a_node_whose_lease_was_taken_over_writes_nothing() {
         assert_eq!(a.clear_pause(&agent_id).await, Err(fenced.clone()));
         assert_eq!(a.put_heartbeat(&def(&agent, "new", 60), at(300)).await, Err(fenced.clone()));
         assert_eq!(a.set_enabled(&k, false, Some("operator")).await, Err(fenced.clone()));
+        // Nor may its engine half-open a breaker its successor holds open.
+        assert_eq!(a.half_open_breaker(&k).await, Err(fenced.clone()));
         assert_eq!(a.delete_heartbeat(&k).await, Err(fenced.clone()));
         assert!(store.load_pauses().await.expect("pauses").is_empty(), "no pause of a's landed");
         assert_eq!(store.load_heartbeats().await.expect("load").len(), 1, "nor a job");

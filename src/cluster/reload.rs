@@ -9,7 +9,7 @@
 //! at the address the lease table gives, the simulator's calls their engines directly, so
 //! the order of this exchange is the same code in both.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::cluster::engines::ClusterRoute;
 use crate::core::heartbeat::HeartbeatDef;
+use crate::core::ids::HeartbeatKey;
 use crate::core::partition::LeaseView;
 use crate::core::reload_plan::{changes, in_partition};
 use crate::ports::clock::Clock;
@@ -89,9 +90,16 @@ impl NodeReload {
         // before the seed; it is among the engines once that turn ends. One taken later
         // loads the seeded store.
         self.route.turns.wait_for_current(self.clock.as_ref(), self.route.lease).await;
+        // Each engine takes its changed heartbeats as the store holds them now: a row
+        // another node's seed already wrote keeps its state (seed 31000030529: a half-open
+        // breaker's row, taken for a fresh definition, was left disarmed for good).
+        let stored = self.store.load_heartbeats().await?;
         for (partition, engine) in self.route.engines() {
+            let part = in_partition(&report, partition);
+            let changed: BTreeSet<&HeartbeatKey> = part.inserted.iter().chain(&part.updated).collect();
+            let rows = stored.iter().filter(|row| changed.contains(&row.def.key)).cloned().collect();
             // A partition lost meanwhile answers `Stopped`; its next owner loads the store.
-            let _ = engine.apply_seeded(new, &in_partition(&report, partition)).await;
+            let _ = engine.adopt_stored(rows, &part.removed).await;
         }
         Ok(report)
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::core::heartbeat::HeartbeatDef;
+use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::Pause;
 use crate::driver::engine::{Change, Command};
@@ -98,16 +98,30 @@ impl Control {
         Ok(report)
     }
 
-    /// Applies definitions another call has already seeded into the store (a reload on a
-    /// node of a cluster seeds once, then each partition's engine re-arms its own): the
-    /// inserted and updated ones of `report` found in `defs`, and the removed ones.
-    pub async fn apply_seeded(&self, defs: &[HeartbeatDef], report: &SeedReport) -> Result<(), EngineError> {
+    /// Applies what this engine's own seed wrote (fresh rows): the inserted and updated
+    /// definitions of `report` found in `defs`, and the removed ones.
+    async fn apply_seeded(&self, defs: &[HeartbeatDef], report: &SeedReport) -> Result<(), EngineError> {
         for key in report.inserted.iter().chain(&report.updated) {
             if let Some(def) = defs.iter().find(|def| def.key == *key) {
                 self.send(Change::Upsert(Box::new(def.clone()))).await?;
             }
         }
         for key in &report.removed {
+            self.send(Change::Delete(key.clone())).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs the heartbeats as the store now holds them, definition and state, as a
+    /// partition's engine loads them at its start, and stops `removed`. A reload on a node of
+    /// a cluster seeds once, then each partition's engine takes its changed rows: one whose
+    /// definition another node had already seeded keeps the state the store kept for it (an
+    /// open breaker, a backoff), which an upsert would take for a fresh one.
+    pub async fn adopt_stored(&self, heartbeats: Vec<Heartbeat>, removed: &[HeartbeatKey]) -> Result<(), EngineError> {
+        for heartbeat in heartbeats {
+            self.send(Change::Adopt(Box::new(heartbeat))).await?;
+        }
+        for key in removed {
             self.send(Change::Delete(key.clone())).await?;
         }
         Ok(())

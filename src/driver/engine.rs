@@ -78,6 +78,9 @@ pub(crate) enum Command {
 
 pub(crate) enum Change {
     Upsert(Box<HeartbeatDef>),
+    /// A row the store holds (written by another node's seed, say): run it as a start-up
+    /// would load it, with its state.
+    Adopt(Box<Heartbeat>),
     Delete(HeartbeatKey),
     SetEnabled(HeartbeatKey, bool),
     Pause(AgentId, Pause),
@@ -793,6 +796,7 @@ impl Driver {
                 // jump), as at start-up: no slot is offered twice.
                 self.lift_past_claims(&key).await;
             }
+            Change::Adopt(heartbeat) => self.adopt(*heartbeat, now).await,
             Change::Resume(agent) => {
                 if self.pauses.remove(&agent).is_some() {
                     self.context.events.emit(now.wall, &EngineEvent::Resumed { agent });
@@ -845,6 +849,23 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// Runs `heartbeat` as the store holds it, as a start-up loads it: what the old
+    /// definition armed, queued or cooled goes; the row's own state (an open breaker, a
+    /// backoff, its next slot) comes with it.
+    async fn adopt(&mut self, heartbeat: Heartbeat, now: Now) {
+        let key = heartbeat.def.key.clone();
+        let runs_in_flight = self.runs.keys().filter(|(run_key, _)| *run_key == key).count();
+        self.unqueue(&key);
+        self.cooldowns.remove(&key);
+        self.disarm(&key);
+        self.entries.remove(&key);
+        self.load(vec![heartbeat], Vec::new()).await;
+        if let Some(entry) = self.entries.get_mut(&key) {
+            entry.runs_in_flight = runs_in_flight;
+        }
+        self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key });
     }
 
     /// Arms a heartbeat that was just enabled (by an operator, or by its breaker for a

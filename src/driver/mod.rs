@@ -25,7 +25,7 @@ use crate::agent::tools::ToolBox;
 use crate::agent::HEARTBEAT_SYSTEM_PROMPT_DEFAULT;
 use crate::core::budget::GlobalCaps;
 use crate::core::delivery_target::DeliveryTarget;
-use crate::core::heartbeat::HeartbeatDef;
+use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::Pause;
 use crate::core::retention::RunRetention;
@@ -345,12 +345,13 @@ impl EngineClient {
         self.control.reseed(defs).await
     }
 
-    /// Re-arms what a reload seeded elsewhere (see [`Control::apply_seeded`]).
+    /// Runs heartbeats as the store holds them after a reload seeded elsewhere (see
+    /// [`Control::adopt_stored`]).
     ///
     /// # Errors
     /// When the engine has stopped.
-    pub async fn apply_seeded(&self, defs: &[HeartbeatDef], report: &SeedReport) -> Result<(), EngineError> {
-        self.control.apply_seeded(defs, report).await
+    pub async fn adopt_stored(&self, heartbeats: Vec<Heartbeat>, removed: &[HeartbeatKey]) -> Result<(), EngineError> {
+        self.control.adopt_stored(heartbeats, removed).await
     }
 
     /// Ends an agent's pause early. Returns whether it had one.

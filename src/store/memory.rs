@@ -227,6 +227,7 @@ impl Store for MemoryStore {
 
     async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
         let mut state = self.lock();
+        self.fence(&state, std::iter::once(&key.agent))?;
         let Some(row) = state.heartbeats.get_mut(key) else { return Ok(false) };
         let heartbeat_state = &mut row.heartbeat.state;
         let open = !heartbeat_state.enabled && heartbeat_state.disabled_reason.as_deref() == Some(DISABLED_BY_BREAKER);

@@ -186,6 +186,10 @@ macro_rules! sql_store {
             }
 
             async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
+                // Fenced: a node that lost the partition must not half-open a breaker its
+                // successor holds open (seed 31000030548).
+                let mut tx = self.write_tx().await?;
+                self.fence(&mut tx, std::iter::once(&key.agent)).await?;
                 let result = sqlx::query(
                     "UPDATE heartbeats SET enabled = 1, disabled_reason = NULL \
                      WHERE agent_id = $1 AND heartbeat_id = $2 AND enabled = 0 AND disabled_reason = $3",
@@ -193,8 +197,9 @@ macro_rules! sql_store {
                 .bind(key.agent.as_str())
                 .bind(key.heartbeat.as_str())
                 .bind(DISABLED_BY_BREAKER)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
+                tx.commit().await?;
                 Ok(result.rows_affected() > 0)
             }
 

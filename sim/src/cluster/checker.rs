@@ -10,9 +10,9 @@ use jiff::Timestamp;
 use systole::core::ids::HeartbeatKey;
 use systole::core::partition::{partition_of, PARTITIONS_COUNT};
 
-use super::{ClusterOptions, Entry, Record};
+use super::{ClusterOptions, Entry, FaultKind, Record};
 
-pub const INVARIANTS: [&str; 11] = [
+pub const INVARIANTS: [&str; 12] = [
     "cluster-slot-once",
     "cluster-fenced-writes-refused",
     "cluster-cadence-after-heal",
@@ -24,6 +24,7 @@ pub const INVARIANTS: [&str; 11] = [
     "cluster-pause-holds",
     "cluster-call-answered-when-settled",
     "cluster-reload-reaches-all",
+    "cluster-breaker-holds",
 ];
 
 /// Slack on the database's idle-session timer: it fires a little after its bound, as
@@ -71,7 +72,45 @@ pub fn check(options: &ClusterOptions, entries: &[Entry]) -> Verdict {
     cadence_after_heal(options, entries, &mut verdict);
     operator_calls(options, entries, &mut verdict);
     reloads(options, entries, &mut verdict);
+    breakers(options, entries, &mut verdict);
     verdict
+}
+
+/// An open breaker holds its heartbeat across the cluster: once it opened on one node, no
+/// run of the heartbeat starts on any node (a later owner included, which learns of it
+/// from the store) before its cooldown has passed, less the clocks' spread (each node
+/// judges the cooldown's end by its own wall clock) and a second. A reload that may
+/// change the heartbeat ends the hold (a new definition starts afresh).
+fn breakers(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
+    let slack = options.skew_spread() + Duration::from_secs(1);
+    // Once a reload has changed the files, a node that starts seeds its file: a definition
+    // it changes starts afresh, its breaker closed (seed 31000032975).
+    let files_changed = entries.iter().position(|(_, _, record)| matches!(record, Record::ReloadAsked { .. }));
+    let seeds_anew = |index: usize, record: &Record| match record {
+        Record::ReloadAsked { .. } => true,
+        Record::Fault { kind: FaultKind::Joined | FaultKind::Restarted, .. } => {
+            files_changed.is_some_and(|changed| changed < index)
+        }
+        _ => false,
+    };
+    for (index, (sequence, at, record)) in entries.iter().enumerate() {
+        let Record::BreakerTripped { node, key, cooldown } = record else { continue };
+        let hold = cooldown.map_or(Duration::MAX, |cooldown| *at + cooldown.saturating_sub(slack));
+        let started = entries[index + 1..]
+            .iter()
+            .enumerate()
+            .take_while(|(offset, (_, later, record))| *later < hold && !seeds_anew(index + 1 + offset, record))
+            .map(|(_, entry)| entry)
+            .find(|(_, _, record)| matches!(record, Record::RunStarted { key: started, .. } if started == key));
+        verdict.check("cluster-breaker-holds", started.is_none(), || {
+            let (later, started_at, record) = started.map_or((0, Duration::ZERO, None), |(s, a, r)| (*s, *a, Some(r)));
+            format!(
+                "#{sequence}: {node} opened the breaker of {key} at {}ms for {cooldown:?}; #{later} at {}ms: {record:?}",
+                at.as_millis(),
+                started_at.as_millis()
+            )
+        });
+    }
 }
 
 /// A reload that every node applied holds on every node: from its answer until the next
@@ -403,6 +442,18 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
             _ => {}
         }
     }
+    // Failed runs and opened breakers, by heartbeat: when, and whether a breaker opened.
+    let troubles: Vec<(&HeartbeatKey, Duration, bool)> = entries
+        .iter()
+        .filter_map(|(_, at, record)| match record {
+            Record::RunFailed { key, .. } => Some((key, *at, false)),
+            Record::BreakerTripped { key, .. } => Some((key, *at, true)),
+            _ => None,
+        })
+        .collect();
+    let backoff_max = Duration::from_secs(super::ERROR_BACKOFF_SECS.into_iter().max().unwrap_or(0));
+    let cooldown = Duration::from_secs(super::BREAKER_COOLDOWN_SECS);
+    let hung = Duration::from_secs(super::MODEL_HANG_SECS);
     for def in &options.heartbeats {
         // A reload may change the interval: the longest the heartbeat ever has bounds it.
         let Some(interval) = options.longest_interval(&def.key) else { continue };
@@ -427,6 +478,17 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
             let bound = if paused.is_zero() { bound } else { bound + paused + interval };
             let reloaded = reloads.iter().any(|(asked, answered)| *asked < at && *answered > last);
             let bound = if reloaded { bound + interval } else { bound };
+            // A failure makes the next run wait its backoff; an open breaker its cooldown
+            // (then a probe, at most a hung call long).
+            let failed = troubles.iter().any(|(key, trouble, _)| {
+                **key == def.key && *trouble < at && *trouble + backoff_max + interval >= last
+            });
+            let tripped = troubles.iter().any(|(key, trouble, tripped)| {
+                *tripped && **key == def.key && *trouble < at && *trouble + cooldown + spread + interval >= last
+            });
+            let bound = bound
+                + if failed { backoff_max } else { Duration::ZERO }
+                + if tripped { cooldown + spread + hung } else { Duration::ZERO };
             verdict.check("cluster-cadence-after-heal", gap <= bound, || {
                 format!(
                     "{} (every {}s) went {}s without a claim after the heal, from {}s; the bound is {}s",

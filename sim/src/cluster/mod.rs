@@ -108,6 +108,19 @@ pub enum Record {
         waited: Duration,
         gave_up: bool,
     },
+    /// A run that failed or timed out.
+    RunFailed {
+        node: String,
+        key: HeartbeatKey,
+        slot: Timestamp,
+    },
+    /// A heartbeat's breaker opened on `node`, for `cooldown` by that node's clock (none:
+    /// until an operator enables it).
+    BreakerTripped {
+        node: String,
+        key: HeartbeatKey,
+        cooldown: Option<Duration>,
+    },
     /// A run whose delivery the lease's fence dropped.
     EffectFenced {
         node: String,
@@ -183,10 +196,18 @@ pub enum FaultKind {
     Left,
     Joined,
     ClockSkew,
+    /// A model call fails (the endpoint answers 500).
+    ModelFailed,
+    /// A model call never answers within the run's timeout.
+    ModelHung,
+    /// The provider refuses a call in a way no retry heals (402): the breaker opens at once.
+    ModelRefused,
+    /// The webhook answers a delivery's attempt 503 (nothing posted).
+    DeliveryRefused,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 13] = [
         FaultKind::PausedPastLease,
         FaultKind::PausedWithReply,
         FaultKind::FrozenInTransaction,
@@ -196,6 +217,10 @@ impl FaultKind {
         FaultKind::Left,
         FaultKind::Joined,
         FaultKind::ClockSkew,
+        FaultKind::ModelFailed,
+        FaultKind::ModelHung,
+        FaultKind::ModelRefused,
+        FaultKind::DeliveryRefused,
     ];
 
     pub fn name(self) -> &'static str {
@@ -209,6 +234,10 @@ impl FaultKind {
             FaultKind::Left => "left",
             FaultKind::Joined => "joined",
             FaultKind::ClockSkew => "clock-skew",
+            FaultKind::ModelFailed => "model-failed",
+            FaultKind::ModelHung => "model-hung",
+            FaultKind::ModelRefused => "model-refused",
+            FaultKind::DeliveryRefused => "delivery-refused",
         }
     }
 }
@@ -232,6 +261,12 @@ pub struct ClusterOptions {
     pub operator: Vec<OperatorPause>,
     /// Config reloads, by when they are asked.
     pub reloads: Vec<ReloadOp>,
+    /// The share of model calls, in percent, that fail, hang past the run's timeout, or
+    /// are refused for good, and of delivery attempts the webhook refuses, until the heal.
+    pub model_failure_percent: u32,
+    pub model_hang_percent: u32,
+    pub model_refusal_percent: u32,
+    pub delivery_refusal_percent: u32,
 }
 
 /// An operator changes every node's file to `heartbeats`, then asks one node to reload.
@@ -288,6 +323,12 @@ const RELOAD_CHANGES_MAX: usize = 3;
 const RELOAD_ANSWER_SECS: u64 = FORWARD_TIMEOUT_SECS * 3;
 /// When the settled phase's reload is asked, after the cluster has settled.
 const SETTLED_RELOAD_SECS: u64 = 30;
+/// The engines' waits after failures in a row, and their breaker's cooldown: short, so a
+/// breaker opened during the faults is probed and closed within the healed phase.
+pub(crate) const ERROR_BACKOFF_SECS: [u64; 3] = [10, 20, 40];
+pub(crate) const BREAKER_COOLDOWN_SECS: u64 = 120;
+/// How long a hung model call takes: past every heartbeat's timeout.
+pub(crate) const MODEL_HANG_SECS: u64 = 90;
 
 impl ClusterOptions {
     pub fn from_seed(seed: u64) -> Self {
@@ -356,7 +397,28 @@ impl ClusterOptions {
         }
         operator.sort_by_key(|op| op.at);
         let reloads = draw_reloads(&mut rng, &nodes, &heartbeats, safety, liveness);
-        Self { seed, start, nodes, heartbeats, lease, faults, safety, liveness, operator, reloads }
+        // Model and delivery faults: none in some seeds, a few percent in most.
+        let mut percent = |max: u32| if rng.random_bool(0.2) { 0 } else { rng.random_range(0..=max) };
+        let model_failure_percent = percent(20);
+        let model_hang_percent = percent(5);
+        let model_refusal_percent = percent(3);
+        let delivery_refusal_percent = percent(30);
+        Self {
+            seed,
+            start,
+            nodes,
+            heartbeats,
+            lease,
+            faults,
+            safety,
+            liveness,
+            operator,
+            reloads,
+            model_failure_percent,
+            model_hang_percent,
+            model_refusal_percent,
+            delivery_refusal_percent,
+        }
     }
 
     /// The spread of the nodes' wall clocks.
@@ -463,6 +525,8 @@ pub struct ClusterWorld {
     routes: Mutex<BTreeMap<String, ClusterRoute>>,
     /// The heartbeats of every node's config file now (a reload changes all files first).
     config: Mutex<Vec<HeartbeatDef>>,
+    /// Set at the heal: model and delivery faults stop.
+    healed: std::sync::atomic::AtomicBool,
     /// Each node's reload endpoint, from its latest life.
     reload_servers: Mutex<BTreeMap<String, tokio::sync::mpsc::Sender<reloads::ReloadRequest>>>,
 }
@@ -477,6 +541,23 @@ impl ClusterWorld {
     fn fault(&self, node: &str, kind: FaultKind, detail: String) {
         *self.fired.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(kind).or_default() += 1;
         self.record(Record::Fault { node: node.to_owned(), kind, detail });
+    }
+
+    /// Counts a fault too frequent to record each time.
+    fn count(&self, kind: FaultKind) {
+        *self.fired.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(kind).or_default() += 1;
+    }
+
+    /// Whether a fault of `percent` strikes now (never after the heal); counted when it does.
+    fn strikes(&self, kind: FaultKind, percent: u32) -> bool {
+        if percent == 0 || self.healed.load(Ordering::SeqCst) {
+            return false;
+        }
+        let strikes = self.draw_millis(0..100) < u64::from(percent);
+        if strikes {
+            self.count(kind);
+        }
+        strikes
     }
 
     fn is_partitioned(&self, node: &str) -> bool {
@@ -574,6 +655,7 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
         freezes: Freezes::new(options.nodes.iter().map(|(name, _, _)| name.clone())),
         routes: Mutex::default(),
         config: Mutex::new(options.heartbeats.clone()),
+        healed: std::sync::atomic::AtomicBool::new(false),
         reload_servers: Mutex::default(),
         options,
     });
@@ -735,6 +817,7 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
     for id in &ids {
         handle.resume(*id);
     }
+    world.healed.store(true, Ordering::SeqCst);
     world.record(Record::Healed);
     world.clock.sleep(world.options.liveness).await;
     operator.abort();
@@ -770,7 +853,11 @@ async fn node_life(world: Arc<ClusterWorld>, name: String) {
         world.clock.sleep(Duration::from_secs(1)).await;
     }
     let clock = Arc::clone(&ports.clock);
-    let mut options = EngineOptions::default();
+    let mut options = EngineOptions {
+        error_backoff: ERROR_BACKOFF_SECS.into_iter().map(Duration::from_secs).collect(),
+        breaker_cooldown: vec![Duration::from_secs(BREAKER_COOLDOWN_SECS)],
+        ..EngineOptions::default()
+    };
     options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);
     // An address to route by; the operator's calls reach the owner through `routes`.
     let api_url = Some(format!("sim://{name}"));

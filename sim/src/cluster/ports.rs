@@ -30,11 +30,11 @@ use systole::ports::leases::{Lease, Leases};
 use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError};
 use systole::ports::messenger::Messenger;
 use systole::ports::store::{
-    ClaimOutcome, Execution, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
+    ClaimOutcome, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
 };
 
 use super::freezes::{wait_for_row, Thawed};
-use super::{ClusterWorld, Record};
+use super::{ClusterWorld, FaultKind, Record, MODEL_HANG_SECS};
 use systole::cluster;
 
 /// How long a call waits before a partitioned node learns the store is unreachable.
@@ -137,8 +137,7 @@ impl Store for NodeStore {
     }
 
     async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
-        self.link.check().await?;
-        self.inner.half_open_breaker(key).await
+        self.write("half_open_breaker", self.inner.half_open_breaker(key)).await
     }
 
     async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
@@ -347,10 +346,19 @@ pub struct SlowModel {
 #[async_trait]
 impl Llm for SlowModel {
     async fn complete(&self, _request: ChatRequest) -> Result<ChatResponse, LlmError> {
-        let delay = self.world.draw_millis(200..8_000);
-        self.world.count_call(&self.node, 1);
-        self.world.clock.sleep(Duration::from_millis(delay)).await;
-        self.world.count_call(&self.node, -1);
+        let world = &self.world;
+        let options = &world.options;
+        let hangs = world.strikes(FaultKind::ModelHung, options.model_hang_percent);
+        let delay = if hangs { MODEL_HANG_SECS * 1_000 } else { world.draw_millis(200..8_000) };
+        world.count_call(&self.node, 1);
+        world.clock.sleep(Duration::from_millis(delay)).await;
+        world.count_call(&self.node, -1);
+        if world.strikes(FaultKind::ModelRefused, options.model_refusal_percent) {
+            return Err(LlmError::Status { status: 402, body: "spend cap reached".to_owned() });
+        }
+        if world.strikes(FaultKind::ModelFailed, options.model_failure_percent) {
+            return Err(LlmError::Status { status: 500, body: "internal error".to_owned() });
+        }
         let count = self.replies.fetch_add(1, Ordering::SeqCst);
         Ok(ChatResponse { text: Some(format!("status report {count}")), tool_calls: Vec::new(), usage: None })
     }
@@ -383,6 +391,10 @@ impl HttpClient for RecordingHttp {
         let Some((_, key)) = key else { return Err(HttpError("no Idempotency-Key header".to_owned())) };
         let agent = key.split('/').next().and_then(|agent| AgentId::new(agent).ok());
         let Some(agent) = agent else { return Err(HttpError(format!("no agent in the key {key:?}"))) };
+        let world = &self.link.world;
+        if world.strikes(FaultKind::DeliveryRefused, world.options.delivery_refusal_percent) {
+            return Ok(HttpResponse { status: 503, headers: Vec::new(), body: Vec::new() });
+        }
         // Breaker announcements carry the slot's key with a suffix; only replies are judged.
         if key.split('/').count() == 3 {
             self.link.world.record(Record::Delivered {
@@ -395,13 +407,24 @@ impl HttpClient for RecordingHttp {
     }
 }
 
+/// Whether to print every engine event of every node (`SIM_EVENTS=1`, for a replay: the
+/// record keeps only what the checker reads).
+fn print_events() -> bool {
+    static PRINT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PRINT.get_or_init(|| std::env::var_os("SIM_EVENTS").is_some())
+}
+
 /// Records the runs each node starts, and the deliveries its fence dropped.
 pub struct RunSink {
     pub link: Link,
 }
 
 impl EventSink for RunSink {
-    fn emit(&self, _at: Timestamp, event: &EngineEvent) {
+    fn emit(&self, at: Timestamp, event: &EngineEvent) {
+        if print_events() {
+            let true_time = self.link.world.clock.monotonic().since_origin().as_secs_f64();
+            eprintln!("EVENT {true_time:.3}s {} {at} {event:?}", self.link.node);
+        }
         match event {
             EngineEvent::RunStarted { key, slot } => {
                 let node = self.link.node.clone();
@@ -410,6 +433,17 @@ impl EventSink for RunSink {
             // A delivery the lease's fence dropped: proof that the fence fires.
             EngineEvent::RunFinished { key, error: Some(error), .. } if error.contains("fenced: ") => {
                 self.link.world.record(Record::EffectFenced { node: self.link.node.clone(), key: key.clone() });
+            }
+            EngineEvent::RunFinished {
+                key, slot, status: ExecutionStatus::Failed | ExecutionStatus::TimedOut, ..
+            } => {
+                let node = self.link.node.clone();
+                self.link.world.record(Record::RunFailed { node, key: key.clone(), slot: *slot });
+            }
+            EngineEvent::BreakerTripped { key, probe_at, .. } => {
+                let cooldown = probe_at.map(|probe_at| probe_at.duration_since(at).unsigned_abs());
+                let node = self.link.node.clone();
+                self.link.world.record(Record::BreakerTripped { node, key: key.clone(), cooldown });
             }
             _ => {}
         }

@@ -103,7 +103,28 @@ impl Driver {
                     self.enable_entry(&key, now, floor, true).await;
                 }
                 Ok(false) => {
+                    // Not open in the store any more, by a write this engine did not make:
+                    // another node seeded a changed file and so replaced the definition
+                    // (seed 31000032685). The store's row is the truth; run it.
                     self.cooldowns.remove(&key);
+                    match self.context.store.load_heartbeats().await {
+                        Ok(rows) => match rows.into_iter().find(|row| row.def.key == key) {
+                            Some(row) => self.adopt(row, now).await,
+                            None => {
+                                self.entries.remove(&key);
+                                self.disarm(&key);
+                            }
+                        },
+                        Err(error) => {
+                            let retry = std::time::Duration::from_secs(BREAKER_HALF_OPEN_RETRY_SECS);
+                            self.cooldowns.insert(key, Cooldown::start(now, now.wall, retry));
+                            self.store_failed(
+                                "load_heartbeats",
+                                error.to_string(),
+                                "the probe waits and is tried again",
+                            );
+                        }
+                    }
                 }
                 Err(error) => {
                     let retry = std::time::Duration::from_secs(BREAKER_HALF_OPEN_RETRY_SECS);
