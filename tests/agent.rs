@@ -55,6 +55,30 @@ async fn pause_ends_the_run_at_once_and_holds_only_that_agent() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_models_pause_never_shortens_an_operators() {
+    let rig = Rig::new();
+    rig.llm.set("sleepy", call_once("pause_heartbeats", r#"{"minutes": 2}"#));
+    let engine = rig.start(&[def("a", "sleepy", 60)]).await;
+    let agent = systole::core::ids::AgentId::new("a").expect("valid");
+    // The operator pauses a for 10 minutes while nothing runs; a run forced now calls the
+    // model, which asks for 2.
+    engine.pause(&agent, 10).await.expect("the operator's pause");
+    engine.trigger(&key("a", "sleepy")).await.expect("trigger");
+    rig.advance(5).await;
+    assert_eq!(rig.llm.calls_for("sleepy"), 1, "the triggered run asked the model");
+    let pauses = rig.store.load_pauses().await.expect("read");
+    assert_eq!(pauses.len(), 1);
+    assert_eq!(pauses[0].1.minutes, 10, "the operator's pause stays in the store: {pauses:?}");
+    // Four minutes on (past the model's two), the heartbeat still skips as paused.
+    rig.llm.set("sleepy", Behaviour::Silent);
+    rig.advance(240).await;
+    assert_eq!(rig.llm.calls_for("sleepy"), 1, "no run before the operator's pause ends");
+    rig.advance(420).await;
+    assert!(rig.llm.calls_for("sleepy") > 1, "and the heartbeat runs after it");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_pause_survives_a_restart() {
     let rig = Rig::new();
     let engine = paused_agent_a(&rig, 10).await;

@@ -12,7 +12,7 @@ use systole::core::partition::{partition_of, PARTITIONS_COUNT};
 
 use super::{ClusterOptions, Entry, FaultKind, Record};
 
-pub const INVARIANTS: [&str; 12] = [
+pub const INVARIANTS: [&str; 13] = [
     "cluster-slot-once",
     "cluster-fenced-writes-refused",
     "cluster-cadence-after-heal",
@@ -25,6 +25,7 @@ pub const INVARIANTS: [&str; 12] = [
     "cluster-call-answered-when-settled",
     "cluster-reload-reaches-all",
     "cluster-breaker-holds",
+    "cluster-reminder-runs",
 ];
 
 /// Slack on the database's idle-session timer: it fires a little after its bound, as
@@ -36,6 +37,8 @@ const IDLE_TIMER_SLACK_MS: u64 = 100;
 const GRANT_WAIT_MS_MAX: u64 = 1_000;
 /// Slack on a pause's end as another node judges it: the store keeps it in milliseconds.
 const PAUSE_END_SLACK_MS: u64 = 1;
+/// The longest pause in the workload (an operator's 10 minutes).
+const PAUSE_MINUTES_MAX_SIM: Duration = Duration::from_secs(10 * 60);
 /// Slack on the cadence bound: the model's slowest answer and a partition engine's start.
 const CADENCE_SLACK_SECS: u64 = 15;
 
@@ -73,7 +76,104 @@ pub fn check(options: &ClusterOptions, entries: &[Entry]) -> Verdict {
     operator_calls(options, entries, &mut verdict);
     reloads(options, entries, &mut verdict);
     breakers(options, entries, &mut verdict);
+    agent_pauses(options, entries, &mut verdict);
+    reminders(options, entries, &mut verdict);
     verdict
+}
+
+/// A pause an engine applied (its model's, or an operator's on the owner) holds across the
+/// cluster like an operator's call: no run of the agent starts on any node from when the
+/// pause was stored until it ends (less the clocks' spread), unless a later call or pause
+/// about the agent replaced it. The event may come late (an operator's forward stores the
+/// pause, then waits for a stopped engine to apply it), so the pause's times are read from
+/// it: it was set `minutes` before `until`, both by the clock of the node that set it.
+fn agent_pauses(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
+    // Each node judges the end by its own wall clock: the one furthest ahead sees it first.
+    let ahead = options.nodes.iter().map(|(_, skew, _)| *skew).max().unwrap_or_default();
+    let true_time = |wall: Timestamp, skew: jiff::SignedDuration| {
+        Duration::try_from(wall.duration_since(options.start) - skew).unwrap_or_default()
+    };
+    let skew_of = |node: &str| {
+        options.nodes.iter().find(|(name, _, _)| name == node).map(|(_, skew, _)| *skew).unwrap_or_default()
+    };
+    let set_at = |node: &str, minutes: u32, until: Timestamp| {
+        let set = until.checked_sub(jiff::SignedDuration::from_mins(i64::from(minutes))).unwrap_or(until);
+        true_time(set, skew_of(node))
+    };
+    for (sequence, at, record) in entries {
+        let Record::AgentPaused { node, agent, minutes, until } = record else { continue };
+        let set = set_at(node, *minutes, *until);
+        let ends = true_time(*until, ahead).saturating_sub(Duration::from_millis(PAUSE_END_SLACK_MS));
+        let replaced = entries.iter().find_map(|(_, later, record)| match record {
+            Record::OperatorAsked { agent: again, .. } if again == agent && *later > set => Some(*later),
+            Record::AgentPaused { node, agent: again, minutes, until } if again == agent => {
+                let later = set_at(node, *minutes, *until);
+                (later > set).then_some(later)
+            }
+            _ => None,
+        });
+        let ends = replaced.map_or(ends, |replaced| ends.min(replaced));
+        let started = entries.iter().find(|(_, started_at, record)| {
+            *started_at > set
+                && *started_at < ends
+                && matches!(record, Record::RunStarted { key, .. } if key.agent == *agent)
+        });
+        verdict.check("cluster-pause-holds", started.is_none(), || {
+            let (later, started_at, record) = started.map_or((0, Duration::ZERO, None), |(s, a, r)| (*s, *a, Some(r)));
+            format!(
+                "#{sequence}: {node} applied a pause of {agent} for {minutes} min at {}ms (set at {}ms); #{later} at \
+                 {}ms: {record:?}",
+                at.as_millis(),
+                set.as_millis(),
+                started_at.as_millis()
+            )
+        });
+    }
+}
+
+/// A reminder a model set (and the store took) runs: claimed on some node by the end, once
+/// it is due with time to spare (an owner's takeover, a backoff and a breaker's cooldown),
+/// unless a pause of its agent may have skipped it.
+fn reminders(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
+    let end = entries.last().map_or(Duration::ZERO, |(_, at, _)| *at);
+    let spread = options.skew_spread();
+    let spare = options.lease * 4
+        + spread
+        + Duration::from_secs(CADENCE_SLACK_SECS + super::BREAKER_COOLDOWN_SECS + super::MODEL_HANG_SECS)
+        + Duration::from_secs(super::ERROR_BACKOFF_SECS.into_iter().sum());
+    let start = options.start.as_second();
+    for (sequence, _, record) in entries {
+        let Record::ReminderSet { node, key } = record else { continue };
+        let Some(due) =
+            key.heartbeat.as_str().strip_prefix(super::REMINDER_PREFIX).and_then(|due| due.parse::<i64>().ok())
+        else {
+            continue;
+        };
+        let due = Duration::from_secs(u64::try_from(due - start).unwrap_or(0));
+        if due + spare > end {
+            continue;
+        }
+        // A pause of the agent, operator's or model's, from when it may begin to its end.
+        let paused_near = entries.iter().any(|(_, at, record)| match record {
+            Record::OperatorAsked { agent, .. } | Record::AgentPaused { agent, .. } if *agent == key.agent => {
+                *at <= due + spread + spare && *at + PAUSE_MINUTES_MAX_SIM + spread + spare >= due
+            }
+            _ => false,
+        });
+        if paused_near {
+            continue;
+        }
+        let claimed = entries
+            .iter()
+            .any(|(_, _, record)| matches!(record, Record::Claimed { key: claimed, .. } if claimed == key));
+        verdict.check("cluster-reminder-runs", claimed, || {
+            format!(
+                "#{sequence}: {node} set {key}, due at {}s; no node claimed it by the end ({}s)",
+                due.as_secs(),
+                end.as_secs()
+            )
+        });
+    }
 }
 
 /// An open breaker holds its heartbeat across the cluster: once it opened on one node, no
@@ -425,6 +525,10 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
             }
             Record::OperatorRefused { agent, minutes, maybe_applied: true, .. } => {
                 Some((agent, *at, *at + late + Duration::from_secs(u64::from(*minutes) * 60) + spread))
+            }
+            Record::AgentPaused { agent, until, .. } => {
+                let ends = Duration::try_from(until.duration_since(options.start)).unwrap_or_default();
+                Some((agent, *at, ends + spread))
             }
             _ => None,
         })

@@ -121,6 +121,21 @@ pub enum Record {
         key: HeartbeatKey,
         cooldown: Option<Duration>,
     },
+    /// An engine applied a pause of `agent` (an operator's or its model's), after the store
+    /// took it.
+    AgentPaused {
+        node: String,
+        agent: AgentId,
+        minutes: u32,
+        /// When it ends, by the applying node's wall clock.
+        until: Timestamp,
+    },
+    /// An engine applied a reminder its model set (`remind-<due second>`), after the store
+    /// took it.
+    ReminderSet {
+        node: String,
+        key: HeartbeatKey,
+    },
     /// A run whose delivery the lease's fence dropped.
     EffectFenced {
         node: String,
@@ -204,10 +219,14 @@ pub enum FaultKind {
     ModelRefused,
     /// The webhook answers a delivery's attempt 503 (nothing posted).
     DeliveryRefused,
+    /// The model pauses its agent's heartbeats (`pause_heartbeats`).
+    ModelPaused,
+    /// The model sets its agent a one-shot reminder (`heartbeat` create with `at`).
+    ModelReminder,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 13] = [
+    pub const ALL: [FaultKind; 15] = [
         FaultKind::PausedPastLease,
         FaultKind::PausedWithReply,
         FaultKind::FrozenInTransaction,
@@ -221,6 +240,8 @@ impl FaultKind {
         FaultKind::ModelHung,
         FaultKind::ModelRefused,
         FaultKind::DeliveryRefused,
+        FaultKind::ModelPaused,
+        FaultKind::ModelReminder,
     ];
 
     pub fn name(self) -> &'static str {
@@ -238,6 +259,8 @@ impl FaultKind {
             FaultKind::ModelHung => "model-hung",
             FaultKind::ModelRefused => "model-refused",
             FaultKind::DeliveryRefused => "delivery-refused",
+            FaultKind::ModelPaused => "model-paused",
+            FaultKind::ModelReminder => "model-reminder",
         }
     }
 }
@@ -327,6 +350,8 @@ const SETTLED_RELOAD_SECS: u64 = 30;
 /// breaker opened during the faults is probed and closed within the healed phase.
 pub(crate) const ERROR_BACKOFF_SECS: [u64; 3] = [10, 20, 40];
 pub(crate) const BREAKER_COOLDOWN_SECS: u64 = 120;
+/// The id of a model's reminder: this, then the second it is due.
+pub(crate) const REMINDER_PREFIX: &str = "remind-";
 /// How long a hung model call takes: past every heartbeat's timeout.
 pub(crate) const MODEL_HANG_SECS: u64 = 90;
 
@@ -546,6 +571,15 @@ impl ClusterWorld {
     /// Counts a fault too frequent to record each time.
     fn count(&self, kind: FaultKind) {
         *self.fired.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(kind).or_default() += 1;
+    }
+
+    /// Whether a behaviour of `percent` strikes now, healed or not; counted when it does.
+    fn strikes_always(&self, kind: FaultKind, percent: u32) -> bool {
+        let strikes = self.draw_millis(0..100) < u64::from(percent);
+        if strikes {
+            self.count(kind);
+        }
+        strikes
     }
 
     /// Whether a fault of `percent` strikes now (never after the heal); counted when it does.

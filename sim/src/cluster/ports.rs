@@ -13,6 +13,7 @@ use jiff::Timestamp;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use serde_json::json;
 use systole::core::breaker::BreakerStep;
 use systole::core::budget::DaySpend;
 use systole::core::heartbeat::{Heartbeat, HeartbeatDef};
@@ -27,15 +28,22 @@ use systole::driver::events::{EngineEvent, EventSink};
 use systole::ports::clock::Clock;
 use systole::ports::http::{HttpClient, HttpError, HttpRequest, HttpResponse};
 use systole::ports::leases::{Lease, Leases};
-use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError};
+use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError, Role, ToolCall};
 use systole::ports::messenger::Messenger;
 use systole::ports::store::{
     ClaimOutcome, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
 };
 
 use super::freezes::{wait_for_row, Thawed};
-use super::{ClusterWorld, FaultKind, Record, MODEL_HANG_SECS};
+use super::{ClusterWorld, FaultKind, Record, MODEL_HANG_SECS, REMINDER_PREFIX};
 use systole::cluster;
+
+/// The share of runs, in percent, whose model pauses its agent (for 2 to 7 minutes) or
+/// sets it a one-shot reminder (due in 1 to 5 minutes), at any time of the seed.
+const MODEL_PAUSE_PERCENT: u32 = 2;
+const MODEL_PAUSE_MINUTES: std::ops::Range<u64> = 2..8;
+const MODEL_REMINDER_PERCENT: u32 = 3;
+const REMINDER_SECS: std::ops::Range<u64> = 60..300;
 
 /// How long a call waits before a partitioned node learns the store is unreachable.
 const UNREACHABLE_AFTER_SECS: u64 = 1;
@@ -122,18 +130,15 @@ impl Store for NodeStore {
     }
 
     async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
-        self.link.check().await?;
-        self.inner.put_heartbeat(def, at).await
+        self.write("put_heartbeat", self.inner.put_heartbeat(def, at)).await
     }
 
     async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
-        self.link.check().await?;
-        self.inner.delete_heartbeat(key).await
+        self.write("delete_heartbeat", self.inner.delete_heartbeat(key)).await
     }
 
     async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError> {
-        self.link.check().await?;
-        self.inner.set_enabled(key, enabled, reason).await
+        self.write("set_enabled", self.inner.set_enabled(key, enabled, reason)).await
     }
 
     async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
@@ -171,13 +176,11 @@ impl Store for NodeStore {
     }
 
     async fn set_pause(&self, agent: &AgentId, pause: &PauseRecord) -> Result<(), StoreError> {
-        self.link.check().await?;
-        self.inner.set_pause(agent, pause).await
+        self.write("set_pause", self.inner.set_pause(agent, pause)).await
     }
 
     async fn clear_pause(&self, agent: &AgentId) -> Result<(), StoreError> {
-        self.link.check().await?;
-        self.inner.clear_pause(agent).await
+        self.write("clear_pause", self.inner.clear_pause(agent)).await
     }
 
     async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
@@ -345,7 +348,7 @@ pub struct SlowModel {
 
 #[async_trait]
 impl Llm for SlowModel {
-    async fn complete(&self, _request: ChatRequest) -> Result<ChatResponse, LlmError> {
+    async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
         let world = &self.world;
         let options = &world.options;
         let hangs = world.strikes(FaultKind::ModelHung, options.model_hang_percent);
@@ -358,6 +361,41 @@ impl Llm for SlowModel {
         }
         if world.strikes(FaultKind::ModelFailed, options.model_failure_percent) {
             return Err(LlmError::Status { status: 500, body: "internal error".to_owned() });
+        }
+        // The agent layer: a run's first call may pause the agent's heartbeats or set it a
+        // one-shot reminder, through the engine's own tools and its partition's store.
+        let first_call = !request.messages.iter().any(|message| message.role == Role::Tool);
+        let offered = |name: &str| request.tools.iter().any(|tool| tool.name == name);
+        if first_call
+            && offered("pause_heartbeats")
+            && world.strikes_always(FaultKind::ModelPaused, MODEL_PAUSE_PERCENT)
+        {
+            let minutes = world.draw_millis(MODEL_PAUSE_MINUTES.start..MODEL_PAUSE_MINUTES.end);
+            let call = ToolCall {
+                id: "pause".to_owned(),
+                name: "pause_heartbeats".to_owned(),
+                arguments: json!({ "minutes": minutes }).to_string(),
+            };
+            return Ok(ChatResponse { text: None, tool_calls: vec![call], usage: None });
+        }
+        if first_call && offered("heartbeat") && world.strikes_always(FaultKind::ModelReminder, MODEL_REMINDER_PERCENT)
+        {
+            let due = world
+                .clock
+                .wall()
+                .saturating_add(Duration::from_secs(world.draw_millis(REMINDER_SECS.start..REMINDER_SECS.end)))
+                .unwrap_or(world.clock.wall());
+            let due = Timestamp::from_second(due.as_second()).unwrap_or(due);
+            let arguments = json!({
+                "action": "create",
+                "id": format!("{REMINDER_PREFIX}{}", due.as_second()),
+                "prompt": "reminder",
+                "at": due.to_string(),
+                "delivery_target": "sim:inbox",
+            });
+            let call =
+                ToolCall { id: "remind".to_owned(), name: "heartbeat".to_owned(), arguments: arguments.to_string() };
+            return Ok(ChatResponse { text: None, tool_calls: vec![call], usage: None });
         }
         let count = self.replies.fetch_add(1, Ordering::SeqCst);
         Ok(ChatResponse { text: Some(format!("status report {count}")), tool_calls: Vec::new(), usage: None })
@@ -439,6 +477,15 @@ impl EventSink for RunSink {
             } => {
                 let node = self.link.node.clone();
                 self.link.world.record(Record::RunFailed { node, key: key.clone(), slot: *slot });
+            }
+            EngineEvent::Paused { agent, minutes, until } => {
+                let node = self.link.node.clone();
+                let (agent, minutes, until) = (agent.clone(), *minutes, *until);
+                self.link.world.record(Record::AgentPaused { node, agent, minutes, until });
+            }
+            EngineEvent::DefinitionApplied { key } if key.heartbeat.as_str().starts_with(REMINDER_PREFIX) => {
+                let node = self.link.node.clone();
+                self.link.world.record(Record::ReminderSet { node, key: key.clone() });
             }
             EngineEvent::BreakerTripped { key, probe_at, .. } => {
                 let cooldown = probe_at.map(|probe_at| probe_at.duration_since(at).unsigned_abs());

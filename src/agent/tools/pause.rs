@@ -41,6 +41,19 @@ impl Tool for PauseHeartbeats {
             Ok(minutes) => minutes,
             Err(error) => return ToolOutcome::error(error.to_string()),
         };
+        // A model's pause never shortens one already in place (an operator's, say): a run
+        // that began before the operator's pause would otherwise end it early (seed
+        // 31000050147 of the cluster simulation).
+        if !context.operator {
+            if let Some(until) = longer_pause(context, minutes).await {
+                return ToolOutcome {
+                    content: format!("Heartbeats are already paused until {until}; that pause stays."),
+                    signal: Some(ToolSignal::PauseHeartbeats { minutes, until }),
+                    is_error: false,
+                    kind: crate::ports::store::ToolCallOutcome::Ok,
+                };
+            }
+        }
         // Durable and live before the model hears it worked.
         match context.control.pause(&context.agent, minutes).await {
             Ok(pause) => ToolOutcome {
@@ -52,4 +65,14 @@ impl Tool for PauseHeartbeats {
             Err(error) => ToolOutcome::error(format!("the pause could not be saved: {error}")),
         }
     }
+}
+
+/// The end of the agent's pause in the store, when it ends after a pause of `minutes` from
+/// now would.
+async fn longer_pause(context: &ToolContext, minutes: u32) -> Option<jiff::Timestamp> {
+    let wanted =
+        context.control.clock().wall().checked_add(jiff::SignedDuration::from_mins(i64::from(minutes))).ok()?;
+    let pauses = context.control.store().load_pauses().await.ok()?;
+    let (_, record) = pauses.into_iter().find(|(agent, _)| *agent == context.agent)?;
+    (record.until >= wanted).then_some(record.until)
 }
