@@ -10,9 +10,9 @@ use jiff::Timestamp;
 use systole::core::ids::HeartbeatKey;
 use systole::core::partition::{partition_of, PARTITIONS_COUNT};
 
-use super::{ClusterOptions, Entry, FaultKind, Record};
+use super::{CallKind, ClusterOptions, Entry, FaultKind, Record};
 
-pub const INVARIANTS: [&str; 13] = [
+pub const INVARIANTS: [&str; 14] = [
     "cluster-slot-once",
     "cluster-fenced-writes-refused",
     "cluster-cadence-after-heal",
@@ -26,6 +26,7 @@ pub const INVARIANTS: [&str; 13] = [
     "cluster-reload-reaches-all",
     "cluster-breaker-holds",
     "cluster-reminder-runs",
+    "cluster-trigger-decided",
 ];
 
 /// Slack on the database's idle-session timer: it fires a little after its bound, as
@@ -88,6 +89,7 @@ pub fn check(options: &ClusterOptions, entries: &[Entry]) -> Verdict {
 /// pause, then waits for a stopped engine to apply it), so the pause's times are read from
 /// it: it was set `minutes` before `until`, both by the clock of the node that set it.
 fn agent_pauses(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
+    let triggered = triggered_slots(entries);
     // Each node judges the end by its own wall clock: the one furthest ahead sees it first.
     let ahead = options.nodes.iter().map(|(_, skew, _)| *skew).max().unwrap_or_default();
     let true_time = |wall: Timestamp, skew: jiff::SignedDuration| {
@@ -105,7 +107,11 @@ fn agent_pauses(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdi
         let set = set_at(node, *minutes, *until);
         let ends = true_time(*until, ahead).saturating_sub(Duration::from_millis(PAUSE_END_SLACK_MS));
         let replaced = entries.iter().find_map(|(_, later, record)| match record {
-            Record::OperatorAsked { agent: again, .. } if again == agent && *later > set => Some(*later),
+            Record::OperatorAsked { agent: again, kind, .. }
+                if again == agent && *kind != CallKind::Trigger && *later > set =>
+            {
+                Some(*later)
+            }
             Record::AgentPaused { node, agent: again, minutes, until } if again == agent => {
                 let later = set_at(node, *minutes, *until);
                 (later > set).then_some(later)
@@ -116,7 +122,7 @@ fn agent_pauses(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdi
         let started = entries.iter().find(|(_, started_at, record)| {
             *started_at > set
                 && *started_at < ends
-                && matches!(record, Record::RunStarted { key, .. } if key.agent == *agent)
+                && matches!(record, Record::RunStarted { key, slot, .. } if key.agent == *agent && !triggered.contains(&(key, *slot)))
         });
         verdict.check("cluster-pause-holds", started.is_none(), || {
             let (later, started_at, record) = started.map_or((0, Duration::ZERO, None), |(s, a, r)| (*s, *a, Some(r)));
@@ -220,6 +226,7 @@ fn breakers(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) 
 /// claims them at the old pace. And once the cluster has settled, a reload is applied
 /// everywhere.
 fn reloads(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
+    let triggered = triggered_slots(entries);
     let healed = entries.iter().find(|(_, _, record)| *record == Record::Healed).map(|(_, at, _)| *at);
     let settled = healed.map(|healed| healed + options.liveness / 2);
     let slack = options.skew_spread() + Duration::from_secs(1);
@@ -259,7 +266,10 @@ fn reloads(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
                         .iter()
                         .filter(|(_, claimed_at, _)| *claimed_at < until)
                         .filter_map(|(claim, _, record)| match record {
-                            Record::Claimed { node, key, slot } if *key == def.key => {
+                            // An operator's trigger runs off the schedule.
+                            Record::Claimed { node, key, slot }
+                                if *key == def.key && !triggered.contains(&(key, *slot)) =>
+                            {
                                 Some((*claim, node.as_str(), *slot))
                             }
                             _ => None,
@@ -293,6 +303,7 @@ fn reloads(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
 /// take the spread of the nodes' clocks (each judges the end by its own). And once the
 /// cluster has settled after the heal, every call is answered by the agent's owner.
 fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
+    let triggered = triggered_slots(entries);
     let spread = options.skew_spread();
     let healed = entries.iter().find(|(_, _, record)| *record == Record::Healed).map(|(_, at, _)| *at);
     let settled = healed.map(|healed| healed + options.liveness / 2);
@@ -310,6 +321,24 @@ fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Ver
                     });
                 }
             }
+            Record::OperatorResumed { op, .. } | Record::OperatorTriggered { op, .. }
+                if asked.get(op).is_some_and(|(asked_at, _)| settled.is_some_and(|settled| *asked_at >= settled)) =>
+            {
+                verdict.check("cluster-call-answered-when-settled", true, String::new);
+                // A trigger taken once the cluster has settled is decided: its slot is
+                // claimed, or skipped with a reason the log shows.
+                if let Record::OperatorTriggered { answered_by, key, slot: Some(slot), .. } = record {
+                    // It may be decided before the answer reaches the caller.
+                    let decided = entries.iter().any(|(_, _, record)| match record {
+                        Record::Claimed { key: claimed, slot: at, .. }
+                        | Record::Skipped { key: claimed, slot: at, .. } => claimed == key && at == slot,
+                        _ => false,
+                    });
+                    verdict.check("cluster-trigger-decided", decided, || {
+                        format!("#{sequence}: {answered_by} took op {op}'s trigger of {key} for slot {slot}; it was never decided")
+                    });
+                }
+            }
             Record::OperatorPaused { op, answered_by, agent, minutes } => {
                 if asked.get(op).is_some_and(|(asked_at, _)| settled.is_some_and(|settled| *asked_at >= settled)) {
                     verdict.check("cluster-call-answered-when-settled", true, String::new);
@@ -317,7 +346,11 @@ fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Ver
                 // A later pause of the agent replaces this one (one pause per agent), from
                 // when it is asked: even one refused may have been stored.
                 let replaced = entries[index + 1..].iter().find_map(|(_, later, record)| match record {
-                    Record::OperatorAsked { agent: again, .. } if again == agent => Some(*later),
+                    Record::OperatorAsked { agent: again, kind, .. }
+                        if again == agent && *kind != CallKind::Trigger =>
+                    {
+                        Some(*later)
+                    }
                     _ => None,
                 });
                 // The pause was set between the ask and the answer: its end is sure from the
@@ -327,8 +360,10 @@ fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Ver
                 let until = (set_from + Duration::from_secs(u64::from(*minutes) * 60))
                     .saturating_sub(spread + Duration::from_millis(PAUSE_END_SLACK_MS));
                 let until = replaced.map_or(until, |replaced| until.min(replaced));
+                // An operator's trigger runs through a pause (an explicit request).
                 let started = entries[index + 1..].iter().find(|(_, started_at, record)| {
-                    *started_at < until && matches!(record, Record::RunStarted { key, .. } if key.agent == *agent)
+                    *started_at < until
+                        && matches!(record, Record::RunStarted { key, slot, .. } if key.agent == *agent && !triggered.contains(&(key, *slot)))
                 });
                 verdict.check("cluster-pause-holds", started.is_none(), || {
                     let (later, started_at, record) = started.map_or((0, Duration::ZERO, None), |(s, a, r)| (*s, *a, Some(r)));
@@ -606,4 +641,15 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
             last = at;
         }
     }
+}
+
+/// The slots operators' triggers asked for: they run off the schedule and through pauses.
+fn triggered_slots(entries: &[Entry]) -> std::collections::BTreeSet<(&HeartbeatKey, Timestamp)> {
+    entries
+        .iter()
+        .filter_map(|(_, _, record)| match record {
+            Record::OperatorTriggered { key, slot: Some(slot), .. } => Some((key, *slot)),
+            _ => None,
+        })
+        .collect()
 }

@@ -31,7 +31,7 @@ use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use systole::core::policy::RunPolicy;
 use systole::core::routing::Route;
 use systole::core::schedule::Schedule;
-use systole::driver::{EngineError, EngineOptions, Ports};
+use systole::driver::{EngineError, EngineOptions, Ports, TriggerOutcome};
 use systole::ports::clock::Clock;
 use systole::ports::store::Store;
 use systole::store::memory::MemoryStore;
@@ -108,6 +108,12 @@ pub enum Record {
         waited: Duration,
         gave_up: bool,
     },
+    /// A slot an engine skipped (paused, backoff, overlap...), with no run.
+    Skipped {
+        node: String,
+        key: HeartbeatKey,
+        slot: Timestamp,
+    },
     /// A run that failed or timed out.
     RunFailed {
         node: String,
@@ -146,12 +152,27 @@ pub enum Record {
         kind: FaultKind,
         detail: String,
     },
-    /// An operator asks node `asked` to pause `agent` (op `op`); the API on that node
-    /// routes it (`core::routing`) to the node that runs the agent.
+    /// An operator asks node `asked` to pause, resume or trigger `agent` (op `op`); the
+    /// API on that node routes it (`core::routing`) to the node that runs the agent.
     OperatorAsked {
         op: usize,
         asked: String,
         agent: AgentId,
+        kind: CallKind,
+    },
+    /// The resume was applied by `answered_by`'s engine.
+    OperatorResumed {
+        op: usize,
+        answered_by: String,
+        agent: AgentId,
+    },
+    /// The trigger was taken by `answered_by`'s engine: the slot it decides in its next
+    /// turn (`None`: not queued, the job being disabled, say).
+    OperatorTriggered {
+        op: usize,
+        answered_by: String,
+        key: HeartbeatKey,
+        slot: Option<Timestamp>,
     },
     /// The pause was applied by `answered_by`'s engine, for `minutes`.
     OperatorPaused {
@@ -281,7 +302,7 @@ pub struct ClusterOptions {
     pub safety: Duration,
     pub liveness: Duration,
     /// Operator pauses, by when they are asked.
-    pub operator: Vec<OperatorPause>,
+    pub operator: Vec<OperatorCall>,
     /// Config reloads, by when they are asked.
     pub reloads: Vec<ReloadOp>,
     /// The share of model calls, in percent, that fail, hang past the run's timeout, or
@@ -300,9 +321,9 @@ pub struct ReloadOp {
     pub heartbeats: Vec<HeartbeatDef>,
 }
 
-/// An operator's pause, asked of one node.
+/// An operator's call about an agent, asked of one node.
 #[derive(Debug, Clone, Copy)]
-pub struct OperatorPause {
+pub struct OperatorCall {
     pub at: Duration,
     /// The index of the node asked.
     pub node: usize,
@@ -310,7 +331,19 @@ pub struct OperatorPause {
     /// (a call that reaches a node paused past its lease, about one of its own agents).
     pub agent: usize,
     pub own: bool,
+    pub kind: CallKind,
+    /// How long a pause lasts.
     pub minutes: u32,
+}
+
+/// What an operator's call asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallKind {
+    Pause,
+    /// Ends the agent's pause early.
+    Resume,
+    /// Runs the agent's heartbeat now.
+    Trigger,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -334,6 +367,8 @@ const REPLY_WAIT_SECS_MAX: u64 = 120;
 /// Operator pauses during the faults, and once the cluster has settled after the heal.
 const OPERATOR_OPS_RANGE: std::ops::Range<usize> = 8..21;
 const OPERATOR_OPS_SETTLED: u64 = 3;
+/// Resumes and triggers during the faults.
+const OPERATOR_RESUMES_TRIGGERS_RANGE: std::ops::Range<usize> = 2..8;
 const PAUSE_MINUTES_RANGE: std::ops::RangeInclusive<u32> = 2..=10;
 /// How long the node asked waits for the owner to answer (the API's `FORWARD_TIMEOUT_SECS`).
 pub(crate) const FORWARD_TIMEOUT_SECS: u64 = 30;
@@ -402,13 +437,14 @@ impl ClusterOptions {
             .map(|_| Duration::from_secs(rng.random_range(60..safety.as_secs())))
             .collect();
         let settled = (0..OPERATOR_OPS_SETTLED).map(|index| safety + liveness / 2 + Duration::from_secs(60 * index));
-        let mut operator: Vec<OperatorPause> = during
+        let mut operator: Vec<OperatorCall> = during
             .into_iter()
             .chain(settled)
             .map(|at| {
                 let node = rng.random_range(0..NODES_COUNT);
                 let agent = rng.random_range(0..agents);
-                OperatorPause { at, node, agent, own: false, minutes: rng.random_range(PAUSE_MINUTES_RANGE) }
+                let minutes = rng.random_range(PAUSE_MINUTES_RANGE);
+                OperatorCall { at, node, agent, own: false, kind: CallKind::Pause, minutes }
             })
             .collect();
         // While a node is stopped past its lease, a call reaches it about one of its agents:
@@ -417,7 +453,8 @@ impl ClusterOptions {
             if let Fault::Pause(length) | Fault::PauseWithReply(length) | Fault::FreezeInTransaction(length) = fault {
                 let into = lease + Duration::from_secs(rng.random_range(0..=length.saturating_sub(lease).as_secs()));
                 let (agent, minutes) = (rng.random_range(0..agents), rng.random_range(PAUSE_MINUTES_RANGE));
-                operator.push(OperatorPause { at: *at + into, node: *node, agent, own: true, minutes });
+                let kind = CallKind::Pause;
+                operator.push(OperatorCall { at: *at + into, node: *node, agent, own: true, kind, minutes });
             }
         }
         operator.sort_by_key(|op| op.at);
@@ -428,6 +465,18 @@ impl ClusterOptions {
         let model_hang_percent = percent(5);
         let model_refusal_percent = percent(3);
         let delivery_refusal_percent = percent(30);
+        // Resumes and triggers, routed like the pauses: some during the faults, some once
+        // the cluster has settled (between the settled pauses).
+        let resumes_and_triggers = (0..rng.random_range(OPERATOR_RESUMES_TRIGGERS_RANGE))
+            .map(|_| Duration::from_secs(rng.random_range(60..safety.as_secs())))
+            .chain((0..OPERATOR_OPS_SETTLED).map(|index| safety + liveness / 2 + Duration::from_secs(30 + 60 * index)))
+            .collect::<Vec<_>>();
+        for at in resumes_and_triggers {
+            let kind = if rng.random_bool(0.5) { CallKind::Resume } else { CallKind::Trigger };
+            let (node, agent) = (rng.random_range(0..NODES_COUNT), rng.random_range(0..agents));
+            operator.push(OperatorCall { at, node, agent, own: false, kind, minutes: 0 });
+        }
+        operator.sort_by_key(|op| op.at);
         Self {
             seed,
             start,
@@ -507,6 +556,12 @@ fn draw_reloads(
             ReloadOp { at, node, heartbeats: config.clone() }
         })
         .collect()
+}
+
+/// The key of an agent's one heartbeat in the workload.
+fn pulse_key(agent: &AgentId) -> HeartbeatKey {
+    let heartbeat = HeartbeatId::new("pulse").unwrap_or_else(|_| unreachable!("a valid id"));
+    HeartbeatKey { agent: agent.clone(), heartbeat }
 }
 
 fn heartbeat(agent: &str, every: Duration) -> HeartbeatDef {
@@ -620,11 +675,17 @@ impl ClusterWorld {
         self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(node).cloned()
     }
 
-    /// An operator's pause asked of node `asked`, routed as its API routes it: applied
+    /// An operator's call asked of node `asked`, routed as its API routes it: applied
     /// there, forwarded to the owner the lease table names (which must still run the agent,
-    /// and answer within the forward's timeout), or refused. The node that applied it.
-    /// On refusal, whether the pause may be applied all the same, and why.
-    async fn routed_pause(&self, asked: &str, agent: &AgentId, minutes: u32) -> Result<String, (bool, String)> {
+    /// and answer within the forward's timeout), or refused. The node that applied it, and
+    /// a trigger's slot. On refusal, whether the call may be applied all the same, and why.
+    async fn routed_call(
+        &self,
+        asked: &str,
+        agent: &AgentId,
+        kind: CallKind,
+        minutes: u32,
+    ) -> Result<(String, Option<Timestamp>), (bool, String)> {
         let refused = |why: String| (false, why);
         let route = self.route_of(asked).ok_or_else(|| refused(format!("{asked} has not started")))?;
         let owner = match route.route(agent) {
@@ -634,9 +695,19 @@ impl ClusterWorld {
             Route::NoOwner { partition } => return Err(refused(format!("no node runs partition {partition}"))),
         };
         let engine = Engines::Cluster(owner.clone()).for_agent(agent).map_err(|error| refused(error.to_string()))?;
+        let call = async {
+            match kind {
+                CallKind::Pause => engine.pause(agent, minutes).await.map(|_| None),
+                CallKind::Resume => engine.resume(agent).await.map(|_| None),
+                CallKind::Trigger => engine.trigger(&pulse_key(agent)).await.map(|outcome| match outcome {
+                    TriggerOutcome::Queued { slot } => Some(slot),
+                    _ => None,
+                }),
+            }
+        };
         tokio::select! {
             biased; // an unbiased select draws from an RNG outside the seed
-            paused = engine.pause(agent, minutes) => paused.map(|_| owner.node.clone()).map_err(|error| {
+            answer = call => answer.map(|slot| (owner.node.clone(), slot)).map_err(|error| {
                 // A store error wrote nothing; an engine that stopped may have stored it.
                 (!matches!(error, EngineError::Store(_)), error.to_string())
             }),
@@ -729,7 +800,7 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
         let world = Arc::clone(&world);
         async move {
             for (op, pause) in world.options.operator.clone().into_iter().enumerate() {
-                let OperatorPause { at, node, agent, own, minutes } = pause;
+                let OperatorCall { at, node, agent, own, kind, minutes } = pause;
                 world.clock.sleep_until(origin + at).await;
                 let asked = world.options.nodes[node].0.clone();
                 let agents: Vec<&AgentId> = world.options.heartbeats.iter().map(|def| &def.key.agent).collect();
@@ -742,10 +813,19 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
                 let Some(agent) = candidates.get(agent % candidates.len().max(1)).map(|agent| (*agent).clone()) else {
                     continue;
                 };
-                world.record(Record::OperatorAsked { op, asked: asked.clone(), agent: agent.clone() });
-                match world.routed_pause(&asked, &agent, minutes).await {
-                    Ok(answered_by) => world.record(Record::OperatorPaused { op, answered_by, agent, minutes }),
-                    Err((maybe_applied, why)) => {
+                world.record(Record::OperatorAsked { op, asked: asked.clone(), agent: agent.clone(), kind });
+                match (world.routed_call(&asked, &agent, kind, minutes).await, kind) {
+                    (Ok((answered_by, _)), CallKind::Pause) => {
+                        world.record(Record::OperatorPaused { op, answered_by, agent, minutes });
+                    }
+                    (Ok((answered_by, _)), CallKind::Resume) => {
+                        world.record(Record::OperatorResumed { op, answered_by, agent });
+                    }
+                    (Ok((answered_by, slot)), CallKind::Trigger) => {
+                        let key = pulse_key(&agent);
+                        world.record(Record::OperatorTriggered { op, answered_by, key, slot });
+                    }
+                    (Err((maybe_applied, why)), _) => {
                         world.record(Record::OperatorRefused { op, agent, minutes, maybe_applied, why });
                     }
                 }

@@ -478,6 +478,10 @@ impl EventSink for RunSink {
                 let node = self.link.node.clone();
                 self.link.world.record(Record::RunFailed { node, key: key.clone(), slot: *slot });
             }
+            EngineEvent::Skipped { key, slot, .. } => {
+                let node = self.link.node.clone();
+                self.link.world.record(Record::Skipped { node, key: key.clone(), slot: *slot });
+            }
             EngineEvent::Paused { agent, minutes, until } => {
                 let node = self.link.node.clone();
                 let (agent, minutes, until) = (agent.clone(), *minutes, *until);
