@@ -84,8 +84,8 @@ pub fn check(options: &ClusterOptions, entries: &[Entry]) -> Verdict {
 
 /// A pause an engine applied (its model's, or an operator's on the owner) holds across the
 /// cluster like an operator's call: no run of the agent starts on any node from when the
-/// pause was stored until it ends (less the clocks' spread), unless a later call or pause
-/// about the agent replaced it. The event may come late (an operator's forward stores the
+/// engine applied it until it ends (less the clocks' spread), unless a later call or pause
+/// about the agent, after it was stored, replaced it. The event may come late (an operator's forward stores the
 /// pause, then waits for a stopped engine to apply it), so the pause's times are read from
 /// it: it was set `minutes` before `until`, both by the clock of the node that set it.
 fn agent_pauses(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
@@ -119,8 +119,11 @@ fn agent_pauses(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdi
             _ => None,
         });
         let ends = replaced.map_or(ends, |replaced| ends.min(replaced));
+        // Runs are judged from when the engine applied it (a slot may fire between the
+        // store's write and the apply: the call has not returned yet); a replacement from
+        // when it was stored.
         let started = entries.iter().find(|(_, started_at, record)| {
-            *started_at > set
+            *started_at > *at
                 && *started_at < ends
                 && matches!(record, Record::RunStarted { key, slot, .. } if key.agent == *agent && !triggered.contains(&(key, *slot)))
         });

@@ -29,6 +29,7 @@ use systole::core::delivery_target::DeliveryTarget;
 use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use systole::core::policy::RunPolicy;
+use systole::core::retention::RunRetention;
 use systole::core::routing::Route;
 use systole::core::schedule::Schedule;
 use systole::driver::{EngineError, EngineOptions, Ports, TriggerOutcome};
@@ -244,10 +245,12 @@ pub enum FaultKind {
     ModelPaused,
     /// The model sets its agent a one-shot reminder (`heartbeat` create with `at`).
     ModelReminder,
+    /// A partition's engine pruned rows of its run log (counted per row).
+    RunsPruned,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 15] = [
+    pub const ALL: [FaultKind; 16] = [
         FaultKind::PausedPastLease,
         FaultKind::PausedWithReply,
         FaultKind::FrozenInTransaction,
@@ -263,6 +266,7 @@ impl FaultKind {
         FaultKind::DeliveryRefused,
         FaultKind::ModelPaused,
         FaultKind::ModelReminder,
+        FaultKind::RunsPruned,
     ];
 
     pub fn name(self) -> &'static str {
@@ -282,6 +286,7 @@ impl FaultKind {
             FaultKind::DeliveryRefused => "delivery-refused",
             FaultKind::ModelPaused => "model-paused",
             FaultKind::ModelReminder => "model-reminder",
+            FaultKind::RunsPruned => "runs-pruned",
         }
     }
 }
@@ -311,6 +316,9 @@ pub struct ClusterOptions {
     pub model_hang_percent: u32,
     pub model_refusal_percent: u32,
     pub delivery_refusal_percent: u32,
+    /// What each partition's engine keeps of its run log (it prunes its own partition's
+    /// rows five minutes after it starts, then hourly).
+    pub run_retention: RunRetention,
 }
 
 /// An operator changes every node's file to `heartbeats`, then asks one node to reload.
@@ -367,6 +375,8 @@ const REPLY_WAIT_SECS_MAX: u64 = 120;
 /// Operator pauses during the faults, and once the cluster has settled after the heal.
 const OPERATOR_OPS_RANGE: std::ops::Range<usize> = 8..21;
 const OPERATOR_OPS_SETTLED: u64 = 3;
+/// The most runs per heartbeat a seed's retention keeps: few, so prunes delete rows.
+const RUNS_KEPT_PER_HEARTBEAT_MAX: u32 = 5;
 /// Resumes and triggers during the faults.
 const OPERATOR_RESUMES_TRIGGERS_RANGE: std::ops::Range<usize> = 2..8;
 const PAUSE_MINUTES_RANGE: std::ops::RangeInclusive<u32> = 2..=10;
@@ -477,6 +487,10 @@ impl ClusterOptions {
             operator.push(OperatorCall { at, node, agent, own: false, kind, minutes: 0 });
         }
         operator.sort_by_key(|op| op.at);
+        let run_retention = RunRetention {
+            kept_days: systole::limits::RUNS_KEPT_DAYS_MIN,
+            kept_per_heartbeat: rng.random_range(1..=RUNS_KEPT_PER_HEARTBEAT_MAX),
+        };
         Self {
             seed,
             start,
@@ -492,6 +506,7 @@ impl ClusterOptions {
             model_hang_percent,
             model_refusal_percent,
             delivery_refusal_percent,
+            run_retention,
         }
     }
 
@@ -625,7 +640,11 @@ impl ClusterWorld {
 
     /// Counts a fault too frequent to record each time.
     fn count(&self, kind: FaultKind) {
-        *self.fired.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(kind).or_default() += 1;
+        self.count_by(kind, 1);
+    }
+
+    pub(crate) fn count_by(&self, kind: FaultKind, by: u64) {
+        *self.fired.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(kind).or_default() += by;
     }
 
     /// Whether a behaviour of `percent` strikes now, healed or not; counted when it does.
@@ -970,6 +989,7 @@ async fn node_life(world: Arc<ClusterWorld>, name: String) {
     let mut options = EngineOptions {
         error_backoff: ERROR_BACKOFF_SECS.into_iter().map(Duration::from_secs).collect(),
         breaker_cooldown: vec![Duration::from_secs(BREAKER_COOLDOWN_SECS)],
+        run_retention: world.options.run_retention,
         ..EngineOptions::default()
     };
     options.agent_default.allowed_targets = BTreeSet::from(["sim:inbox".to_owned()]);

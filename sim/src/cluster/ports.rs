@@ -478,6 +478,7 @@ impl EventSink for RunSink {
                 let node = self.link.node.clone();
                 self.link.world.record(Record::RunFailed { node, key: key.clone(), slot: *slot });
             }
+            EngineEvent::RunsPruned { deleted } => self.link.world.count_by(FaultKind::RunsPruned, *deleted),
             EngineEvent::Skipped { key, slot, .. } => {
                 let node = self.link.node.clone();
                 self.link.world.record(Record::Skipped { node, key: key.clone(), slot: *slot });
