@@ -153,6 +153,40 @@ async fn every_call_about_an_agent_is_answered_by_its_owner_from_any_node() {
         assert_eq!(status, expected, "{method} {path} on {asked}: {answer}");
         assert_eq!(node.as_deref(), Some(owner.as_str()), "{method} {path} asked on {asked} is answered by {owner}");
     }
+    // The event feed of a node is the cluster's: a run on the owner, triggered through
+    // another node, shows on the feed of a third, naming the node it ran on.
+    let third = NODES.iter().find(|node| **node != owner && **node != asked).expect("a third node");
+    let feed = apis[third]
+        .http
+        .get(format!("{}/v1/events", apis[third].url))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("the feed answers");
+    assert_eq!(feed.status().as_u16(), 200);
+    // The third node follows the others' feeds once it has read the table (within a turn).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (status, _, body) = api.call(Method::POST, &format!("{job}/trigger"), None).await;
+    assert_eq!(status, 202, "{body}");
+    let mut feed = feed.bytes_stream();
+    let mut seen = String::new();
+    let started = Instant::now();
+    let wanted = format!("\"id\":\"routed\"");
+    loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(WAIT_SECS_MAX), futures_util::StreamExt::next(&mut feed))
+            .await
+            .expect("the feed goes on")
+            .expect("the feed is open")
+            .expect("a chunk");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        let run = seen.split("\n\n").find(|event| event.starts_with("event: run") && event.contains(&wanted));
+        if let Some(run) = run {
+            assert!(run.contains(&format!("\"node\":\"{owner}\"")), "the run names its node, {owner}: {run}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(WAIT_SECS_MAX), "no run of routed on {third}'s feed: {seen}");
+    }
+
     // The change took effect on the owner: its engine armed the new job at once.
     let (_, _, shown) = apis[owner.as_str()].call(Method::GET, &job, None).await;
     assert_eq!(shown["every"], "30m", "{shown}");
@@ -160,7 +194,6 @@ async fn every_call_about_an_agent_is_answered_by_its_owner_from_any_node() {
     // A user turn begun through one node is ended through another: both reach the owner.
     let (status, node, turn) = api.call(Method::POST, &format!("{base}/user-turns"), Some(json!({}))).await;
     assert_eq!((status, node.as_deref()), (201, Some(owner.as_str())), "{turn}");
-    let third = NODES.iter().find(|node| **node != owner && **node != asked).expect("a third node");
     let turn_path = format!("{base}/user-turns/{}", turn["id"].as_str().expect("a turn id"));
     let (status, _, body) = apis[third].call(Method::DELETE, &turn_path, None).await;
     assert_eq!(status, 204, "{body}");

@@ -1,19 +1,25 @@
 //! `GET /v1/events`: server-sent events of what the engine does, so a client (the status
 //! page, `systole events`) can follow it live. `run` events are the engine's run events
 //! (one per decided slot); `state` events are changes: a run started, a job armed for a
-//! new slot, disarmed, retired or tripped, an agent paused or resumed.
+//! new slot, disarmed, retired or tripped, an agent paused or resumed. On a node of a
+//! cluster the feed is the cluster's (`feed_peers`): every event names its `node`.
 
 use std::convert::Infallible;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use axum::extract::State;
+use axum::http::header::AUTHORIZATION;
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::{self, Stream};
 use jiff::Timestamp;
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
-use crate::api::ApiState;
+use crate::api::forward::FORWARDED_BY_HEADER;
+use crate::api::{feed_peers, ApiState};
 use crate::driver::events::{EngineEvent, EventSink};
 use crate::driver::run_events::RunEvent;
 use crate::limits::RUN_EVENTS_BUFFERED_MAX;
@@ -91,22 +97,51 @@ pub fn run_event_json(event: &RunEvent) -> Value {
     })
 }
 
-pub async fn stream(State(state): State<ApiState>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+pub async fn stream(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let receivers = (state.engine.run_events().subscribe(), state.feed.subscribe());
-    let events = stream::unfold(receivers, |(mut runs, mut changes)| async move {
-        let event = tokio::select! {
-            run = runs.recv() => match run {
-                Ok(run) => Event::default().event("run").data(run_event_json(&run).to_string()),
-                Err(broadcast::error::RecvError::Lagged(missed)) => lagged(missed),
-                Err(broadcast::error::RecvError::Closed) => return None,
-            },
-            change = changes.recv() => match change {
-                Ok(change) => Event::default().event("state").data(change.to_string()),
-                Err(broadcast::error::RecvError::Lagged(missed)) => lagged(missed),
-                Err(broadcast::error::RecvError::Closed) => return None,
-            },
-        };
-        Some((Ok(event), (runs, changes)))
+    // On a node of a cluster, asked directly: every other owner's feed too, and each event
+    // names its node.
+    let cluster = state.engine.cluster().cloned();
+    let node = cluster.as_ref().map(|route| route.node.clone());
+    let peers = match cluster {
+        Some(route) if !headers.contains_key(FORWARDED_BY_HEADER) => {
+            Some(feed_peers::follow(route, headers.get(AUTHORIZATION).cloned(), Arc::clone(&state.clock)))
+        }
+        _ => None,
+    };
+    let events = stream::unfold((receivers, peers), move |((mut runs, mut changes), mut peers)| {
+        let node = node.clone();
+        async move {
+            let named = |mut value: Value| {
+                if let (Some(node), Some(object)) = (&node, value.as_object_mut()) {
+                    object.insert("node".to_owned(), Value::String(node.clone()));
+                }
+                value
+            };
+            let peer = async {
+                match peers.as_mut() {
+                    Some(peers) => peers.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let event = tokio::select! {
+                run = runs.recv() => match run {
+                    Ok(run) => Event::default().event("run").data(named(run_event_json(&run)).to_string()),
+                    Err(broadcast::error::RecvError::Lagged(missed)) => lagged(missed),
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                change = changes.recv() => match change {
+                    Ok(change) => Event::default().event("state").data(named(change).to_string()),
+                    Err(broadcast::error::RecvError::Lagged(missed)) => lagged(missed),
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                Some((kind, value)) = peer => Event::default().event(kind).data(value.to_string()),
+            };
+            Some((Ok(event), ((runs, changes), peers)))
+        }
     });
     Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(SSE_KEEP_ALIVE_SECS)))
 }

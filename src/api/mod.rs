@@ -8,6 +8,7 @@ pub mod agents;
 pub mod auth;
 pub mod error;
 pub mod feed;
+mod feed_peers;
 pub mod forward;
 pub mod jobs;
 pub mod mcp;
