@@ -164,27 +164,28 @@ async fn every_call_about_an_agent_is_answered_by_its_owner_from_any_node() {
         .await
         .expect("the feed answers");
     assert_eq!(feed.status().as_u16(), 200);
-    // The third node follows the others' feeds once it has read the table (within a turn).
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let (status, _, body) = api.call(Method::POST, &format!("{job}/trigger"), None).await;
-    assert_eq!(status, 202, "{body}");
+    // The third node follows the others' feeds from the moment it is asked: trigger until a
+    // run shows (a trigger before its follower connected is not on the feed).
     let mut feed = feed.bytes_stream();
     let mut seen = String::new();
     let started = Instant::now();
-    let wanted = format!("\"id\":\"routed\"");
-    loop {
-        let chunk = tokio::time::timeout(Duration::from_secs(WAIT_SECS_MAX), futures_util::StreamExt::next(&mut feed))
-            .await
-            .expect("the feed goes on")
-            .expect("the feed is open")
-            .expect("a chunk");
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-        let run = seen.split("\n\n").find(|event| event.starts_with("event: run") && event.contains(&wanted));
-        if let Some(run) = run {
-            assert!(run.contains(&format!("\"node\":\"{owner}\"")), "the run names its node, {owner}: {run}");
-            break;
-        }
+    let wanted = "\"id\":\"routed\"";
+    'triggers: loop {
         assert!(started.elapsed() < Duration::from_secs(WAIT_SECS_MAX), "no run of routed on {third}'s feed: {seen}");
+        let (status, _, body) = api.call(Method::POST, &format!("{job}/trigger"), None).await;
+        assert_eq!(status, 202, "{body}");
+        let asked_at = Instant::now();
+        while asked_at.elapsed() < Duration::from_secs(3) {
+            let next = tokio::time::timeout(Duration::from_secs(3), futures_util::StreamExt::next(&mut feed)).await;
+            let Ok(chunk) = next else { continue 'triggers };
+            let chunk = chunk.expect("the feed is open").expect("a chunk");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            let run = seen.split("\n\n").find(|event| event.starts_with("event: run") && event.contains(wanted));
+            if let Some(run) = run {
+                assert!(run.contains(&format!("\"node\":\"{owner}\"")), "the run names its node, {owner}: {run}");
+                break 'triggers;
+            }
+        }
     }
 
     // The change took effect on the owner: its engine armed the new job at once.
