@@ -979,12 +979,16 @@ async fn node_life(world: Arc<ClusterWorld>, name: String) {
         tools: Arc::new(systole::ports::tools::NoToolServers),
         telemetry: Arc::new(systole::ports::telemetry::NoTelemetry),
     };
-    // Seeding the file as it is now retries until the link is up, as a daemon's
-    // supervisor restarts it.
-    let file = world.config();
-    while store.seed_config(&file, ports.clock.wall()).await.is_err() {
+    // Seeding the file retries until the link is up, as a daemon's supervisor restarts it:
+    // each start reads the file again (seed 27: a node that kept the file it read before a
+    // reload seeded the old heartbeats over the new once its link came back).
+    let file = loop {
+        let file = world.config();
+        if store.seed_config(&file, ports.clock.wall()).await.is_ok() {
+            break file;
+        }
         world.clock.sleep(Duration::from_secs(1)).await;
-    }
+    };
     let clock = Arc::clone(&ports.clock);
     let mut options = EngineOptions {
         error_backoff: ERROR_BACKOFF_SECS.into_iter().map(Duration::from_secs).collect(),
