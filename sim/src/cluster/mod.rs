@@ -965,6 +965,14 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
 
 /// One life of a node: seed the config, join the cluster, run until killed or told to leave.
 async fn node_life(world: Arc<ClusterWorld>, name: String) {
+    // A leave told to a node that was not running (one that had not joined yet) was for no
+    // life: it must not end this one as soon as it starts (seed 31200009583: the node then
+    // stayed down for the rest of the seed).
+    if let Some(leave) = world.leave.get(&name) {
+        let stale = leave.notified();
+        tokio::pin!(stale);
+        stale.as_mut().enable();
+    }
     let link = Link { world: Arc::clone(&world), node: name.clone() };
     let Some(clock) = world.node_clocks.get(&name).cloned() else { return };
     let store: Arc<dyn Store> = Arc::new(NodeStore { link: link.clone(), inner: world.store.clone(), lease: None });
