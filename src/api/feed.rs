@@ -5,9 +5,8 @@
 //! cluster the feed is the cluster's (`feed_peers`): every event names its `node`.
 
 use std::convert::Infallible;
-use std::time::Duration;
-
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::header::AUTHORIZATION;

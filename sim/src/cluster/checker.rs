@@ -128,7 +128,7 @@ fn agent_pauses(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdi
                 && matches!(record, Record::RunStarted { key, slot, .. } if key.agent == *agent && !triggered.contains(&(key, *slot)))
         });
         verdict.check("cluster-pause-holds", started.is_none(), || {
-            let (later, started_at, record) = started.map_or((0, Duration::ZERO, None), |(s, a, r)| (*s, *a, Some(r)));
+            let (later, started_at, record) = offending(started);
             format!(
                 "#{sequence}: {node} applied a pause of {agent} for {minutes} min at {}ms (set at {}ms); #{later} at \
                  {}ms: {record:?}",
@@ -212,7 +212,7 @@ fn breakers(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) 
             .map(|(_, entry)| entry)
             .find(|(_, _, record)| matches!(record, Record::RunStarted { key: started, .. } if started == key));
         verdict.check("cluster-breaker-holds", started.is_none(), || {
-            let (later, started_at, record) = started.map_or((0, Duration::ZERO, None), |(s, a, r)| (*s, *a, Some(r)));
+            let (later, started_at, record) = offending(started);
             format!(
                 "#{sequence}: {node} opened the breaker of {key} at {}ms for {cooldown:?}; #{later} at {}ms: {record:?}",
                 at.as_millis(),
@@ -230,8 +230,7 @@ fn breakers(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) 
 /// everywhere.
 fn reloads(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
     let triggered = triggered_slots(entries);
-    let healed = entries.iter().find(|(_, _, record)| *record == Record::Healed).map(|(_, at, _)| *at);
-    let settled = healed.map(|healed| healed + options.liveness / 2);
+    let settled = settled_at(options, entries);
     let slack = options.skew_spread() + Duration::from_secs(1);
     let mut asked: BTreeMap<usize, Duration> = BTreeMap::new();
     for (index, (sequence, at, record)) in entries.iter().enumerate() {
@@ -308,8 +307,7 @@ fn reloads(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
 fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
     let triggered = triggered_slots(entries);
     let spread = options.skew_spread();
-    let healed = entries.iter().find(|(_, _, record)| *record == Record::Healed).map(|(_, at, _)| *at);
-    let settled = healed.map(|healed| healed + options.liveness / 2);
+    let settled = settled_at(options, entries);
     let mut asked: BTreeMap<usize, (Duration, &str)> = BTreeMap::new();
     for (index, (sequence, at, record)) in entries.iter().enumerate() {
         match record {
@@ -369,7 +367,7 @@ fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Ver
                         && matches!(record, Record::RunStarted { key, slot, .. } if key.agent == *agent && !triggered.contains(&(key, *slot)))
                 });
                 verdict.check("cluster-pause-holds", started.is_none(), || {
-                    let (later, started_at, record) = started.map_or((0, Duration::ZERO, None), |(s, a, r)| (*s, *a, Some(r)));
+                    let (later, started_at, record) = offending(started);
                     format!(
                         "#{sequence}: {answered_by} paused {agent} for {minutes} min at {}s; #{later} at {}s: {record:?}",
                         at.as_secs(),
@@ -657,4 +655,15 @@ fn triggered_slots(entries: &[Entry]) -> std::collections::BTreeSet<(&HeartbeatK
             _ => None,
         })
         .collect()
+}
+
+/// When the cluster has settled: half the healed phase after the heal.
+fn settled_at(options: &ClusterOptions, entries: &[Entry]) -> Option<Duration> {
+    let healed = entries.iter().find(|(_, _, record)| *record == Record::Healed).map(|(_, at, _)| *at);
+    healed.map(|healed| healed + options.liveness / 2)
+}
+
+/// The sequence, time and record of an entry that broke an invariant, for its message.
+fn offending(entry: Option<&Entry>) -> (u64, Duration, Option<&Record>) {
+    entry.map_or((0, Duration::ZERO, None), |(sequence, at, record)| (*sequence, *at, Some(record)))
 }

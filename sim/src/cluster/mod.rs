@@ -649,7 +649,7 @@ impl ClusterWorld {
 
     /// Whether a behaviour of `percent` strikes now, healed or not; counted when it does.
     fn strikes_always(&self, kind: FaultKind, percent: u32) -> bool {
-        let strikes = self.draw_millis(0..100) < u64::from(percent);
+        let strikes = self.draw(0..100) < u64::from(percent);
         if strikes {
             self.count(kind);
         }
@@ -661,7 +661,7 @@ impl ClusterWorld {
         if percent == 0 || self.healed.load(Ordering::SeqCst) {
             return false;
         }
-        let strikes = self.draw_millis(0..100) < u64::from(percent);
+        let strikes = self.draw(0..100) < u64::from(percent);
         if strikes {
             self.count(kind);
         }
@@ -736,7 +736,8 @@ impl ClusterWorld {
         }
     }
 
-    fn draw_millis(&self, range: std::ops::Range<u64>) -> u64 {
+    /// A draw from the seed's own stream (delays, fault strikes, a pause's minutes).
+    fn draw(&self, range: std::ops::Range<u64>) -> u64 {
         self.rng.lock().unwrap_or_else(std::sync::PoisonError::into_inner).random_range(range)
     }
 }

@@ -352,7 +352,7 @@ impl Llm for SlowModel {
         let world = &self.world;
         let options = &world.options;
         let hangs = world.strikes(FaultKind::ModelHung, options.model_hang_percent);
-        let delay = if hangs { MODEL_HANG_SECS * 1_000 } else { world.draw_millis(200..8_000) };
+        let delay = if hangs { MODEL_HANG_SECS * 1_000 } else { world.draw(200..8_000) };
         world.count_call(&self.node, 1);
         world.clock.sleep(Duration::from_millis(delay)).await;
         world.count_call(&self.node, -1);
@@ -370,7 +370,7 @@ impl Llm for SlowModel {
             && offered("pause_heartbeats")
             && world.strikes_always(FaultKind::ModelPaused, MODEL_PAUSE_PERCENT)
         {
-            let minutes = world.draw_millis(MODEL_PAUSE_MINUTES.start..MODEL_PAUSE_MINUTES.end);
+            let minutes = world.draw(MODEL_PAUSE_MINUTES.start..MODEL_PAUSE_MINUTES.end);
             let call = ToolCall {
                 id: "pause".to_owned(),
                 name: "pause_heartbeats".to_owned(),
@@ -383,7 +383,7 @@ impl Llm for SlowModel {
             let due = world
                 .clock
                 .wall()
-                .saturating_add(Duration::from_secs(world.draw_millis(REMINDER_SECS.start..REMINDER_SECS.end)))
+                .saturating_add(Duration::from_secs(world.draw(REMINDER_SECS.start..REMINDER_SECS.end)))
                 .unwrap_or(world.clock.wall());
             let due = Timestamp::from_second(due.as_second()).unwrap_or(due);
             let arguments = json!({
