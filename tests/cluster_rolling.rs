@@ -19,7 +19,9 @@ use cluster_nodes::{
 use common::postgres_server;
 use systole::core::partition::PARTITIONS_COUNT;
 
-const AGENTS_COUNT: usize = 8;
+/// `agent-0` to `agent-28` reach all 16 partitions (checked below), so every node owns
+/// agents whatever partitions it holds and each has a run in flight to be stopped during.
+const AGENTS_COUNT: usize = 29;
 const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
 /// The configs' `shutdown_grace` (cluster_nodes::write_config).
 const SHUTDOWN_GRACE_SECS: u64 = 2;
@@ -28,6 +30,9 @@ const WATCH_EVERY_MS: u64 = 50;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_keeps_every_partition_owned_and_runs_every_slot_once() {
+    let reached: std::collections::BTreeSet<u32> =
+        (0..AGENTS_COUNT).map(|index| partition(&format!("agent-{index}"))).collect();
+    assert_eq!(reached.len(), PARTITIONS_COUNT as usize, "the agents reach every partition");
     let (receiver, address) = start_peers().await;
     let url = postgres_server::fresh_database().await;
     let pool = cluster_nodes::connect(&url).await;
