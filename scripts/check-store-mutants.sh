@@ -9,7 +9,10 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 CATCH_PERCENT_MIN=1
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+# The mutants' builds share the clean tree's artifact names, and cargo judges freshness by
+# time: without the touch, the clean tree's next test run would take the last mutant's
+# build for fresh.
+trap 'rm -rf "$work"; touch "$repo/src/lib.rs"' EXIT
 # The main target directory: its dependencies are built already, so only systole rebuilds.
 export CARGO_TARGET_DIR="$repo/target"
 if [ "$#" -gt 0 ]; then

@@ -23,11 +23,13 @@ catches_needed=$(( (seeds * CATCH_PERCENT_MIN + 99) / 100 ))
 stop=(--stop-after-failures "$catches_needed")
 [ "${MUTANT_RATES:-}" = "full" ] && stop=()
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+# The mutants' builds share the clean tree's artifact names, and cargo judges freshness by
+# time: without the touch, the next build of the clean tree would call the last mutant's
+# binary fresh and keep it.
+trap 'rm -rf "$work"; touch "$repo/src/lib.rs" "$repo/sim/src/main.rs"' EXIT
 # Builds share the simulator's own target directory and profile, so the dependencies CI
 # built for its tests serve every mutant and only systole and the simulator rebuild. The
-# last mutant's binary is left in sim/target/lean; a build of the clean tree puts the
-# clean one back at once (its artifacts are kept beside).
+# last mutant's binary is left in sim/target/lean until the next build of the clean tree.
 export CARGO_TARGET_DIR="$repo/sim/target"
 if [ "$#" -gt 0 ]; then
     patches=()
@@ -53,7 +55,7 @@ for patch in "${patches[@]}"; do
     command="$(sed -n 's/^# sim-command: *\([a-z-]*\).*/\1/p' "$patch" | head -n1)"
     case "${command:-run}" in
         run) output="$("$CARGO_TARGET_DIR/lean/systole-sim" run --seeds "$seeds" --regressions /dev/null "${stop[@]}" 2>&1 || true)" ;;
-        cluster) output="$("$CARGO_TARGET_DIR/lean/systole-sim" cluster --seeds "$seeds" 2>&1 || true)" ;;
+        cluster) output="$("$CARGO_TARGET_DIR/lean/systole-sim" cluster --seeds "$seeds" --regressions /dev/null "${stop[@]}" 2>&1 || true)" ;;
         *) echo "BROKEN    $name: unknown sim-command ${command}" >&2; exit 2 ;;
     esac
     failed="$(printf '%s\n' "$output" | sed -n 's/^[0-9]* passed, \([0-9]*\) failed$/\1/p' | tail -n1)"

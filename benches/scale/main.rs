@@ -6,6 +6,8 @@
 //! `-- --quick` runs a tenth of each size; `-- --smoke` runs tiny sizes once (the test
 //! command runs it, so the harness itself cannot rot). `-- --case NAME key=value...` runs
 //! one case in this process and prints its figures (what the parent spawns).
+//! `-- --section NAME` runs one section's rows only (registration, cold-start, dispatch,
+//! cluster, lateness, simulator), to measure again what a change touched.
 #![allow(clippy::disallowed_methods)] // a benchmark reads the real clock on purpose
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a failed benchmark setup should stop loudly
 
@@ -47,14 +49,26 @@ fn main() {
     } else {
         Mode::Full
     };
+    let only = args.iter().position(|arg| arg == "--section").map(|position| args.get(position + 1).cloned());
+    let only = match only {
+        None => None,
+        Some(Some(name)) if SECTIONS.contains(&name.as_str()) => Some(name),
+        Some(name) => {
+            eprintln!("--section needs one of {}; got {}", SECTIONS.join(", "), name.as_deref().unwrap_or("nothing"));
+            std::process::exit(2);
+        }
+    };
     let bench = Bench::new(mode);
-    bench.run_all();
+    bench.run_all(only.as_deref());
     let failed = bench.failed.get();
     if failed > 0 {
         eprintln!("{failed} case runs failed; their cells say n/a");
         std::process::exit(1);
     }
 }
+
+/// The table's sections, in its order (`--section`).
+const SECTIONS: [&str; 6] = ["registration", "cold-start", "dispatch", "cluster", "lateness", "simulator"];
 
 async fn run_case(name: &str, params: &BTreeMap<String, String>, process_start: Instant) -> Figures {
     let number = |key: &str| params.get(key).and_then(|value| value.parse::<usize>().ok()).unwrap_or(0);
@@ -117,13 +131,17 @@ impl Bench {
         }
     }
 
-    fn run_all(&self) {
+    /// Every section's rows, or only the one named.
+    fn run_all(&self, only: Option<&str>) {
         print_machine(self.repeats);
         println!("| measure | systole | tokio-cron-scheduler | target |");
         println!("|---|---|---|---|");
         let sections: [fn(&Self) -> Vec<Row>; 6] =
             [Self::registration, Self::cold_start, Self::dispatch, Self::cluster, Self::lateness, Self::simulator];
-        for section in sections {
+        for (name, section) in SECTIONS.iter().zip(sections) {
+            if only.is_some_and(|only| only != *name) {
+                continue;
+            }
             for row in section(self) {
                 println!("| {} | {} | {} | {} |", row.measure, row.systole, row.peer, row.target);
             }

@@ -101,6 +101,9 @@ enum Command {
         /// Seeds that once failed, run beside the range.
         #[arg(long, default_value = "cluster-regressions.txt")]
         regressions: PathBuf,
+        /// Stop once this many seeds failed (the mutant check, as for `run`).
+        #[arg(long)]
+        stop_after_failures: Option<usize>,
     },
 }
 
@@ -124,14 +127,16 @@ fn main() -> ExitCode {
             println!("{}", trace::hash(&report::entries(seed)));
             ExitCode::SUCCESS
         }
-        Command::Cluster { seeds, from, jobs, stats, replay, hash, regressions } => match (replay, hash) {
-            (Some(seed), _) => cluster_replay(seed),
-            (None, Some(seed)) => {
-                println!("{:016x}", cluster_hash(&cluster::run_seed(seed).entries));
-                ExitCode::SUCCESS
+        Command::Cluster { seeds, from, jobs, stats, replay, hash, regressions, stop_after_failures } => {
+            match (replay, hash) {
+                (Some(seed), _) => cluster_replay(seed),
+                (None, Some(seed)) => {
+                    println!("{:016x}", cluster_hash(&cluster::run_seed(seed).entries));
+                    ExitCode::SUCCESS
+                }
+                (None, None) => cluster_run(seeds, from, jobs, stats, &regressions, stop_after_failures),
             }
-            (None, None) => cluster_run(seeds, from, jobs, stats, &regressions),
-        },
+        }
     }
 }
 
@@ -167,21 +172,33 @@ fn cluster_hash(entries: &[cluster::Entry]) -> u64 {
 /// One cluster seed: its number, verdict, faults fired and record hash.
 type ClusterResult = (u64, cluster::checker::Verdict, BTreeMap<cluster::FaultKind, u64>, u64);
 
-fn cluster_run(count: u64, from: u64, jobs: Option<usize>, stats: bool, regressions: &PathBuf) -> ExitCode {
+fn cluster_run(
+    count: u64,
+    from: u64,
+    jobs: Option<usize>,
+    stats: bool,
+    regressions: &PathBuf,
+    stop_after: Option<usize>,
+) -> ExitCode {
     let mut seeds: BTreeSet<u64> = (from..from.saturating_add(count)).collect();
     seeds.extend(regression_seeds(regressions));
     let seeds: Vec<u64> = seeds.into_iter().collect();
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let next = AtomicUsize::new(0);
+    let failures = AtomicUsize::new(0);
     let results: Mutex<Vec<ClusterResult>> = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| loop {
+                if stop_after.is_some_and(|limit| failures.load(Ordering::SeqCst) >= limit) {
+                    break;
+                }
                 let index = next.fetch_add(1, Ordering::SeqCst);
                 let Some(&seed) = seeds.get(index) else { break };
                 let outcome = cluster::run_seed(seed);
                 let verdict = cluster::checker::check(&outcome.options, &outcome.entries);
                 if let Some(failure) = &verdict.failure {
+                    failures.fetch_add(1, Ordering::SeqCst);
                     eprintln!("seed {seed} FAILED: {failure}\n  replay: systole-sim cluster --seeds 0 --replay {seed}");
                 }
                 let hash = cluster_hash(&outcome.entries);
