@@ -109,14 +109,16 @@ impl MemoryStore {
         self.lock().clone()
     }
 
-    /// The ids of `agent`'s pending system events, expired ones included (for a simulator
-    /// that must see what a write consumed).
     /// Every row of the run log, by heartbeat and slot: the simulator reads it around a
     /// prune to check what went against its own reading of the retention rule.
-    pub fn all_executions(&self) -> Vec<Execution> {
-        self.lock().executions.values().map(|entry| entry.execution.clone()).collect()
+    /// Each row is read in place and mapped, so a caller that needs a few fields does not
+    /// copy every reply and error.
+    pub fn run_log_rows<T>(&self, row: impl Fn(&Execution) -> T) -> Vec<T> {
+        self.lock().executions.values().map(|entry| row(&entry.execution)).collect()
     }
 
+    /// The ids of `agent`'s pending system events, expired ones included (for a simulator
+    /// that must see what a write consumed).
     pub fn pending_event_ids(&self, agent: &AgentId) -> Vec<u64> {
         self.lock()
             .system_events

@@ -118,8 +118,8 @@ impl Store for SimStore {
 
     async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError> {
         // The rows before and after, so the checker can judge what went by its own rule.
-        let logged = |execution: Execution| LoggedRow {
-            key: execution.key,
+        let logged = |execution: &Execution| LoggedRow {
+            key: execution.key.clone(),
             slot: execution.slot,
             skip: execution.status == ExecutionStatus::Skipped,
             finished_at: execution.finished_at,
@@ -127,7 +127,7 @@ impl Store for SimStore {
         // Read in the same poll as the prune itself, so no other write falls in between.
         let before: std::sync::Mutex<Vec<LoggedRow>> = std::sync::Mutex::default();
         let prune = async {
-            let rows = self.world.durable.all_executions().into_iter().map(logged).collect();
+            let rows = self.world.durable.run_log_rows(logged);
             *before.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = rows;
             self.world.durable.prune_runs(now, retention).await
         };
@@ -136,9 +136,8 @@ impl Store for SimStore {
             let after: BTreeSet<(HeartbeatKey, Timestamp)> = self
                 .world
                 .durable
-                .all_executions()
+                .run_log_rows(|execution| (execution.key.clone(), execution.slot))
                 .into_iter()
-                .map(|execution| (execution.key, execution.slot))
                 .collect();
             let pruned =
                 before.iter().map(|row| (row.key.clone(), row.slot)).filter(|id| !after.contains(id)).collect();
