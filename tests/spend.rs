@@ -202,7 +202,9 @@ async fn a_silent_heartbeat_s_tokens_and_cost_show_in_the_run_log_the_status_and
     let agents = format!(
         "{}{}",
         heartbeat("plain", "check", "openai-shape", "1s"),
+        // Its day starts 14 hours before UTC's: status reads each day start's spending once.
         heartbeat("proxied", "check", "litellm-shape", "1s")
+            .replace("id = \"proxied\"\n", "id = \"proxied\"\ntimezone = \"Pacific/Kiritimati\"\n")
     );
     let daemon = Daemon::start(peer, &agents).await;
     wait_until("two runs of each agent", async || {
@@ -225,6 +227,8 @@ async fn a_silent_heartbeat_s_tokens_and_cost_show_in_the_run_log_the_status_and
     ];
     let status = daemon.get("/v1/status").await;
     let metrics = daemon.get_text("/metrics").await;
+    let day_of = |id: &str| agent(&status, id)["today"]["day_started_at"].clone();
+    assert_ne!(day_of("plain"), day_of("proxied"), "the two agents' days start apart: {status:#}");
     for (id, tokens, cost, total) in expected {
         let runs: Vec<Value> =
             daemon.runs(id, "check").await.into_iter().filter(|run| run["status"] == "succeeded").collect();
@@ -243,6 +247,10 @@ async fn a_silent_heartbeat_s_tokens_and_cost_show_in_the_run_log_the_status_and
         assert_eq!(today["cap_reached"], Value::Null);
         let job = &agent(&status, id)["jobs"][0];
         assert_eq!(job["today"]["tokens"], count * total, "the job's share is all of it: {job:#}");
+        // The agent's own page reads its day alone: the status, which reads each day start
+        // once for all its agents, says the same.
+        let own = daemon.get(&format!("/v1/agents/{id}")).await;
+        assert_eq!(own["budget"], *today, "{id}: status and the agent's own page agree");
         let input = tokens["input"].as_u64().expect("input");
         let line = format!("systole_llm_tokens_total{{agent=\"{id}\",kind=\"input\"}} {}", count * input);
         assert!(metrics.contains(&line), "{line} in\n{metrics}");

@@ -676,9 +676,16 @@ async fn the_day_s_spending_leaves_out_the_runs_named_in_flight_and_reads_back_p
         let everyone_but_two = DaySpend { calls: 4, tokens: 1_710, cost_micros: 5_500 };
         assert_eq!(store.spent_since(None, start(), &in_flight).await.expect("global"), everyone_but_two);
         assert_eq!(store.spent_since(None, at(2), &[]).await.expect("global later"), DaySpend::default());
-        let by_job = store.spent_by_job(&agent, start()).await.expect("by job");
-        assert_eq!(by_job.get(&one.heartbeat), Some(&without_two));
-        assert_eq!(by_job.get(&two.heartbeat), Some(&DaySpend { calls: 4, tokens: 2_040, cost_micros: 9_000 }));
+        let by_job = store.spent_by_job(Some(&agent), start()).await.expect("by job");
+        assert_eq!(by_job.get(&one), Some(&without_two));
+        assert_eq!(by_job.get(&two), Some(&DaySpend { calls: 4, tokens: 2_040, cost_micros: 9_000 }));
+        assert!(by_job.keys().all(|key| key.agent == agent), "only the agent asked: {by_job:?}");
+        // Every agent's jobs at once: the agent's as above, and the others' beside them.
+        let every_job = store.spent_by_job(None, start()).await.expect("every job");
+        assert_eq!(every_job.get(&one), Some(&without_two));
+        assert_eq!(every_job.get(&other), Some(&DaySpend { calls: 1, tokens: 510, cost_micros: 1_000 }));
+        assert_eq!(every_job.len(), 3, "{every_job:?}");
+        assert!(store.spent_by_job(None, at(2)).await.expect("later").is_empty());
         // The run log keeps every kind of token.
         let logged = store.executions(&one, 1).await.expect("log");
         assert_eq!(logged[0].usage, usage(1_000, 200, 4_500));

@@ -322,7 +322,7 @@ async fn snapshot(store: &dyn Store, now: Timestamp) -> Vec<String> {
         seen.push(format!("{a} events {:?}", store.pending_system_events(&a, now).await));
         seen.push(format!("{a} spent {:?}", store.spent_since(Some(&a), start(), &[]).await));
         seen.push(format!("{a} spent late {:?}", store.spent_since(Some(&a), at(1_800), &[]).await));
-        seen.push(format!("{a} spent by job {:?}", store.spent_by_job(&a, at(600)).await));
+        seen.push(format!("{a} spent by job {:?}", store.spent_by_job(Some(&a), at(600)).await));
         // Leaving out the runs in flight, as the driver does: every slot of one heartbeat.
         let in_flight: Vec<(HeartbeatKey, Timestamp)> =
             (-5..65).map(|minute| (key(name, "h0"), at(minute * 60))).collect();

@@ -207,11 +207,15 @@ pub async fn status(State(state): State<ApiState>, headers: HeaderMap) -> Result
     let recent = state.store.recent_executions(RECENT_RUNS_SHOWN_MAX).await?;
     let mut agents: BTreeSet<AgentId> = state.agents.keys().cloned().collect();
     agents.extend(jobs.iter().map(|job| job.def.key.agent.clone()));
+    let mut jobs_of: BTreeMap<&AgentId, Vec<&Heartbeat>> = BTreeMap::new();
+    for job in &jobs {
+        jobs_of.entry(&job.def.key.agent).or_default().push(job);
+    }
     let mut rows = Vec::new();
-    for agent in agents {
-        let mine: Vec<&Heartbeat> = jobs.iter().filter(|job| job.def.key.agent == agent).collect();
+    // Every agent, in order, with what it spent today.
+    for (agent, today) in spend::today_of_each(&state, &agents).await? {
+        let mine = jobs_of.remove(&agent).unwrap_or_default();
         let mut items = job_rows_seen(&state, &mine, &views_by_key, &pauses, Some(&recent)).await?;
-        let today = spend::today(&state, &agent).await?;
         for (item, job) in items.iter_mut().zip(&mine) {
             item["today"] =
                 today.jobs.get(&job.def.key.heartbeat).cloned().unwrap_or_else(|| spend_json(DaySpend::default()));

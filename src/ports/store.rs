@@ -14,7 +14,7 @@ use crate::core::breaker::{BreakerStep, Verdict};
 use crate::core::budget::DaySpend;
 use crate::core::guard::SkipReason;
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
-use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::reply::ReplyKind;
 use crate::core::retention::RunRetention;
@@ -468,11 +468,12 @@ pub trait Store: Send + Sync + 'static {
     /// The transcript of `key`'s run of `slot`, if it has one (pruned with its row).
     async fn transcript(&self, key: &HeartbeatKey, slot: Timestamp) -> Result<Option<String>, StoreError>;
 
-    /// What each of `agent`'s jobs spent in runs recorded as finished at or after `since`
-    /// (what status shows per job); jobs that spent nothing are absent.
+    /// What each job spent in runs recorded as finished at or after `since` (what status
+    /// shows per job): `agent`'s jobs, or every agent's with `None` (status reads all
+    /// agents that share a day start at once); jobs that spent nothing are absent.
     async fn spent_by_job(
         &self,
-        agent: &AgentId,
+        agent: Option<&AgentId>,
         since: Timestamp,
-    ) -> Result<BTreeMap<HeartbeatId, DaySpend>, StoreError>;
+    ) -> Result<BTreeMap<HeartbeatKey, DaySpend>, StoreError>;
 }

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
 use crate::core::budget::DaySpend;
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, Origin};
-use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::retention::{LogRow, RunRetention};
 use crate::core::system_events::{self, SystemEvent};
@@ -497,17 +497,18 @@ impl Store for MemoryStore {
 
     async fn spent_by_job(
         &self,
-        agent: &AgentId,
+        agent: Option<&AgentId>,
         since: Timestamp,
-    ) -> Result<BTreeMap<HeartbeatId, DaySpend>, StoreError> {
+    ) -> Result<BTreeMap<HeartbeatKey, DaySpend>, StoreError> {
         let state = self.lock();
-        let mut jobs: BTreeMap<HeartbeatId, DaySpend> = BTreeMap::new();
+        let mut jobs: BTreeMap<HeartbeatKey, DaySpend> = BTreeMap::new();
         for ((key, _), entry) in &state.executions {
             let execution = &entry.execution;
-            if key.agent != *agent || execution.llm_calls == 0 || execution.finished_at.is_none_or(|at| at < since) {
+            let other_agent = agent.is_some_and(|agent| key.agent != *agent);
+            if other_agent || execution.llm_calls == 0 || execution.finished_at.is_none_or(|at| at < since) {
                 continue;
             }
-            jobs.entry(key.heartbeat.clone()).or_default().add(execution.spend());
+            jobs.entry(key.clone()).or_default().add(execution.spend());
         }
         Ok(jobs)
     }

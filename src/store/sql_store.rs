@@ -34,7 +34,7 @@ macro_rules! sql_store {
             use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
             use crate::core::budget::DaySpend;
             use crate::core::heartbeat::{Heartbeat, HeartbeatDef, Origin};
-            use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+            use crate::core::ids::{AgentId, HeartbeatKey};
             use crate::core::pause::PauseRecord;
             use crate::core::reply::ReplyKind;
             use crate::core::retention::RunRetention;
@@ -634,22 +634,30 @@ macro_rules! sql_store {
 
             async fn spent_by_job(
                 &self,
-                agent: &AgentId,
+                agent: Option<&AgentId>,
                 since: Timestamp,
-            ) -> Result<BTreeMap<HeartbeatId, DaySpend>, StoreError> {
-                let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
-                    "SELECT heartbeat_id, CAST(SUM(llm_calls) AS BIGINT), CAST(SUM(input_tokens + output_tokens) AS BIGINT), \
-                     CAST(SUM(cost_micros) AS BIGINT) FROM executions WHERE agent_id = $1 AND finished_at_ms >= $2 \
-                     AND llm_calls > 0 GROUP BY heartbeat_id",
-                )
-                .bind(agent.as_str())
-                .bind(since.as_millisecond())
-                .fetch_all(&self.pool)
-                .await?;
+            ) -> Result<BTreeMap<HeartbeatKey, DaySpend>, StoreError> {
+                const SUMS: &str = "SELECT agent_id, heartbeat_id, CAST(SUM(llm_calls) AS BIGINT), \
+                     CAST(SUM(input_tokens + output_tokens) AS BIGINT), CAST(SUM(cost_micros) AS BIGINT) \
+                     FROM executions WHERE finished_at_ms >= $1 AND llm_calls > 0";
+                let rows: Vec<(String, String, i64, i64, i64)> = match agent {
+                    Some(agent) => {
+                        sqlx::query_as(&format!("{SUMS} AND agent_id = $2 GROUP BY agent_id, heartbeat_id"))
+                            .bind(since.as_millisecond())
+                            .bind(agent.as_str())
+                            .fetch_all(&self.pool)
+                            .await?
+                    }
+                    None => {
+                        sqlx::query_as(&format!("{SUMS} GROUP BY agent_id, heartbeat_id"))
+                            .bind(since.as_millisecond())
+                            .fetch_all(&self.pool)
+                            .await?
+                    }
+                };
                 let mut jobs = BTreeMap::new();
-                for (heartbeat, calls, tokens, cost_micros) in rows {
-                    let key = key_from_parts(agent.to_string(), heartbeat)?;
-                    jobs.insert(key.heartbeat, spend_from((calls, tokens, cost_micros)));
+                for (agent, heartbeat, calls, tokens, cost_micros) in rows {
+                    jobs.insert(key_from_parts(agent, heartbeat)?, spend_from((calls, tokens, cost_micros)));
                 }
                 Ok(jobs)
             }

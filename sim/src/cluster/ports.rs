@@ -17,7 +17,7 @@ use serde_json::json;
 use systole::core::breaker::BreakerStep;
 use systole::core::budget::DaySpend;
 use systole::core::heartbeat::{Heartbeat, HeartbeatDef};
-use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::core::partition::LeaseView;
 use systole::core::pause::PauseRecord;
 use systole::core::retention::RunRetention;
@@ -245,9 +245,9 @@ impl Store for NodeStore {
 
     async fn spent_by_job(
         &self,
-        agent: &AgentId,
+        agent: Option<&AgentId>,
         since: Timestamp,
-    ) -> Result<BTreeMap<HeartbeatId, DaySpend>, StoreError> {
+    ) -> Result<BTreeMap<HeartbeatKey, DaySpend>, StoreError> {
         self.link.check().await?;
         self.inner.spent_by_job(agent, since).await
     }

@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use systole::core::breaker::BreakerStep;
 use systole::core::budget::DaySpend;
 use systole::core::heartbeat::{Heartbeat, HeartbeatDef};
-use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::core::pause::PauseRecord;
 use systole::core::retention::RunRetention;
 use systole::core::system_events::SystemEvent;
@@ -260,9 +260,9 @@ impl Store for SimStore {
 
     async fn spent_by_job(
         &self,
-        agent: &AgentId,
+        agent: Option<&AgentId>,
         since: Timestamp,
-    ) -> Result<std::collections::BTreeMap<HeartbeatId, DaySpend>, StoreError> {
+    ) -> Result<std::collections::BTreeMap<HeartbeatKey, DaySpend>, StoreError> {
         self.read(self.world.durable.spent_by_job(agent, since)).await
     }
 
