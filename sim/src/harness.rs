@@ -26,7 +26,7 @@ use crate::ports::tools::SimTools;
 use crate::ports::TraceSink;
 use crate::trace::{Entry, Event};
 use crate::workload::Op;
-use crate::world::{Life, World};
+use crate::world::{Life, RarePath, World};
 use systole::core::tool_policy::ToolPattern;
 
 /// What a seed produced.
@@ -34,14 +34,15 @@ pub struct Outcome {
     pub options: SimOptions,
     pub entries: Vec<Entry>,
     pub faults_fired: std::collections::BTreeMap<FaultKind, u64>,
+    pub paths: std::collections::BTreeMap<RarePath, u64>,
 }
 
 /// Runs `seed` to the end on a fresh madsim runtime.
 pub fn run_seed(seed: u64) -> Outcome {
     let options = SimOptions::from_seed(seed);
     let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
-    let (entries, faults_fired) = runtime.block_on(simulate(options.clone()));
-    Outcome { options, entries, faults_fired }
+    let (entries, faults_fired, paths) = runtime.block_on(simulate(options.clone()));
+    Outcome { options, entries, faults_fired, paths }
 }
 
 /// Ops waiting for a live engine to apply them.
@@ -51,7 +52,9 @@ struct OpQueue {
     ready: Notify,
 }
 
-async fn simulate(options: SimOptions) -> (Vec<Entry>, std::collections::BTreeMap<FaultKind, u64>) {
+async fn simulate(
+    options: SimOptions,
+) -> (Vec<Entry>, std::collections::BTreeMap<FaultKind, u64>, std::collections::BTreeMap<RarePath, u64>) {
     let clock = Arc::new(VirtualClock::new(options.start));
     let injector = Injector::new(rng(options.seed, Stream::Faults), options.fault_rates.clone(), options.crashes_max);
     let world = Arc::new(World {
@@ -69,6 +72,7 @@ async fn simulate(options: SimOptions) -> (Vec<Entry>, std::collections::BTreeMa
         workspace: Arc::new(MemoryWorkspace::default()),
         flaky_calls: Mutex::default(),
         config: Mutex::new(options.heartbeats.clone()),
+        paths: Mutex::default(),
         options,
     });
     for (agent, file) in &world.options.files {
@@ -103,7 +107,8 @@ async fn simulate(options: SimOptions) -> (Vec<Entry>, std::collections::BTreeMa
     handle.kill(node.id());
     let heartbeats = world.durable.load_heartbeats().await.unwrap_or_default();
     world.record(Event::End { heartbeats: heartbeats.into_iter().map(|h| (h.def.key, h.state.enabled)).collect() });
-    (world.recorder.take(), world.injector.fired())
+    let paths = std::mem::take(&mut *world.paths.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    (world.recorder.take(), world.injector.fired(), paths)
 }
 
 /// Until `until`: whenever the engine dies, kill its node, wait a downtime, restart it.
@@ -122,6 +127,9 @@ async fn supervise(
                 let restart_at = (world.clock.monotonic() + downtime).min(until);
                 world.clock.sleep_until(restart_at).await;
                 world.record(Event::Restart { life: world.lives.load(Ordering::SeqCst) + 1 });
+                if world.cooldown_running() {
+                    world.took(RarePath::CooldownAcrossRestart);
+                }
                 handle.restart(node);
             }
             () = world.clock.sleep_until(until) => return,
@@ -135,6 +143,9 @@ async fn jump_clock(world: Arc<World>) {
         world.clock.sleep_until(origin + jump.after).await;
         let kind = if jump.by.is_negative() { FaultKind::ClockJumpBackward } else { FaultKind::ClockJumpForward };
         world.clock.jump_wall(jump.by);
+        if world.cooldown_running() {
+            world.took(RarePath::CooldownAcrossClockJump);
+        }
         world.injector.count(kind);
         world.fault(kind, jump.by.to_string());
     }
@@ -281,7 +292,13 @@ async fn backfill(
     let from = now.checked_sub(jiff::SignedDuration::try_from(span).unwrap_or_default()).unwrap_or(now);
     match systole::core::backfill::window_slots(&job.def.schedule, from, now, now) {
         Ok(slots) => {
-            engine.backfill(key, slots).await.map(|outcome| matches!(outcome, TriggerOutcome::Backfilling { .. }))
+            let armed = job.state.enabled && job.state.next_slot.is_some();
+            let accepted =
+                engine.backfill(key, slots).await.map(|outcome| matches!(outcome, TriggerOutcome::Backfilling { .. }));
+            if armed && matches!(accepted, Ok(true)) {
+                world.took(RarePath::BackfillBesideArmedSlot);
+            }
+            accepted
         }
         Err(_) => Ok(false),
     }

@@ -30,6 +30,7 @@ use clap::{Parser, Subcommand};
 
 use crate::faults::FaultKind;
 use crate::report::{run_and_check, SeedResult};
+use crate::world::RarePath;
 
 #[derive(Parser)]
 #[command(name = "systole-sim", about = "Deterministic simulation of the systole engine")]
@@ -454,6 +455,12 @@ fn print_stats(results: &[SeedResult]) {
         println!("  {:<22} {:>9} {:>6}", kind.name(), count, seeds_with.get(kind).copied().unwrap_or(0));
     }
     println!("engine full (every run place taken, due slots waiting): {full} times in {seeds_full} seeds");
+    println!("rare paths taken (total, in how many seeds):");
+    for path in RarePath::ALL {
+        let total: u64 = results.iter().map(|result| result.paths.get(&path).copied().unwrap_or(0)).sum();
+        let seeds = results.iter().filter(|result| result.paths.get(&path).is_some_and(|count| *count > 0)).count();
+        println!("  {:<28} {total:>9} {seeds:>6}", path.name());
+    }
     println!("invariants checked:");
     for (name, count) in &checks {
         println!("  {name:<26} {count:>9}");

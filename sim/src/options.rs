@@ -243,7 +243,20 @@ impl SimOptions {
             .chain(ops.iter().filter_map(|op| op.op.def().map(|def| def.key.clone())))
             .collect();
         ops.extend(workload::operator_ops(&mut self::rng(seed, Stream::Operator), &heartbeats, &jobs, safety));
-        let planted = crate::scenarios::plant(&mut self::rng(seed, Stream::Scenarios), &mut heartbeats, safety);
+        let runs_in_flight_max = {
+            let mut rng = self::rng(seed, Stream::Admission);
+            if rng.random_bool(RUNS_IN_FLIGHT_FEW_PROBABILITY) {
+                rng.random_range(1..=RUNS_IN_FLIGHT_FEW_MAX)
+            } else {
+                systole::limits::RUNS_IN_FLIGHT_MAX_DEFAULT
+            }
+        };
+        let planted = crate::scenarios::plant(
+            &mut self::rng(seed, Stream::Scenarios),
+            &mut heartbeats,
+            safety,
+            runs_in_flight_max,
+        );
         ops.extend(planted.ops);
         ops.sort_by_key(|op| op.after);
         clock_jumps.extend(planted.clock_jumps);
@@ -301,14 +314,7 @@ impl SimOptions {
             global_tokens_max,
             global_cost_max_micros,
             global_zone,
-            runs_in_flight_max: {
-                let mut rng = self::rng(seed, Stream::Admission);
-                if rng.random_bool(RUNS_IN_FLIGHT_FEW_PROBABILITY) {
-                    rng.random_range(1..=RUNS_IN_FLIGHT_FEW_MAX)
-                } else {
-                    systole::limits::RUNS_IN_FLIGHT_MAX_DEFAULT
-                }
-            },
+            runs_in_flight_max,
         }
     }
 

@@ -7,6 +7,7 @@ use crate::checker::{self, Verdict};
 use crate::faults::FaultKind;
 use crate::harness::{run_seed, Outcome};
 use crate::trace::{self, Entry};
+use crate::world::RarePath;
 
 /// Events shown before a violation in a failure report.
 const FAILURE_CONTEXT_EVENTS: usize = 50;
@@ -16,6 +17,8 @@ pub struct SeedResult {
     pub hash: String,
     pub verdict: Verdict,
     pub faults_fired: BTreeMap<FaultKind, u64>,
+    /// How often each rare path was taken.
+    pub paths: BTreeMap<RarePath, u64>,
     /// Filled only for failures: the report to print.
     pub failure: Option<String>,
     /// How much simulated time the seed covered (its safety and liveness phases).
@@ -39,6 +42,7 @@ pub fn run_and_check(seed: u64) -> SeedResult {
                 hash: String::new(),
                 verdict: Verdict::default(),
                 faults_fired: BTreeMap::new(),
+                paths: BTreeMap::new(),
                 failure: Some(report),
                 simulated: std::time::Duration::ZERO,
             }
@@ -69,7 +73,8 @@ fn judge(seed: u64, outcome: &Outcome) -> SeedResult {
         out
     });
     let simulated = outcome.options.safety + outcome.options.liveness;
-    SeedResult { seed, hash, verdict, faults_fired: outcome.faults_fired.clone(), failure, simulated }
+    let (faults_fired, paths) = (outcome.faults_fired.clone(), outcome.paths.clone());
+    SeedResult { seed, hash, verdict, faults_fired, paths, failure, simulated }
 }
 
 impl SeedResult {

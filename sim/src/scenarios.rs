@@ -11,7 +11,10 @@
 //!   the same id and expression offers its slots afresh;
 //! - slow repeats: an `allow_all` heartbeat whose runs outlast its interval and say the same
 //!   thing every time, so concurrent runs race to deliver a duplicate;
-//! - `dedup` off for some heartbeats, so repeated replies must all be delivered.
+//! - `dedup` off for some heartbeats, so repeated replies must all be delivered;
+//! - grid finish: an `allow_all` heartbeat every minute whose runs all end on the same
+//!   3-minute grid, every other one failing, so one group commit carries several results of
+//!   one heartbeat, in an order that decides its breaker (issue 28).
 
 use std::time::Duration;
 
@@ -22,7 +25,7 @@ use rand_chacha::ChaCha8Rng;
 use systole::core::cron::CronSchedule;
 use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use systole::core::ids::{HeartbeatId, HeartbeatKey};
-use systole::core::policy::Overlap;
+use systole::core::policy::{CatchUp, Overlap};
 use systole::core::schedule::Schedule;
 
 use crate::options::ClockJump;
@@ -47,6 +50,16 @@ pub const SLOW_REPEAT_RUN_SECS: u64 = 90;
 pub const SLOW_REPEAT_MARKER: &str = "[slow, repeats]";
 pub const SLOW_REPEAT_REPLY: &str = "The backup job failed again";
 
+const GRID_FINISH_PROBABILITY: f64 = 0.35;
+/// A grid-finishing heartbeat's interval, and the grid its runs end on.
+const GRID_FINISH_INTERVAL_SECS: u64 = 60;
+pub const GRID_FINISH_SECS: u64 = 180;
+/// How many of its runs are in flight at once, at most: one per interval of the grid.
+const GRID_RUNS_AT_ONCE_MAX: usize = (GRID_FINISH_SECS / GRID_FINISH_INTERVAL_SECS) as usize;
+/// Ends the prompt of a heartbeat whose first LLM call of each run answers at the next
+/// multiple of `GRID_FINISH_SECS` since the simulation began.
+pub const GRID_FINISH_MARKER: &str = "[finishes on the grid]";
+
 /// What the scenarios add to a seed.
 #[derive(Debug, Default)]
 pub struct Planted {
@@ -55,7 +68,12 @@ pub struct Planted {
 }
 
 /// Plants the scenarios in a seed whose config is `heartbeats`, within `safety`.
-pub fn plant(rng: &mut ChaCha8Rng, heartbeats: &mut [HeartbeatDef], safety: Duration) -> Planted {
+pub fn plant(
+    rng: &mut ChaCha8Rng,
+    heartbeats: &mut [HeartbeatDef],
+    safety: Duration,
+    runs_in_flight_max: usize,
+) -> Planted {
     let mut planted = Planted::default();
     let secs = safety.as_secs();
     let timed: Vec<usize> = (0..heartbeats.len()).filter(|&i| heartbeats[i].kind != JobKind::Agent).collect();
@@ -117,6 +135,23 @@ pub fn plant(rng: &mut ChaCha8Rng, heartbeats: &mut [HeartbeatDef], safety: Dura
         if rng.random_bool(DEDUP_OFF_PROBABILITY) {
             def.dedup = false;
         }
+    }
+    let plain: Vec<usize> = calling.iter().copied().filter(|&i| !heartbeats[i].prompt.ends_with(']')).collect();
+    // Only where its runs leave room for the others: three runs of it hold their places for
+    // minutes, and an engine of one or two places is then full for the whole run (the
+    // admission workload covers that; together with backward wall jumps it shows an open
+    // finding, seed 1927000002369, see docs/simulation.md).
+    let room = runs_in_flight_max > GRID_RUNS_AT_ONCE_MAX;
+    if rng.random_bool(GRID_FINISH_PROBABILITY) && room && !plain.is_empty() {
+        let def = &mut heartbeats[plain[rng.random_range(0..plain.len())]];
+        def.schedule = Schedule::Every(Duration::from_secs(GRID_FINISH_INTERVAL_SECS));
+        def.policy.overlap = Overlap::AllowAll;
+        // Not `all`: behind a backlog, caught-up slots run one at a time (ADR 0011), and
+        // runs three intervals long would never let it drain.
+        def.policy.catch_up = CatchUp::Once;
+        def.active_hours = None;
+        def.timeout = Duration::from_secs(GRID_FINISH_SECS * 2);
+        def.prompt = format!("{}\n{GRID_FINISH_MARKER}", def.prompt);
     }
     planted
 }

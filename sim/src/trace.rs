@@ -250,9 +250,16 @@ pub struct Recorder {
     entries: Arc<Mutex<Vec<Entry>>>,
 }
 
+/// More entries than any seed of the workload records by far: an engine that loops (a
+/// breaker probing without end, say) ends its seed as a failure here instead of filling
+/// the machine's memory.
+pub const TRACE_ENTRIES_MAX: usize = 2_000_000;
+
 impl Recorder {
     pub fn push(&self, elapsed: Duration, wall: Timestamp, event: Event) {
-        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Entry { elapsed, wall, event });
+        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        assert!(entries.len() < TRACE_ENTRIES_MAX, "runaway: the trace reached {TRACE_ENTRIES_MAX} entries");
+        entries.push(Entry { elapsed, wall, event });
     }
 
     pub fn take(&self) -> Vec<Entry> {

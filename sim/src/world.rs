@@ -44,11 +44,54 @@ pub struct World {
     /// The config file's heartbeats now: the options' at first, a reload's after it (a
     /// restart seeds what the file says, like the daemon).
     pub config: Mutex<Vec<systole::core::heartbeat::HeartbeatDef>>,
+    /// How often each rare path the engine must get right was taken (`--stats`).
+    pub paths: Mutex<std::collections::BTreeMap<RarePath, u64>>,
+}
+
+/// Paths that a bug could hide in and that a workload takes only if it sets out to: each
+/// is counted when taken, so `--stats` shows they are common, not left to regression seeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RarePath {
+    /// One group commit carried several results of one heartbeat (their order matters).
+    BatchWithRunsOfOneHeartbeat,
+    /// The node restarted while a breaker's cooldown ran.
+    CooldownAcrossRestart,
+    /// The wall clock jumped while a breaker's cooldown ran.
+    CooldownAcrossClockJump,
+    /// A backfill was accepted for a heartbeat with an armed slot of its own.
+    BackfillBesideArmedSlot,
+}
+
+impl RarePath {
+    pub const ALL: [RarePath; 4] = [
+        RarePath::BatchWithRunsOfOneHeartbeat,
+        RarePath::CooldownAcrossRestart,
+        RarePath::CooldownAcrossClockJump,
+        RarePath::BackfillBesideArmedSlot,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RarePath::BatchWithRunsOfOneHeartbeat => "batch-runs-of-one-heartbeat",
+            RarePath::CooldownAcrossRestart => "cooldown-across-restart",
+            RarePath::CooldownAcrossClockJump => "cooldown-across-clock-jump",
+            RarePath::BackfillBesideArmedSlot => "backfill-beside-armed-slot",
+        }
+    }
 }
 
 impl World {
     pub fn record(&self, event: Event) {
         self.recorder.push(self.clock.monotonic().since_origin(), self.clock.wall(), event);
+    }
+
+    pub fn took(&self, path: RarePath) {
+        *self.paths.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(path).or_default() += 1;
+    }
+
+    /// Whether a breaker's cooldown is running now, as the durable store holds it.
+    pub fn cooldown_running(&self) -> bool {
+        self.durable.any_heartbeat(|job| !job.state.enabled && job.state.breaker_opened_at.is_some())
     }
 
     pub fn fault(&self, kind: FaultKind, detail: impl Into<String>) {

@@ -109,6 +109,12 @@ impl MemoryStore {
         self.lock().clone()
     }
 
+    /// Whether any stored heartbeat passes `test`, read in place (the simulator asks
+    /// whether a breaker's cooldown is running when it injects a fault).
+    pub fn any_heartbeat(&self, test: impl Fn(&Heartbeat) -> bool) -> bool {
+        self.lock().heartbeats.values().any(|row| test(&row.heartbeat))
+    }
+
     /// Every row of the run log, by heartbeat and slot: the simulator reads it around a
     /// prune to check what went against its own reading of the retention rule.
     /// Each row is read in place and mapped, so a caller that needs a few fields does not

@@ -49,6 +49,22 @@ impl SimLlm {
 pub const FLAKY_MARKER: &str = "[fails ";
 
 impl SimLlm {
+    /// Every other call of a grid-finishing heartbeat, while faults are on.
+    fn grid_call_fails(&self, prompt: &str) -> bool {
+        if !self.world.injector.is_active() {
+            return false;
+        }
+        let mut calls = self.world.flaky_calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = calls.entry(format!("grid {prompt}")).or_default();
+        *count += 1;
+        let fails = (*count).is_multiple_of(2);
+        drop(calls);
+        if fails {
+            self.world.injector.count(FaultKind::LlmError);
+        }
+        fails
+    }
+
     fn flaky_fails(&self, prompt: &str) -> bool {
         if !self.world.injector.is_active() {
             return false; // healed: no fault of any kind
@@ -217,6 +233,21 @@ impl SimLlm {
             let text = crate::scenarios::SLOW_REPEAT_REPLY;
             self.answer(&prompt, text);
             return Ok(ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new(), usage: None });
+        }
+        if prompt.ends_with(crate::scenarios::GRID_FINISH_MARKER) && first_turn {
+            // Answers at the next grid instant, so this `allow_all` heartbeat's runs in
+            // flight end together and their results meet in one group commit; while faults
+            // are on, every other call fails, so the order the store counts them in decides
+            // the breaker's count.
+            let grid = crate::scenarios::GRID_FINISH_SECS * 1_000;
+            let elapsed = u64::try_from(self.world.clock.monotonic().since_origin().as_millis()).unwrap_or(0);
+            self.world.clock.sleep(Duration::from_millis(grid - elapsed % grid)).await;
+            self.life.ensure_alive().await;
+            if self.grid_call_fails(&prompt) {
+                self.world.fault(FaultKind::LlmError, &prompt);
+                self.answer(&prompt, "error 500 (grid)");
+                return Err(LlmError::Status { status: 500, body: "injected".to_owned() });
+            }
         }
         let injector = &self.world.injector;
         if injector.roll(FaultKind::LlmHang) {

@@ -21,7 +21,7 @@ use systole::ports::store::{
 
 use crate::faults::FaultKind;
 use crate::trace::{DurableWrite, Event, LoggedRow};
-use crate::world::{Life, World};
+use crate::world::{Life, RarePath, World};
 
 pub struct SimStore {
     pub world: Arc<World>,
@@ -164,6 +164,10 @@ impl Store for SimStore {
         };
         let before = pending();
         let durable_writes = |steps: &Vec<BreakerStep>| {
+            let keys: BTreeSet<&HeartbeatKey> = runs.iter().map(|run| &run.key).collect();
+            if keys.len() < runs.len() {
+                self.world.took(RarePath::BatchWithRunsOfOneHeartbeat);
+            }
             let after = pending();
             runs.iter()
                 .zip(steps)
