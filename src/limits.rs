@@ -128,6 +128,11 @@ pub const PROMPT_CHARS_MAX: usize = 16_384;
 pub const STORE_BATCH_ROWS_MAX: usize = 1_000;
 /// How long SQLite waits on a locked database before failing a statement.
 pub const SQLITE_BUSY_TIMEOUT_MS: u64 = 5_000;
+/// Opening a SQLite file another process writes may answer "database is locked" at once,
+/// without the busy wait (its set-up pragmas); the open tries again this often, this far
+/// apart: the busy timeout again in all.
+pub const SQLITE_OPEN_BUSY_ATTEMPTS_MAX: u32 = 25;
+pub const SQLITE_OPEN_BUSY_RETRY_MS: u64 = 200;
 
 /// Due heartbeats the driver handles in one wake-up; the rest follow at once in the next.
 pub const DUE_PER_WAKE_MAX: usize = 1_024;

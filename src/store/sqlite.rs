@@ -11,7 +11,7 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::sql_store::sql_store;
 use crate::core::ids::AgentId;
-use crate::limits::SQLITE_BUSY_TIMEOUT_MS;
+use crate::limits::{SQLITE_BUSY_TIMEOUT_MS, SQLITE_OPEN_BUSY_ATTEMPTS_MAX, SQLITE_OPEN_BUSY_RETRY_MS};
 use crate::ports::store::StoreError;
 
 const CONNECTIONS_MAX: u32 = 4;
@@ -34,10 +34,21 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS))
             .foreign_keys(true);
-        let pool =
-            SqlitePoolOptions::new().max_connections(CONNECTIONS_MAX).connect_with(options).await.map_err(|error| {
-                StoreError::Backend(format!("cannot open the database {}: {error}", path.display()))
-            })?;
+        let mut attempt = 1;
+        let pool = loop {
+            match SqlitePoolOptions::new().max_connections(CONNECTIONS_MAX).connect_with(options.clone()).await {
+                Ok(pool) => break pool,
+                Err(error) if is_busy(&error) && attempt < SQLITE_OPEN_BUSY_ATTEMPTS_MAX => {
+                    attempt += 1;
+                    // A real adapter's own wait, before any engine runs on this store.
+                    #[allow(clippy::disallowed_methods)]
+                    tokio::time::sleep(Duration::from_millis(SQLITE_OPEN_BUSY_RETRY_MS)).await;
+                }
+                Err(error) => {
+                    return Err(StoreError::Backend(format!("cannot open the database {}: {error}", path.display())))
+                }
+            }
+        };
         // sqlx takes no lock for SQLite migrations, so two processes opening a new or old
         // database at once (the daemon and `heartbeat list`) could both apply one; a lock
         // file next to the database makes them take turns.
@@ -97,6 +108,15 @@ fn load_page_sql(columns: &str, owned: &str) -> String {
 }
 
 /// An exclusive lock on `<database>.migrate-lock`, held while migrations run.
+/// SQLite's `SQLITE_BUSY` ("database is locked"), primary or extended code.
+fn is_busy(error: &sqlx::Error) -> bool {
+    let code = error.as_database_error().and_then(|error| error.code()).and_then(|code| code.parse::<i32>().ok());
+    code.is_some_and(|code| code & 0xff == SQLITE_BUSY_CODE)
+}
+
+/// SQLite's primary result code for a lock another connection holds.
+const SQLITE_BUSY_CODE: i32 = 5;
+
 async fn migration_lock(path: &Path) -> Result<std::fs::File, StoreError> {
     let mut name = path.as_os_str().to_owned();
     name.push(".migrate-lock");
@@ -112,3 +132,30 @@ async fn migration_lock(path: &Path) -> Result<std::fs::File, StoreError> {
 }
 
 sql_store!(SqliteStore, sqlx::Sqlite);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::{Connection, Executor};
+
+    #[tokio::test]
+    async fn a_locked_database_is_told_from_other_errors() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("busy.db");
+        let options = |wait_ms| {
+            SqliteConnectOptions::new()
+                .filename(&path)
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .busy_timeout(Duration::from_millis(wait_ms))
+        };
+        let mut holder = sqlx::SqliteConnection::connect_with(&options(0)).await.expect("connect");
+        holder.execute("CREATE TABLE t (x INTEGER)").await.expect("create");
+        holder.execute("BEGIN IMMEDIATE").await.expect("take the write lock");
+        let mut other = sqlx::SqliteConnection::connect_with(&options(0)).await.expect("connect");
+        let locked = other.execute("INSERT INTO t VALUES (1)").await.expect_err("the write lock is held");
+        assert!(is_busy(&locked), "{locked}");
+        let missing = other.execute("SELECT * FROM no_such_table").await.expect_err("no such table");
+        assert!(!is_busy(&missing), "{missing}");
+    }
+}
