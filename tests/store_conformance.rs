@@ -571,6 +571,11 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
         assert_eq!(report.inserted.len(), count);
         let loaded = store.load_heartbeats().await.expect("load");
         assert_eq!(loaded.len(), count);
+        // Stored in the order h0, h1, ..., h10, ...; SQLite pages in that order (rowid).
+        assert!(
+            loaded.windows(2).all(|pair| pair[0].def.key < pair[1].def.key),
+            "the load comes ordered by key, across pages"
+        );
         let loaded: BTreeMap<HeartbeatKey, HeartbeatDef> =
             loaded.into_iter().map(|heartbeat| (heartbeat.def.key.clone(), heartbeat.def)).collect();
         for def in &defs {

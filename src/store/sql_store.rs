@@ -48,7 +48,7 @@ macro_rules! sql_store {
             };
             use crate::store::sql_rows::{
                 corrupt, execution_from_row, heartbeat_from_row, key_from_parts, millis, spend_from, stored_count,
-                timestamp, JsonRow, HEARTBEAT_COLUMNS, LOAD_PAGE_ROWS,
+                timestamp, heartbeat_rows, AgentIds, HEARTBEAT_COLUMNS, LOAD_PAGE_ROWS,
             };
 
         #[async_trait]
@@ -56,26 +56,31 @@ macro_rules! sql_store {
             async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
                 // sqlx hands SQLite rows over one at a time between threads (~30 µs each here); a
                 // page of rows as one JSON array is one value, so a million load in seconds.
-                // A partition's store reads only its partition's rows.
+                // A partition's store reads only its partition's rows. One snapshot for all
+                // pages: the list is of one moment, and a page resumes after the previous
+                // page's last row, which is still there to find.
                 let page_sql = load_page_sql(&HEARTBEAT_COLUMNS.join(", "), &self.owned_rows_sql());
+                let mut tx = self.snapshot_tx().await?;
                 let mut heartbeats = Vec::new();
+                let mut agents = AgentIds::default();
                 let mut after = (String::new(), String::new());
                 loop {
                     let (page, count): (String, i64) = sqlx::query_as(&page_sql)
                         .bind(&after.0)
                         .bind(&after.1)
                         .bind(i64::try_from(LOAD_PAGE_ROWS).unwrap_or(i64::MAX))
-                        .fetch_one(&self.pool)
+                        .fetch_one(&mut *tx)
                         .await?;
-                    let rows: Vec<Vec<serde_json::Value>> =
-                        serde_json::from_str(&page).map_err(|e| corrupt("a page of heartbeats", e))?;
-                    for values in rows {
-                        let heartbeat = heartbeat_from_row(&JsonRow(values))?;
-                        after = (heartbeat.def.key.agent.to_string(), heartbeat.def.key.heartbeat.to_string());
-                        heartbeats.push(heartbeat);
+                    for row in heartbeat_rows(&page)? {
+                        heartbeats.push(heartbeat_from_row(row, &mut agents)?);
+                    }
+                    if let Some(last) = heartbeats.last() {
+                        after = (last.def.key.agent.to_string(), last.def.key.heartbeat.to_string());
                     }
                     if usize::try_from(count).unwrap_or(0) < LOAD_PAGE_ROWS {
-                        return Ok(heartbeats);
+                        tx.commit().await?;
+                        // The backend may page in its storage order (SQLite: rowid).
+                        return Ok(sorted_by_key(heartbeats));
                     }
                 }
             }
@@ -449,6 +454,29 @@ macro_rules! sql_store {
 
             async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {
                 let mut latest = BTreeMap::new();
+                if keys.len() > STORE_BATCH_ROWS_MAX {
+                    // Many keys (an engine's start): one statement walks the stored heartbeats
+                    // (this node's) and seeks each one's latest run, instead of a statement
+                    // per thousand keys bound as values; only those with runs come back.
+                    let wanted: BTreeSet<&HeartbeatKey> = keys.iter().collect();
+                    let rows = sqlx::query(&format!(
+                        "SELECT agent_id, heartbeat_id, latest FROM (SELECT agent_id, heartbeat_id, \
+                         (SELECT MAX(e.slot_ms) FROM executions e WHERE e.agent_id = h.agent_id \
+                         AND e.heartbeat_id = h.heartbeat_id) AS latest FROM heartbeats h WHERE TRUE{}) AS l \
+                         WHERE latest IS NOT NULL",
+                        self.owned_rows_sql()
+                    ))
+                    .fetch_all(&self.pool)
+                    .await?;
+                    for row in rows {
+                        let key = key_from_parts(row.try_get(0)?, row.try_get(1)?)?;
+                        if wanted.contains(&key) {
+                            let slot = timestamp(row.try_get(2)?, &format!("latest slot of {key}"))?;
+                            latest.insert(key, slot);
+                        }
+                    }
+                    return Ok(latest);
+                }
                 for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
                     let mut select = QueryBuilder::<$db>::new(
                         "SELECT v.column1, v.column2, (SELECT MAX(e.slot_ms) FROM executions e \
@@ -777,6 +805,19 @@ macro_rules! sql_store {
         }
 
         /// Rows one multi-row upsert writes: 25 parameters each, under SQLite's 32,766.
+        /// `heartbeats` in key order, each moved once (a sort would move each of these large
+        /// values many times; the keys are shared text, cheap to sort).
+        fn sorted_by_key(heartbeats: Vec<Heartbeat>) -> Vec<Heartbeat> {
+            if heartbeats.windows(2).all(|pair| pair[0].def.key <= pair[1].def.key) {
+                return heartbeats;
+            }
+            let mut order: Vec<(HeartbeatKey, usize)> =
+                heartbeats.iter().enumerate().map(|(index, heartbeat)| (heartbeat.def.key.clone(), index)).collect();
+            order.sort_unstable();
+            let mut slots: Vec<Option<Heartbeat>> = heartbeats.into_iter().map(Some).collect();
+            order.into_iter().filter_map(|(_, index)| slots.get_mut(index).and_then(Option::take)).collect()
+        }
+
         const UPSERT_ROWS_MAX: usize = 1_000;
 
         /// Inserts or replaces definitions (at most [`UPSERT_ROWS_MAX`], each key once), in one

