@@ -315,10 +315,18 @@ impl Node {
             let Some(held) = self.held.get(&partition) else { continue };
             let deadline = held.renewed_at + self.settings.lease;
             let sent = clock.monotonic();
-            let outcome = tokio::select! {
-                biased;
-                renewed = self.leases.renew(&held.lease, self.settings.lease) => Some(renewed),
-                () = clock.sleep_until(deadline) => None,
+            let outcome = if sent >= deadline {
+                // Lapsed by this node's own clock before it could ask (it was paused or
+                // starved): even if no one took the partition over, the other nodes counted
+                // it gone meanwhile, and a reload did not wait for it (ADR 0024; seed
+                // 31400002574). Its engine stops; the partition is taken again, from the store.
+                None
+            } else {
+                tokio::select! {
+                    biased;
+                    renewed = self.leases.renew(&held.lease, self.settings.lease) => Some(renewed),
+                    () = clock.sleep_until(deadline) => None,
+                }
             };
             let lost = match outcome {
                 Some(Ok(true)) => {
