@@ -153,21 +153,21 @@ pub(super) fn heartbeat_rows(page: &str) -> Result<Vec<HeartbeatRow>, StoreError
 pub(super) struct AgentIds(BTreeMap<String, AgentId>);
 
 impl AgentIds {
-    fn get(&mut self, raw: String, what: impl FnOnce() -> String) -> Result<AgentId, StoreError> {
-        if let Some(id) = self.0.get(&raw) {
+    fn get(&mut self, raw: &str, what: impl FnOnce() -> String) -> Result<AgentId, StoreError> {
+        if let Some(id) = self.0.get(raw) {
             return Ok(id.clone());
         }
-        let id = AgentId::new(raw.clone()).map_err(|e| corrupt(what(), format!("agent id {e}")))?;
-        self.0.insert(raw, id.clone());
+        let id = AgentId::new(raw).map_err(|e| corrupt(what(), format!("agent id {e}")))?;
+        self.0.insert(raw.to_owned(), id.clone());
         Ok(id)
     }
 }
 
 pub(super) fn heartbeat_from_row(row: HeartbeatRow, agents: &mut AgentIds) -> Result<Heartbeat, StoreError> {
     let raw_what = || format!("heartbeat {}/{}", row.agent_id, row.heartbeat_id);
-    let agent = agents.get(row.agent_id.clone(), raw_what)?;
+    let agent = agents.get(&row.agent_id, raw_what)?;
     let heartbeat =
-        HeartbeatId::new(row.heartbeat_id.clone()).map_err(|e| corrupt(raw_what(), format!("heartbeat id {e}")))?;
+        HeartbeatId::new(row.heartbeat_id.as_str()).map_err(|e| corrupt(raw_what(), format!("heartbeat id {e}")))?;
     let key = HeartbeatKey { agent, heartbeat };
     let what = format!("heartbeat {key}");
     let active_hours = match (row.active_start, row.active_end, row.active_timezone) {

@@ -804,7 +804,6 @@ macro_rules! sql_store {
             Ok((steps, updates))
         }
 
-        /// Rows one multi-row upsert writes: 25 parameters each, under SQLite's 32,766.
         /// `heartbeats` in key order, each moved once (a sort would move each of these large
         /// values many times; the keys are shared text, cheap to sort).
         fn sorted_by_key(heartbeats: Vec<Heartbeat>) -> Vec<Heartbeat> {
@@ -818,6 +817,7 @@ macro_rules! sql_store {
             order.into_iter().filter_map(|(_, index)| slots.get_mut(index).and_then(Option::take)).collect()
         }
 
+        /// Rows one multi-row upsert writes: 25 parameters each, under SQLite's 32,766.
         const UPSERT_ROWS_MAX: usize = 1_000;
 
         /// Inserts or replaces definitions (at most [`UPSERT_ROWS_MAX`], each key once), in one

@@ -112,7 +112,6 @@ fn load_page_sql(columns: &str, owned: &str) -> String {
     )
 }
 
-/// An exclusive lock on `<database>.migrate-lock`, held while migrations run.
 /// SQLite's `SQLITE_BUSY` ("database is locked"), primary or extended code.
 fn is_busy(error: &sqlx::Error) -> bool {
     let code = error.as_database_error().and_then(|error| error.code()).and_then(|code| code.parse::<i32>().ok());
@@ -122,6 +121,7 @@ fn is_busy(error: &sqlx::Error) -> bool {
 /// SQLite's primary result code for a lock another connection holds.
 const SQLITE_BUSY_CODE: i32 = 5;
 
+/// An exclusive lock on `<database>.migrate-lock`, held while migrations run.
 async fn migration_lock(path: &Path) -> Result<std::fs::File, StoreError> {
     let mut name = path.as_os_str().to_owned();
     name.push(".migrate-lock");
