@@ -54,7 +54,7 @@ async fn serve(answers: Vec<Answer>) -> (Scripted, String) {
 }
 
 fn request() -> ChatRequest {
-    ChatRequest { model: None, messages: vec![Message::user("hi")], tools: Vec::new() }
+    ChatRequest { model: None, messages: vec![Message::user("hi")], tools: Vec::new().into() }
 }
 
 async fn complete(answer: Answer) -> Result<Option<String>, LlmError> {

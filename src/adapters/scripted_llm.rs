@@ -37,7 +37,7 @@ mod tests {
     use super::*;
 
     fn request() -> ChatRequest {
-        ChatRequest { model: None, messages: Vec::new(), tools: Vec::new() }
+        ChatRequest { model: None, messages: Vec::new(), tools: Vec::new().into() }
     }
 
     #[tokio::test]

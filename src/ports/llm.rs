@@ -1,5 +1,7 @@
 //! The LLM port: one chat completion, messages in, text and/or tool calls out.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -61,7 +63,8 @@ pub struct ChatRequest {
     /// Overrides the provider's default model, when set.
     pub model: Option<String>,
     pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
+    /// Shared: a run's requests offer the same tools, and runs share the engine's.
+    pub tools: Arc<[ToolSpec]>,
 }
 
 /// What the model answered.
