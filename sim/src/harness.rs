@@ -168,7 +168,7 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         llm: Arc::new(SimLlm::new(Arc::clone(&world), Arc::clone(&life))),
         messenger: Arc::new(SimMessenger::new(Arc::clone(&world), Arc::clone(&life))),
         store: Arc::new(SimStore { world: Arc::clone(&world), life: Arc::clone(&life) }),
-        events: Arc::new(TraceSink { world: Arc::clone(&world), life: Arc::clone(&life) }),
+        events: Arc::new(TraceSink::new(Arc::clone(&world), Arc::clone(&life))),
         workspace: world.workspace.clone(),
         tools: Arc::new(SimTools { world: Arc::clone(&world), life: Arc::clone(&life) }),
         telemetry: Arc::new(SimTelemetry { world: Arc::clone(&world), life: Arc::clone(&life) }),

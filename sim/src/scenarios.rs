@@ -14,7 +14,10 @@
 //! - `dedup` off for some heartbeats, so repeated replies must all be delivered;
 //! - grid finish: an `allow_all` heartbeat every minute whose runs all end on the same
 //!   3-minute grid, every other one failing, so one group commit carries several results of
-//!   one heartbeat, in an order that decides its breaker (issue 28).
+//!   one heartbeat, in an order that decides its breaker (issue 28);
+//! - queued triggers: a slow-repeat heartbeat that keeps an engine of few places full is
+//!   triggered by an operator now and then, so its triggers and grid slots wait for places
+//!   together (issue 28).
 
 use std::time::Duration;
 
@@ -59,6 +62,16 @@ const GRID_RUNS_AT_ONCE_MAX: usize = (GRID_FINISH_SECS / GRID_FINISH_INTERVAL_SE
 /// Ends the prompt of a heartbeat whose first LLM call of each run answers at the next
 /// multiple of `GRID_FINISH_SECS` since the simulation began.
 pub const GRID_FINISH_MARKER: &str = "[finishes on the grid]";
+
+/// Queued triggers: in an engine of few places that a slow-repeat heartbeat keeps full, an
+/// operator triggers that heartbeat now and then, so a trigger and its heartbeat's grid slot
+/// wait in the admission queue together and are decided a pass apart (issue 28).
+const QUEUED_TRIGGERS_PROBABILITY: f64 = 0.7;
+const QUEUED_TRIGGERS_PLACES_MAX: usize = 3;
+/// Pairs of triggers, and how far apart the two of a pair are at most.
+const QUEUED_TRIGGERS_MIN: usize = 1;
+const QUEUED_TRIGGERS_MAX: usize = 4;
+const QUEUED_TRIGGERS_APART_SECS_MAX: u64 = 30;
 
 /// What the scenarios add to a seed.
 #[derive(Debug, Default)]
@@ -123,8 +136,10 @@ pub fn plant(
     }
     // A main-mode job's prompt becomes a system event, not an LLM call.
     let calling: Vec<usize> = timed.iter().copied().filter(|&i| heartbeats[i].kind != JobKind::CronMain).collect();
+    let mut slow_repeats = None;
     if rng.random_bool(SLOW_REPEATS_PROBABILITY) && !calling.is_empty() {
         let def = &mut heartbeats[calling[rng.random_range(0..calling.len())]];
+        slow_repeats = Some(def.key.clone());
         def.schedule = Schedule::Every(Duration::from_secs(SLOW_REPEAT_INTERVAL_SECS));
         def.policy.overlap = Overlap::AllowAll;
         def.active_hours = None;
@@ -152,6 +167,23 @@ pub fn plant(
         def.active_hours = None;
         def.timeout = Duration::from_secs(GRID_FINISH_SECS * 2);
         def.prompt = format!("{}\n{GRID_FINISH_MARKER}", def.prompt);
+    }
+    // Drawn last, so the scenarios above are the ones a seed had before this one existed.
+    if let Some(key) = slow_repeats.filter(|_| runs_in_flight_max <= QUEUED_TRIGGERS_PLACES_MAX) {
+        if rng.random_bool(QUEUED_TRIGGERS_PROBABILITY) {
+            // Not `all`: a grid slot that waited is then caught up to the latest one.
+            for def in heartbeats.iter_mut().filter(|def| def.key == key && def.policy.catch_up == CatchUp::All) {
+                def.policy.catch_up = CatchUp::Once;
+            }
+            for _ in 0..rng.random_range(QUEUED_TRIGGERS_MIN..=QUEUED_TRIGGERS_MAX) {
+                // In pairs: the first takes the place that frees, the second waits in the
+                // queue ahead of the grid slot that came due meanwhile.
+                let first = at(rng, QUEUED_TRIGGERS_APART_SECS_MAX);
+                let second = first + Duration::from_secs(rng.random_range(1..=QUEUED_TRIGGERS_APART_SECS_MAX));
+                planted.ops.push(ScheduledOp { after: first, op: Op::Trigger(key.clone()) });
+                planted.ops.push(ScheduledOp { after: second, op: Op::Trigger(key.clone()) });
+            }
+        }
     }
     planted
 }

@@ -60,14 +60,17 @@ pub enum RarePath {
     CooldownAcrossClockJump,
     /// A backfill was accepted for a heartbeat with an armed slot of its own.
     BackfillBesideArmedSlot,
+    /// A grid slot started after a later trigger of its heartbeat: both waited for places.
+    TriggerAheadOfWaitingSlot,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 4] = [
+    pub const ALL: [RarePath; 5] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
         RarePath::BackfillBesideArmedSlot,
+        RarePath::TriggerAheadOfWaitingSlot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +79,7 @@ impl RarePath {
             RarePath::CooldownAcrossRestart => "cooldown-across-restart",
             RarePath::CooldownAcrossClockJump => "cooldown-across-clock-jump",
             RarePath::BackfillBesideArmedSlot => "backfill-beside-armed-slot",
+            RarePath::TriggerAheadOfWaitingSlot => "trigger-ahead-of-waiting-slot",
         }
     }
 }

@@ -182,6 +182,9 @@ pub(crate) struct Driver {
     /// How many slots each heartbeat has in the admission queue (it is not exhausted
     /// while one waits there).
     queued: BTreeMap<HeartbeatKey, usize>,
+    /// The latest slot a heartbeat's queued slot was decided as while more of its slots
+    /// wait in the queue: those at or below it were caught up to and do not run again.
+    queue_caught_up: BTreeMap<HeartbeatKey, Timestamp>,
     /// The latest slot decided (run or skipped) of each heartbeat while an older slot of
     /// it was held behind a run or waited for a place: that one then runs as it is, since
     /// catching it up would decide one of those again.
@@ -221,6 +224,7 @@ impl Driver {
             runs_in_flight_max: runs_in_flight_max.max(1),
             admission_queue: VecDeque::new(),
             queued: BTreeMap::new(),
+            queue_caught_up: BTreeMap::new(),
             decided_past_held: BTreeMap::new(),
             commands,
             completions,
@@ -398,41 +402,51 @@ impl Driver {
         }
         let mut claims = Vec::new();
         let mut skips = Vec::new();
-        let due: Vec<(HeartbeatKey, Timestamp)> = if self.admission_queue.is_empty() {
+        let from_queue = !self.admission_queue.is_empty();
+        let due: Vec<(HeartbeatKey, Timestamp)> = if !from_queue {
             let due = self.take_in(now);
             // Agent heartbeat wakes first: one per agent at most, and they are decided
             // only while there is room, so a busy schedule must not keep them waiting.
             self.decide_wakes(now, room, &mut claims, &mut skips).await;
             due
         } else {
-            for (key, _) in &self.admission_queue {
-                if let Some(queued) = self.queued.get_mut(key) {
-                    *queued = queued.saturating_sub(1);
-                }
-            }
-            self.queued.retain(|_, queued| *queued > 0);
-            let queue = std::mem::take(&mut self.admission_queue);
-            // A heartbeat's older queued slot that caught up to a later one (a held slot and
-            // its timer's next, both waiting) has taken that one's place: it runs once.
-            let mut latest: BTreeMap<HeartbeatKey, Timestamp> = BTreeMap::new();
+            // Only as many as there are places: the rest keep their turn and are decided when
+            // it comes, so a pass costs what it can start, not the whole queue (ADR 0023).
+            // Those that skip leave room, and the next pass follows at once.
             let mut due = Vec::new();
-            for (key, slot) in queue {
-                let explicit = self.explicit.contains(&(key.clone(), slot));
-                if !explicit && latest.get(&key).is_some_and(|latest| slot <= *latest) {
-                    continue;
-                }
-                if let Some((key, slot)) = self.catch_up_queued(now, key, slot) {
-                    // A trigger's slot is its own: it neither stands for nor hides another.
-                    if !explicit {
-                        let newest = latest.entry(key.clone()).or_insert(slot);
-                        *newest = (*newest).max(slot);
+            while due.len() < room {
+                let Some((key, slot)) = self.admission_queue.pop_front() else { break };
+                let last_of_key = match self.queued.get_mut(&key) {
+                    Some(queued) => {
+                        *queued = queued.saturating_sub(1);
+                        *queued == 0
                     }
-                    due.push((key, slot));
+                    None => true,
+                };
+                if last_of_key {
+                    self.queued.remove(&key);
+                }
+                let explicit = self.explicit.contains(&(key.clone(), slot));
+                // A heartbeat's older queued slot that caught up to a later one (a held slot
+                // and its timer's next, both waiting) has taken that one's place: it runs once.
+                let covered = !explicit && self.queue_caught_up.get(&key).is_some_and(|latest| slot <= *latest);
+                if !covered {
+                    if let Some((key, slot)) = self.catch_up_queued(now, key.clone(), slot) {
+                        // A trigger's slot is its own: it neither stands for nor hides another.
+                        if !explicit && !last_of_key {
+                            let latest = self.queue_caught_up.entry(key.clone()).or_insert(slot);
+                            *latest = (*latest).max(slot);
+                        }
+                        due.push((key, slot));
+                    }
+                }
+                if last_of_key {
+                    self.queue_caught_up.remove(&key);
                 }
             }
             due
         };
-        self.decide(now, room, due, claims, skips).await;
+        self.decide(now, room, due, from_queue, claims, skips).await;
     }
 
     /// A slot that waited for admission is decided as a timer that fires late would be:
@@ -551,12 +565,15 @@ impl Driver {
     }
 
     /// Decides each due slot by its guards and the overlap policy: a run (claimed if there
-    /// is room, queued for admission if not), a hold behind a run, or a skip.
+    /// is room, queued for admission if not), a hold behind a run, or a skip. `from_queue`:
+    /// the slots come from the admission queue, where a heartbeat's other queued slots are
+    /// its later turns, not older slots held back (a trigger queued before a grid slot).
     async fn decide(
         &mut self,
         now: Now,
         room: usize,
         due: Vec<(HeartbeatKey, Timestamp)>,
+        from_queue: bool,
         mut claims: Vec<SlotClaim>,
         mut skips: Vec<SkipRecord>,
     ) {
@@ -572,7 +589,7 @@ impl Driver {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
             let in_flight = entry.runs_in_flight + claimed_now.get(&key).copied().unwrap_or(0);
             // Whether an older slot of it is held or waits for a place, if this one is decided.
-            let older_held = !entry.waiting.is_empty() || self.queued.contains_key(&key);
+            let older_held = !entry.waiting.is_empty() || (!from_queue && self.queued.contains_key(&key));
             let overlap = on_overlap(entry.def.policy.overlap, in_flight, entry.waiting.len());
             let input = GuardInput {
                 enabled: entry.enabled,
@@ -1087,6 +1104,7 @@ impl Driver {
     /// a trip: whatever clears its backlog).
     fn unqueue(&mut self, key: &HeartbeatKey) {
         self.decided_past_held.remove(key);
+        self.queue_caught_up.remove(key);
         if self.queued.remove(key).is_some() {
             self.admission_queue.retain(|(queued_key, _)| queued_key != key);
         }
