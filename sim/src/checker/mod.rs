@@ -447,9 +447,21 @@ impl Model<'_> {
         }
         self.breaker.saw(entry);
         let running = self.engine_running;
-        for pause in self.pauses.values_mut().filter(|pause| pause.ended_at.is_none()) {
-            if entry.elapsed >= pause.end || entry.wall >= pause.until {
-                pause.ended_at = Some((entry.elapsed, running));
+        for pause in self.pauses.values_mut() {
+            match pause.ended_at {
+                None if entry.elapsed >= pause.end || entry.wall >= pause.until => {
+                    pause.ended_at = Some((entry.elapsed, running));
+                }
+                // Ended by a forward wall jump that a backward one took back before a live
+                // engine had to look: it may never have seen the end (seed 1927760007172).
+                Some((ended, true))
+                    if entry.wall < pause.until
+                        && entry.elapsed < pause.end
+                        && entry.elapsed < ended + PAUSE_CLEAR_BOUND =>
+                {
+                    pause.ended_at = Some((ended, false));
+                }
+                _ => {}
             }
         }
         match &entry.event {
