@@ -16,8 +16,8 @@
 //!   3-minute grid, every other one failing, so one group commit carries several results of
 //!   one heartbeat, in an order that decides its breaker (issue 28);
 //! - queued triggers: a slow-repeat heartbeat that keeps an engine of few places full is
-//!   triggered by an operator now and then, so its triggers and grid slots wait for places
-//!   together (issue 28).
+//!   triggered by an operator in bursts, so its triggers and grid slots wait for places
+//!   together, and is sometimes disabled and enabled while they wait (issue 28).
 
 use std::time::Duration;
 
@@ -64,14 +64,19 @@ const GRID_RUNS_AT_ONCE_MAX: usize = (GRID_FINISH_SECS / GRID_FINISH_INTERVAL_SE
 pub const GRID_FINISH_MARKER: &str = "[finishes on the grid]";
 
 /// Queued triggers: in an engine of few places that a slow-repeat heartbeat keeps full, an
-/// operator triggers that heartbeat now and then, so a trigger and its heartbeat's grid slot
-/// wait in the admission queue together and are decided a pass apart (issue 28).
-const QUEUED_TRIGGERS_PROBABILITY: f64 = 0.7;
+/// operator triggers that heartbeat in bursts, so its triggers wait to be taken in and then
+/// in the admission queue beside its grid slot, decided a pass apart; after some of the
+/// bursts the heartbeat is disabled and enabled while triggers wait (issue 28).
 const QUEUED_TRIGGERS_PLACES_MAX: usize = 3;
-/// Pairs of triggers, and how far apart the two of a pair are at most.
-const QUEUED_TRIGGERS_MIN: usize = 1;
-const QUEUED_TRIGGERS_MAX: usize = 4;
-const QUEUED_TRIGGERS_APART_SECS_MAX: u64 = 30;
+const QUEUED_TRIGGER_BURSTS_MIN: usize = 1;
+const QUEUED_TRIGGER_BURSTS_MAX: usize = 4;
+const QUEUED_TRIGGERS_PER_BURST: usize = 3;
+/// The share of bursts followed by a disable and an enable: a disable clears the queue the
+/// other half of the scenario needs.
+const QUEUED_TRIGGERS_DISABLED_PROBABILITY: f64 = 0.3;
+/// The seconds between two triggers of a burst, at most, and a burst's whole span.
+const QUEUED_TRIGGER_GAP_SECS_MAX: u64 = 5;
+const QUEUED_TRIGGER_SPAN_SECS_MAX: u64 = QUEUED_TRIGGER_GAP_SECS_MAX * QUEUED_TRIGGERS_PER_BURST as u64 + 1;
 
 /// What the scenarios add to a seed.
 #[derive(Debug, Default)]
@@ -170,18 +175,24 @@ pub fn plant(
     }
     // Drawn last, so the scenarios above are the ones a seed had before this one existed.
     if let Some(key) = slow_repeats.filter(|_| runs_in_flight_max <= QUEUED_TRIGGERS_PLACES_MAX) {
-        if rng.random_bool(QUEUED_TRIGGERS_PROBABILITY) {
-            // Not `all`: a grid slot that waited is then caught up to the latest one.
-            for def in heartbeats.iter_mut().filter(|def| def.key == key && def.policy.catch_up == CatchUp::All) {
-                def.policy.catch_up = CatchUp::Once;
+        // `once`: a grid slot that waited is then caught up to the latest one, which the
+        // checker can tell from a slot run as it was.
+        for def in heartbeats.iter_mut().filter(|def| def.key == key) {
+            def.policy.catch_up = CatchUp::Once;
+        }
+        for _ in 0..rng.random_range(QUEUED_TRIGGER_BURSTS_MIN..=QUEUED_TRIGGER_BURSTS_MAX) {
+            // A burst: the first may take a place that frees, the others wait to be taken
+            // in, then in the admission queue ahead of the grid slot that came due meanwhile.
+            let mut after = at(rng, QUEUED_TRIGGER_SPAN_SECS_MAX);
+            for _ in 0..QUEUED_TRIGGERS_PER_BURST {
+                planted.ops.push(ScheduledOp { after, op: Op::Trigger(key.clone()) });
+                after += Duration::from_secs(rng.random_range(1..=QUEUED_TRIGGER_GAP_SECS_MAX));
             }
-            for _ in 0..rng.random_range(QUEUED_TRIGGERS_MIN..=QUEUED_TRIGGERS_MAX) {
-                // In pairs: the first takes the place that frees, the second waits in the
-                // queue ahead of the grid slot that came due meanwhile.
-                let first = at(rng, QUEUED_TRIGGERS_APART_SECS_MAX);
-                let second = first + Duration::from_secs(rng.random_range(1..=QUEUED_TRIGGERS_APART_SECS_MAX));
-                planted.ops.push(ScheduledOp { after: first, op: Op::Trigger(key.clone()) });
-                planted.ops.push(ScheduledOp { after: second, op: Op::Trigger(key.clone()) });
+            // After some a disable and an enable follow while triggers wait: those go with
+            // the backlog, never to be decided (seed 1927760016712).
+            if rng.random_bool(QUEUED_TRIGGERS_DISABLED_PROBABILITY) {
+                planted.ops.push(ScheduledOp { after, op: Op::Disable(key.clone()) });
+                planted.ops.push(ScheduledOp { after: after + Duration::from_secs(1), op: Op::Enable(key.clone()) });
             }
         }
     }

@@ -1101,8 +1101,11 @@ impl Driver {
     }
 
     /// Drops a heartbeat's slots from the admission queue (a disable, a delete, a replace,
-    /// a trip: whatever clears its backlog).
+    /// a trip: whatever clears its backlog), and its triggers not taken in yet: they waited
+    /// for a place as well (a disable while the engine was full left one to be decided
+    /// later as an ordinary slot, which quiet hours skipped, seed 1927760016712).
     fn unqueue(&mut self, key: &HeartbeatKey) {
+        self.triggered.retain(|(triggered, _)| triggered != key);
         self.decided_past_held.remove(key);
         self.queue_caught_up.remove(key);
         if self.queued.remove(key).is_some() {

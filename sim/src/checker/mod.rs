@@ -76,8 +76,11 @@ pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
 /// Every trigger is decided (run or skipped, under its own slot) unless its process died
 /// first or its job was deleted.
 pub const TRIGGER_DECIDED: &str = "trigger-decided";
+/// A trigger still waiting when a disable or a delete of its job was acknowledged went with
+/// the job's backlog: it is never decided afterwards (seed 1927760016712).
+pub const TRIGGER_DROPPED: &str = "trigger-dropped";
 
-pub const INVARIANTS: [&str; 71] = [
+pub const INVARIANTS: [&str; 72] = [
     NO_SLOT_OFFERED_TWICE,
     admission::RUN_ADMITTED,
     tools::CHECK_GATES_MODEL,
@@ -149,6 +152,7 @@ pub const INVARIANTS: [&str; 71] = [
     AT_RETRIES,
     TRIGGER_EXPLICIT,
     TRIGGER_DECIDED,
+    TRIGGER_DROPPED,
 ];
 
 /// How close to the engine's own reading of a deadline the checker stops judging: the
@@ -350,6 +354,8 @@ struct Model<'a> {
     /// whether they are excused from being decided: a disable, a delete, a breaker trip or
     /// a replace drops what waits behind a run.
     triggers_pending: BTreeMap<(HeartbeatKey, Timestamp), (u32, bool)>,
+    /// Triggers that a disable or a delete dropped while they waited.
+    triggers_dropped: BTreeSet<(HeartbeatKey, Timestamp)>,
     /// The trigger the event being checked decides: an operator's slot, not one of the
     /// schedule's, so the schedule rules leave it. (After a backward wall jump the schedule
     /// may later reach the same instant; that decision is the schedule's.)
@@ -412,6 +418,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         wall_high_water: None,
         let_go: BTreeMap::new(),
         triggers_pending: BTreeMap::new(),
+        triggers_dropped: BTreeSet::new(),
         deciding_trigger: None,
         trigger_runs: BTreeSet::new(),
         crons: reference::CronCache::default(),
@@ -580,6 +587,12 @@ impl Model<'_> {
             | EngineEvent::ClaimFailed { key, slot }
             | EngineEvent::ClaimGone { key, slot } => {
                 let trigger = (key.clone(), *slot);
+                if self.triggers_dropped.contains(&trigger) {
+                    return fail(
+                        TRIGGER_DROPPED,
+                        format!("{key}: the trigger (slot {slot}) that a disable or a delete dropped was decided"),
+                    );
+                }
                 if self.triggers_pending.remove(&trigger).is_some() {
                     self.count(TRIGGER_DECIDED);
                     self.deciding_trigger = Some(trigger);
@@ -1183,6 +1196,14 @@ impl Model<'_> {
         if matches!(op, Op::Delete(_) | Op::Disable(_)) {
             if let Some(stop) = self.stopped.get_mut(key) {
                 stop.acknowledged = true;
+            }
+        }
+        if matches!(op, Op::Delete(_) | Op::Disable(_)) && applied {
+            let waiting: Vec<_> = self.triggers_pending.keys().filter(|(trigger, _)| trigger == key).cloned().collect();
+            for trigger in waiting {
+                self.count(TRIGGER_DROPPED);
+                self.triggers_pending.remove(&trigger);
+                self.triggers_dropped.insert(trigger);
             }
         }
         Ok(())
