@@ -595,6 +595,24 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
         assert_eq!(latest.len(), 2, "only heartbeats with a logged slot have one: {latest:?}");
         assert_eq!(latest.get(&keys[0]), Some(&at(120)), "a claim counts, the latest of two");
         assert_eq!(latest.get(&keys[count - 1]), Some(&at(300)), "a skip counts");
+        // Loaded to be armed, a heartbeat is what it is, its prompt aside (a store may keep it).
+        let armable = store.load_for_arming().await.expect("load for arming");
+        assert_eq!(armable.len(), count);
+        for heartbeat in armable {
+            let mut def = loaded[&heartbeat.def.key].clone();
+            if heartbeat.def.prompt.is_empty() {
+                def.prompt = String::new();
+            }
+            assert_eq!(heartbeat.def, def, "{} loads to be armed as stored", def.key);
+        }
+        // Claimed slots' prompts come in one call per batch, for stored heartbeats only.
+        let mut asked: Vec<HeartbeatKey> = keys.iter().step_by(7).cloned().collect();
+        asked.push(key("main", "never-stored"));
+        let prompts = store.prompts(&asked).await.expect("prompts");
+        assert_eq!(prompts.len(), asked.len() - 1, "every stored one, not the missing one");
+        for def in defs.iter().step_by(7) {
+            assert_eq!(prompts.get(&def.key), Some(&def.prompt), "{}'s prompt as stored", def.key);
+        }
         // Seeding again with part of the config keeps that part and removes the rest.
         let report = store.seed_config(&defs[..1_000], at(1)).await.expect("seed again");
         assert_eq!((report.unchanged.len(), report.removed.len()), (1_000, count - 1_000));

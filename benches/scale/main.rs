@@ -78,7 +78,7 @@ async fn run_case(name: &str, params: &BTreeMap<String, String>, process_start: 
     let windows = number("windows") as u32;
     match name {
         "register" => systole_cases::register(store(), number("n"), &path).await,
-        "prepare" => systole_cases::prepare(number("n"), &path).await,
+        "prepare" => systole_cases::prepare(number("n"), &path, number("prompt_bytes")).await,
         "cold-start" => systole_cases::cold_start(&path, process_start).await,
         "dispatch" => systole_cases::dispatch(store(), number("n"), &path).await,
         "cluster-dispatch" => {
@@ -238,6 +238,28 @@ impl Bench {
                 });
             }
         }
+        // What a heartbeat costs must not grow with its prompt: the driver keeps none, and a
+        // start reads none. A fresh process each, so freed memory does not blur the figure.
+        let count = self.size(100_000, 1_000);
+        let mut resident = Vec::new();
+        for prompt_bytes in [240, 4_096] {
+            let path = self.scratch.path().join(format!("prompts-{prompt_bytes}.db")).display().to_string();
+            let params = [("n", count.to_string()), ("path", path.clone()), ("prompt_bytes", prompt_bytes.to_string())];
+            self.case_once("prepare", &params);
+            self.case_once("cold-start", &[("path", path.clone())]);
+            let restart = self.case("cold-start", &[("path", path.clone())]);
+            resident.push(whole(restart.get("resident_mb")));
+            let _ = std::fs::remove_file(Path::new(&path));
+        }
+        rows.push(Row {
+            measure: format!(
+                "  resident memory after a restart with {} in SQLite: 240 B / 4 KB prompts",
+                thousands(count)
+            ),
+            systole: format!("{} / {} MB", resident[0], resident[1]),
+            peer: "—".into(),
+            target: "no growth with the prompt",
+        });
         rows
     }
 

@@ -60,8 +60,19 @@ pub fn key(index: usize) -> HeartbeatKey {
 
 /// `count` heartbeats from `first` on, every `every`, spread by a jitter of up to `jitter`.
 pub fn defs(first: usize, count: usize, every: Duration, jitter: Duration) -> Vec<HeartbeatDef> {
+    defs_with_prompt(first, count, every, jitter, PROMPT_BYTES)
+}
+
+/// The same with prompts of `prompt_bytes` (what a heartbeat's memory must not grow with).
+pub fn defs_with_prompt(
+    first: usize,
+    count: usize,
+    every: Duration,
+    jitter: Duration,
+    prompt_bytes: usize,
+) -> Vec<HeartbeatDef> {
     let base = "Look at the job queue, the error rate and the disk; say what needs a person, or nothing. ";
-    let prompt: String = base.chars().cycle().take(PROMPT_BYTES).collect();
+    let prompt: String = base.chars().cycle().take(prompt_bytes).collect();
     let target = DeliveryTarget::parse("webhook:ops").expect("a valid target");
     (first..first + count)
         .map(|index| HeartbeatDef {
@@ -201,9 +212,11 @@ pub async fn register(kind: StoreKind, count: usize, path: &Path) -> Figures {
 }
 
 /// Seeds `count` heartbeats into a new SQLite file, for the cold-start case.
-pub async fn prepare(count: usize, path: &Path) -> Figures {
+pub async fn prepare(count: usize, path: &Path, prompt_bytes: usize) -> Figures {
     let store = open_store(&StoreKind::Sqlite, path).await;
-    let defs = defs(0, count, Duration::from_secs(3_600), Duration::from_secs(3_600));
+    let prompt_bytes = if prompt_bytes == 0 { PROMPT_BYTES } else { prompt_bytes };
+    let hour = Duration::from_secs(3_600);
+    let defs = defs_with_prompt(0, count, hour, hour, prompt_bytes);
     let seeding = Instant::now();
     store.seed_config(&defs, Timestamp::now()).await.expect("the heartbeats are stored");
     Figures::from([("seed_secs".to_owned(), seeding.elapsed().as_secs_f64())])

@@ -65,10 +65,13 @@ pub enum FaultKind {
     /// The model's provider refuses a request with 401, 402 or 403 (a bad key, a spend
     /// cap, no access): the breaker must open on the first one.
     LlmRefused,
+    /// A store read the engine makes when slots are claimed (their prompts) fails: the
+    /// claimed runs must fail with a result, not hang or run without a prompt.
+    StoreReadError,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 29] = [
+    pub const ALL: [FaultKind; 30] = [
         FaultKind::ClockSkew,
         FaultKind::ClockJumpForward,
         FaultKind::ClockJumpBackward,
@@ -98,6 +101,7 @@ impl FaultKind {
         FaultKind::ToolServerDies,
         FaultKind::ToolListChanged,
         FaultKind::LlmRefused,
+        FaultKind::StoreReadError,
     ];
 
     pub fn name(self) -> &'static str {
@@ -131,6 +135,7 @@ impl FaultKind {
             FaultKind::ToolServerDies => "tool-server-dies",
             FaultKind::ToolListChanged => "tool-list-changed",
             FaultKind::LlmRefused => "llm-refused",
+            FaultKind::StoreReadError => "store-read-error",
         }
     }
 
@@ -234,6 +239,13 @@ impl FaultRates {
     pub fn add_refusals(&mut self, rng: &mut ChaCha8Rng) {
         let rate = if rng.random_bool(0.33) { rng.random_range(0.002..0.03) } else { 0.0 };
         self.per_call.insert(FaultKind::LlmRefused, rate);
+    }
+
+    /// The rate of failing prompt reads (issue 28): on in a third of the seeds, drawn from
+    /// a stream of its own so the other rates stay as they were.
+    pub fn add_store_reads(&mut self, rng: &mut ChaCha8Rng) {
+        let rate = if rng.random_bool(0.33) { rng.random_range(0.01..0.1) } else { 0.0 };
+        self.per_call.insert(FaultKind::StoreReadError, rate);
     }
 
     pub fn add_reply_shapes(&mut self, rng: &mut ChaCha8Rng) {

@@ -58,6 +58,8 @@ pub enum Stream {
     Admission = 19,
     /// The global caps across all agents, and the engine's zone their day is in.
     GlobalSpend = 20,
+    /// Whether the prompt reads of claimed slots fail, and how often (issue 28).
+    StoreReads = 21,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -280,6 +282,7 @@ impl SimOptions {
         let mut spend_rng = self::rng(seed, Stream::Spend);
         let (daily_tokens_max, daily_cost_max_micros) = day_caps(&mut spend_rng);
         fault_rates.add_refusals(&mut spend_rng);
+        fault_rates.add_store_reads(&mut self::rng(seed, Stream::StoreReads));
         Self {
             seed,
             start,

@@ -92,7 +92,10 @@ pub(crate) enum Change {
 struct Entry {
     /// Boxed: the entries map moves its values as it grows, and a definition is most of an
     /// entry's bytes (a million heartbeats armed 1.6 s faster, and the map's half-full
-    /// nodes no longer hold whole definitions).
+    /// nodes no longer hold whole definitions). Its prompt is empty unless it is an agent
+    /// heartbeat's, which each wake builds on: the others are read from the store when a
+    /// slot is claimed (ADR 0025), so a waiting heartbeat's memory does not grow with its
+    /// prompt.
     def: Box<HeartbeatDef>,
     enabled: bool,
     runs_in_flight: usize,
@@ -117,7 +120,10 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(def: HeartbeatDef, enabled: bool, next_slot_floor: Option<Timestamp>) -> Self {
+    fn new(mut def: HeartbeatDef, enabled: bool, next_slot_floor: Option<Timestamp>) -> Self {
+        if def.kind != JobKind::Agent {
+            def.prompt = String::new();
+        }
         Self {
             def: Box::new(def),
             enabled,
@@ -673,9 +679,16 @@ impl Driver {
                 return;
             }
         };
+        let mut prompts = self.claimed_prompts(&claims, &outcomes).await;
         for (claim, outcome) in claims.into_iter().zip(outcomes) {
             match outcome {
-                ClaimOutcome::Claimed => self.start_run(claim, now),
+                ClaimOutcome::Claimed => {
+                    let prompt = match &mut prompts {
+                        Ok(prompts) => prompts.remove(&claim.key).ok_or_else(|| "it is no longer stored".to_owned()),
+                        Err(error) => Err(error.clone()),
+                    };
+                    self.start_run(claim, prompt, now);
+                }
                 ClaimOutcome::AlreadyClaimed => {
                     self.context
                         .events
@@ -690,7 +703,33 @@ impl Driver {
         }
     }
 
-    fn start_run(&mut self, claim: SlotClaim, now: Now) {
+    /// The prompts of the claimed slots' heartbeats, read in one call (an agent heartbeat's
+    /// run has its prompt prepared by its wake). If the read fails, each of those runs
+    /// fails at once with the store's error: its slot is claimed, and a claimed slot ends
+    /// with a result.
+    async fn claimed_prompts(
+        &self,
+        claims: &[SlotClaim],
+        outcomes: &[ClaimOutcome],
+    ) -> Result<BTreeMap<HeartbeatKey, String>, String> {
+        let keys: Vec<HeartbeatKey> = claims
+            .iter()
+            .zip(outcomes)
+            .filter(|(claim, outcome)| **outcome == ClaimOutcome::Claimed && !self.prepared.contains_key(&claim.key))
+            .map(|(claim, _)| claim.key.clone())
+            .collect();
+        if keys.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        self.context.store.prompts(&keys).await.map_err(|error| {
+            self.store_failed("prompts", error.to_string(), "the claimed runs fail without calling the model");
+            error.to_string()
+        })
+    }
+
+    /// Starts the run of a claimed slot. `prompt`: its heartbeat's stored prompt, or why it
+    /// could not be read (an agent heartbeat's wake prepared its own).
+    fn start_run(&mut self, claim: SlotClaim, prompt: Result<String, String>, now: Now) {
         let Some(entry) = self.entries.get_mut(&claim.key) else { return };
         entry.runs_in_flight += 1;
         if claim.key.heartbeat.is_reserved() {
@@ -700,18 +739,25 @@ impl Driver {
         }
         let mut def = HeartbeatDef::clone(&entry.def);
         let prepared = self.prepared.remove(&claim.key);
+        let mut unreadable = None;
         let consumes = match prepared {
             Some(prepared) => {
                 def.prompt = prepared.prompt;
                 prepared.consumes
             }
-            None => Vec::new(),
+            None => {
+                match prompt {
+                    Ok(prompt) => def.prompt = prompt,
+                    Err(error) => unreadable = Some(error),
+                }
+                Vec::new()
+            }
         };
         let context = self.context.clone();
         let slot = claim.slot;
         // Admitted before its claim: it starts now, within `runs_in_flight_max`.
         self.context.events.emit(now.wall, &EngineEvent::RunStarted { key: claim.key.clone(), slot });
-        let task = tokio::spawn(run_claimed(context, def, slot, consumes));
+        let task = tokio::spawn(run_claimed(context, def, slot, consumes, unreadable));
         self.runs.insert((claim.key, slot), task);
     }
 

@@ -256,7 +256,7 @@ pub async fn start_sharing(ports: Ports, options: EngineOptions, shared: Shared)
     if interrupted > 0 {
         ports.events.emit(ports.clock.wall(), &EngineEvent::Recovered { interrupted });
     }
-    let heartbeats = ports.store.load_heartbeats().await?;
+    let heartbeats = ports.store.load_for_arming().await?;
     let pauses = ports.store.load_pauses().await?;
     let (commands, receiver) = mpsc::channel(COMMAND_QUEUE_MAX);
     let Shared { lanes, run_events } = shared;

@@ -93,6 +93,10 @@ impl RunContext {
 /// never the token itself.
 pub const ACK_SHOWN_TEXT: &str = "OK";
 
+/// How the error of a run begins whose prompt could not be read from the store: it failed
+/// before choosing its tools or calling the model.
+pub const PROMPT_UNREADABLE: &str = "its prompt could not be read from the store";
+
 /// The key a receiver can drop duplicates by: the same for every attempt at one slot.
 pub fn idempotency_key(def: &HeartbeatDef, slot: Timestamp) -> String {
     format!("{}/{}/{}", def.key.agent, def.key.heartbeat, slot.as_millisecond())
@@ -183,7 +187,15 @@ pub struct FinishedRun {
 /// Runs a claimed slot to the end and records it. Never panics on what the LLM, the tools
 /// or the messenger return; every failure becomes a recorded status. `consumes` names the
 /// system events the prompt lists: they leave the queue with the record of a success.
-pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp, consumes: Vec<u64>) {
+/// `unreadable`: why its prompt could not be read from the store; the run then fails at
+/// once, before any tool or model call.
+pub async fn run_claimed(
+    context: RunContext,
+    def: HeartbeatDef,
+    slot: Timestamp,
+    consumes: Vec<u64>,
+    unreadable: Option<String>,
+) {
     let started = context.clock.monotonic();
     let started_at = context.clock.wall();
     let deadline = started + def.timeout;
@@ -202,8 +214,11 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
         call_starts: std::sync::Mutex::default(),
     });
     // What the servers offer as the run starts, narrowed by the agent's and the job's lists.
-    let run_tools = (def.kind != JobKind::CronMain).then(|| tools_of_run(&context, &def));
-    let outcome = tokio::select! {
+    let run_tools = (def.kind != JobKind::CronMain && unreadable.is_none()).then(|| tools_of_run(&context, &def));
+    let outcome = if let Some(error) = unreadable {
+        Outcome::failed(format!("{PROMPT_UNREADABLE}: {error}"), None)
+    } else {
+        tokio::select! {
         biased;
         outcome = attempt(&context, &def, slot, &llm, &mut dedup_hold, &scope, run_tools.as_ref(), !consumes.is_empty()) => outcome,
         () = context.clock.sleep_until(deadline) => Outcome {
@@ -218,6 +233,7 @@ pub async fn run_claimed(context: RunContext, def: HeartbeatDef, slot: Timestamp
             reply_digest: None,
             withheld: None,
         },
+        }
     };
     let metered = meter.read();
     let conversation = meter.conversation();

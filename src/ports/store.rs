@@ -442,6 +442,17 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<Execution>, StoreError>;
 
+    /// Every heartbeat as [`Store::load_heartbeats`] gives it, for an engine to arm: a store
+    /// may leave out the prompts but an agent heartbeat's (the driver reads a claimed slot's
+    /// with [`Store::prompts`]), so they never enter its memory.
+    async fn load_for_arming(&self) -> Result<Vec<Heartbeat>, StoreError> {
+        self.load_heartbeats().await
+    }
+
+    /// The stored prompts of those of `keys` that are stored: what their claimed slots run
+    /// with (the driver keeps no prompt, ADR 0025). One statement per batch of keys.
+    async fn prompts(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, String>, StoreError>;
+
     /// Whether `key` delivered a reply with this digest in a run that finished at or after
     /// `since` (duplicate suppression).
     async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError>;

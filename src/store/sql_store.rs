@@ -33,7 +33,7 @@ macro_rules! sql_store {
             use super::*;
             use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
             use crate::core::budget::DaySpend;
-            use crate::core::heartbeat::{Heartbeat, HeartbeatDef, Origin};
+            use crate::core::heartbeat::{Heartbeat, HeartbeatDef, JobKind, Origin};
             use crate::core::ids::{AgentId, HeartbeatKey};
             use crate::core::pause::PauseRecord;
             use crate::core::reply::ReplyKind;
@@ -51,15 +51,15 @@ macro_rules! sql_store {
                 timestamp, heartbeat_rows, AgentIds, HEARTBEAT_COLUMNS, LOAD_PAGE_ROWS,
             };
 
-        #[async_trait]
-        impl Store for $store {
-            async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
-                // sqlx hands SQLite rows over one at a time between threads (~30 µs each here); a
-                // page of rows as one JSON array is one value, so a million load in seconds.
-                // A partition's store reads only its partition's rows. One snapshot for all
-                // pages: the list is of one moment, and a page resumes after the previous
-                // page's last row, which is still there to find.
-                let page_sql = load_page_sql(&HEARTBEAT_COLUMNS.join(", "), &self.owned_rows_sql());
+        impl $store {
+            /// Every heartbeat of this store (this node's), `selected` read as `columns`.
+            // sqlx hands SQLite rows over one at a time between threads (~30 µs each here); a
+            // page of rows as one JSON array is one value, so a million load in seconds.
+            // A partition's store reads only its partition's rows. One snapshot for all
+            // pages: the list is of one moment, and a page resumes after the previous
+            // page's last row, which is still there to find.
+            async fn load_selected(&self, columns: &str, selected: &str) -> Result<Vec<Heartbeat>, StoreError> {
+                let page_sql = load_page_sql(columns, selected, &self.owned_rows_sql());
                 let mut tx = self.snapshot_tx().await?;
                 let mut heartbeats = Vec::new();
                 let mut agents = AgentIds::default();
@@ -83,6 +83,23 @@ macro_rules! sql_store {
                         return Ok(sorted_by_key(heartbeats));
                     }
                 }
+            }
+        }
+
+        #[async_trait]
+        impl Store for $store {
+            async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
+                let columns = HEARTBEAT_COLUMNS.join(", ");
+                self.load_selected(&columns, &columns).await
+            }
+
+            async fn load_for_arming(&self) -> Result<Vec<Heartbeat>, StoreError> {
+                // The prompts stay in the store (but an agent heartbeat's, which its wakes
+                // build on): the driver reads a claimed slot's when it runs.
+                let kept = format!("CASE WHEN kind = '{}' THEN prompt ELSE '' END AS prompt", JobKind::Agent.as_str());
+                let selected: Vec<&str> =
+                    HEARTBEAT_COLUMNS.iter().map(|column| if *column == "prompt" { kept.as_str() } else { column }).collect();
+                self.load_selected(&HEARTBEAT_COLUMNS.join(", "), &selected.join(", ")).await
             }
 
             async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
@@ -539,6 +556,23 @@ macro_rules! sql_store {
                     recent.entry(execution.key.clone()).or_default().push(execution);
                 }
                 Ok(recent)
+            }
+
+            async fn prompts(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, String>, StoreError> {
+                let mut prompts = BTreeMap::new();
+                for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
+                    let mut select = QueryBuilder::<$db>::new("SELECT h.agent_id, h.heartbeat_id, h.prompt FROM (");
+                    select.push_values(chunk, |mut row, key| {
+                        row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str());
+                    });
+                    select.push(
+                        ") AS v JOIN heartbeats h ON h.agent_id = v.column1 AND h.heartbeat_id = v.column2",
+                    );
+                    for row in select.build().fetch_all(&self.pool).await? {
+                        prompts.insert(key_from_parts(row.try_get(0)?, row.try_get(1)?)?, row.try_get(2)?);
+                    }
+                }
+                Ok(prompts)
             }
 
             async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {

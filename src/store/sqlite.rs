@@ -104,9 +104,9 @@ const LOCK_READ_ROWS: &str = "";
 /// each row from wherever the table held it (1,000,000 rows: 5.6 s of SQLite's time against
 /// 2.2 s). A page resumes after the rowid of the previous page's last row, looked up by key
 /// in the loader's snapshot, where that row still is; the loader sorts by key.
-fn load_page_sql(columns: &str, owned: &str) -> String {
+fn load_page_sql(columns: &str, selected: &str, owned: &str) -> String {
     format!(
-        "SELECT json_group_array(json_array({columns})), count(*) FROM (SELECT {columns} FROM heartbeats \
+        "SELECT json_group_array(json_array({columns})), count(*) FROM (SELECT {selected} FROM heartbeats \
          WHERE rowid > COALESCE((SELECT rowid FROM heartbeats WHERE agent_id = $1 AND heartbeat_id = $2), 0){owned} \
          ORDER BY rowid LIMIT $3)"
     )

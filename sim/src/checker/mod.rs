@@ -80,8 +80,13 @@ pub const TRIGGER_DECIDED: &str = "trigger-decided";
 /// the job's backlog: it is never decided afterwards (seed 1927760016712).
 pub const TRIGGER_DROPPED: &str = "trigger-dropped";
 
-pub const INVARIANTS: [&str; 72] = [
+/// Every model call carries a prompt: the driver keeps none but an agent heartbeat's, and
+/// a claimed slot whose prompt could not be read fails instead of running (ADR 0025).
+pub const PROMPT_SENT: &str = "prompt-sent";
+
+pub const INVARIANTS: [&str; 73] = [
     NO_SLOT_OFFERED_TWICE,
+    PROMPT_SENT,
     admission::RUN_ADMITTED,
     tools::CHECK_GATES_MODEL,
     traces::TRACE_ONCE,
@@ -507,6 +512,10 @@ impl Model<'_> {
                 self.started(*life, *running_rows, heartbeats)
             }
             Event::LlmCall { life, prompt, .. } => {
+                self.count(PROMPT_SENT);
+                if prompt.trim().is_empty() {
+                    return fail(PROMPT_SENT, format!("a model call in life {life} carried no prompt"));
+                }
                 self.agent_llm_call(prompt)?;
                 self.llm_call(*life, prompt)
             }

@@ -213,6 +213,11 @@ impl Store for NodeStore {
         self.inner.executions_page(key, before, limit).await
     }
 
+    async fn prompts(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, String>, StoreError> {
+        self.link.check().await?;
+        self.inner.prompts(keys).await
+    }
+
     async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
         self.link.check().await?;
         self.inner.delivered_since(key, digest, since).await

@@ -1,7 +1,8 @@
 //! The simulated store: the real memory store's semantics over the run's durable state,
-//! with faults on every write (an error, a crash before it, a crash after it).
+//! with faults on every write (an error, a crash before it, a crash after it) and on the
+//! prompt reads of claimed slots.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -228,6 +229,15 @@ impl Store for SimStore {
         limit: usize,
     ) -> Result<Vec<Execution>, StoreError> {
         self.read(self.world.durable.executions_page(key, before, limit)).await
+    }
+
+    async fn prompts(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, String>, StoreError> {
+        self.life.ensure_alive().await;
+        if self.world.injector.roll(FaultKind::StoreReadError) {
+            self.world.fault(FaultKind::StoreReadError, "prompts");
+            return Err(StoreError::Backend("injected store error in prompts".to_owned()));
+        }
+        self.world.durable.prompts(keys).await
     }
 
     async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
