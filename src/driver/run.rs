@@ -219,20 +219,20 @@ pub async fn run_claimed(
         Outcome::failed(format!("{PROMPT_UNREADABLE}: {error}"), None)
     } else {
         tokio::select! {
-        biased;
-        outcome = attempt(&context, &def, slot, &llm, &mut dedup_hold, &scope, run_tools.as_ref(), !consumes.is_empty()) => outcome,
-        () = context.clock.sleep_until(deadline) => Outcome {
-            status: ExecutionStatus::TimedOut,
-            // A delivery cut off mid-way may or may not have arrived; the idempotency key
-            // lets a receiver drop a repeat.
-            delivery: DeliveryStatus::NotNeeded,
-            error: Some(format!("run exceeded its {} s budget", def.timeout.as_secs())),
-            preview: None,
-            stop_reason: None,
-            reply: None,
-            reply_digest: None,
-            withheld: None,
-        },
+            biased;
+            outcome = attempt(&context, &def, slot, &llm, &mut dedup_hold, &scope, run_tools.as_ref(), !consumes.is_empty()) => outcome,
+            () = context.clock.sleep_until(deadline) => Outcome {
+                status: ExecutionStatus::TimedOut,
+                // A delivery cut off mid-way may or may not have arrived; the idempotency key
+                // lets a receiver drop a repeat.
+                delivery: DeliveryStatus::NotNeeded,
+                error: Some(format!("run exceeded its {} s budget", def.timeout.as_secs())),
+                preview: None,
+                stop_reason: None,
+                reply: None,
+                reply_digest: None,
+                withheld: None,
+            },
         }
     };
     let metered = meter.read();
