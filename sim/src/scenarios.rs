@@ -174,6 +174,17 @@ pub fn plant(
         def.prompt = format!("{}\n{GRID_FINISH_MARKER}", def.prompt);
     }
     // Drawn last, so the scenarios above are the ones a seed had before this one existed.
+    // An engine of one place decides one queued slot a pass, the case the scenario is
+    // for: there it plants a slow-repeat heartbeat of its own when the seed has none.
+    if slow_repeats.is_none() && runs_in_flight_max == 1 && !plain.is_empty() && rng.random_bool(0.5) {
+        let def = &mut heartbeats[plain[rng.random_range(0..plain.len())]];
+        def.schedule = Schedule::Every(Duration::from_secs(SLOW_REPEAT_INTERVAL_SECS));
+        def.policy.overlap = Overlap::AllowAll;
+        def.active_hours = None;
+        def.timeout = Duration::from_secs(SLOW_REPEAT_RUN_SECS * 2);
+        def.prompt = format!("{}\n{SLOW_REPEAT_MARKER}", def.prompt);
+        slow_repeats = Some(def.key.clone());
+    }
     if let Some(key) = slow_repeats.filter(|_| runs_in_flight_max <= QUEUED_TRIGGERS_PLACES_MAX) {
         // `once`: a grid slot that waited is then caught up to the latest one, which the
         // checker can tell from a slot run as it was.
