@@ -78,6 +78,15 @@ const QUEUED_TRIGGERS_DISABLED_PROBABILITY: f64 = 0.3;
 const QUEUED_TRIGGER_GAP_SECS_MAX: u64 = 5;
 const QUEUED_TRIGGER_SPAN_SECS_MAX: u64 = QUEUED_TRIGGER_GAP_SECS_MAX * QUEUED_TRIGGERS_PER_BURST as u64 + 1;
 
+/// Makes `def` a slow-repeat heartbeat: `allow_all`, every minute, each run longer.
+fn make_slow_repeat(def: &mut HeartbeatDef) {
+    def.schedule = Schedule::Every(Duration::from_secs(SLOW_REPEAT_INTERVAL_SECS));
+    def.policy.overlap = Overlap::AllowAll;
+    def.active_hours = None;
+    def.timeout = Duration::from_secs(SLOW_REPEAT_RUN_SECS * 2);
+    def.prompt = format!("{}\n{SLOW_REPEAT_MARKER}", def.prompt);
+}
+
 /// What the scenarios add to a seed.
 #[derive(Debug, Default)]
 pub struct Planted {
@@ -145,11 +154,7 @@ pub fn plant(
     if rng.random_bool(SLOW_REPEATS_PROBABILITY) && !calling.is_empty() {
         let def = &mut heartbeats[calling[rng.random_range(0..calling.len())]];
         slow_repeats = Some(def.key.clone());
-        def.schedule = Schedule::Every(Duration::from_secs(SLOW_REPEAT_INTERVAL_SECS));
-        def.policy.overlap = Overlap::AllowAll;
-        def.active_hours = None;
-        def.timeout = Duration::from_secs(SLOW_REPEAT_RUN_SECS * 2);
-        def.prompt = format!("{}\n{SLOW_REPEAT_MARKER}", def.prompt);
+        make_slow_repeat(def);
     }
     for def in heartbeats.iter_mut() {
         if rng.random_bool(DEDUP_OFF_PROBABILITY) {
@@ -178,11 +183,7 @@ pub fn plant(
     // for: there it plants a slow-repeat heartbeat of its own when the seed has none.
     if slow_repeats.is_none() && runs_in_flight_max == 1 && !plain.is_empty() && rng.random_bool(0.5) {
         let def = &mut heartbeats[plain[rng.random_range(0..plain.len())]];
-        def.schedule = Schedule::Every(Duration::from_secs(SLOW_REPEAT_INTERVAL_SECS));
-        def.policy.overlap = Overlap::AllowAll;
-        def.active_hours = None;
-        def.timeout = Duration::from_secs(SLOW_REPEAT_RUN_SECS * 2);
-        def.prompt = format!("{}\n{SLOW_REPEAT_MARKER}", def.prompt);
+        make_slow_repeat(def);
         slow_repeats = Some(def.key.clone());
     }
     if let Some(key) = slow_repeats.filter(|_| runs_in_flight_max <= QUEUED_TRIGGERS_PLACES_MAX) {
