@@ -139,7 +139,7 @@ pub fn plant(
         let expression = CRON_EXPRESSIONS[rng.random_range(0..CRON_EXPRESSIONS.len())];
         let zone = ZONES[rng.random_range(0..ZONES.len())];
         if let Ok(cron) = CronSchedule::parse(expression, zone) {
-            def.schedule = Schedule::Cron(cron);
+            def.schedule = Schedule::cron(cron);
             let created = at(rng, 3_600);
             let deleted = created + Duration::from_secs(rng.random_range(60..=1_800));
             let again = deleted + Duration::from_secs(rng.random_range(1..=900));

@@ -358,7 +358,7 @@ pub fn vary_schedules(
                 zone = changing[zones_rng.random_range(0..changing.len())];
             }
             if let Ok(cron) = CronSchedule::parse(expression, zone) {
-                def.schedule = Schedule::Cron(cron);
+                def.schedule = Schedule::cron(cron);
                 def.kind = if rng.random_bool(0.5) { JobKind::Cron } else { JobKind::Heartbeat };
             }
         } else if roll < 0.45 {

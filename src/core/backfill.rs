@@ -68,7 +68,7 @@ mod tests {
     }
 
     fn hourly() -> Schedule {
-        Schedule::Cron(CronSchedule::parse("0 * * * *", "UTC").expect("valid"))
+        Schedule::cron(CronSchedule::parse("0 * * * *", "UTC").expect("valid"))
     }
 
     #[test]

@@ -52,7 +52,7 @@ impl ScheduleFields<'_> {
                 }
                 Schedule::every(every).map_err(|problem| refuse("every", problem))
             }
-            (None, Some(cron), None) => CronSchedule::parse(cron, zone_name).map(Schedule::Cron).map_err(|error| {
+            (None, Some(cron), None) => CronSchedule::parse(cron, zone_name).map(Schedule::cron).map_err(|error| {
                 let field = if matches!(error, crate::core::cron::CronScheduleError::Zone { .. }) {
                     "timezone"
                 } else {
@@ -104,7 +104,7 @@ pub fn fit_every_to_window(schedule: Schedule, window: Option<&ActiveHours>) -> 
     let daily_cron = format!("{minute} {hour} * * *");
     let interval_secs = interval.as_secs();
     if interval_secs == SECS_PER_DAY && interval.subsec_nanos() == 0 {
-        return CronSchedule::parse(&daily_cron, window.zone_name()).map(Schedule::Cron).map_err(|e| e.to_string());
+        return CronSchedule::parse(&daily_cron, window.zone_name()).map(Schedule::cron).map_err(|e| e.to_string());
     }
     // The slots' times of day are the arming time plus multiples of gcd(interval, day).
     let spacing_secs = gcd(interval_secs.max(1), SECS_PER_DAY);

@@ -5,7 +5,7 @@ fn ts(text: &str) -> Timestamp {
 }
 
 fn cron(expression: &str, zone: &str) -> Schedule {
-    Schedule::Cron(CronSchedule::parse(expression, zone).expect("valid cron"))
+    Schedule::cron(CronSchedule::parse(expression, zone).expect("valid cron"))
 }
 
 #[test]

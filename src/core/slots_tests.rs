@@ -20,7 +20,7 @@ fn every(interval: Duration) -> Schedule {
 }
 
 fn cron(expression: &str, zone: &str) -> Schedule {
-    Schedule::Cron(CronSchedule::parse(expression, zone).expect("valid cron"))
+    Schedule::cron(CronSchedule::parse(expression, zone).expect("valid cron"))
 }
 
 fn policy(catch_up: CatchUp) -> RunPolicy {

@@ -36,7 +36,7 @@ fn shipped_examples_load() {
     let spacebot = &full.heartbeats[2];
     // Spacebot's daily heartbeat with a one-hour window runs at the window's opening (ADR 0010).
     let daily = CronSchedule::parse("0 9 * * *", "Europe/Berlin").expect("valid");
-    assert_eq!(spacebot.schedule, Schedule::Cron(daily));
+    assert_eq!(spacebot.schedule, Schedule::cron(daily));
     assert_eq!(spacebot.target.to_string(), "webhook:ops");
     let window = spacebot.active_hours.as_ref().expect("window");
     assert_eq!(

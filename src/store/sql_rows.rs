@@ -191,7 +191,7 @@ pub(super) fn heartbeat_from_row(row: HeartbeatRow, agents: &mut AgentIds) -> Re
     let schedule = match (row.schedule_kind.as_str(), row.every_ms, row.cron_expr, row.cron_timezone, row.at_ms) {
         ("every", Some(ms), _, _, _) => Schedule::Every(duration_ms(ms, &what)?),
         ("cron", _, Some(expression), Some(zone), _) => {
-            Schedule::Cron(CronSchedule::parse(&expression, &zone).map_err(|e| corrupt(&what, e))?)
+            Schedule::cron(CronSchedule::parse(&expression, &zone).map_err(|e| corrupt(&what, e))?)
         }
         ("at", _, _, _, Some(ms)) => Schedule::At(timestamp(ms, &what)?),
         (kind, ..) => return Err(corrupt(&what, format!("schedule kind {kind:?} without its columns"))),

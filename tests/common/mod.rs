@@ -57,7 +57,7 @@ pub fn def(agent: &str, heartbeat: &str, every_secs: u64) -> HeartbeatDef {
 
 /// A cron job (`JobKind::Cron`) on `expression` in `zone`, prompt = id.
 pub fn cron_def(agent: &str, id: &str, expression: &str, zone: &str) -> HeartbeatDef {
-    let schedule = Schedule::Cron(CronSchedule::parse(expression, zone).expect("valid cron"));
+    let schedule = Schedule::cron(CronSchedule::parse(expression, zone).expect("valid cron"));
     HeartbeatDef { kind: JobKind::Cron, schedule, ..def(agent, id, 60) }
 }
 
