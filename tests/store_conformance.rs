@@ -13,6 +13,7 @@ use common::postgres_server::{self, POSTGRES_TEST_PASSWORD};
 use common::{cron_def, def, key, start};
 use systole::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
 use systole::core::budget::DaySpend;
+use systole::core::cron::CronSchedule;
 use systole::core::delivery_target::DeliveryTarget;
 use systole::core::guard::SkipReason;
 use systole::core::heartbeat::{HeartbeatDef, Origin};
@@ -567,6 +568,9 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
         let count = 10_500;
         let mut defs: Vec<HeartbeatDef> = (0..count).map(|index| def("main", &format!("h{index}"), 60)).collect();
         defs[7].prompt = "Ünïcode, \"quotes\", \\ a backslash,\nand a new line ✓ [1, {\"json\": null}]".to_owned();
+        defs[14].model = Some("small-model".to_owned());
+        defs[21].target = DeliveryTarget::parse("webhook:ops").expect("valid");
+        defs[28].schedule = Schedule::cron(CronSchedule::parse("0 9 * * 1-5", "Europe/Berlin").expect("valid"));
         let report = store.seed_config(&defs, at(0)).await.expect("seed");
         assert_eq!(report.inserted.len(), count);
         let loaded = store.load_heartbeats().await.expect("load");
@@ -605,13 +609,14 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
             }
             assert_eq!(heartbeat.def, def, "{} loads to be armed as stored", def.key);
         }
-        // Claimed slots' prompts come in one call per batch, for stored heartbeats only.
+        // Claimed slots' definitions come in one call per batch (over a batch's size here),
+        // whole, for stored heartbeats only.
         let mut asked: Vec<HeartbeatKey> = keys.iter().step_by(7).cloned().collect();
         asked.push(key("main", "never-stored"));
-        let prompts = store.prompts(&asked).await.expect("prompts");
-        assert_eq!(prompts.len(), asked.len() - 1, "every stored one, not the missing one");
+        let definitions = store.definitions(&asked).await.expect("definitions");
+        assert_eq!(definitions.len(), asked.len() - 1, "every stored one, not the missing one");
         for def in defs.iter().step_by(7) {
-            assert_eq!(prompts.get(&def.key), Some(&def.prompt), "{}'s prompt as stored", def.key);
+            assert_eq!(definitions.get(&def.key), Some(def), "{}'s definition as stored", def.key);
         }
         // Seeding again with part of the config keeps that part and removes the rest.
         let report = store.seed_config(&defs[..1_000], at(1)).await.expect("seed again");

@@ -157,6 +157,11 @@ impl PartOutcome {
 /// The durable writes the checker's model follows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DurableWrite {
+    /// A slot claimed: its `running` row written, for the run that is to start.
+    Claimed {
+        key: HeartbeatKey,
+        slot: Timestamp,
+    },
     /// A run's result and the breaker step it stored.
     Finish {
         key: HeartbeatKey,
@@ -425,6 +430,9 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                 DurableWrite::HalfOpen { key } => {
                     w.tag(8).key(key);
                 }
+                DurableWrite::Claimed { key, slot } => {
+                    w.tag(11).key(key).time(*slot);
+                }
                 DurableWrite::Pruned { now, kept_days, kept_per_heartbeat, before, pruned } => {
                     w.tag(9).time(*now).u64(u64::from(*kept_days)).u64(u64::from(*kept_per_heartbeat));
                     w.u64(before.len() as u64);
@@ -670,6 +678,7 @@ fn describe_write(write: &DurableWrite) -> String {
         }
         DurableWrite::SetEnabled { key, enabled } => format!("{key} {}", if *enabled { "enabled" } else { "disabled" }),
         DurableWrite::HalfOpen { key } => format!("{key} half-open: enabled for one probe"),
+        DurableWrite::Claimed { key, slot } => format!("claimed {key} slot {slot}"),
         DurableWrite::Pruned { now, kept_days, kept_per_heartbeat, before, pruned } => format!(
             "run log pruned at {now}: {} of {} rows went (kept {kept_days} days, {kept_per_heartbeat} per heartbeat)",
             pruned.len(),

@@ -1,6 +1,7 @@
 //! The driver loop: one task that owns the schedule, sleeps until the earliest due slot,
 //! decides what each due slot does, and dispatches runs concurrently (bounded).
 
+mod arming;
 mod breaker;
 mod budget;
 pub(crate) mod operator;
@@ -29,13 +30,14 @@ use crate::core::slots::{add, truncate_to_millis, SlotTimer};
 use crate::core::timer_queue::TimerQueue;
 use crate::core::wake::{PendingWake, WakeReason};
 use crate::driver::events::EngineEvent;
-use crate::driver::run::{run_claimed, FinishedRun, RunContext};
+use crate::driver::run::{run_claimed, Claimed, FinishedRun, RunContext};
 use crate::driver::run_events::RunEvent;
 use crate::limits::{
     AT_RETRY_AFTER_HOLD_SECS_MIN, DRIVER_SLEEP_SECS_MAX, DUE_PER_WAKE_MAX, RUNS_PRUNE_FIRST_DELAY_SECS,
 };
 use crate::ports::clock::{Mono, Now};
 use crate::ports::store::{ClaimOutcome, ExecutionStatus, SkipRecord, SlotClaim};
+use arming::{Arming, Targets};
 
 /// Why a heartbeat whose schedule ran out (a past `at`, a cron with no future occurrence)
 /// was disabled instead of deleted.
@@ -90,13 +92,10 @@ pub(crate) enum Change {
 
 /// The driver's view of one heartbeat.
 struct Entry {
-    /// Boxed: the entries map moves its values as it grows, and a definition is most of an
-    /// entry's bytes (a million heartbeats armed 1.6 s faster, and the map's half-full
-    /// nodes no longer hold whole definitions). Its prompt is empty unless it is an agent
-    /// heartbeat's, which each wake builds on: the others are read from the store when a
-    /// slot is claimed (ADR 0025), so a waiting heartbeat's memory does not grow with its
-    /// prompt.
-    def: Box<HeartbeatDef>,
+    /// What arming and deciding its slots read of its definition; a run reads the whole
+    /// definition from the store when its slot is claimed (ADR 0026). Boxed: the entries
+    /// map moves its values as it grows (a million heartbeats armed 1.6 s faster).
+    def: Box<Arming>,
     enabled: bool,
     runs_in_flight: usize,
     /// Slots waiting to run one after another: missed slots under catch-up `all`, or the
@@ -120,12 +119,9 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(mut def: HeartbeatDef, enabled: bool, next_slot_floor: Option<Timestamp>) -> Self {
-        if def.kind != JobKind::Agent {
-            def.prompt = String::new();
-        }
+    fn new(def: HeartbeatDef, enabled: bool, next_slot_floor: Option<Timestamp>, targets: &mut Targets) -> Self {
         Self {
-            def: Box::new(def),
+            def: Box::new(Arming::new(def, targets)),
             enabled,
             runs_in_flight: 0,
             waiting: VecDeque::new(),
@@ -148,6 +144,8 @@ pub(crate) struct Driver {
     context: RunContext,
     timers: TimerQueue,
     entries: BTreeMap<HeartbeatKey, Entry>,
+    /// The entries' delivery targets, one copy of each.
+    targets: Targets,
     /// Agents whose timed heartbeats are paused, until each pause ends.
     pauses: BTreeMap<AgentId, Pause>,
     /// Heartbeats the breaker disabled, until each one's probe.
@@ -225,6 +223,7 @@ impl Driver {
             explicit: std::collections::BTreeSet::new(),
             trigger_floor: BTreeMap::new(),
             backlogged: BTreeSet::new(),
+            targets: Targets::default(),
             exhausted: BTreeSet::new(),
             next_prune,
             runs_in_flight_max: runs_in_flight_max.max(1),
@@ -270,7 +269,8 @@ impl Driver {
         };
         for heartbeat in heartbeats {
             let key = heartbeat.def.key.clone();
-            let mut entry = Entry::new(heartbeat.def, heartbeat.state.enabled, heartbeat.state.next_slot);
+            let mut entry =
+                Entry::new(heartbeat.def, heartbeat.state.enabled, heartbeat.state.next_slot, &mut self.targets);
             let failures_max = self.context.breaker_failures_max;
             let state = &heartbeat.state;
             if !state.enabled && state.disabled_reason.as_deref() == Some(DISABLED_BY_BREAKER) {
@@ -600,7 +600,7 @@ impl Driver {
             let input = GuardInput {
                 enabled: entry.enabled,
                 paused,
-                active_hours: if explicit { None } else { entry.def.active_hours.as_ref() },
+                active_hours: if explicit { None } else { entry.def.active_hours.as_deref() },
                 heartbeat_file_empty: false,
                 user_busy: false,
                 alerts_disabled,
@@ -679,15 +679,17 @@ impl Driver {
                 return;
             }
         };
-        let mut prompts = self.claimed_prompts(&claims, &outcomes).await;
+        let mut definitions = self.claimed_definitions(&claims, &outcomes).await;
         for (claim, outcome) in claims.into_iter().zip(outcomes) {
             match outcome {
                 ClaimOutcome::Claimed => {
-                    let prompt = match &mut prompts {
-                        Ok(prompts) => prompts.remove(&claim.key).ok_or_else(|| "it is no longer stored".to_owned()),
+                    let def = match &mut definitions {
+                        Ok(definitions) => {
+                            definitions.remove(&claim.key).ok_or_else(|| "it is no longer stored".to_owned())
+                        }
                         Err(error) => Err(error.clone()),
                     };
-                    self.start_run(claim, prompt, now);
+                    self.start_run(claim, def, now);
                 }
                 ClaimOutcome::AlreadyClaimed => {
                     self.context
@@ -703,33 +705,32 @@ impl Driver {
         }
     }
 
-    /// The prompts of the claimed slots' heartbeats, read in one call (an agent heartbeat's
-    /// run has its prompt prepared by its wake). If the read fails, each of those runs
-    /// fails at once with the store's error: its slot is claimed, and a claimed slot ends
-    /// with a result.
-    async fn claimed_prompts(
+    /// The definitions of the claimed slots' heartbeats as the store holds them, read in
+    /// one call (ADR 0026). If the read fails, each of those runs fails at once with the
+    /// store's error: its slot is claimed, and a claimed slot ends with a result.
+    async fn claimed_definitions(
         &self,
         claims: &[SlotClaim],
         outcomes: &[ClaimOutcome],
-    ) -> Result<BTreeMap<HeartbeatKey, String>, String> {
+    ) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, String> {
         let keys: Vec<HeartbeatKey> = claims
             .iter()
             .zip(outcomes)
-            .filter(|(claim, outcome)| **outcome == ClaimOutcome::Claimed && !self.prepared.contains_key(&claim.key))
+            .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
             .map(|(claim, _)| claim.key.clone())
             .collect();
         if keys.is_empty() {
             return Ok(BTreeMap::new());
         }
-        self.context.store.prompts(&keys).await.map_err(|error| {
-            self.store_failed("prompts", error.to_string(), "the claimed runs fail without calling the model");
+        self.context.store.definitions(&keys).await.map_err(|error| {
+            self.store_failed("definitions", error.to_string(), "the claimed runs fail without calling the model");
             error.to_string()
         })
     }
 
-    /// Starts the run of a claimed slot. `prompt`: its heartbeat's stored prompt, or why it
-    /// could not be read (an agent heartbeat's wake prepared its own).
-    fn start_run(&mut self, claim: SlotClaim, prompt: Result<String, String>, now: Now) {
+    /// Starts the run of a claimed slot. `def`: its heartbeat's stored definition, or why
+    /// it could not be read; an agent heartbeat runs the prompt its wake prepared.
+    fn start_run(&mut self, claim: SlotClaim, def: Result<HeartbeatDef, String>, now: Now) {
         let Some(entry) = self.entries.get_mut(&claim.key) else { return };
         entry.runs_in_flight += 1;
         if claim.key.heartbeat.is_reserved() {
@@ -737,27 +738,24 @@ impl Driver {
             // failed made no call, and its retry must not wait out the spacing for it.
             self.floods.entry(claim.key.agent.clone()).or_default().started(now.mono);
         }
-        let mut def = HeartbeatDef::clone(&entry.def);
+        let kind = entry.def.kind;
         let prepared = self.prepared.remove(&claim.key);
-        let mut unreadable = None;
-        let consumes = match prepared {
-            Some(prepared) => {
+        let (claimed, consumes) = match (def, prepared) {
+            (Ok(mut def), Some(prepared)) => {
                 def.prompt = prepared.prompt;
-                prepared.consumes
+                (Claimed::Read(Box::new(def)), prepared.consumes)
             }
-            None => {
-                match prompt {
-                    Ok(prompt) => def.prompt = prompt,
-                    Err(error) => unreadable = Some(error),
-                }
-                Vec::new()
+            (Ok(def), None) => (Claimed::Read(Box::new(def)), Vec::new()),
+            (Err(error), prepared) => {
+                let consumes = prepared.map(|prepared| prepared.consumes).unwrap_or_default();
+                (Claimed::Unreadable { key: claim.key.clone(), kind, error }, consumes)
             }
         };
         let context = self.context.clone();
         let slot = claim.slot;
         // Admitted before its claim: it starts now, within `runs_in_flight_max`.
         self.context.events.emit(now.wall, &EngineEvent::RunStarted { key: claim.key.clone(), slot });
-        let task = tokio::spawn(run_claimed(context, def, slot, consumes, unreadable));
+        let task = tokio::spawn(run_claimed(context, claimed, slot, consumes));
         self.runs.insert((claim.key, slot), task);
     }
 
@@ -851,7 +849,7 @@ impl Driver {
                 // The floor stays with the entry: if the store says it is tripped, it is left
                 // disarmed, and its probe after the cooldown must still go above the old
                 // timer's slots (a backward wall jump in between, seed 1325000002181).
-                let mut entry = Entry::new(def, true, floor);
+                let mut entry = Entry::new(def, true, floor, &mut self.targets);
                 entry.runs_in_flight = runs_in_flight;
                 self.entries.insert(key.clone(), entry);
                 self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key: key.clone() });

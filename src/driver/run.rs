@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -12,7 +13,7 @@ use crate::agent::tools::external::ExternalTool;
 use crate::agent::tools::{RunScope, Tool, ToolBox, ToolContext};
 use crate::core::breaker::BreakerStep;
 use crate::core::heartbeat::{HeartbeatDef, JobKind};
-use crate::core::ids::AgentId;
+use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::reply::{self, Reply, ReplyKind};
 use crate::core::system_events::cron_event_text;
 use crate::core::text::{truncate_chars, without_nul};
@@ -93,13 +94,25 @@ impl RunContext {
 /// never the token itself.
 pub const ACK_SHOWN_TEXT: &str = "OK";
 
-/// How the error of a run begins whose prompt could not be read from the store: it failed
-/// before choosing its tools or calling the model.
-pub const PROMPT_UNREADABLE: &str = "its prompt could not be read from the store";
+/// How the error of a run begins whose definition could not be read from the store: it
+/// failed before choosing its tools or calling the model.
+pub const DEFINITION_UNREADABLE: &str = "its definition could not be read from the store";
+
+/// What a claimed slot runs: its heartbeat's definition as the store holds it (read with
+/// its pass's claims, ADR 0026), or why that read failed.
+pub enum Claimed {
+    Read(Box<HeartbeatDef>),
+    /// The run fails at once with the error: its slot is claimed, so it ends with a result.
+    Unreadable {
+        key: HeartbeatKey,
+        kind: JobKind,
+        error: String,
+    },
+}
 
 /// The key a receiver can drop duplicates by: the same for every attempt at one slot.
-pub fn idempotency_key(def: &HeartbeatDef, slot: Timestamp) -> String {
-    format!("{}/{}/{}", def.key.agent, def.key.heartbeat, slot.as_millisecond())
+pub fn idempotency_key(key: &HeartbeatKey, slot: Timestamp) -> String {
+    format!("{}/{}/{}", key.agent, key.heartbeat, slot.as_millisecond())
 }
 
 struct Outcome {
@@ -187,25 +200,23 @@ pub struct FinishedRun {
 /// Runs a claimed slot to the end and records it. Never panics on what the LLM, the tools
 /// or the messenger return; every failure becomes a recorded status. `consumes` names the
 /// system events the prompt lists: they leave the queue with the record of a success.
-/// `unreadable`: why its prompt could not be read from the store; the run then fails at
-/// once, before any tool or model call.
-pub async fn run_claimed(
-    context: RunContext,
-    def: HeartbeatDef,
-    slot: Timestamp,
-    consumes: Vec<u64>,
-    unreadable: Option<String>,
-) {
+/// A definition that could not be read fails the run at once, before any tool or model
+/// call.
+pub async fn run_claimed(context: RunContext, claimed: Claimed, slot: Timestamp, consumes: Vec<u64>) {
+    let (key, kind, timeout) = match &claimed {
+        Claimed::Read(def) => (def.key.clone(), def.kind, def.timeout),
+        Claimed::Unreadable { key, kind, .. } => (key.clone(), *kind, Duration::ZERO),
+    };
     let started = context.clock.monotonic();
     let started_at = context.clock.wall();
-    let deadline = started + def.timeout;
+    let deadline = started + timeout;
     let llm =
         MeteringLlm::new(Arc::clone(&context.llm), Arc::clone(&context.prices), Arc::clone(&context.clock), started);
     let meter = llm.reader();
     // Dropped only after the result is in the store, where the next dedup check reads it.
     let mut dedup_hold = None;
     let scope = Arc::new(RunScope {
-        key: def.key.clone(),
+        key: key.clone(),
         slot,
         deadline,
         clock: Arc::clone(&context.clock),
@@ -214,13 +225,15 @@ pub async fn run_claimed(
         call_starts: std::sync::Mutex::default(),
     });
     // What the servers offer as the run starts, narrowed by the agent's and the job's lists.
-    let run_tools = (def.kind != JobKind::CronMain && unreadable.is_none()).then(|| tools_of_run(&context, &def));
-    let outcome = if let Some(error) = unreadable {
-        Outcome::failed(format!("{PROMPT_UNREADABLE}: {error}"), None)
-    } else {
-        tokio::select! {
+    let run_tools = match &claimed {
+        Claimed::Read(def) if def.kind != JobKind::CronMain => Some(tools_of_run(&context, def)),
+        _ => None,
+    };
+    let outcome = match &claimed {
+        Claimed::Unreadable { error, .. } => Outcome::failed(format!("{DEFINITION_UNREADABLE}: {error}"), None),
+        Claimed::Read(def) => tokio::select! {
             biased;
-            outcome = attempt(&context, &def, slot, &llm, &mut dedup_hold, &scope, run_tools.as_ref(), !consumes.is_empty()) => outcome,
+            outcome = attempt(&context, def, slot, &llm, &mut dedup_hold, &scope, run_tools.as_ref(), !consumes.is_empty()) => outcome,
             () = context.clock.sleep_until(deadline) => Outcome {
                 status: ExecutionStatus::TimedOut,
                 // A delivery cut off mid-way may or may not have arrived; the idempotency key
@@ -233,13 +246,13 @@ pub async fn run_claimed(
                 reply_digest: None,
                 withheld: None,
             },
-        }
+        },
     };
     let metered = meter.read();
     let conversation = meter.conversation();
     let transcript = (!conversation.is_empty()).then(|| conversation.render(&context.redactor));
     let record = RunRecord {
-        key: def.key.clone(),
+        key: key.clone(),
         slot,
         finished_at: context.clock.wall(),
         status: outcome.status,
@@ -261,9 +274,9 @@ pub async fn run_claimed(
     if context.telemetry.enabled() {
         context.telemetry.export(run_trace(&record, started, started_at, &meter, &scope));
     }
-    if def.kind == JobKind::Agent {
+    if kind == JobKind::Agent {
         // The agent's main context is free once the turn is over.
-        context.lanes.end_heartbeat(&def.key.agent);
+        context.lanes.end_heartbeat(&key.agent);
     }
     // The writer hands the driver this run's completion in the store's commit order.
     context.results.finish(record, outcome.withheld).await;
@@ -443,7 +456,7 @@ async fn attempt(
         target: def.target.clone(),
         heartbeat: def.key.clone(),
         scheduled_for: slot,
-        idempotency_key: idempotency_key(def, slot),
+        idempotency_key: idempotency_key(&def.key, slot),
         text,
         kind: DeliveryKind::Reply,
         fence: context.fence.clone(),

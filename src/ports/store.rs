@@ -444,14 +444,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every heartbeat as [`Store::load_heartbeats`] gives it, for an engine to arm: a store
     /// may leave out the prompts but an agent heartbeat's (the driver reads a claimed slot's
-    /// with [`Store::prompts`]), so they never enter its memory.
+    /// definition with [`Store::definitions`]), so they never enter its memory.
     async fn load_for_arming(&self) -> Result<Vec<Heartbeat>, StoreError> {
         self.load_heartbeats().await
     }
 
-    /// The stored prompts of those of `keys` that are stored: what their claimed slots run
-    /// with (the driver keeps no prompt, ADR 0025). One statement per batch of keys.
-    async fn prompts(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, String>, StoreError>;
+    /// The stored definitions of those of `keys` that are stored: what their claimed slots
+    /// run with (the driver keeps only what arming needs, ADR 0026). One statement per
+    /// batch of keys.
+    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError>;
 
     /// Whether `key` delivered a reply with this digest in a run that finished at or after
     /// `since` (duplicate suppression).

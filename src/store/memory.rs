@@ -449,10 +449,10 @@ impl Store for MemoryStore {
         Ok(doomed.len() as u64)
     }
 
-    async fn prompts(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, String>, StoreError> {
+    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
         let state = self.lock();
         let stored = keys.iter().filter_map(|key| state.heartbeats.get(key).map(|row| (key, row)));
-        Ok(stored.map(|(key, row)| (key.clone(), row.heartbeat.def.prompt.clone())).collect())
+        Ok(stored.map(|(key, row)| (key.clone(), row.heartbeat.def.clone())).collect())
     }
 
     async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {

@@ -205,4 +205,10 @@ fn load_page_sql(columns: &str, selected: &str, owned: &str) -> String {
     )
 }
 
+/// The text around a query whose rows (`columns` of them) come back as one JSON array of
+/// arrays, as a load's page does.
+fn json_rows_sql(columns: &str) -> (String, &'static str) {
+    (format!("SELECT COALESCE(json_agg(json_build_array({columns}))::text, '[]') FROM ("), ") AS page")
+}
+
 sql_store!(PostgresStore, sqlx::Postgres);

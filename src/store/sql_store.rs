@@ -558,21 +558,30 @@ macro_rules! sql_store {
                 Ok(recent)
             }
 
-            async fn prompts(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, String>, StoreError> {
-                let mut prompts = BTreeMap::new();
+            async fn definitions(
+                &self,
+                keys: &[HeartbeatKey],
+            ) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
+                let columns = HEARTBEAT_COLUMNS.join(", ");
+                let joined: Vec<String> = HEARTBEAT_COLUMNS.iter().map(|column| format!("h.{column}")).collect();
+                let (head, tail) = json_rows_sql(&columns);
+                let mut definitions = BTreeMap::new();
+                let mut agents = AgentIds::default();
                 for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
-                    let mut select = QueryBuilder::<$db>::new("SELECT h.agent_id, h.heartbeat_id, h.prompt FROM (");
+                    // The rows as one JSON value, decoded as the start-up load decodes its pages.
+                    let mut select = QueryBuilder::<$db>::new(format!("{head}SELECT {} FROM (", joined.join(", ")));
                     select.push_values(chunk, |mut row, key| {
                         row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str());
                     });
-                    select.push(
-                        ") AS v JOIN heartbeats h ON h.agent_id = v.column1 AND h.heartbeat_id = v.column2",
-                    );
-                    for row in select.build().fetch_all(&self.pool).await? {
-                        prompts.insert(key_from_parts(row.try_get(0)?, row.try_get(1)?)?, row.try_get(2)?);
+                    select.push(") AS v JOIN heartbeats h ON h.agent_id = v.column1 AND h.heartbeat_id = v.column2");
+                    select.push(tail);
+                    let page: String = select.build().fetch_one(&self.pool).await?.try_get(0)?;
+                    for row in heartbeat_rows(&page)? {
+                        let heartbeat = heartbeat_from_row(row, &mut agents)?;
+                        definitions.insert(heartbeat.def.key.clone(), heartbeat.def);
                     }
                 }
-                Ok(prompts)
+                Ok(definitions)
             }
 
             async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {

@@ -112,6 +112,12 @@ fn load_page_sql(columns: &str, selected: &str, owned: &str) -> String {
     )
 }
 
+/// The text around a query whose rows (`columns` of them) come back as one JSON array of
+/// arrays, as a load's page does.
+fn json_rows_sql(columns: &str) -> (String, &'static str) {
+    (format!("SELECT json_group_array(json_array({columns})) FROM ("), ")")
+}
+
 /// SQLite's `SQLITE_BUSY` ("database is locked"), primary or extended code.
 fn is_busy(error: &sqlx::Error) -> bool {
     let code = error.as_database_error().and_then(|error| error.code()).and_then(|code| code.parse::<i32>().ok());

@@ -12,6 +12,7 @@ use systole::core::ids::HeartbeatKey;
 use super::{fail, Step};
 
 pub const RUN_ADMITTED: &str = "run-admitted";
+pub const CLAIM_STARTS: &str = "claimed-slot-starts";
 
 #[derive(Debug)]
 pub struct AdmissionModel {
@@ -24,11 +25,39 @@ pub struct AdmissionModel {
     full_since: Option<Duration>,
     /// Every span it was full, earliest first.
     full_spans: Vec<(Duration, Duration)>,
+    /// Slots the store says a life claimed, not yet started, with when: a claimed slot's
+    /// run starts in the pass that claimed it (its definition read with the pass's
+    /// claims, ADR 0026), or fails at once with a result; it never waits.
+    claimed: BTreeMap<(u32, HeartbeatKey, Timestamp), Duration>,
 }
 
 impl AdmissionModel {
     pub fn new(max: usize) -> Self {
-        Self { max: max.max(1), going: BTreeMap::new(), filled: 0, full_since: None, full_spans: Vec::new() }
+        Self {
+            max: max.max(1),
+            going: BTreeMap::new(),
+            filled: 0,
+            full_since: None,
+            full_spans: Vec::new(),
+            claimed: BTreeMap::new(),
+        }
+    }
+
+    /// The store wrote a claim of `slot` for life `life`.
+    pub fn claimed(&mut self, at: Duration, life: u32, key: &HeartbeatKey, slot: Timestamp) {
+        self.claimed.insert((life, key.clone(), slot), at);
+    }
+
+    /// Every claim made before `at` has started by then: the pass that claimed it started
+    /// its run in the same instant, so a claim that outlives it was left unrun.
+    pub fn claims_started(&self, at: Duration) -> Step {
+        match self.claimed.iter().find(|(_, claimed_at)| **claimed_at < at) {
+            Some(((life, key, slot), claimed_at)) => fail(
+                CLAIM_STARTS,
+                format!("{key} slot {slot} was claimed in life {life} at {claimed_at:?} and had not started by {at:?}"),
+            ),
+            None => Ok(()),
+        }
     }
 
     pub fn started(&mut self, at: Duration, life: u32, key: &HeartbeatKey, slot: Timestamp) -> Step {
@@ -41,6 +70,7 @@ impl AdmissionModel {
             );
         }
         going.insert((key.clone(), slot));
+        self.claimed.remove(&(life, key.clone(), slot));
         if in_life + 1 == self.max {
             self.filled += 1;
             self.full_since = Some(at);
@@ -60,6 +90,8 @@ impl AdmissionModel {
     /// A crash ends every run of that life.
     pub fn crashed(&mut self, at: Duration, life: u32) {
         self.going.remove(&life);
+        // Crashed between the claim and the start: a restart marks its row interrupted.
+        self.claimed.retain(|(claimed_life, _, _), _| *claimed_life != life);
         self.not_full(at);
     }
 

@@ -21,7 +21,7 @@ const ALLOWED: [&str; 20] = [
     "systole::core::visibility::Visibility",
     "systole::driver::events::EngineEvent",
     "systole::driver::run::ACK_SHOWN_TEXT",
-    "systole::driver::run::PROMPT_UNREADABLE",
+    "systole::driver::run::DEFINITION_UNREADABLE",
     "systole::limits::",
     "systole::ports::messenger::DeliveryKind",
     "systole::ports::store::ExecutionStatus",

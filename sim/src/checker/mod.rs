@@ -84,10 +84,11 @@ pub const TRIGGER_DROPPED: &str = "trigger-dropped";
 /// a claimed slot whose prompt could not be read fails instead of running (ADR 0025).
 pub const PROMPT_SENT: &str = "prompt-sent";
 
-pub const INVARIANTS: [&str; 73] = [
+pub const INVARIANTS: [&str; 74] = [
     NO_SLOT_OFFERED_TWICE,
     PROMPT_SENT,
     admission::RUN_ADMITTED,
+    admission::CLAIM_STARTS,
     tools::CHECK_GATES_MODEL,
     traces::TRACE_ONCE,
     traces::TRACE_WITHIN_RUN,
@@ -370,9 +371,13 @@ struct Model<'a> {
     trigger_runs: BTreeSet<(HeartbeatKey, Timestamp)>,
     /// Overlap skips waiting for the end of their decision pass: (life, key, slot, when).
     overlap_pending: Vec<(u32, HeartbeatKey, Timestamp, Duration)>,
-    /// The definition each run started under (its budget, its dedup): a replace while it
-    /// runs does not change them.
+    /// The definition the driver decided each run under: a replace while it runs does not
+    /// change what its end means for the driver's entry.
     run_defs: BTreeMap<(HeartbeatKey, Timestamp), HeartbeatDef>,
+    /// The definition each run runs with (its budget, tools, dedup): the store's as its
+    /// slot was claimed (ADR 0026), which is newer than the driver's while a replace is
+    /// written but not yet applied.
+    run_read_defs: BTreeMap<(HeartbeatKey, Timestamp), HeartbeatDef>,
     /// Each heartbeat's definition before its latest replace: the driver may still decide
     /// under it until it applies the new one (or a start-up loaded it just before).
     previous_defs: BTreeMap<HeartbeatKey, HeartbeatDef>,
@@ -428,6 +433,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         trigger_runs: BTreeSet::new(),
         crons: reference::CronCache::default(),
         run_defs: BTreeMap::new(),
+        run_read_defs: BTreeMap::new(),
         previous_defs: BTreeMap::new(),
         overlap_pending: Vec::new(),
     };
@@ -454,6 +460,8 @@ impl Model<'_> {
 
     fn step(&mut self, entry: &Entry) -> Step {
         self.overlap_unjustified(entry.elapsed)?;
+        self.count(admission::CLAIM_STARTS);
+        self.admission.claims_started(entry.elapsed)?;
         if let Event::Engine { .. } = entry.event {
             self.wall_high_water = Some(self.wall_high_water.map_or(entry.wall, |high| high.max(entry.wall)));
         }
@@ -542,7 +550,7 @@ impl Model<'_> {
             Event::OpAcked { op, applied, .. } => self.acknowledged(op, *applied),
             Event::ToolCalled { life, key, slot, tool, timeout } => {
                 let running = self.open_runs.contains_key(&(*life, key.clone(), *slot));
-                let def = self.run_defs.get(&(key.clone(), *slot));
+                let def = self.run_read_defs.get(&(key.clone(), *slot));
                 let checks = &mut self.checks;
                 let count = |invariant| *checks.entry(invariant).or_default() += 1;
                 self.tools.called(count, entry.elapsed, *life, key, *slot, tool, *timeout, running, def)
@@ -741,6 +749,10 @@ impl Model<'_> {
                 if let Some(def) = self.running_defs.get(key).or_else(|| self.defs.get(key)) {
                     self.run_defs.insert((key.clone(), *slot), def.clone());
                 }
+                // Read in the same pass, with no write between the read and this event.
+                if let Some(def) = self.defs.get(key) {
+                    self.run_read_defs.insert((key.clone(), *slot), def.clone());
+                }
                 self.tools.run_started(key, *slot, entry.elapsed);
                 self.slot_on_schedule(key, *slot)?;
                 self.catch_up_next(key, *slot)?;
@@ -804,8 +816,9 @@ impl Model<'_> {
                     }
                 }
                 self.count(RUN_BUDGET);
-                // The budget of the definition it started under (a replace may shorten it).
-                let started_under = self.run_defs.remove(&(key.clone(), *slot));
+                // The budget of the definition it ran with (a replace may shorten it).
+                self.run_defs.remove(&(key.clone(), *slot));
+                let started_under = self.run_read_defs.remove(&(key.clone(), *slot));
                 let timeout =
                     started_under.or_else(|| self.defs.get(key).cloned()).map_or(Duration::MAX, |def| def.timeout);
                 let checks = &mut self.checks;
@@ -1003,7 +1016,7 @@ impl Model<'_> {
                 tools,
                 stop_reason,
             } => {
-                let def = self.run_defs.get(&(key.clone(), *slot));
+                let def = self.run_read_defs.get(&(key.clone(), *slot));
                 let checks = &mut self.checks;
                 let count = |invariant| *checks.entry(invariant).or_default() += 1;
                 self.tools.recorded(count, key, *slot, *status, error.as_deref(), tools.as_ref(), def)?;
@@ -1142,6 +1155,7 @@ impl Model<'_> {
                 self.last_started.remove(key);
                 self.stopped.insert(key.clone(), Stop { life, acknowledged: false, why: "deleted" });
             }
+            DurableWrite::Claimed { key, slot } => self.admission.claimed(entry.elapsed, life, key, *slot),
             DurableWrite::Pause { agent, until, minutes } => {
                 let end = entry.elapsed + Duration::from_secs(u64::from(*minutes) * 60);
                 let pause = PauseModel {

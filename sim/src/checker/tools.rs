@@ -12,7 +12,7 @@ use jiff::Timestamp;
 
 use systole::core::heartbeat::HeartbeatDef;
 use systole::core::ids::HeartbeatKey;
-use systole::driver::run::PROMPT_UNREADABLE;
+use systole::driver::run::DEFINITION_UNREADABLE;
 use systole::ports::store::{ExecutionStatus, StopReason, ToolUse};
 
 use super::{fail, Step};
@@ -220,7 +220,7 @@ impl ToolModel {
         let Some(def) = def else { return Ok(()) };
         // Its prompt could not be read: it failed before choosing its tools.
         let unread =
-            status == ExecutionStatus::Failed && error.is_some_and(|error| error.starts_with(PROMPT_UNREADABLE));
+            status == ExecutionStatus::Failed && error.is_some_and(|error| error.starts_with(DEFINITION_UNREADABLE));
         let offered = tools.map(|tools| tools.offered.as_slice()).unwrap_or_default();
         count(TOOL_WRITE_OPT_IN);
         if let Some(tool) = offered.iter().find(|tool| !self.may_offer(def, tool)) {

@@ -213,9 +213,9 @@ impl Store for NodeStore {
         self.inner.executions_page(key, before, limit).await
     }
 
-    async fn prompts(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, String>, StoreError> {
+    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
         self.link.check().await?;
-        self.inner.prompts(keys).await
+        self.inner.definitions(keys).await
     }
 
     async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {

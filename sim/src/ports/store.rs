@@ -114,7 +114,11 @@ impl Store for SimStore {
     }
 
     async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
-        self.write("claim_slots", self.world.durable.claim_slots(claims), none).await
+        let durable = |outcomes: &Vec<ClaimOutcome>| {
+            let claimed = claims.iter().zip(outcomes).filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed);
+            claimed.map(|(claim, _)| DurableWrite::Claimed { key: claim.key.clone(), slot: claim.slot }).collect()
+        };
+        self.write("claim_slots", self.world.durable.claim_slots(claims), durable).await
     }
 
     async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError> {
@@ -231,13 +235,13 @@ impl Store for SimStore {
         self.read(self.world.durable.executions_page(key, before, limit)).await
     }
 
-    async fn prompts(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, String>, StoreError> {
+    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
         self.life.ensure_alive().await;
         if self.world.injector.roll(FaultKind::StoreReadError) {
-            self.world.fault(FaultKind::StoreReadError, "prompts");
-            return Err(StoreError::Backend("injected store error in prompts".to_owned()));
+            self.world.fault(FaultKind::StoreReadError, "definitions");
+            return Err(StoreError::Backend("injected store error in definitions".to_owned()));
         }
-        self.world.durable.prompts(keys).await
+        self.world.durable.definitions(keys).await
     }
 
     async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {

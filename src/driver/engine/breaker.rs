@@ -9,6 +9,7 @@ use jiff::Timestamp;
 
 use super::Driver;
 use crate::core::breaker::{cooldown_length, BreakerStep, Cooldown};
+use crate::core::delivery_target::DeliveryTarget;
 use crate::core::ids::HeartbeatKey;
 use crate::driver::events::EngineEvent;
 use crate::driver::run::idempotency_key;
@@ -155,8 +156,10 @@ impl Driver {
     /// Sends `text` once, in the background (a slow chat must not hold the schedule), under
     /// a key of its own per trip, so a receiver drops a repeat. Not tried again if it fails.
     fn announce(&self, key: &HeartbeatKey, slot: Timestamp, kind: DeliveryKind, text: String) {
-        let Some(entry) = self.entries.get(key) else { return };
-        let idempotency_key = format!("{}/{}", idempotency_key(&entry.def, slot), kind.as_str());
+        if !self.entries.contains_key(key) {
+            return;
+        }
+        let idempotency_key = format!("{}/{}", idempotency_key(key, slot), kind.as_str());
         self.announce_keyed(key, slot, kind, text, idempotency_key);
     }
 
@@ -170,7 +173,7 @@ impl Driver {
         idempotency_key: String,
     ) {
         let Some(entry) = self.entries.get(key) else { return };
-        let target = self.context.alerts_target.clone().unwrap_or_else(|| entry.def.target.clone());
+        let target = self.context.alerts_target.clone().unwrap_or_else(|| DeliveryTarget::clone(&entry.def.target));
         if target.is_silent() {
             return;
         }

@@ -8,10 +8,10 @@ use std::time::Duration;
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
 
-use super::Driver;
+use super::{Arming, Driver};
 use crate::core::budget::{day_start, next_day_start, DayCap, DayCaps, DayLedger, DaySpend};
 use crate::core::guard::SkipReason;
-use crate::core::heartbeat::{HeartbeatDef, JobKind};
+use crate::core::heartbeat::JobKind;
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::usage::format_micros;
 use crate::driver::events::EngineEvent;
@@ -181,7 +181,7 @@ impl Driver {
     /// Whether a run of `def` would call the LLM for nobody: its target shows nothing.
     /// A `silent` target keeps replies in the run log on purpose, and a main-mode job
     /// calls no LLM.
-    pub(super) fn shows_nothing(&self, def: &HeartbeatDef) -> bool {
+    pub(super) fn shows_nothing(&self, def: &Arming) -> bool {
         !def.target.is_silent()
             && def.kind != JobKind::CronMain
             && self.context.visibility.resolve(&def.target).shows_nothing()
@@ -189,7 +189,7 @@ impl Driver {
 
     /// The cap that holds a run of `def`, if its agent reached one (a main-mode job makes
     /// no LLM call and is not held).
-    pub(super) fn held_by_cap(def: &HeartbeatDef, spent: &BTreeMap<AgentId, DayCap>) -> Option<DayCap> {
+    pub(super) fn held_by_cap(def: &Arming, spent: &BTreeMap<AgentId, DayCap>) -> Option<DayCap> {
         if def.kind == JobKind::CronMain {
             return None;
         }

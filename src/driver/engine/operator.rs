@@ -77,7 +77,7 @@ impl Driver {
             let input = GuardInput {
                 enabled: entry.enabled,
                 paused: self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now)),
-                active_hours: entry.def.active_hours.as_ref(),
+                active_hours: entry.def.active_hours.as_deref(),
                 heartbeat_file_empty: false,
                 user_busy: false,
                 alerts_disabled: self.shows_nothing(&entry.def),

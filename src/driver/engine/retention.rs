@@ -1,4 +1,4 @@
-//! Pruning the run log on a timer. The prune runs in a task of its own, so no slot waits
+//! Pruning the run log (and the driver's unused shared targets) on a timer. The prune runs in a task of its own, so no slot waits
 //! for it (on a big log it holds the store's write lock for a moment).
 
 use std::sync::Arc;
@@ -16,6 +16,7 @@ impl Driver {
             return;
         }
         self.next_prune = now.mono + Duration::from_secs(RUNS_PRUNE_INTERVAL_SECS);
+        self.targets.forget_unused();
         let store = Arc::clone(&self.context.store);
         let events = Arc::clone(&self.context.events);
         let clock = Arc::clone(&self.context.clock);

@@ -95,7 +95,8 @@ impl Driver {
             match decision {
                 Ok(()) => {
                     let prepared = if events.is_empty() {
-                        let prompt = self.entries.get(&key).map(|entry| entry.def.prompt.clone()).unwrap_or_default();
+                        let prompt =
+                            self.entries.get(&key).map(|entry| entry.def.agent_prompt.to_string()).unwrap_or_default();
                         Prepared { prompt: agent_prompt(&prompt, file.as_deref()), consumes: Vec::new() }
                     } else {
                         let consumes = events.iter().map(|event| event.id).collect();
@@ -143,7 +144,7 @@ impl Driver {
         let input = GuardInput {
             enabled: entry.enabled,
             paused,
-            active_hours: if explicit { None } else { entry.def.active_hours.as_ref() },
+            active_hours: if explicit { None } else { entry.def.active_hours.as_deref() },
             heartbeat_file_empty: events.is_empty() && is_effectively_empty(file),
             user_busy: !lane_taken,
             alerts_disabled: self.shows_nothing(&entry.def),
