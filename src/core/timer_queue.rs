@@ -46,6 +46,22 @@ impl TimerQueue {
         Some(timer)
     }
 
+    /// Arms each of `armed` as [`TimerQueue::arm`] would. Into an empty queue (a start-up)
+    /// the indexes are built from the sorted whole, their nodes full: filled one timer at
+    /// a time, a B-tree's nodes split and stay half full in key order, two-thirds in due
+    /// order. A key given twice keeps its last timer.
+    pub fn arm_all(&mut self, armed: Vec<(HeartbeatKey, SlotTimer)>) {
+        if !self.timers.is_empty() {
+            for (key, timer) in armed {
+                self.arm(key, timer);
+            }
+            return;
+        }
+        self.timers = armed.into_iter().collect();
+        self.by_wall = self.timers.iter().map(|(key, timer)| (timer.due_wall(), key.clone())).collect();
+        self.by_mono = self.timers.iter().filter_map(|(key, timer)| Some((timer.next_mono?, key.clone()))).collect();
+    }
+
     pub fn timer(&self, key: &HeartbeatKey) -> Option<&SlotTimer> {
         self.timers.get(key)
     }
@@ -167,6 +183,25 @@ mod tests {
         assert_eq!(queue.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono);
         queue.arm(key("daily"), timer(at(0), 86_400));
         assert_eq!(queue.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono);
+    }
+
+    #[test]
+    fn arming_all_at_once_is_arming_each() {
+        let mut queue = TimerQueue::new();
+        let mut armed: Vec<_> =
+            (0..50).map(|index| (key(&format!("h{index:02}")), timer(at(0), 1 + index % 7))).collect();
+        armed.push((key("h00"), timer(at(0), 1)));
+        queue.arm_all(armed);
+        assert_eq!(queue.len(), 50, "a key given twice is armed once");
+        queue.arm_all(vec![(key("h01"), timer(at(0), 5)), (key("late"), timer(at(0), 9))]);
+        assert_eq!(queue.len(), 51, "into a queue that has timers, each replaces or adds one");
+        queue.disarm(&key("late"));
+        queue.arm_all(vec![(key("h01"), timer(at(0), 2))]);
+        assert_eq!(queue.next_wake(at(0)), at(1).mono);
+        let due = fire(&mut queue, at(1), 100, 1);
+        assert_eq!(due.len(), 8, "those every 1 s: h00, h07, .., h49");
+        assert!(due.iter().all(|key| key.heartbeat.as_str()[1..].parse::<u64>().is_ok_and(|n| n % 7 == 0)));
+        assert_eq!(queue.len(), 50, "each fired one is armed again");
     }
 
     #[test]

@@ -252,6 +252,7 @@ impl Driver {
             }
         }
         let mut first_slots = Vec::new();
+        let (mut loaded, mut armed) = (Vec::new(), Vec::new());
         // Every armed slot must go above any the heartbeat has decided: a new or replaced one
         // has no stored next slot and a backward wall jump may have put its runs ahead of the
         // wall clock; a stored next slot lags when its write failed after a skip or a retry.
@@ -321,15 +322,26 @@ impl Driver {
                     }
                 };
                 match timer {
-                    Some(timer) => self.arm(key.clone(), timer),
+                    Some(timer) => {
+                        self.announce_armed(&key, timer.next_slot);
+                        armed.push((key.clone(), timer));
+                    }
                     None => {
                         entry.exhausted = true;
                         self.exhausted.insert(key.clone());
                     }
                 }
             }
-            self.entries.insert(key, entry);
+            loaded.push((key, entry));
         }
+        // A start-up builds its maps from the sorted whole, their nodes full: filled one at
+        // a time in key order, a B-tree's nodes split and stay half full (ADR 0026).
+        if self.entries.is_empty() {
+            self.entries = loaded.into_iter().collect();
+        } else {
+            self.entries.extend(loaded);
+        }
+        self.timers.arm_all(armed);
         if let Err(error) = self.context.store.set_next_slots(&first_slots).await {
             self.store_failed("set_next_slots", error.to_string(), "next_run_at stays unknown until the first run");
         }
