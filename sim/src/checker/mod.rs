@@ -631,6 +631,9 @@ impl Model<'_> {
                 Ok(())
             }
             EngineEvent::Triggered { key, slot } => {
+                // Triggered again (a later backfill over the same slot, after a backward wall
+                // jump): a new request, which a decision answers (seed 1927850029966).
+                self.triggers_dropped.remove(&(key.clone(), *slot));
                 self.triggers_pending.insert((key.clone(), *slot), (life, false));
                 Ok(())
             }
