@@ -460,7 +460,6 @@ impl Model<'_> {
 
     fn step(&mut self, entry: &Entry) -> Step {
         self.overlap_unjustified(entry.elapsed)?;
-        self.count(admission::CLAIM_STARTS);
         self.admission.claims_started(entry.elapsed)?;
         if let Event::Engine { .. } = entry.event {
             self.wall_high_water = Some(self.wall_high_water.map_or(entry.wall, |high| high.max(entry.wall)));
@@ -1158,7 +1157,10 @@ impl Model<'_> {
                 self.last_started.remove(key);
                 self.stopped.insert(key.clone(), Stop { life, acknowledged: false, why: "deleted" });
             }
-            DurableWrite::Claimed { key, slot } => self.admission.claimed(entry.elapsed, life, key, *slot),
+            DurableWrite::Claimed { key, slot } => {
+                self.count(admission::CLAIM_STARTS);
+                self.admission.claimed(entry.elapsed, life, key, *slot);
+            }
             DurableWrite::Pause { agent, until, minutes } => {
                 let end = entry.elapsed + Duration::from_secs(u64::from(*minutes) * 60);
                 let pause = PauseModel {
