@@ -361,7 +361,7 @@ impl Bench {
 
     fn lateness(&self) -> Vec<Row> {
         let mut rows = Vec::new();
-        let spread = if self.mode == Mode::Smoke { 2 } else { 10 };
+        let spread = if self.mode == Mode::Smoke { 1 } else { 10 };
         for count in [self.size(10_000, 200), self.size(100_000, 400)] {
             let params = [
                 ("busy", count.to_string()),
@@ -382,7 +382,7 @@ impl Bench {
             });
         }
         let busy = self.size(1_000, 100).max(100);
-        let spread = if self.mode == Mode::Smoke { 2 } else { 5 };
+        let spread = if self.mode == Mode::Smoke { 1 } else { 5 };
         for idle in [self.size(10_000, 200), self.size(1_000_000, 2_000)] {
             let params = [
                 ("busy", busy.to_string()),
