@@ -84,17 +84,26 @@ impl Conversation {
                 left_out += 1;
                 continue;
             }
-            let value = step_json(step, redactor);
-            used += value.to_string().chars().count();
-            steps.push(value);
+            // Each step is written once; the whole is joined as `json!` would write it
+            // (compact, keys in order: "cut" before "messages").
+            let step = step_json(step, redactor).to_string();
+            used += step.chars().count();
+            steps.push(step);
         }
-        let mut transcript = json!({ "messages": steps });
+        let mut transcript = String::with_capacity(steps.iter().map(String::len).sum::<usize>() + steps.len() + 64);
+        transcript.push('{');
         if left_out > 0 {
-            transcript["cut"] = json!(format!(
+            let cut = format!(
                 "{left_out} later message(s) left out: the transcript reached its {TRANSCRIPT_CHARS_MAX} characters"
-            ));
+            );
+            transcript.push_str("\"cut\":");
+            transcript.push_str(&Value::String(cut).to_string());
+            transcript.push(',');
         }
-        transcript.to_string()
+        transcript.push_str("\"messages\":[");
+        transcript.push_str(&steps.join(","));
+        transcript.push_str("]}");
+        transcript
     }
 }
 
@@ -156,6 +165,7 @@ mod tests {
         conversation.failed("LLM endpoint answered HTTP 500: boom".to_owned());
         let text = conversation.render(&Redactor::new(["sk-secret-1".to_owned()]));
         let value: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(text, value.to_string(), "written as serde_json writes a value: stored transcripts keep one form");
         let messages = value["messages"].as_array().expect("messages");
         assert_eq!(messages.len(), 4);
         assert_eq!(messages[1]["content"], "check the inbox token=[redacted]");
@@ -166,7 +176,9 @@ mod tests {
         let mut long = Conversation::default();
         let big = Message::user("y".repeat(TRANSCRIPT_MESSAGE_CHARS_MAX));
         long.sent(&vec![big; TRANSCRIPT_CHARS_MAX / TRANSCRIPT_MESSAGE_CHARS_MAX + 3]);
-        let value: Value = serde_json::from_str(&long.render(&Redactor::default())).expect("JSON");
+        let text = long.render(&Redactor::default());
+        let value: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(text, value.to_string());
         assert!(value["cut"].as_str().is_some_and(|note| note.contains("later message(s) left out")), "{value}");
         assert!(value.to_string().chars().count() < TRANSCRIPT_CHARS_MAX + 2 * TRANSCRIPT_MESSAGE_CHARS_MAX);
     }

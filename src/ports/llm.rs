@@ -45,7 +45,8 @@ impl Message {
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
-    pub parameters: serde_json::Value,
+    /// Shared: every run's request carries the built-in tools' schemas.
+    pub parameters: Arc<serde_json::Value>,
 }
 
 /// A tool call the model asked for. `arguments` is the raw JSON text the model wrote:

@@ -42,12 +42,22 @@ impl LogEntry {
     fn new(execution: Execution) -> Self {
         Self { execution, reply_digest: None, transcript: None }
     }
+
+    /// When it finished and what it spent, if it is a row the daily caps count.
+    fn spent(&self) -> Option<(Timestamp, DaySpend)> {
+        let execution = &self.execution;
+        execution.finished_at.filter(|_| execution.llm_calls > 0).map(|at| (at, execution.spend()))
+    }
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct MemoryState {
     heartbeats: BTreeMap<HeartbeatKey, Row>,
     executions: BTreeMap<(HeartbeatKey, Timestamp), LogEntry>,
+    /// The log's rows that spent (called the LLM and finished), by when they finished: the
+    /// daily caps read the day's spending every minute, which a walk of the whole log,
+    /// skips included, made the simulator's costliest read (an index, as in SQL).
+    spending: BTreeMap<Timestamp, BTreeMap<(HeartbeatKey, Timestamp), DaySpend>>,
     pauses: BTreeMap<AgentId, PauseRecord>,
     /// Pending system events per agent, oldest first; consumed and dropped ones leave.
     system_events: BTreeMap<AgentId, Vec<SystemEvent>>,
@@ -56,6 +66,41 @@ pub struct MemoryState {
     /// The partition leases and the nodes alive (see `memory_leases`).
     pub(super) leases: BTreeMap<u32, LeaseRow>,
     pub(super) nodes: BTreeMap<String, NodeRow>,
+}
+
+impl MemoryState {
+    /// Changes the log row `id` with `change`, keeping the spending index true.
+    fn change_row(&mut self, id: &(HeartbeatKey, Timestamp), change: impl FnOnce(&mut LogEntry)) {
+        let Some(entry) = self.executions.get_mut(id) else { return };
+        let before = entry.spent();
+        change(entry);
+        let after = entry.spent();
+        if before == after {
+            return;
+        }
+        if let Some((at, _)) = before {
+            self.forget_spend(at, id);
+        }
+        if let Some((at, spend)) = after {
+            self.spending.entry(at).or_default().insert(id.clone(), spend);
+        }
+    }
+
+    /// Drops the log row `id`, and its spending.
+    fn remove_row(&mut self, id: &(HeartbeatKey, Timestamp)) {
+        if let Some((at, _)) = self.executions.remove(id).and_then(|entry| entry.spent()) {
+            self.forget_spend(at, id);
+        }
+    }
+
+    fn forget_spend(&mut self, at: Timestamp, id: &(HeartbeatKey, Timestamp)) {
+        if let Some(rows) = self.spending.get_mut(&at) {
+            rows.remove(id);
+            if rows.is_empty() {
+                self.spending.remove(&at);
+            }
+        }
+    }
 }
 
 /// A node alive until `expires_at`, as PostgreSQL's `cluster_nodes` row.
@@ -311,7 +356,7 @@ impl Store for MemoryStore {
         self.fence(&state, runs.iter().map(|run| &run.key.agent))?;
         let mut steps = Vec::with_capacity(runs.len());
         for run in runs {
-            if let Some(entry) = state.executions.get_mut(&(run.key.clone(), run.slot)) {
+            state.change_row(&(run.key.clone(), run.slot), |entry| {
                 entry.reply_digest = run.reply_digest.clone();
                 entry.transcript = run.transcript.clone();
                 let execution = &mut entry.execution;
@@ -326,7 +371,7 @@ impl Store for MemoryStore {
                 execution.tool_use = run.tool_use.clone();
                 execution.llm_calls = run.llm_calls;
                 execution.usage = run.usage;
-            }
+            });
             if run.status == ExecutionStatus::Succeeded && !run.consumes.is_empty() {
                 if let Some(queue) = state.system_events.get_mut(&run.key.agent) {
                     queue.retain(|event| !run.consumes.contains(&event.id));
@@ -360,12 +405,21 @@ impl Store for MemoryStore {
         let mut state = self.lock();
         self.fence(&state, std::iter::empty())?;
         let mut count = 0;
-        let entries = state.executions.values_mut().map(|entry| &mut entry.execution);
-        for execution in entries.filter(|e| e.status == ExecutionStatus::Running && self.owns(&e.key.agent)) {
-            execution.status = ExecutionStatus::Interrupted;
-            execution.finished_at = Some(at);
-            execution.delivery = Some(DeliveryStatus::NotNeeded);
-            execution.error = Some(INTERRUPTED_ERROR_TEXT.to_owned());
+        let running: Vec<(HeartbeatKey, Timestamp)> = state
+            .executions
+            .iter()
+            .filter(|(_, entry)| entry.execution.status == ExecutionStatus::Running)
+            .filter(|((key, _), _)| self.owns(&key.agent))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &running {
+            state.change_row(id, |entry| {
+                let execution = &mut entry.execution;
+                execution.status = ExecutionStatus::Interrupted;
+                execution.finished_at = Some(at);
+                execution.delivery = Some(DeliveryStatus::NotNeeded);
+                execution.error = Some(INTERRUPTED_ERROR_TEXT.to_owned());
+            });
             count += 1;
         }
         Ok(count)
@@ -444,7 +498,7 @@ impl Store for MemoryStore {
             }
         }
         for id in &doomed {
-            state.executions.remove(id);
+            state.remove_row(id);
         }
         Ok(doomed.len() as u64)
     }
@@ -486,18 +540,13 @@ impl Store for MemoryStore {
         excluding: &[(HeartbeatKey, Timestamp)],
     ) -> Result<DaySpend, StoreError> {
         let state = self.lock();
-        let finished_since = |entry: &&LogEntry| entry.execution.finished_at.is_some_and(|at| at >= since);
-        let mine = state
-            .executions
-            .iter()
-            .filter(|((key, slot), _)| {
-                agent.is_none_or(|agent| key.agent == *agent) && !excluding.iter().any(|(k, s)| k == key && s == slot)
-            })
-            .map(|(_, entry)| entry);
-        let mut spent = DaySpend::default();
         // As in SQL: only runs that called the LLM (the others cannot have spent).
-        for entry in mine.filter(finished_since).filter(|entry| entry.execution.llm_calls > 0) {
-            spent.add(entry.execution.spend());
+        let excluded = |key: &HeartbeatKey, slot: &Timestamp| excluding.iter().any(|(k, s)| s == slot && k == key);
+        let mut spent = DaySpend::default();
+        for ((key, slot), spend) in state.spending.range(since..).flat_map(|(_, rows)| rows) {
+            if agent.is_none_or(|agent| key.agent == *agent) && !excluded(key, slot) {
+                spent.add(*spend);
+            }
         }
         Ok(spent)
     }

@@ -137,15 +137,20 @@ impl Store for SimStore {
             self.world.durable.prune_runs(now, retention).await
         };
         let durable = |_: &u64| {
-            let before = before.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-            let after: BTreeSet<(HeartbeatKey, Timestamp)> = self
-                .world
-                .durable
-                .run_log_rows(|execution| (execution.key.clone(), execution.slot))
-                .into_iter()
-                .collect();
-            let pruned =
-                before.iter().map(|row| (row.key.clone(), row.slot)).filter(|id| !after.contains(id)).collect();
+            let before = std::mem::take(&mut *before.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            // Both lists come in the log's order (by job, then slot) and `after` is a part
+            // of `before`, so one walk over both finds what went.
+            let after = self.world.durable.run_log_rows(|execution| (execution.key.clone(), execution.slot));
+            let mut kept = after.iter().peekable();
+            let mut pruned = Vec::new();
+            for row in &before {
+                let id = (row.key.clone(), row.slot);
+                if kept.peek().is_some_and(|kept| **kept == id) {
+                    kept.next();
+                } else {
+                    pruned.push(id);
+                }
+            }
             let RunRetention { kept_days, kept_per_heartbeat } = retention;
             vec![DurableWrite::Pruned { now, kept_days, kept_per_heartbeat, before, pruned }]
         };

@@ -42,7 +42,7 @@ impl Tool for ExternalTool {
         ToolSpec {
             name: self.model_name.clone(),
             description: format!("[{} ({access})] {}", self.tool.name, self.tool.description),
-            parameters: self.tool.input_schema.clone(),
+            parameters: Arc::new(self.tool.input_schema.clone()),
         }
     }
 

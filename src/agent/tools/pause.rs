@@ -1,6 +1,8 @@
 //! `pause_heartbeats(minutes)`: Letta's name and argument. Pauses the agent's timed
 //! heartbeats and ends the run at once.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::json;
 
@@ -21,7 +23,7 @@ impl Tool for PauseHeartbeats {
             description: "Temporarily stop your scheduled heartbeats and end this run. Use it when nothing needs \
                           attention for a while. Heartbeats resume by themselves after the given minutes."
                 .to_owned(),
-            parameters: json!({
+            parameters: Arc::new(json!({
                 "type": "object",
                 "properties": {
                     "minutes": {
@@ -32,7 +34,7 @@ impl Tool for PauseHeartbeats {
                     }
                 },
                 "required": []
-            }),
+            })),
         }
     }
 

@@ -10,6 +10,7 @@
 //! alphabet, and only targets the config defines. Every check runs before anything is
 //! written, so a refused call changes nothing.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -149,7 +150,7 @@ impl Tool for ScheduledTool {
         ToolSpec {
             name: name.to_owned(),
             description: description.to_owned(),
-            parameters: json!({
+            parameters: Arc::new(json!({
                 "type": "object",
                 "properties": {
                     "action": { "type": "string", "enum": ["list", "create", "add", "update", "delete", "remove", "enable", "disable", "runs"] },
@@ -184,7 +185,7 @@ impl Tool for ScheduledTool {
                     }
                 },
                 "required": ["action"]
-            }),
+            })),
         }
     }
 
