@@ -130,6 +130,9 @@ async fn supervise(
                 if world.cooldown_running() {
                     world.took(RarePath::CooldownAcrossRestart);
                 }
+                if world.probe_pending() {
+                    world.took(RarePath::ProbeAcrossRestart);
+                }
                 handle.restart(node);
             }
             () = world.clock.sleep_until(until) => return,

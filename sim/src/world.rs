@@ -58,6 +58,8 @@ pub enum RarePath {
     CooldownAcrossRestart,
     /// The wall clock jumped while a breaker's cooldown ran.
     CooldownAcrossClockJump,
+    /// The node restarted while a breaker was half-open (its probe not yet passed).
+    ProbeAcrossRestart,
     /// A backfill was accepted for a heartbeat with an armed slot of its own.
     BackfillBesideArmedSlot,
     /// A grid slot started after a later trigger of its heartbeat: both waited for places.
@@ -65,10 +67,11 @@ pub enum RarePath {
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 5] = [
+    pub const ALL: [RarePath; 6] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
+        RarePath::ProbeAcrossRestart,
         RarePath::BackfillBesideArmedSlot,
         RarePath::TriggerAheadOfWaitingSlot,
     ];
@@ -78,6 +81,7 @@ impl RarePath {
             RarePath::BatchWithRunsOfOneHeartbeat => "batch-runs-of-one-heartbeat",
             RarePath::CooldownAcrossRestart => "cooldown-across-restart",
             RarePath::CooldownAcrossClockJump => "cooldown-across-clock-jump",
+            RarePath::ProbeAcrossRestart => "probe-across-restart",
             RarePath::BackfillBesideArmedSlot => "backfill-beside-armed-slot",
             RarePath::TriggerAheadOfWaitingSlot => "trigger-ahead-of-waiting-slot",
         }
@@ -96,6 +100,12 @@ impl World {
     /// Whether a breaker's cooldown is running now, as the durable store holds it.
     pub fn cooldown_running(&self) -> bool {
         self.durable.any_heartbeat(|job| !job.state.enabled && job.state.breaker_opened_at.is_some())
+    }
+
+    /// Whether a breaker is half-open: enabled again at its failure limit, its probe to come.
+    pub fn probe_pending(&self) -> bool {
+        let limit = self.options.breaker_failures_max;
+        self.durable.any_heartbeat(|job| job.state.enabled && job.state.consecutive_failures >= limit)
     }
 
     pub fn fault(&self, kind: FaultKind, detail: impl Into<String>) {

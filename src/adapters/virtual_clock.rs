@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use jiff::{SignedDuration, Timestamp};
 use tokio::time::Instant;
 
-use crate::ports::clock::{Clock, Mono};
+use crate::ports::clock::{Clock, Mono, Now};
 
 #[derive(Debug)]
 pub struct VirtualClock {
@@ -37,12 +37,26 @@ impl VirtualClock {
     }
 }
 
+impl VirtualClock {
+    /// The wall time when monotonic time reads `mono`.
+    fn wall_at(&self, mono: Mono) -> Timestamp {
+        let elapsed = SignedDuration::try_from(mono.since_origin()).unwrap_or(SignedDuration::MAX);
+        let at = self.wall_at_origin.saturating_add(elapsed.saturating_add(self.wall_offset()));
+        at.unwrap_or(Timestamp::MAX)
+    }
+}
+
 #[async_trait]
 impl Clock for VirtualClock {
     fn wall(&self) -> Timestamp {
-        let elapsed = SignedDuration::try_from(self.monotonic().since_origin()).unwrap_or(SignedDuration::MAX);
-        let at = self.wall_at_origin.saturating_add(elapsed.saturating_add(self.wall_offset()));
-        at.unwrap_or(Timestamp::MAX)
+        self.wall_at(self.monotonic())
+    }
+
+    /// One reading of the runtime's time for both (the simulator reads the clock at every
+    /// turn of the driver's loop, and each reading is a call into the runtime).
+    fn now(&self) -> Now {
+        let mono = self.monotonic();
+        Now { wall: self.wall_at(mono), mono }
     }
 
     #[allow(clippy::disallowed_methods)] // reads the runtime's virtual time, never the OS's

@@ -96,17 +96,25 @@ struct Entry {
     /// definition from the store when its slot is claimed (ADR 0026). Boxed: the entries
     /// map moves its values as it grows (a million heartbeats armed 1.6 s faster).
     def: Box<Arming>,
-    enabled: bool,
     runs_in_flight: usize,
+    enabled: bool,
+    /// Whether the last run of this heartbeat succeeded.
+    last_succeeded: bool,
+    /// Its schedule has no more slots: once nothing runs or waits, it is retired.
+    exhausted: bool,
+    /// What few heartbeats have at a time (a backlog, a backoff, a retry, a probe), out of
+    /// line and only while any of it is set: 96 bytes inline in every entry before.
+    rare: Option<Box<Rare>>,
+}
+
+/// An entry's state that a heartbeat at rest does not have.
+#[derive(Default)]
+struct Rare {
     /// Slots waiting to run one after another: missed slots under catch-up `all`, or the
     /// one slot `buffer_one` holds while a run is going.
     waiting: VecDeque<Timestamp>,
     /// No run starts before this (error backoff after a failure).
     backoff_until: Option<Mono>,
-    /// Whether the last run of this heartbeat succeeded.
-    last_succeeded: bool,
-    /// Its schedule has no more slots: once nothing runs or waits, it is retired.
-    exhausted: bool,
     /// The next slot it had when it lost its timer (disabled): the floor of its next timer.
     next_slot_floor: Option<Timestamp>,
     /// A one-shot whose run failed: its slots are retries, held ones are tried again.
@@ -118,25 +126,68 @@ struct Entry {
     half_open: bool,
 }
 
+/// The rare state of every entry that has none.
+static AT_REST: Rare = Rare {
+    waiting: VecDeque::new(),
+    backoff_until: None,
+    next_slot_floor: None,
+    retrying: false,
+    retry_slot: None,
+    half_open: false,
+};
+
+impl Rare {
+    fn at_rest(&self) -> bool {
+        self.waiting.is_empty()
+            && self.backoff_until.is_none()
+            && self.next_slot_floor.is_none()
+            && !self.retrying
+            && self.retry_slot.is_none()
+            && !self.half_open
+    }
+}
+
 impl Entry {
     fn new(def: HeartbeatDef, enabled: bool, next_slot_floor: Option<Timestamp>, targets: &mut Targets) -> Self {
-        Self {
+        let mut entry = Self {
             def: Box::new(Arming::new(def, targets)),
-            enabled,
             runs_in_flight: 0,
-            waiting: VecDeque::new(),
-            backoff_until: None,
+            enabled,
             last_succeeded: false,
             exhausted: false,
-            next_slot_floor,
-            retrying: false,
-            retry_slot: None,
-            half_open: false,
-        }
+            rare: None,
+        };
+        entry.with_rare(|rare| rare.next_slot_floor = next_slot_floor);
+        entry
     }
 
     fn jitter(&self) -> Duration {
         jitter_offset(&self.def.key, self.def.policy.jitter_max)
+    }
+
+    fn rare(&self) -> &Rare {
+        self.rare.as_deref().unwrap_or(&AT_REST)
+    }
+
+    /// Changes its rare state, which stays out of line only while any of it is set.
+    fn with_rare<T>(&mut self, change: impl FnOnce(&mut Rare) -> T) -> T {
+        match &mut self.rare {
+            Some(rare) => {
+                let out = change(rare);
+                if rare.at_rest() {
+                    self.rare = None;
+                }
+                out
+            }
+            None => {
+                let mut rare = Rare::default();
+                let out = change(&mut rare);
+                if !rare.at_rest() {
+                    self.rare = Some(Box::new(rare));
+                }
+                out
+            }
+        }
     }
 }
 
@@ -282,16 +333,21 @@ impl Driver {
                     self.cooldowns.insert(key.clone(), Cooldown::resume(now, opened_at, length));
                 }
             }
-            entry.half_open = state.enabled && is_half_open(state.consecutive_failures, failures_max);
-            if heartbeat.state.consecutive_failures > 0 && !entry.half_open {
+            entry.with_rare(|rare| {
+                rare.half_open = state.enabled && is_half_open(state.consecutive_failures, failures_max)
+            });
+            if heartbeat.state.consecutive_failures > 0 && !entry.rare().half_open {
                 let delay = backoff_delay(&self.context.error_backoff, heartbeat.state.consecutive_failures);
-                entry.backoff_until = Some(now.mono + delay);
+                entry.with_rare(|rare| rare.backoff_until = Some(now.mono + delay));
             }
             // A one-shot whose stored next slot is past its instant is retrying (a failed
             // run, recorded or not, or a failed claim armed that slot).
             if let (Schedule::At(at), Some(next_slot)) = (&entry.def.schedule, heartbeat.state.next_slot) {
-                entry.retrying = heartbeat.state.consecutive_failures > 0 || next_slot > truncate_to_millis(*at);
-                entry.retry_slot = entry.retrying.then_some(next_slot);
+                let retrying = heartbeat.state.consecutive_failures > 0 || next_slot > truncate_to_millis(*at);
+                entry.with_rare(|rare| {
+                    rare.retrying = retrying;
+                    rare.retry_slot = retrying.then_some(next_slot);
+                });
             }
             if entry.enabled {
                 let (schedule, jitter) = (&entry.def.schedule, entry.jitter());
@@ -325,6 +381,9 @@ impl Driver {
                     Some(timer) => {
                         self.announce_armed(&key, timer.next_slot);
                         armed.push((key.clone(), timer));
+                        // Its floor is its timer's while armed, and a disarm sets it again:
+                        // kept, it would put every loaded heartbeat's rare state in memory.
+                        entry.with_rare(|rare| rare.next_slot_floor = None);
                     }
                     None => {
                         entry.exhausted = true;
@@ -352,8 +411,13 @@ impl Driver {
     /// runs finished or the grace period ran out.
     pub(crate) async fn run(mut self) {
         loop {
-            self.end_pauses(self.context.clock.now()).await;
-            self.end_cooldowns(self.context.clock.now()).await;
+            // Read the clock only for what may end (a reading is not free in the simulator).
+            if !self.pauses.is_empty() {
+                self.end_pauses(self.context.clock.now()).await;
+            }
+            if !self.cooldowns.is_empty() {
+                self.end_cooldowns(self.context.clock.now()).await;
+            }
             self.fire_due(self.context.clock.now()).await;
             self.retire_exhausted().await;
             self.prune_if_due(self.context.clock.now());
@@ -522,12 +586,12 @@ impl Driver {
         // Then the slots waiting behind a finished run: they are older than any that fires now.
         let backlogged: Vec<HeartbeatKey> = self.backlogged.iter().cloned().collect();
         for key in backlogged {
-            let Some(entry) = self.entries.get_mut(&key).filter(|entry| !entry.waiting.is_empty()) else {
+            let Some(entry) = self.entries.get_mut(&key).filter(|entry| !entry.rare().waiting.is_empty()) else {
                 self.backlogged.remove(&key);
                 continue;
             };
             if entry.runs_in_flight == 0 {
-                if let Some(slot) = entry.waiting.pop_front() {
+                if let Some(slot) = entry.with_rare(|rare| rare.waiting.pop_front()) {
                     due.push((key, slot));
                 }
             }
@@ -549,9 +613,9 @@ impl Driver {
             if fired.next.is_none() {
                 entry.exhausted = true;
                 self.exhausted.insert(key.clone());
-                entry.next_slot_floor = fired.run.last().copied().or(Some(timer.next_slot));
+                entry.with_rare(|rare| rare.next_slot_floor = fired.run.last().copied().or(Some(timer.next_slot)));
             }
-            let busy = !entry.waiting.is_empty() || due_keys.contains(&key);
+            let busy = !entry.rare().waiting.is_empty() || due_keys.contains(&key);
             let joins_backlog = busy && entry.def.policy.catch_up == CatchUp::All;
             if fired.missed > 0 || fired.run.len() > 1 || joins_backlog {
                 let slot = fired.run.first().copied().unwrap_or(timer.next_slot);
@@ -568,8 +632,8 @@ impl Driver {
                 }
             }
             // Catch-up slots run one after another, in order, behind any backlog.
-            entry.waiting.extend(run);
-            if !entry.waiting.is_empty() {
+            entry.with_rare(|rare| rare.waiting.extend(run));
+            if !entry.rare().waiting.is_empty() {
                 self.backlogged.insert(key.clone());
             }
             if let Some(next) = fired.next {
@@ -607,8 +671,8 @@ impl Driver {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
             let in_flight = entry.runs_in_flight + claimed_now.get(&key).copied().unwrap_or(0);
             // Whether an older slot of it is held or waits for a place, if this one is decided.
-            let older_held = !entry.waiting.is_empty() || (!from_queue && self.queued.contains_key(&key));
-            let overlap = on_overlap(entry.def.policy.overlap, in_flight, entry.waiting.len());
+            let older_held = !entry.rare().waiting.is_empty() || (!from_queue && self.queued.contains_key(&key));
+            let overlap = on_overlap(entry.def.policy.overlap, in_flight, entry.rare().waiting.len());
             let input = GuardInput {
                 enabled: entry.enabled,
                 paused,
@@ -618,13 +682,13 @@ impl Driver {
                 alerts_disabled,
                 flooded: false,
                 cap_reached: Self::held_by_cap(&entry.def, &spent),
-                in_backoff: !explicit && entry.backoff_until.is_some_and(|until| now.mono < until),
+                in_backoff: !explicit && entry.rare().backoff_until.is_some_and(|until| now.mono < until),
                 run_in_flight: overlap == OverlapDecision::Skip,
                 wall_now: now.wall,
             };
             match guard::check(input) {
                 Ok(()) if overlap == OverlapDecision::Hold => {
-                    entry.waiting.push_back(slot);
+                    entry.with_rare(|rare| rare.waiting.push_back(slot));
                     self.backlogged.insert(key.clone());
                     if explicit {
                         self.explicit.insert((key, slot));
@@ -644,7 +708,7 @@ impl Driver {
                     claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot });
                 }
                 Err(reason) => {
-                    if entry.exhausted && entry.retrying && reason != SkipReason::Disabled {
+                    if entry.exhausted && entry.rare().retrying && reason != SkipReason::Disabled {
                         // A failed one-shot's retry was held (quiet hours, a pause, a backoff
                         // a forward wall jump cut short): it tries again later.
                         retries.push((key.clone(), slot));
@@ -803,7 +867,8 @@ impl Driver {
         let Some(entry) = self.entries.get_mut(&record.key) else { return };
         entry.runs_in_flight = entry.runs_in_flight.saturating_sub(1);
         entry.last_succeeded = record.status == ExecutionStatus::Succeeded;
-        entry.retrying &= !entry.last_succeeded;
+        let succeeded = entry.last_succeeded;
+        entry.with_rare(|rare| rare.retrying &= !succeeded);
         if entry.def.kind == JobKind::CronMain && entry.last_succeeded {
             // Its event is queued (or was already): the agent heartbeat processes it now.
             self.request_wake(&record.key.agent, WakeReason::Cron, None, now);
@@ -823,23 +888,25 @@ impl Driver {
         }
         if step.tripped {
             entry.enabled = false;
-            entry.half_open = false;
+            entry.with_rare(|rare| rare.half_open = false);
             // Disabled by the breaker, which says why: not retired over it as `no-more-slots`.
             entry.exhausted = false;
-            entry.waiting.clear();
+            entry.with_rare(|rare| rare.waiting.clear());
             self.explicit.retain(|(key, _)| *key != record.key);
             self.unqueue(&record.key);
             self.disarm(&record.key);
             self.breaker_opened(&record, step, now);
         } else if step.consecutive_failures > 0 {
             let delay = backoff_delay(&self.context.error_backoff, step.consecutive_failures);
-            entry.backoff_until = Some(now.mono + delay);
+            entry.with_rare(|rare| rare.backoff_until = Some(now.mono + delay));
             if entry.exhausted {
                 self.arm_retry(&record.key, now, delay, record.slot).await;
             }
         } else {
-            entry.backoff_until = None;
-            entry.half_open = false;
+            entry.with_rare(|rare| {
+                rare.backoff_until = None;
+                rare.half_open = false;
+            });
             if step.closed {
                 self.breaker_closed(&record, now);
             }
@@ -913,14 +980,15 @@ impl Driver {
                     self.unqueue(&key);
                 }
                 let Some(entry) = self.entries.get_mut(&key) else { return };
-                entry.half_open = false;
+                entry.with_rare(|rare| rare.half_open = false);
                 if clears {
-                    entry.waiting.clear();
+                    entry.with_rare(|rare| rare.waiting.clear());
                 }
                 entry.enabled = enabled;
                 if enabled {
                     // Enabling clears the breaker count in the store, and the backoff with it.
-                    let failed_before = entry.backoff_until.take().is_some() || !entry.last_succeeded;
+                    let failed_before =
+                        entry.with_rare(|rare| rare.backoff_until.take()).is_some() || !entry.last_succeeded;
                     let failures = self.backoff_from_store(&key, now).await;
                     if self.tripped_after_write(&key, failures) {
                         return;
@@ -1005,9 +1073,11 @@ impl Driver {
         }
         if let Some(entry) = self.entries.get_mut(key) {
             entry.enabled = false;
-            entry.half_open = false;
-            entry.backoff_until = None;
-            entry.waiting.clear();
+            entry.with_rare(|rare| {
+                rare.half_open = false;
+                rare.backoff_until = None;
+                rare.waiting.clear();
+            });
         }
         self.unqueue(key);
         self.explicit.retain(|(explicit_key, _)| explicit_key != key);
@@ -1026,12 +1096,12 @@ impl Driver {
             }
         };
         if let Some(entry) = self.entries.get_mut(key) {
-            entry.backoff_until =
-                (failures > 0).then(|| now.mono + backoff_delay(&self.context.error_backoff, failures));
+            let until = (failures > 0).then(|| now.mono + backoff_delay(&self.context.error_backoff, failures));
+            entry.with_rare(|rare| rare.backoff_until = until);
             // A one-shot's failure the store counted against this definition (its run
             // finished after the replace) is this definition's: it retries (seed 31886).
             if failures > 0 && matches!(entry.def.schedule, Schedule::At(_)) {
-                entry.retrying = true;
+                entry.with_rare(|rare| rare.retrying = true);
                 entry.last_succeeded = false;
             }
         }
@@ -1066,7 +1136,7 @@ impl Driver {
         let queued = &self.queued;
         self.exhausted.retain(|key| {
             let Some(entry) = entries.get(key).filter(|entry| entry.exhausted) else { return false };
-            if entry.runs_in_flight == 0 && entry.waiting.is_empty() && !queued.contains_key(key) {
+            if entry.runs_in_flight == 0 && entry.rare().waiting.is_empty() && !queued.contains_key(key) {
                 done.push(key.clone());
                 return false;
             }
@@ -1074,18 +1144,18 @@ impl Driver {
         });
         for key in done {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
-            if entry.retrying && !entry.enabled && !entry.last_succeeded {
+            if entry.rare().retrying && !entry.enabled && !entry.last_succeeded {
                 // Disabled while its retry waited (for its time or for a place to run): it
                 // stays disabled as the operator left it, and an enable retries it.
                 entry.exhausted = false;
                 continue;
             }
-            if entry.retrying && entry.enabled && !entry.last_succeeded {
+            if entry.rare().retrying && entry.enabled && !entry.last_succeeded {
                 // A failed one-shot is never retired for want of slots, whatever took its
                 // retry slot (a lost claim after a crash, say): it tries again.
                 let now = self.context.clock.now();
                 let after = self.hold_retry_delay(&key, now);
-                let above = self.entries.get(&key).and_then(|entry| entry.retry_slot).unwrap_or(now.wall);
+                let above = self.entries.get(&key).and_then(|entry| entry.rare().retry_slot).unwrap_or(now.wall);
                 self.arm_retry(&key, now, after, above).await;
                 continue;
             }
@@ -1136,7 +1206,7 @@ impl Driver {
             return housekeeping;
         }
         let ready = |key: &HeartbeatKey| {
-            self.entries.get(key).is_some_and(|entry| entry.runs_in_flight == 0 && !entry.waiting.is_empty())
+            self.entries.get(key).is_some_and(|entry| entry.runs_in_flight == 0 && !entry.rare().waiting.is_empty())
         };
         if !self.admission_queue.is_empty() || !self.triggered.is_empty() || self.backlogged.iter().any(ready) {
             return now.mono;
@@ -1235,7 +1305,7 @@ impl Driver {
     /// or the one it had when it was disarmed.
     fn slot_floor(&self, key: &HeartbeatKey) -> Option<Timestamp> {
         let armed = self.timers.timer(key).map(|timer| timer.next_slot);
-        armed.or_else(|| self.entries.get(key).and_then(|entry| entry.next_slot_floor))
+        armed.or_else(|| self.entries.get(key).and_then(|entry| entry.rare().next_slot_floor))
     }
 
     /// When a one-shot's held retry tries again: when its backoff is over, or after the
@@ -1244,7 +1314,7 @@ impl Driver {
         let left = self
             .entries
             .get(key)
-            .and_then(|entry| entry.backoff_until)
+            .and_then(|entry| entry.rare().backoff_until)
             .map_or(Duration::ZERO, |until| until.saturating_since(now.mono));
         let floor = Duration::from_secs(AT_RETRY_AFTER_HOLD_SECS_MIN);
         let longest = self.context.error_backoff.last().copied().unwrap_or(floor).max(floor);
@@ -1278,8 +1348,10 @@ impl Driver {
         let earliest = above.checked_add(SignedDuration::from_millis(1)).unwrap_or(above);
         let slot = truncate_to_millis(add(now.wall, after)).max(earliest);
         entry.exhausted = false;
-        entry.retrying = true;
-        entry.retry_slot = Some(slot);
+        entry.with_rare(|rare| {
+            rare.retrying = true;
+            rare.retry_slot = Some(slot);
+        });
         let timer = SlotTimer::resume(now, &entry.def.schedule, entry.jitter(), slot);
         self.arm(key.clone(), timer);
         self.store_next_slot(key.clone(), slot).await;
@@ -1295,7 +1367,7 @@ impl Driver {
     fn disarm(&mut self, key: &HeartbeatKey) {
         if let Some(timer) = self.timers.disarm(key) {
             if let Some(entry) = self.entries.get_mut(key) {
-                entry.next_slot_floor = Some(timer.next_slot);
+                entry.with_rare(|rare| rare.next_slot_floor = Some(timer.next_slot));
             }
             self.context.events.emit(self.context.clock.wall(), &EngineEvent::Disarmed { key: key.clone() });
         }

@@ -97,9 +97,9 @@ impl Driver {
                     let floor = self.slot_floor(&key);
                     let Some(entry) = self.entries.get_mut(&key) else { continue };
                     entry.enabled = true;
-                    entry.half_open = true;
+                    entry.with_rare(|rare| rare.half_open = true);
                     // The cooldown was the wait: no backoff on top of it.
-                    entry.backoff_until = None;
+                    entry.with_rare(|rare| rare.backoff_until = None);
                     self.context.events.emit(now.wall, &EngineEvent::BreakerHalfOpen { key: key.clone() });
                     self.enable_entry(&key, now, floor, true).await;
                 }

@@ -68,8 +68,8 @@ impl Driver {
         let spent = self.spent_budgets(agents, now).await;
         let mut views = Vec::with_capacity(self.entries.len());
         for (key, entry) in &self.entries {
-            let in_backoff = entry.backoff_until.is_some_and(|until| now.mono < until);
-            let overlap = on_overlap(entry.def.policy.overlap, entry.runs_in_flight, entry.waiting.len());
+            let in_backoff = entry.rare().backoff_until.is_some_and(|until| now.mono < until);
+            let overlap = on_overlap(entry.def.policy.overlap, entry.runs_in_flight, entry.rare().waiting.len());
             let opens = (entry.def.kind == JobKind::Agent)
                 .then(|| self.floods.get(&key.agent).and_then(|flood| flood.check(now.mono).err()))
                 .flatten();
@@ -87,19 +87,20 @@ impl Driver {
                 run_in_flight: overlap == OverlapDecision::Skip,
                 wall_now: now.wall,
             };
-            let backoff_left = entry.backoff_until.filter(|_| in_backoff).map(|until| until.saturating_since(now.mono));
+            let backoff_left =
+                entry.rare().backoff_until.filter(|_| in_backoff).map(|until| until.saturating_since(now.mono));
             views.push(JobView {
                 key: key.clone(),
                 kind: entry.def.kind,
                 enabled: entry.enabled,
                 next_slot: self.timers.timer(key).map(|timer| timer.next_slot),
                 runs_in_flight: entry.runs_in_flight,
-                waiting: entry.waiting.len() + self.queued.get(&entry.def.key).copied().unwrap_or(0),
+                waiting: entry.rare().waiting.len() + self.queued.get(&entry.def.key).copied().unwrap_or(0),
                 backoff_until: backoff_left.map(|left| crate::core::slots::add(now.wall, left)),
                 would_run_now: guard::check(input),
                 flood_guard_opens: opens.map(|at| crate::core::slots::add(now.wall, at.saturating_since(now.mono))),
                 breaker_probe_at: self.probe_at(key),
-                breaker_half_open: entry.half_open,
+                breaker_half_open: entry.rare().half_open,
             });
         }
         views
@@ -143,7 +144,7 @@ impl Driver {
         let taken = |slot: Timestamp| {
             timer.is_some_and(|timer| timer.next_slot == slot)
                 || on_grid(slot)
-                || entry.waiting.contains(&slot)
+                || entry.rare().waiting.contains(&slot)
                 || self.explicit.contains(&(key.clone(), slot))
                 || (queued && self.admission_queue.contains(&(key.clone(), slot)))
         };
@@ -178,12 +179,12 @@ impl Driver {
         slots.dedup();
         slots.retain(|slot| {
             armed.is_none_or(|armed| *slot < armed)
-                && !entry.waiting.contains(slot)
+                && !entry.rare().waiting.contains(slot)
                 && !self.explicit.contains(&(key.clone(), *slot))
                 && !waits_for_room(slot)
         });
         for slot in &slots {
-            entry.waiting.push_back(*slot);
+            entry.with_rare(|rare| rare.waiting.push_back(*slot));
             self.backlogged.insert(key.clone());
             self.explicit.insert((key.clone(), *slot));
             self.context.events.emit(now.wall, &EngineEvent::Triggered { key: key.clone(), slot: *slot });

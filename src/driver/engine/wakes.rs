@@ -150,7 +150,7 @@ impl Driver {
             alerts_disabled: self.shows_nothing(&entry.def),
             flooded: flood.is_err(),
             cap_reached,
-            in_backoff: !explicit && entry.backoff_until.is_some_and(|until| now.mono < until),
+            in_backoff: !explicit && entry.rare().backoff_until.is_some_and(|until| now.mono < until),
             run_in_flight: false,
             wall_now: now.wall,
         };
