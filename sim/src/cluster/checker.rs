@@ -189,14 +189,16 @@ fn reminders(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict)
 /// run of the heartbeat starts on any node (a later owner included, which learns of it
 /// from the store) before its cooldown has passed, less the clocks' spread (each node
 /// judges the cooldown's end by its own wall clock) and a second. A reload that may
-/// change the heartbeat ends the hold (a new definition starts afresh).
+/// change the heartbeat ends the hold (a new definition starts afresh): one asked after
+/// the breaker opened, or one asked before and answered after, whose write may have come
+/// after the trip (then ending the hold at its answer; seed 31450004518).
 fn breakers(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
     let slack = options.skew_spread() + Duration::from_secs(1);
     // Once a reload has changed the files, a node that starts seeds its file: a definition
     // it changes starts afresh, its breaker closed (seed 31000032975).
     let files_changed = entries.iter().position(|(_, _, record)| matches!(record, Record::ReloadAsked { .. }));
     let seeds_anew = |index: usize, record: &Record| match record {
-        Record::ReloadAsked { .. } => true,
+        Record::ReloadAsked { .. } | Record::Reloaded { .. } => true,
         Record::Fault { kind: FaultKind::Joined | FaultKind::Restarted, .. } => {
             files_changed.is_some_and(|changed| changed < index)
         }
@@ -647,11 +649,15 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
 }
 
 /// The slots operators' triggers asked for: they run off the schedule and through pauses.
+/// Those an engine took count too: a trigger whose answer was lost may still have been
+/// applied (seed 31450006472).
 fn triggered_slots(entries: &[Entry]) -> std::collections::BTreeSet<(&HeartbeatKey, Timestamp)> {
     entries
         .iter()
         .filter_map(|(_, _, record)| match record {
-            Record::OperatorTriggered { key, slot: Some(slot), .. } => Some((key, *slot)),
+            Record::OperatorTriggered { key, slot: Some(slot), .. } | Record::SlotTriggered { key, slot, .. } => {
+                Some((key, *slot))
+            }
             _ => None,
         })
         .collect()

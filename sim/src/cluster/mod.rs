@@ -128,6 +128,14 @@ pub enum Record {
         key: HeartbeatKey,
         cooldown: Option<Duration>,
     },
+    /// An engine took an operator's trigger (or backfill) of `slot`: an explicit request,
+    /// which runs through a pause. Recorded from the engine, since a forwarded trigger's
+    /// answer may be lost (the owner stalled) while the owner still applies it.
+    SlotTriggered {
+        node: String,
+        key: HeartbeatKey,
+        slot: Timestamp,
+    },
     /// An engine applied a pause of `agent` (an operator's or its model's), after the store
     /// took it.
     AgentPaused {

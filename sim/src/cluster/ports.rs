@@ -488,6 +488,10 @@ impl EventSink for RunSink {
                 let node = self.link.node.clone();
                 self.link.world.record(Record::Skipped { node, key: key.clone(), slot: *slot });
             }
+            EngineEvent::Triggered { key, slot } => {
+                let node = self.link.node.clone();
+                self.link.world.record(Record::SlotTriggered { node, key: key.clone(), slot: *slot });
+            }
             EngineEvent::Paused { agent, minutes, until } => {
                 let node = self.link.node.clone();
                 let (agent, minutes, until) = (agent.clone(), *minutes, *until);
