@@ -570,8 +570,13 @@ impl Driver {
             let event = EngineEvent::CaughtUp { key: key.clone(), slot: first, runs, missed: fired.missed };
             self.context.events.emit(now.wall, &event);
         }
-        // The timer it had, unless slots passed beyond it: its monotonic deadline stays.
-        match fired.next.filter(|next| next.next_slot > armed.next_slot) {
+        // The timer it had, unless slots passed beyond it: its monotonic deadline stays. But
+        // not a deadline that passed while the slot waited (the wall clock lagging after a
+        // backward jump, so the fire above passed no slot beyond this one): a late timer's
+        // next is an interval after its run, or the two slots would be decided at once and
+        // the second skipped as the first's overlap (seed 1927000002369).
+        let stale = |next: &SlotTimer| next.next_slot == armed.next_slot && armed.is_due(now);
+        match fired.next.filter(|next| next.next_slot > armed.next_slot || stale(next)) {
             Some(next) => self.arm(key.clone(), next),
             None => self.announce_armed(&key, armed.next_slot),
         }
