@@ -14,7 +14,7 @@ use crate::core::schedule::Schedule;
 use crate::core::tool_policy::JobTools;
 
 /// Where a definition came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Origin {
     /// Seeded from the config file; removed again when the config drops it.
     Config,
@@ -41,7 +41,7 @@ impl Origin {
 
 /// Which list a definition belongs to. Both run the same way (a fresh agent run); they
 /// share one id space per agent, so a slot claim names exactly one of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum JobKind {
     /// A named heartbeat (`[[agents.heartbeats]]`, the `heartbeat` tool).
     Heartbeat,

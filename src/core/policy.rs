@@ -9,7 +9,7 @@ use crate::core::ids::HeartbeatKey;
 use crate::limits::CATCHUP_WINDOW_SECS_DEFAULT;
 
 /// Missed slots (downtime, a forward clock jump, a stalled process).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum CatchUp {
     /// Run none of them; wait for the next slot. A slot that is only a little late
     /// ([`crate::limits::CATCHUP_GRACE_SECS`]) is not missed and still runs, and an `at`
@@ -24,7 +24,7 @@ pub enum CatchUp {
 }
 
 /// A slot that comes due while the heartbeat's previous run is still going.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum Overlap {
     /// Skip it (recorded with reason `overlap`).
     #[default]
@@ -36,7 +36,7 @@ pub enum Overlap {
 }
 
 /// The policies of one heartbeat or cron job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RunPolicy {
     pub catch_up: CatchUp,
     /// How old a missed slot may be and still run under [`CatchUp::All`].

@@ -37,7 +37,7 @@ use crate::limits::{
 };
 use crate::ports::clock::{Mono, Now};
 use crate::ports::store::{ClaimOutcome, ExecutionStatus, SkipRecord, SlotClaim};
-use arming::{Arming, Targets};
+use arming::{Arming, Commons};
 
 /// Why a heartbeat whose schedule ran out (a past `at`, a cron with no future occurrence)
 /// was disabled instead of deleted.
@@ -148,9 +148,9 @@ impl Rare {
 }
 
 impl Entry {
-    fn new(def: HeartbeatDef, enabled: bool, next_slot_floor: Option<Timestamp>, targets: &mut Targets) -> Self {
+    fn new(def: HeartbeatDef, enabled: bool, next_slot_floor: Option<Timestamp>, commons: &mut Commons) -> Self {
         let mut entry = Self {
-            def: Box::new(Arming::new(def, targets)),
+            def: Box::new(Arming::new(def, commons)),
             runs_in_flight: 0,
             enabled,
             last_succeeded: false,
@@ -161,8 +161,9 @@ impl Entry {
         entry
     }
 
-    fn jitter(&self) -> Duration {
-        jitter_offset(&self.def.key, self.def.policy.jitter_max)
+    /// Its slots' stable offset (`key` is its key in the entries map).
+    fn jitter(&self, key: &HeartbeatKey) -> Duration {
+        jitter_offset(key, self.def.common.policy.jitter_max)
     }
 
     fn rare(&self) -> &Rare {
@@ -195,8 +196,8 @@ pub(crate) struct Driver {
     context: RunContext,
     timers: TimerQueue,
     entries: BTreeMap<HeartbeatKey, Entry>,
-    /// The entries' delivery targets, one copy of each.
-    targets: Targets,
+    /// What the entries' arming records have in common, one copy of each.
+    commons: Commons,
     /// Agents whose timed heartbeats are paused, until each pause ends.
     pauses: BTreeMap<AgentId, Pause>,
     /// Heartbeats the breaker disabled, until each one's probe.
@@ -274,7 +275,7 @@ impl Driver {
             explicit: std::collections::BTreeSet::new(),
             trigger_floor: BTreeMap::new(),
             backlogged: BTreeSet::new(),
-            targets: Targets::default(),
+            commons: Commons::default(),
             exhausted: BTreeSet::new(),
             next_prune,
             runs_in_flight_max: runs_in_flight_max.max(1),
@@ -322,7 +323,7 @@ impl Driver {
         for heartbeat in heartbeats {
             let key = heartbeat.def.key.clone();
             let mut entry =
-                Entry::new(heartbeat.def, heartbeat.state.enabled, heartbeat.state.next_slot, &mut self.targets);
+                Entry::new(heartbeat.def, heartbeat.state.enabled, heartbeat.state.next_slot, &mut self.commons);
             let failures_max = self.context.breaker_failures_max;
             let state = &heartbeat.state;
             if !state.enabled && state.disabled_reason.as_deref() == Some(DISABLED_BY_BREAKER) {
@@ -350,7 +351,7 @@ impl Driver {
                 });
             }
             if entry.enabled {
-                let (schedule, jitter) = (&entry.def.schedule, entry.jitter());
+                let (schedule, jitter) = (&entry.def.schedule, entry.jitter(&key));
                 // A stored slot the schedule cannot have is ignored like a missing one.
                 let stored = heartbeat.state.next_slot.filter(|slot| schedule.may_resume_at(*slot));
                 let timer = match stored {
@@ -543,14 +544,14 @@ impl Driver {
         if self.explicit.contains(&(key.clone(), slot)) {
             return Some((key, slot));
         }
-        let (schedule, policy) = (entry.def.schedule.clone(), entry.def.policy);
+        let (schedule, policy) = (entry.def.schedule.clone(), entry.def.common.policy);
         if policy.catch_up == CatchUp::All {
             return Some((key, slot));
         }
         // If the wall clock went back while it waited, the slot still runs (the fire finds
         // it "due by elapsed time"): it was due, is late already, and holds its place in its
         // heartbeat's order, as a held or backlog slot does.
-        let timer = SlotTimer::resume(now, &schedule, entry.jitter(), slot);
+        let timer = SlotTimer::resume(now, &schedule, entry.jitter(&key), slot);
         let fired = timer.fire(now, &schedule, &policy);
         // A slot held behind a run (`buffer_one`) while its timer went on deciding the
         // slots after it: those are decided, so it runs as it is (seed 972460027560). Known
@@ -605,8 +606,8 @@ impl Driver {
         let mut ticks = Vec::new();
         for (key, timer) in self.timers.take_due(now, DUE_PER_WAKE_MAX) {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
-            let fired = timer.fire(now, &entry.def.schedule, &entry.def.policy);
-            if entry.def.kind == JobKind::Agent {
+            let fired = timer.fire(now, &entry.def.schedule, &entry.def.common.policy);
+            if entry.def.common.kind == JobKind::Agent {
                 // The agent heartbeat's slots are wake requests like any other: they merge
                 // with the rest, and the wake decides (see `wakes`).
                 ticks.push((key.agent.clone(), fired.run.last().copied()));
@@ -621,7 +622,7 @@ impl Driver {
                 entry.with_rare(|rare| rare.next_slot_floor = fired.run.last().copied().or(Some(timer.next_slot)));
             }
             let busy = !entry.rare().waiting.is_empty() || due_keys.contains(&key);
-            let joins_backlog = busy && entry.def.policy.catch_up == CatchUp::All;
+            let joins_backlog = busy && entry.def.common.policy.catch_up == CatchUp::All;
             if fired.missed > 0 || fired.run.len() > 1 || joins_backlog {
                 let slot = fired.run.first().copied().unwrap_or(timer.next_slot);
                 let runs = fired.run.len() as u64;
@@ -677,7 +678,7 @@ impl Driver {
             let in_flight = entry.runs_in_flight + claimed_now.get(&key).copied().unwrap_or(0);
             // Whether an older slot of it is held or waits for a place, if this one is decided.
             let older_held = !entry.rare().waiting.is_empty() || (!from_queue && self.queued.contains_key(&key));
-            let overlap = on_overlap(entry.def.policy.overlap, in_flight, entry.rare().waiting.len());
+            let overlap = on_overlap(entry.def.common.policy.overlap, in_flight, entry.rare().waiting.len());
             let input = GuardInput {
                 enabled: entry.enabled,
                 paused,
@@ -686,7 +687,7 @@ impl Driver {
                 user_busy: false,
                 alerts_disabled,
                 flooded: false,
-                cap_reached: Self::held_by_cap(&entry.def, &spent),
+                cap_reached: Self::held_by_cap(&key.agent, &entry.def, &spent),
                 in_backoff: !explicit && entry.rare().backoff_until.is_some_and(|until| now.mono < until),
                 run_in_flight: overlap == OverlapDecision::Skip,
                 wall_now: now.wall,
@@ -819,7 +820,7 @@ impl Driver {
             // failed made no call, and its retry must not wait out the spacing for it.
             self.floods.entry(claim.key.agent.clone()).or_default().started(now.mono);
         }
-        let kind = entry.def.kind;
+        let kind = entry.def.common.kind;
         let prepared = self.prepared.remove(&claim.key);
         let (claimed, consumes) = match (def, prepared) {
             (Ok(mut def), Some(prepared)) => {
@@ -849,7 +850,7 @@ impl Driver {
         let use_indicator = self
             .entries
             .get(&record.key)
-            .is_none_or(|entry| self.context.visibility.resolve(&entry.def.target).use_indicator);
+            .is_none_or(|entry| self.context.visibility.resolve(&entry.def.common.target).use_indicator);
         self.context.run_events.publish(RunEvent::finished(&record, withheld, use_indicator));
         self.runs.remove(&(record.key.clone(), record.slot));
         let now = self.context.clock.now();
@@ -874,7 +875,7 @@ impl Driver {
         entry.last_succeeded = record.status == ExecutionStatus::Succeeded;
         let succeeded = entry.last_succeeded;
         entry.with_rare(|rare| rare.retrying &= !succeeded);
-        if entry.def.kind == JobKind::CronMain && entry.last_succeeded {
+        if entry.def.common.kind == JobKind::CronMain && entry.last_succeeded {
             // Its event is queued (or was already): the agent heartbeat processes it now.
             self.request_wake(&record.key.agent, WakeReason::Cron, None, now);
         }
@@ -933,7 +934,7 @@ impl Driver {
                 // The floor stays with the entry: if the store says it is tripped, it is left
                 // disarmed, and its probe after the cooldown must still go above the old
                 // timer's slots (a backward wall jump in between, seed 1325000002181).
-                let mut entry = Entry::new(def, true, floor, &mut self.targets);
+                let mut entry = Entry::new(def, true, floor, &mut self.commons);
                 entry.runs_in_flight = runs_in_flight;
                 self.entries.insert(key.clone(), entry);
                 self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key: key.clone() });
@@ -1117,7 +1118,7 @@ impl Driver {
     /// stores its next slot; a schedule with no slot left is marked for retirement.
     async fn rearm(&mut self, key: HeartbeatKey, now: Now, floor: Option<Timestamp>) {
         let Some(entry) = self.entries.get_mut(&key) else { return };
-        match SlotTimer::rearm(now, &entry.def.schedule, entry.jitter(), floor) {
+        match SlotTimer::rearm(now, &entry.def.schedule, entry.jitter(&key), floor) {
             Some(timer) => {
                 entry.exhausted = false;
                 self.arm(key.clone(), timer);
@@ -1165,7 +1166,8 @@ impl Driver {
                 continue;
             }
             entry.exhausted = false;
-            let delete = entry.def.delete_after_run && entry.last_succeeded && entry.def.origin == Origin::Runtime;
+            let delete =
+                entry.def.common.delete_after_run && entry.last_succeeded && entry.def.common.origin == Origin::Runtime;
             let now = self.context.clock.wall();
             if delete {
                 self.entries.remove(&key);
@@ -1357,7 +1359,7 @@ impl Driver {
             rare.retrying = true;
             rare.retry_slot = Some(slot);
         });
-        let timer = SlotTimer::resume(now, &entry.def.schedule, entry.jitter(), slot);
+        let timer = SlotTimer::resume(now, &entry.def.schedule, entry.jitter(key), slot);
         self.arm(key.clone(), timer);
         self.store_next_slot(key.clone(), slot).await;
     }

@@ -9,21 +9,27 @@ use std::sync::Arc;
 use crate::core::active_hours::ActiveHours;
 use crate::core::delivery_target::DeliveryTarget;
 use crate::core::heartbeat::{HeartbeatDef, JobKind, Origin};
-use crate::core::ids::HeartbeatKey;
 use crate::core::policy::RunPolicy;
 use crate::core::schedule::Schedule;
 
-/// A heartbeat as its timer and guards see it.
+/// A heartbeat as its timer and guards see it. Its key is the entries map's.
 pub(super) struct Arming {
-    pub key: HeartbeatKey,
-    pub kind: JobKind,
     pub schedule: Schedule,
-    pub policy: RunPolicy,
     /// Boxed: most heartbeats have none, and the window is 40 bytes inline.
     pub active_hours: Option<Box<ActiveHours>>,
-    /// Shared by every heartbeat with the same target ([`Targets`]): the guards and the
-    /// breaker's alerts read it, and most heartbeats of an agent deliver to one place.
-    pub target: Arc<DeliveryTarget>,
+    /// What it has in common with others: one copy for all that share it ([`Commons`]).
+    pub common: Arc<Common>,
+}
+
+/// The part of an arming record that many heartbeats share: heartbeats are mostly made
+/// alike (an agent's jobs deliver to one place under one policy), and these 96 bytes in
+/// every one were a fifth of a waiting heartbeat's memory.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Common {
+    pub kind: JobKind,
+    pub policy: RunPolicy,
+    /// The guards and the breaker's alerts read it.
+    pub target: DeliveryTarget,
     pub delete_after_run: bool,
     pub origin: Origin,
     /// An agent heartbeat's prompt, which each of its wakes builds on; empty otherwise.
@@ -31,43 +37,41 @@ pub(super) struct Arming {
 }
 
 impl Arming {
-    pub fn new(def: HeartbeatDef, targets: &mut Targets) -> Self {
+    pub fn new(def: HeartbeatDef, commons: &mut Commons) -> Self {
         let agent_prompt = if def.kind == JobKind::Agent { def.prompt.into_boxed_str() } else { Box::default() };
-        Self {
-            key: def.key,
+        let common = Common {
             kind: def.kind,
-            schedule: def.schedule,
             policy: def.policy,
-            active_hours: def.active_hours.map(Box::new),
-            target: targets.share(def.target),
+            target: def.target,
             delete_after_run: def.delete_after_run,
             origin: def.origin,
             agent_prompt,
-        }
+        };
+        Self { schedule: def.schedule, active_hours: def.active_hours.map(Box::new), common: commons.share(common) }
     }
 }
 
-/// The delivery targets the driver's entries hold, one copy of each.
+/// The common parts the driver's entries hold, one copy of each.
 #[derive(Default)]
-pub(super) struct Targets {
-    shared: BTreeSet<Arc<DeliveryTarget>>,
+pub(super) struct Commons {
+    shared: BTreeSet<Arc<Common>>,
 }
 
-impl Targets {
-    /// The shared copy of `target`.
-    pub fn share(&mut self, target: DeliveryTarget) -> Arc<DeliveryTarget> {
-        if let Some(shared) = self.shared.get(&target) {
+impl Commons {
+    /// The shared copy of `common`.
+    pub fn share(&mut self, common: Common) -> Arc<Common> {
+        if let Some(shared) = self.shared.get(&common) {
             return Arc::clone(shared);
         }
-        let shared = Arc::new(target);
+        let shared = Arc::new(common);
         self.shared.insert(Arc::clone(&shared));
         shared
     }
 
-    /// Drops the targets no entry holds any more (called with the hourly prune): a
+    /// Drops the common parts no entry holds any more (called with the hourly prune): a
     /// runtime job made and deleted with a target of its own leaves nothing behind.
     pub fn forget_unused(&mut self) {
-        self.shared.retain(|target| Arc::strong_count(target) > 1);
+        self.shared.retain(|common| Arc::strong_count(common) > 1);
     }
 
     #[cfg(test)]
@@ -80,20 +84,32 @@ impl Targets {
 mod tests {
     use super::*;
 
+    fn common(target: &str, kind: JobKind) -> Common {
+        Common {
+            kind,
+            policy: RunPolicy::default(),
+            target: DeliveryTarget::parse(target).expect("valid"),
+            delete_after_run: false,
+            origin: Origin::Config,
+            agent_prompt: Box::default(),
+        }
+    }
+
     #[test]
-    fn one_copy_per_target_and_unused_ones_are_forgotten() {
-        let mut targets = Targets::default();
-        let ops = DeliveryTarget::parse("webhook:ops").expect("valid");
-        let first = targets.share(ops.clone());
-        let second = targets.share(ops);
-        assert!(Arc::ptr_eq(&first, &second), "the same target is shared");
-        let other = targets.share(DeliveryTarget::parse("stdout").expect("valid"));
-        assert_eq!(targets.len(), 2);
-        drop(other);
-        targets.forget_unused();
-        assert_eq!(targets.len(), 1, "a target nobody holds is dropped");
+    fn one_copy_per_common_part_and_unused_ones_are_forgotten() {
+        let mut commons = Commons::default();
+        let first = commons.share(common("webhook:ops", JobKind::Heartbeat));
+        let second = commons.share(common("webhook:ops", JobKind::Heartbeat));
+        assert!(Arc::ptr_eq(&first, &second), "the same common part is shared");
+        let other_kind = commons.share(common("webhook:ops", JobKind::Cron));
+        assert!(!Arc::ptr_eq(&first, &other_kind), "any field that differs makes another");
+        let other = commons.share(common("stdout", JobKind::Heartbeat));
+        assert_eq!(commons.len(), 3);
+        drop((other, other_kind));
+        commons.forget_unused();
+        assert_eq!(commons.len(), 1, "a common part nobody holds is dropped");
         drop((first, second));
-        targets.forget_unused();
-        assert_eq!(targets.len(), 0);
+        commons.forget_unused();
+        assert_eq!(commons.len(), 0);
     }
 }

@@ -147,8 +147,10 @@ impl Driver {
     }
 
     fn publish_breaker(&self, key: &HeartbeatKey, slot: Timestamp, now: Now, opened: bool, reason: String) {
-        let use_indicator =
-            self.entries.get(key).is_none_or(|entry| self.context.visibility.resolve(&entry.def.target).use_indicator);
+        let use_indicator = self
+            .entries
+            .get(key)
+            .is_none_or(|entry| self.context.visibility.resolve(&entry.def.common.target).use_indicator);
         let event = RunEvent::breaker(key.clone(), slot, now.wall, opened, reason, use_indicator);
         self.context.run_events.publish(event);
     }
@@ -173,7 +175,8 @@ impl Driver {
         idempotency_key: String,
     ) {
         let Some(entry) = self.entries.get(key) else { return };
-        let target = self.context.alerts_target.clone().unwrap_or_else(|| DeliveryTarget::clone(&entry.def.target));
+        let target =
+            self.context.alerts_target.clone().unwrap_or_else(|| DeliveryTarget::clone(&entry.def.common.target));
         if target.is_silent() {
             return;
         }

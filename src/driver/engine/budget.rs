@@ -182,17 +182,17 @@ impl Driver {
     /// A `silent` target keeps replies in the run log on purpose, and a main-mode job
     /// calls no LLM.
     pub(super) fn shows_nothing(&self, def: &Arming) -> bool {
-        !def.target.is_silent()
-            && def.kind != JobKind::CronMain
-            && self.context.visibility.resolve(&def.target).shows_nothing()
+        !def.common.target.is_silent()
+            && def.common.kind != JobKind::CronMain
+            && self.context.visibility.resolve(&def.common.target).shows_nothing()
     }
 
-    /// The cap that holds a run of `def`, if its agent reached one (a main-mode job makes
+    /// The cap that holds a run of `def`, if its `agent` reached one (a main-mode job makes
     /// no LLM call and is not held).
-    pub(super) fn held_by_cap(def: &Arming, spent: &BTreeMap<AgentId, DayCap>) -> Option<DayCap> {
-        if def.kind == JobKind::CronMain {
+    pub(super) fn held_by_cap(agent: &AgentId, def: &Arming, spent: &BTreeMap<AgentId, DayCap>) -> Option<DayCap> {
+        if def.common.kind == JobKind::CronMain {
             return None;
         }
-        spent.get(&def.key.agent).copied()
+        spent.get(agent).copied()
     }
 }

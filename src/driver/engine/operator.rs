@@ -69,8 +69,8 @@ impl Driver {
         let mut views = Vec::with_capacity(self.entries.len());
         for (key, entry) in &self.entries {
             let in_backoff = entry.rare().backoff_until.is_some_and(|until| now.mono < until);
-            let overlap = on_overlap(entry.def.policy.overlap, entry.runs_in_flight, entry.rare().waiting.len());
-            let opens = (entry.def.kind == JobKind::Agent)
+            let overlap = on_overlap(entry.def.common.policy.overlap, entry.runs_in_flight, entry.rare().waiting.len());
+            let opens = (entry.def.common.kind == JobKind::Agent)
                 .then(|| self.floods.get(&key.agent).and_then(|flood| flood.check(now.mono).err()))
                 .flatten();
             let flooded = opens.is_some();
@@ -82,7 +82,7 @@ impl Driver {
                 user_busy: false,
                 alerts_disabled: self.shows_nothing(&entry.def),
                 flooded,
-                cap_reached: Self::held_by_cap(&entry.def, &spent),
+                cap_reached: Self::held_by_cap(&key.agent, &entry.def, &spent),
                 in_backoff,
                 run_in_flight: overlap == OverlapDecision::Skip,
                 wall_now: now.wall,
@@ -91,11 +91,11 @@ impl Driver {
                 entry.rare().backoff_until.filter(|_| in_backoff).map(|until| until.saturating_since(now.mono));
             views.push(JobView {
                 key: key.clone(),
-                kind: entry.def.kind,
+                kind: entry.def.common.kind,
                 enabled: entry.enabled,
                 next_slot: self.timers.timer(key).map(|timer| timer.next_slot),
                 runs_in_flight: entry.runs_in_flight,
-                waiting: entry.rare().waiting.len() + self.queued.get(&entry.def.key).copied().unwrap_or(0),
+                waiting: entry.rare().waiting.len() + self.queued.get(key).copied().unwrap_or(0),
                 backoff_until: backoff_left.map(|left| crate::core::slots::add(now.wall, left)),
                 would_run_now: guard::check(input),
                 flood_guard_opens: opens.map(|at| crate::core::slots::add(now.wall, at.saturating_since(now.mono))),
@@ -115,7 +115,7 @@ impl Driver {
         if !entry.enabled {
             return TriggerOutcome::Disabled;
         }
-        if entry.def.kind == JobKind::Agent {
+        if entry.def.common.kind == JobKind::Agent {
             self.request_wake(&key.agent, WakeReason::Manual, None, now);
             return TriggerOutcome::WakeRequested;
         }

@@ -16,7 +16,7 @@ impl Driver {
             return;
         }
         self.next_prune = now.mono + Duration::from_secs(RUNS_PRUNE_INTERVAL_SECS);
-        self.targets.forget_unused();
+        self.commons.forget_unused();
         let store = Arc::clone(&self.context.store);
         let events = Arc::clone(&self.context.events);
         let clock = Arc::clone(&self.context.clock);

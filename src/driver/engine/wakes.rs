@@ -37,7 +37,7 @@ impl Driver {
         now: Now,
     ) -> bool {
         let key = HeartbeatKey::agent_heartbeat(agent);
-        if self.entries.get(&key).is_none_or(|entry| entry.def.kind != JobKind::Agent) {
+        if self.entries.get(&key).is_none_or(|entry| entry.def.common.kind != JobKind::Agent) {
             self.context.events.emit(now.wall, &EngineEvent::WakeIgnored { agent: agent.clone(), reason });
             return false;
         }
@@ -95,8 +95,11 @@ impl Driver {
             match decision {
                 Ok(()) => {
                     let prepared = if events.is_empty() {
-                        let prompt =
-                            self.entries.get(&key).map(|entry| entry.def.agent_prompt.to_string()).unwrap_or_default();
+                        let prompt = self
+                            .entries
+                            .get(&key)
+                            .map(|entry| entry.def.common.agent_prompt.to_string())
+                            .unwrap_or_default();
                         Prepared { prompt: agent_prompt(&prompt, file.as_deref()), consumes: Vec::new() }
                     } else {
                         let consumes = events.iter().map(|event| event.id).collect();
@@ -211,7 +214,7 @@ impl Driver {
         let agents: Vec<AgentId> = self
             .entries
             .iter()
-            .filter(|(_, entry)| entry.def.kind == JobKind::Agent && entry.enabled)
+            .filter(|(_, entry)| entry.def.common.kind == JobKind::Agent && entry.enabled)
             .map(|(key, _)| key.agent.clone())
             .collect();
         for agent in agents {
