@@ -47,9 +47,10 @@ macro_rules! id_type {
             ///
             /// # Errors
             /// When `raw` is empty, too long, or has a character outside `[a-z0-9-]`.
-            pub fn new(raw: impl Into<String>) -> Result<Self, IdError> {
-                let raw = raw.into();
-                validate(&raw)?;
+            pub fn new(raw: impl AsRef<str>) -> Result<Self, IdError> {
+                // Validated where it lies and copied once, into the shared text.
+                let raw = raw.as_ref();
+                validate(raw)?;
                 Ok(Self(Arc::from(raw)))
             }
 

@@ -197,9 +197,12 @@ async fn serialize_on(tx: &mut Transaction<'_, Postgres>, scope: &str) -> Result
 /// (an operator's enable on another node) waits instead of being overwritten.
 const LOCK_READ_ROWS: &str = " FOR UPDATE";
 
+/// A page in key order, and its last row's key (the next page starts after it).
 fn load_page_sql(columns: &str, selected: &str, owned: &str) -> String {
     format!(
-        "SELECT COALESCE(json_agg(json_build_array({columns}))::text, '[]'), count(*) FROM (SELECT {selected} \
+        "SELECT COALESCE(json_agg(json_build_array({columns}))::text, '[]'), count(*), \
+         (array_agg(agent_id ORDER BY agent_id DESC, heartbeat_id DESC))[1], \
+         (array_agg(heartbeat_id ORDER BY agent_id DESC, heartbeat_id DESC))[1] FROM (SELECT {selected} \
          FROM heartbeats WHERE (agent_id, heartbeat_id) > ($1, $2){owned} ORDER BY agent_id, heartbeat_id \
          LIMIT $3) AS page"
     )

@@ -1,6 +1,7 @@
 //! Reading the relational stores' rows back into the engine's types, for SQLite and
 //! PostgreSQL alike: a stored row that does not parse is `StoreError::Corrupt`, never a panic.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -109,42 +110,59 @@ pub(super) const HEARTBEAT_COLUMNS: [&str; 28] = [
 pub(super) const LOAD_PAGE_ROWS: usize = 10_000;
 
 /// One heartbeat of a loaded page, decoded straight from its JSON array (fields in
-/// [`HEARTBEAT_COLUMNS`] order): no JSON value per column, no copy of each text (a million
-/// rows spent 6 s going through `serde_json::Value`).
+/// [`HEARTBEAT_COLUMNS`] order): no JSON value per column (a million rows spent 6 s going
+/// through `serde_json::Value`), and its texts borrowed from the page unless escaped.
 #[derive(serde::Deserialize)]
-pub(super) struct HeartbeatRow {
-    agent_id: String,
-    heartbeat_id: String,
-    kind: String,
-    prompt: String,
-    schedule_kind: String,
+pub(super) struct HeartbeatRow<'page> {
+    #[serde(borrow)]
+    agent_id: Cow<'page, str>,
+    #[serde(borrow)]
+    heartbeat_id: Cow<'page, str>,
+    #[serde(borrow)]
+    kind: Cow<'page, str>,
+    #[serde(borrow)]
+    prompt: Cow<'page, str>,
+    #[serde(borrow)]
+    schedule_kind: Cow<'page, str>,
     every_ms: Option<i64>,
-    cron_expr: Option<String>,
-    cron_timezone: Option<String>,
+    #[serde(borrow)]
+    cron_expr: Option<Cow<'page, str>>,
+    #[serde(borrow)]
+    cron_timezone: Option<Cow<'page, str>>,
     at_ms: Option<i64>,
-    catch_up: String,
+    #[serde(borrow)]
+    catch_up: Cow<'page, str>,
     catch_up_window_ms: i64,
-    overlap: String,
+    #[serde(borrow)]
+    overlap: Cow<'page, str>,
     jitter_max_ms: i64,
     delete_after_run: i64,
     dedup: i64,
-    delivery_target: String,
-    active_start: Option<String>,
-    active_end: Option<String>,
-    active_timezone: Option<String>,
+    #[serde(borrow)]
+    delivery_target: Cow<'page, str>,
+    #[serde(borrow)]
+    active_start: Option<Cow<'page, str>>,
+    #[serde(borrow)]
+    active_end: Option<Cow<'page, str>>,
+    #[serde(borrow)]
+    active_timezone: Option<Cow<'page, str>>,
     timeout_ms: i64,
-    origin: String,
+    #[serde(borrow)]
+    origin: Cow<'page, str>,
     enabled: i64,
-    disabled_reason: Option<String>,
+    #[serde(borrow)]
+    disabled_reason: Option<Cow<'page, str>>,
     consecutive_failures: i64,
     next_slot_ms: Option<i64>,
     breaker_opened_at_ms: Option<i64>,
-    tools: Option<String>,
-    model: Option<String>,
+    #[serde(borrow)]
+    tools: Option<Cow<'page, str>>,
+    #[serde(borrow)]
+    model: Option<Cow<'page, str>>,
 }
 
 /// A page of loaded heartbeats, as the page query's JSON array of arrays.
-pub(super) fn heartbeat_rows(page: &str) -> Result<Vec<HeartbeatRow>, StoreError> {
+pub(super) fn heartbeat_rows(page: &str) -> Result<Vec<HeartbeatRow<'_>>, StoreError> {
     serde_json::from_str(page).map_err(|e| corrupt("a page of heartbeats", e))
 }
 
@@ -163,11 +181,11 @@ impl AgentIds {
     }
 }
 
-pub(super) fn heartbeat_from_row(row: HeartbeatRow, agents: &mut AgentIds) -> Result<Heartbeat, StoreError> {
+pub(super) fn heartbeat_from_row(row: HeartbeatRow<'_>, agents: &mut AgentIds) -> Result<Heartbeat, StoreError> {
     let raw_what = || format!("heartbeat {}/{}", row.agent_id, row.heartbeat_id);
     let agent = agents.get(&row.agent_id, raw_what)?;
     let heartbeat =
-        HeartbeatId::new(row.heartbeat_id.as_str()).map_err(|e| corrupt(raw_what(), format!("heartbeat id {e}")))?;
+        HeartbeatId::new(&*row.heartbeat_id).map_err(|e| corrupt(raw_what(), format!("heartbeat id {e}")))?;
     let key = HeartbeatKey { agent, heartbeat };
     let what = format!("heartbeat {key}");
     let active_hours = match (row.active_start, row.active_end, row.active_timezone) {
@@ -188,7 +206,7 @@ pub(super) fn heartbeat_from_row(row: HeartbeatRow, agents: &mut AgentIds) -> Re
         Some(text) => JobTools::from_json(&text).map_err(|problem| corrupt(&what, format!("tools: {problem}")))?,
         None => JobTools::default(),
     };
-    let schedule = match (row.schedule_kind.as_str(), row.every_ms, row.cron_expr, row.cron_timezone, row.at_ms) {
+    let schedule = match (&*row.schedule_kind, row.every_ms, row.cron_expr, row.cron_timezone, row.at_ms) {
         ("every", Some(ms), _, _, _) => Schedule::Every(duration_ms(ms, &what)?),
         ("cron", _, Some(expression), Some(zone), _) => {
             Schedule::cron(CronSchedule::parse(&expression, &zone).map_err(|e| corrupt(&what, e))?)
@@ -199,9 +217,9 @@ pub(super) fn heartbeat_from_row(row: HeartbeatRow, agents: &mut AgentIds) -> Re
     let (kind, origin) = (row.kind, row.origin);
     let def = HeartbeatDef {
         tools,
-        model: row.model,
+        model: row.model.map(Cow::into_owned),
         kind: JobKind::parse(&kind).ok_or_else(|| corrupt(&what, format!("unknown kind {kind:?}")))?,
-        prompt: row.prompt,
+        prompt: row.prompt.into_owned(),
         schedule,
         policy,
         delete_after_run: row.delete_after_run == 1,
@@ -215,7 +233,7 @@ pub(super) fn heartbeat_from_row(row: HeartbeatRow, agents: &mut AgentIds) -> Re
     let failures = row.consecutive_failures;
     let state = HeartbeatState {
         enabled: row.enabled == 1,
-        disabled_reason: row.disabled_reason,
+        disabled_reason: row.disabled_reason.map(Cow::into_owned),
         consecutive_failures: u32::try_from(failures).map_err(|_| corrupt(&what, "failure count out of range"))?,
         next_slot: row.next_slot_ms.map(|ms| timestamp(ms, &what)).transpose()?,
         breaker_opened_at: row.breaker_opened_at_ms.map(|ms| timestamp(ms, &what)).transpose()?,

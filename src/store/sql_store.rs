@@ -57,32 +57,42 @@ macro_rules! sql_store {
             // page of rows as one JSON array is one value, so a million load in seconds.
             // A partition's store reads only its partition's rows. One snapshot for all
             // pages: the list is of one moment, and a page resumes after the previous
-            // page's last row, which is still there to find.
+            // page's last row, which is still there to find. The page names that row itself,
+            // so the database reads the next page while this one is parsed: each took half of
+            // a restart, one after the other.
             async fn load_selected(&self, columns: &str, selected: &str) -> Result<Vec<Heartbeat>, StoreError> {
                 let page_sql = load_page_sql(columns, selected, &self.owned_rows_sql());
                 let mut tx = self.snapshot_tx().await?;
                 let mut heartbeats = Vec::new();
                 let mut agents = AgentIds::default();
                 let mut after = (String::new(), String::new());
+                let mut unparsed: Option<String> = None;
                 loop {
-                    let (page, count): (String, i64) = sqlx::query_as(&page_sql)
+                    let fetch = sqlx::query_as::<_, (String, i64, Option<String>, Option<String>)>(&page_sql)
                         .bind(&after.0)
                         .bind(&after.1)
                         .bind(i64::try_from(LOAD_PAGE_ROWS).unwrap_or(i64::MAX))
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    for row in heartbeat_rows(&page)? {
-                        heartbeats.push(heartbeat_from_row(row, &mut agents)?);
-                    }
-                    if let Some(last) = heartbeats.last() {
-                        after = (last.def.key.agent.to_string(), last.def.key.heartbeat.to_string());
-                    }
-                    if usize::try_from(count).unwrap_or(0) < LOAD_PAGE_ROWS {
-                        tx.commit().await?;
-                        // The backend may page in its storage order (SQLite: rowid).
-                        return Ok(sorted_by_key(heartbeats));
+                        .fetch_one(&mut *tx);
+                    // Polled first, the fetch hands its statement to the database's thread;
+                    // the previous page is parsed here meanwhile.
+                    let parse = async { unparsed.take().map_or(Ok(()), |page| parse_page(&page, &mut heartbeats, &mut agents)) };
+                    let (fetched, parsed) = tokio::join!(fetch, parse);
+                    parsed?;
+                    let (page, count, last_agent, last_heartbeat) = fetched?;
+                    unparsed = Some(page);
+                    match (last_agent, last_heartbeat) {
+                        (Some(agent), Some(heartbeat)) if usize::try_from(count).unwrap_or(0) >= LOAD_PAGE_ROWS => {
+                            after = (agent, heartbeat);
+                        }
+                        _ => break,
                     }
                 }
+                if let Some(page) = unparsed {
+                    parse_page(&page, &mut heartbeats, &mut agents)?;
+                }
+                tx.commit().await?;
+                // The backend may page in its storage order (SQLite: rowid).
+                Ok(sorted_by_key(heartbeats))
             }
         }
 
@@ -845,6 +855,14 @@ macro_rules! sql_store {
                 })
                 .collect();
             Ok((steps, updates))
+        }
+
+        /// Adds the heartbeats of a page of the start-up load to `heartbeats`.
+        fn parse_page(page: &str, heartbeats: &mut Vec<Heartbeat>, agents: &mut AgentIds) -> Result<(), StoreError> {
+            for row in heartbeat_rows(page)? {
+                heartbeats.push(heartbeat_from_row(row, agents)?);
+            }
+            Ok(())
         }
 
         /// `heartbeats` in key order, each moved once (a sort would move each of these large

@@ -103,12 +103,16 @@ const LOCK_READ_ROWS: &str = "";
 /// Pages in rowid order, the table's own: key order walked the primary key's index and read
 /// each row from wherever the table held it (1,000,000 rows: 5.6 s of SQLite's time against
 /// 2.2 s). A page resumes after the rowid of the previous page's last row, looked up by key
-/// in the loader's snapshot, where that row still is; the loader sorts by key.
+/// in the loader's snapshot, where that row still is; the loader sorts by key. The page
+/// names its last row: with one `max()` in an aggregate, SQLite takes the bare columns from
+/// the row that has it.
 fn load_page_sql(columns: &str, selected: &str, owned: &str) -> String {
     format!(
-        "SELECT json_group_array(json_array({columns})), count(*) FROM (SELECT {selected} FROM heartbeats \
+        "SELECT rows, count, agent_id, heartbeat_id FROM (SELECT json_group_array(json_array({columns})) AS rows, \
+         count(*) AS count, max(page_rowid), agent_id, heartbeat_id FROM (SELECT rowid AS page_rowid, {selected} \
+         FROM heartbeats \
          WHERE rowid > COALESCE((SELECT rowid FROM heartbeats WHERE agent_id = $1 AND heartbeat_id = $2), 0){owned} \
-         ORDER BY rowid LIMIT $3)"
+         ORDER BY rowid LIMIT $3))"
     )
 }
 
