@@ -143,6 +143,47 @@ async fn an_open_breaker_probes_after_each_cooldown_announces_once_and_closes_on
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_half_open_breaker_shows_until_its_probe_and_a_restart_keeps_it_without_a_backoff() {
+    let rig = Rig::new();
+    rig.llm.set("flaky", Behaviour::Fail);
+    // A backoff longer than the interval: a probe that waited for it would come a slot late.
+    let options = || EngineOptions {
+        breaker_cooldown: vec![Duration::from_secs(600)],
+        error_backoff: vec![Duration::from_secs(150)],
+        ..options_without_backoff()
+    };
+    let flaky = [def("main", "flaky", 60)];
+    let half_open = |views: Vec<systole::driver::JobView>| views.iter().any(|view| view.breaker_half_open);
+    let engine = rig.start_with(&flaky, options()).await;
+    // Failures at 60 s, 120 s and 180 s trip it, whatever the backoff after each (at most 150 s).
+    rig.advance(600).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 3, "open after the third failure");
+    assert!(!half_open(engine.inspect().await.expect("views")), "open, not half-open");
+    let probe_at = match &rig.events.matching(|e| matches!(e, EngineEvent::BreakerTripped { .. }))[0] {
+        (_, EngineEvent::BreakerTripped { probe_at: Some(at), .. }) => *at,
+        other => panic!("expected a trip with a probe time, got {other:?}"),
+    };
+    let until_probe = probe_at.duration_since(rig.clock.wall()).as_secs();
+    rig.advance(u64::try_from(until_probe + 1).expect("in the future")).await;
+    assert_eq!(rig.events.matching(|e| matches!(e, EngineEvent::BreakerHalfOpen { .. })).len(), 1);
+    assert_eq!(rig.llm.calls_for("flaky"), 3, "the probe waits for its slot");
+    assert!(half_open(engine.inspect().await.expect("views")), "half-open until the probe runs");
+
+    // Restarted half-open, it is still half-open, and its probe runs on its next slot: the
+    // stored failure count's backoff (150 s) is not waited again.
+    engine.shutdown(Duration::from_secs(1)).await;
+    rig.llm.set("flaky", Behaviour::Silent);
+    let engine = rig.start_with(&flaky, options()).await;
+    assert!(half_open(engine.inspect().await.expect("views")), "still half-open after a restart");
+    rig.advance(62).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 4, "the probe, on the first slot after the restart");
+    assert!(!half_open(engine.inspect().await.expect("views")), "closed by the probe's success");
+    let stored = rig.store.load_heartbeats().await.expect("read");
+    assert_eq!((stored[0].state.enabled, stored[0].state.consecutive_failures), (true, 0), "closed");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_empty_cooldown_ladder_keeps_the_breaker_open_and_alerts_go_to_the_alerts_target() {
     let rig = Rig::new();
     rig.llm.set("flaky", Behaviour::Fail);

@@ -228,8 +228,7 @@ impl Validator<'_> {
     }
 
     fn key(&self, field: &str, id: &str, defaults: &HeartbeatDefaults<'_>) -> Result<HeartbeatKey, ConfigError> {
-        let heartbeat =
-            HeartbeatId::new(id).map_err(|e| self.error(format!("{field}.id"), format!("{id:?} {e}")))?;
+        let heartbeat = HeartbeatId::new(id).map_err(|e| self.error(format!("{field}.id"), format!("{id:?} {e}")))?;
         if heartbeat.is_reserved() {
             let problem = format!("{id:?} is reserved for the agent heartbeat ([agents.heartbeat])");
             return Err(self.error(format!("{field}.id"), problem));
