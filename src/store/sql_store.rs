@@ -75,7 +75,9 @@ macro_rules! sql_store {
                         .fetch_one(&mut *tx);
                     // Polled first, the fetch hands its statement to the database's thread;
                     // the previous page is parsed here meanwhile.
-                    let parse = async { unparsed.take().map_or(Ok(()), |page| parse_page(&page, &mut heartbeats, &mut agents)) };
+                    let parse = async {
+                        unparsed.take().map_or(Ok(()), |page| parse_page(&page, &mut heartbeats, &mut agents))
+                    };
                     let (fetched, parsed) = tokio::join!(fetch, parse);
                     parsed?;
                     let (page, count, last_agent, last_heartbeat) = fetched?;
