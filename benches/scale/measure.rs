@@ -18,6 +18,14 @@ pub fn resident_bytes() -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// Bytes the allocator has handed out and not taken back (glibc's `mallinfo2`): the
+/// heap a case's structures hold, without the freed pages resident memory still counts.
+pub fn heap_in_use_bytes() -> u64 {
+    // SAFETY: `mallinfo2` only reads the allocator's counters; glibc 2.33 and later.
+    let info = unsafe { libc::mallinfo2() };
+    (info.uordblks + info.hblkhd) as u64
+}
+
 /// CPU time this process has used (user + system), from `/proc/self/stat`.
 pub fn cpu_time() -> Duration {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();

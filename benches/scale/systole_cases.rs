@@ -25,7 +25,7 @@ use systole::ports::store::Store;
 use systole::store::memory::MemoryStore;
 use systole::store::sqlite::SqliteStore;
 
-use crate::measure::{cpu_time, lateness_figures, resident_bytes, Figures};
+use crate::measure::{cpu_time, heap_in_use_bytes, lateness_figures, resident_bytes, Figures};
 
 /// Heartbeats are spread over this many agents, as a multi-tenant deployment would be.
 const AGENTS: usize = 1_000;
@@ -228,8 +228,13 @@ pub async fn cold_start(path: &Path, process_start: Instant) -> Figures {
     let engine = start_engine(store, Arc::new(Recorder::new(Duration::ZERO, 0)), SILENT_REPLY).await;
     let secs = process_start.elapsed().as_secs_f64();
     let (resident, _) = resident_bytes();
+    let heap = heap_in_use_bytes();
     engine.shutdown(Duration::ZERO).await;
-    Figures::from([("start_secs".to_owned(), secs), ("resident_mb".to_owned(), resident as f64 / 1e6)])
+    Figures::from([
+        ("start_secs".to_owned(), secs),
+        ("resident_mb".to_owned(), resident as f64 / 1e6),
+        ("heap_mb".to_owned(), heap as f64 / 1e6),
+    ])
 }
 
 /// Dispatch: `count` heartbeats due at the same instant, each run ending in a delivery.

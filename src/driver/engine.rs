@@ -93,9 +93,8 @@ pub(crate) enum Change {
 /// The driver's view of one heartbeat.
 struct Entry {
     /// What arming and deciding its slots read of its definition; a run reads the whole
-    /// definition from the store when its slot is claimed (ADR 0026). Boxed: the entries
-    /// map moves its values as it grows (a million heartbeats armed 1.6 s faster).
-    def: Box<Arming>,
+    /// definition from the store when its slot is claimed (ADR 0026).
+    def: Arming,
     runs_in_flight: usize,
     enabled: bool,
     /// Whether the last run of this heartbeat succeeded.
@@ -150,7 +149,7 @@ impl Rare {
 impl Entry {
     fn new(def: HeartbeatDef, enabled: bool, next_slot_floor: Option<Timestamp>, commons: &mut Commons) -> Self {
         let mut entry = Self {
-            def: Box::new(Arming::new(def, commons)),
+            def: Arming::new(def, commons),
             runs_in_flight: 0,
             enabled,
             last_succeeded: false,
