@@ -58,8 +58,16 @@ impl TimerQueue {
             return;
         }
         self.timers = armed.into_iter().collect();
-        self.by_wall = self.timers.iter().map(|(key, timer)| (timer.due_wall(), key.clone())).collect();
-        self.by_mono = self.timers.iter().filter_map(|(key, timer)| Some((timer.next_mono?, key.clone()))).collect();
+        // Sorted before they are collected: a set sorts what it is built from with a stable
+        // sort, slower on these than an unstable one (no two are equal), and then only
+        // checks that it is sorted.
+        let mut by_wall: Vec<_> = self.timers.iter().map(|(key, timer)| (timer.due_wall(), key.clone())).collect();
+        by_wall.sort_unstable();
+        self.by_wall = by_wall.into_iter().collect();
+        let mut by_mono: Vec<_> =
+            self.timers.iter().filter_map(|(key, timer)| Some((timer.next_mono?, key.clone()))).collect();
+        by_mono.sort_unstable();
+        self.by_mono = by_mono.into_iter().collect();
     }
 
     pub fn timer(&self, key: &HeartbeatKey) -> Option<&SlotTimer> {

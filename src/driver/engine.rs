@@ -303,7 +303,7 @@ impl Driver {
             }
         }
         let mut first_slots = Vec::new();
-        let (mut loaded, mut armed) = (Vec::new(), Vec::new());
+        let (mut loaded, mut armed) = (Vec::with_capacity(heartbeats.len()), Vec::with_capacity(heartbeats.len()));
         // Every armed slot must go above any the heartbeat has decided: a new or replaced one
         // has no stored next slot and a backward wall jump may have put its runs ahead of the
         // wall clock; a stored next slot lags when its write failed after a skip or a retry.

@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -50,8 +51,8 @@ pub(super) fn key_from_parts(agent: String, heartbeat: String) -> Result<Heartbe
     })
 }
 
-pub(super) fn timestamp(ms: i64, what: &str) -> Result<Timestamp, StoreError> {
-    Timestamp::from_millisecond(ms).map_err(|e| corrupt(what, e))
+pub(super) fn timestamp(ms: i64, what: &dyn fmt::Display) -> Result<Timestamp, StoreError> {
+    Timestamp::from_millisecond(ms).map_err(|e| corrupt(what.to_string(), e))
 }
 
 /// A count as a column keeps it (the columns are signed 64-bit).
@@ -69,8 +70,10 @@ pub(super) fn spend_from((calls, tokens, cost_micros): (i64, i64, i64)) -> DaySp
     DaySpend { calls: count(calls), tokens: count(tokens), cost_micros: count(cost_micros) }
 }
 
-pub(super) fn duration_ms(ms: i64, what: &str) -> Result<Duration, StoreError> {
-    u64::try_from(ms).map(Duration::from_millis).map_err(|_| corrupt(what, format!("negative duration {ms} ms")))
+pub(super) fn duration_ms(ms: i64, what: &dyn fmt::Display) -> Result<Duration, StoreError> {
+    u64::try_from(ms)
+        .map(Duration::from_millis)
+        .map_err(|_| corrupt(what.to_string(), format!("negative duration {ms} ms")))
 }
 
 /// The columns a heartbeat is read from, in the order of a loaded page's arrays (and of
@@ -187,58 +190,74 @@ pub(super) fn heartbeat_from_row(row: HeartbeatRow<'_>, agents: &mut AgentIds) -
     let heartbeat =
         HeartbeatId::new(&*row.heartbeat_id).map_err(|e| corrupt(raw_what(), format!("heartbeat id {e}")))?;
     let key = HeartbeatKey { agent, heartbeat };
-    let what = format!("heartbeat {key}");
+    // Named only if a column is bad: a million rows load at a restart.
+    let what = &NamedHeartbeat(&key);
     let active_hours = match (row.active_start, row.active_end, row.active_timezone) {
         (Some(start), Some(end), Some(zone)) => {
-            Some(ActiveHours::new(&start, &end, &zone).map_err(|e| corrupt(&what, e))?)
+            Some(ActiveHours::new(&start, &end, &zone).map_err(|e| corrupt(what.to_string(), e))?)
         }
         (None, None, None) => None,
-        _ => return Err(corrupt(&what, "active hours are partly set")),
+        _ => return Err(corrupt(what.to_string(), "active hours are partly set")),
     };
     let (catch_up, overlap) = (row.catch_up, row.overlap);
     let policy = RunPolicy {
-        catch_up: CatchUp::parse(&catch_up).ok_or_else(|| corrupt(&what, format!("unknown catch-up {catch_up:?}")))?,
-        catch_up_window: duration_ms(row.catch_up_window_ms, &what)?,
-        overlap: Overlap::parse(&overlap).ok_or_else(|| corrupt(&what, format!("unknown overlap {overlap:?}")))?,
-        jitter_max: duration_ms(row.jitter_max_ms, &what)?,
+        catch_up: CatchUp::parse(&catch_up)
+            .ok_or_else(|| corrupt(what.to_string(), format!("unknown catch-up {catch_up:?}")))?,
+        catch_up_window: duration_ms(row.catch_up_window_ms, what)?,
+        overlap: Overlap::parse(&overlap)
+            .ok_or_else(|| corrupt(what.to_string(), format!("unknown overlap {overlap:?}")))?,
+        jitter_max: duration_ms(row.jitter_max_ms, what)?,
     };
     let tools = match row.tools {
-        Some(text) => JobTools::from_json(&text).map_err(|problem| corrupt(&what, format!("tools: {problem}")))?,
+        Some(text) => {
+            JobTools::from_json(&text).map_err(|problem| corrupt(what.to_string(), format!("tools: {problem}")))?
+        }
         None => JobTools::default(),
     };
     let schedule = match (&*row.schedule_kind, row.every_ms, row.cron_expr, row.cron_timezone, row.at_ms) {
-        ("every", Some(ms), _, _, _) => Schedule::Every(duration_ms(ms, &what)?),
+        ("every", Some(ms), _, _, _) => Schedule::Every(duration_ms(ms, what)?),
         ("cron", _, Some(expression), Some(zone), _) => {
-            Schedule::cron(CronSchedule::parse(&expression, &zone).map_err(|e| corrupt(&what, e))?)
+            Schedule::cron(CronSchedule::parse(&expression, &zone).map_err(|e| corrupt(what.to_string(), e))?)
         }
-        ("at", _, _, _, Some(ms)) => Schedule::At(timestamp(ms, &what)?),
-        (kind, ..) => return Err(corrupt(&what, format!("schedule kind {kind:?} without its columns"))),
-    };
-    let (kind, origin) = (row.kind, row.origin);
-    let def = HeartbeatDef {
-        tools,
-        model: row.model.map(Cow::into_owned),
-        kind: JobKind::parse(&kind).ok_or_else(|| corrupt(&what, format!("unknown kind {kind:?}")))?,
-        prompt: row.prompt.into_owned(),
-        schedule,
-        policy,
-        delete_after_run: row.delete_after_run == 1,
-        dedup: row.dedup == 1,
-        target: DeliveryTarget::parse(&row.delivery_target).map_err(|e| corrupt(&what, e))?,
-        active_hours,
-        timeout: duration_ms(row.timeout_ms, &what)?,
-        origin: Origin::parse(&origin).ok_or_else(|| corrupt(&what, format!("unknown origin {origin:?}")))?,
-        key,
+        ("at", _, _, _, Some(ms)) => Schedule::At(timestamp(ms, what)?),
+        (kind, ..) => return Err(corrupt(what.to_string(), format!("schedule kind {kind:?} without its columns"))),
     };
     let failures = row.consecutive_failures;
     let state = HeartbeatState {
         enabled: row.enabled == 1,
         disabled_reason: row.disabled_reason.map(Cow::into_owned),
-        consecutive_failures: u32::try_from(failures).map_err(|_| corrupt(&what, "failure count out of range"))?,
-        next_slot: row.next_slot_ms.map(|ms| timestamp(ms, &what)).transpose()?,
-        breaker_opened_at: row.breaker_opened_at_ms.map(|ms| timestamp(ms, &what)).transpose()?,
+        consecutive_failures: u32::try_from(failures)
+            .map_err(|_| corrupt(what.to_string(), "failure count out of range"))?,
+        next_slot: row.next_slot_ms.map(|ms| timestamp(ms, what)).transpose()?,
+        breaker_opened_at: row.breaker_opened_at_ms.map(|ms| timestamp(ms, what)).transpose()?,
+    };
+    let (kind, origin) = (row.kind, row.origin);
+    let def = HeartbeatDef {
+        tools,
+        model: row.model.map(Cow::into_owned),
+        kind: JobKind::parse(&kind).ok_or_else(|| corrupt(what.to_string(), format!("unknown kind {kind:?}")))?,
+        prompt: row.prompt.into_owned(),
+        schedule,
+        policy,
+        delete_after_run: row.delete_after_run == 1,
+        dedup: row.dedup == 1,
+        target: DeliveryTarget::parse(&row.delivery_target).map_err(|e| corrupt(what.to_string(), e))?,
+        active_hours,
+        timeout: duration_ms(row.timeout_ms, what)?,
+        origin: Origin::parse(&origin)
+            .ok_or_else(|| corrupt(what.to_string(), format!("unknown origin {origin:?}")))?,
+        key,
     };
     Ok(Heartbeat { def, state })
+}
+
+/// "heartbeat agent/id", written only into an error.
+struct NamedHeartbeat<'key>(&'key HeartbeatKey);
+
+impl fmt::Display for NamedHeartbeat<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "heartbeat {}", self.0)
+    }
 }
 
 /// One row of `executions`, read from either backend's row type.

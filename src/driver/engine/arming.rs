@@ -55,22 +55,33 @@ impl Arming {
 #[derive(Default)]
 pub(super) struct Commons {
     shared: BTreeSet<Arc<Common>>,
+    /// The last one shared: heartbeats come by key, and an agent's are mostly alike, so a
+    /// start-up's million lookups mostly end here.
+    last: Option<Arc<Common>>,
 }
 
 impl Commons {
     /// The shared copy of `common`.
     pub fn share(&mut self, common: Common) -> Arc<Common> {
-        if let Some(shared) = self.shared.get(&common) {
-            return Arc::clone(shared);
+        if let Some(last) = self.last.as_ref().filter(|last| ***last == common) {
+            return Arc::clone(last);
         }
-        let shared = Arc::new(common);
-        self.shared.insert(Arc::clone(&shared));
+        let shared = match self.shared.get(&common) {
+            Some(shared) => Arc::clone(shared),
+            None => {
+                let shared = Arc::new(common);
+                self.shared.insert(Arc::clone(&shared));
+                shared
+            }
+        };
+        self.last = Some(Arc::clone(&shared));
         shared
     }
 
     /// Drops the common parts no entry holds any more (called with the hourly prune): a
     /// runtime job made and deleted with a target of its own leaves nothing behind.
     pub fn forget_unused(&mut self) {
+        self.last = None;
         self.shared.retain(|common| Arc::strong_count(common) > 1);
     }
 
