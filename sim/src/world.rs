@@ -90,7 +90,9 @@ impl RarePath {
 
 impl World {
     pub fn record(&self, event: Event) {
-        self.recorder.push(self.clock.monotonic().since_origin(), self.clock.wall(), event);
+        // One reading for both (each is a lookup of the runtime's clock).
+        let now = self.clock.now();
+        self.recorder.push(now.mono.since_origin(), now.wall, event);
     }
 
     pub fn took(&self, path: RarePath) {

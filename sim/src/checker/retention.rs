@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
+use systole::core::ids::HeartbeatKey;
 
 use super::{fail, Step};
 use crate::trace::LoggedRow;
@@ -19,13 +20,18 @@ const PROTECTED_HOURS: i64 = 48;
 const KEPT_DAYS_FLOOR: u32 = 2;
 
 /// The rows the rule lets go, by the checker's reading.
-fn prunable(now: Timestamp, kept_days: u32, kept_per_heartbeat: u32, before: &[LoggedRow]) -> BTreeSet<(String, i64)> {
+fn prunable(
+    now: Timestamp,
+    kept_days: u32,
+    kept_per_heartbeat: u32,
+    before: &[LoggedRow],
+) -> BTreeSet<(HeartbeatKey, i64)> {
     let aged_before = now - SignedDuration::from_hours(i64::from(kept_days.max(KEPT_DAYS_FLOOR)) * 24);
     let protected_from = now - SignedDuration::from_hours(PROTECTED_HOURS);
     let keep = kept_per_heartbeat.max(1) as usize;
-    let mut by_heartbeat: BTreeMap<String, Vec<&LoggedRow>> = BTreeMap::new();
+    let mut by_heartbeat: BTreeMap<&HeartbeatKey, Vec<&LoggedRow>> = BTreeMap::new();
     for row in before {
-        by_heartbeat.entry(row.key.to_string()).or_default().push(row);
+        by_heartbeat.entry(&row.key).or_default().push(row);
     }
     let mut out = BTreeSet::new();
     for (key, mut rows) in by_heartbeat {
@@ -35,7 +41,7 @@ fn prunable(now: Timestamp, kept_days: u32, kept_per_heartbeat: u32, before: &[L
             let aged = finished_at < aged_before;
             let beyond = rank >= keep && (row.skip || finished_at < protected_from);
             if aged || beyond {
-                out.insert((key.clone(), row.slot.as_millisecond()));
+                out.insert(((*key).clone(), row.slot.as_millisecond()));
             }
         }
     }
@@ -47,11 +53,11 @@ pub fn judge(
     kept_days: u32,
     kept_per_heartbeat: u32,
     before: &[LoggedRow],
-    pruned: &[(systole::core::ids::HeartbeatKey, Timestamp)],
+    pruned: &[(HeartbeatKey, Timestamp)],
 ) -> Step {
     let expected = prunable(now, kept_days, kept_per_heartbeat, before);
-    let went: BTreeSet<(String, i64)> =
-        pruned.iter().map(|(key, slot)| (key.to_string(), slot.as_millisecond())).collect();
+    let went: BTreeSet<(HeartbeatKey, i64)> =
+        pruned.iter().map(|(key, slot)| (key.clone(), slot.as_millisecond())).collect();
     if let Some((key, slot)) = went.difference(&expected).next() {
         let message = format!("the prune at {now} deleted {key} slot {slot} ms, which the retention rule keeps");
         return fail(PRUNE_EXACT, message);
