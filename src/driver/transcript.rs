@@ -86,7 +86,7 @@ impl Conversation {
             }
             // Each step is written once; the whole is joined as `json!` would write it
             // (compact, keys in order: "cut" before "messages").
-            let step = step_json(step, redactor).to_string();
+            let step = compact(&step_json(step, redactor));
             used += step.chars().count();
             steps.push(step);
         }
@@ -105,6 +105,14 @@ impl Conversation {
         transcript.push_str("]}");
         transcript
     }
+}
+
+/// `value` as compact JSON, the text its `Display` gives, written straight into bytes
+/// (through `Display` every escaped piece goes through a formatter: a tenth of the
+/// simulator's runs' time).
+fn compact(value: &Value) -> String {
+    // Writing a `Value` cannot fail (its map keys are strings); the fallback is the same text.
+    serde_json::to_string(value).unwrap_or_else(|_| value.to_string())
 }
 
 fn step_json(step: &Step, redactor: &Redactor) -> Value {

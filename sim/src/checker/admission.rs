@@ -105,18 +105,27 @@ impl AdmissionModel {
     /// heartbeat's catch-up policy deciding later what of the slots that passed runs.
     pub fn full_at(&self, at: Duration) -> bool {
         self.full_since.is_some_and(|since| since <= at)
-            || self.full_spans.iter().any(|(start, end)| *start <= at && at <= *end)
+            || self.spans_from(at).first().is_some_and(|(start, end)| *start <= at && at <= *end)
     }
 
     /// How long within `from..to` the engine was full: due slots wait that long for a
     /// place (ADR 0023), so a heartbeat's cadence stretches by it.
     pub fn full_within(&self, from: Duration, to: Duration) -> Duration {
         let open = self.full_since.map(|since| (since, to));
-        self.full_spans
+        self.spans_from(from)
             .iter()
             .copied()
+            .take_while(|(start, _)| *start <= to)
             .chain(open)
             .map(|(start, end)| end.min(to).saturating_sub(start.max(from)))
             .sum()
+    }
+
+    /// The spans that end at `at` or later. They were recorded one after another in the
+    /// run's time, so they are sorted and apart: a search, where a walk of all of them made
+    /// every check longer as a seed went on.
+    fn spans_from(&self, at: Duration) -> &[(Duration, Duration)] {
+        let first = self.full_spans.partition_point(|(_, end)| *end < at);
+        self.full_spans.get(first..).unwrap_or_default()
     }
 }

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
-use systole::core::heartbeat::HeartbeatDef;
 use systole::core::ids::HeartbeatKey;
 use systole::core::policy::{CatchUp, Overlap};
 use systole::core::schedule::Schedule;
@@ -105,24 +104,24 @@ impl Model<'_> {
         if self.is_trigger(key, slot) || key.heartbeat.is_reserved() {
             return Ok(()); // an operator's slot, or a wake recorded under its decision time
         }
-        let defs: Vec<HeartbeatDef> = [self.running_defs.get(key), self.defs.get(key), self.previous_defs.get(key)]
+        // Their schedules only (a cron's is shared): this runs for every decided slot.
+        let calendar: Vec<Schedule> = [self.running_defs.get(key), self.defs.get(key), self.previous_defs.get(key)]
             .into_iter()
             .flatten()
-            .cloned()
+            .map(|def| def.schedule.clone())
             .collect();
         // An `at` that failed retries under the instant of each retry, and an `every` grid
         // starts anywhere: only when every definition that may decide is a cron is it judged.
-        if defs.is_empty() || !defs.iter().all(|def| matches!(def.schedule, Schedule::Cron(_))) {
+        if calendar.is_empty() || !calendar.iter().all(|schedule| matches!(schedule, Schedule::Cron(_))) {
             return Ok(());
         }
-        let calendar = defs;
         self.count(SLOT_ON_SCHEDULE);
         let just_before = slot - SignedDuration::from_millis(1);
         // Between a replace and the driver applying it, either definition may decide.
-        if calendar.iter().any(|def| next_slot(&mut self.crons, &def.schedule, just_before) == Some(slot)) {
+        if calendar.iter().any(|schedule| next_slot(&mut self.crons, schedule, just_before) == Some(slot)) {
             return Ok(());
         }
-        let schedule = &calendar[0].schedule;
+        let schedule = &calendar[0];
         let expected = next_slot(&mut self.crons, schedule, just_before);
         let message = format!(
             "{key} ({schedule}) decided slot {slot}, not one of its schedule's; the reference's next is {expected:?}"
