@@ -108,8 +108,8 @@ impl Conversation {
 }
 
 /// `value` as compact JSON, the text its `Display` gives, written straight into bytes
-/// (through `Display` every escaped piece goes through a formatter: a tenth of the
-/// simulator's runs' time).
+/// (through `Display` every escaped piece goes through a formatter; it was half of
+/// writing a transcript in a profile of the simulator).
 fn compact(value: &Value) -> String {
     // Writing a `Value` cannot fail (its map keys are strings); the fallback is the same text.
     serde_json::to_string(value).unwrap_or_else(|_| value.to_string())
