@@ -544,14 +544,24 @@ impl Driver {
             return Some((key, slot));
         }
         let (schedule, policy) = (entry.def.schedule.clone(), entry.def.common.policy);
-        if policy.catch_up == CatchUp::All {
-            return Some((key, slot));
-        }
         // If the wall clock went back while it waited, the slot still runs (the fire finds
         // it "due by elapsed time"): it was due, is late already, and holds its place in its
         // heartbeat's order, as a held or backlog slot does.
         let timer = SlotTimer::resume(now, &schedule, entry.jitter(&key), slot);
         let fired = timer.fire(now, &schedule, &policy);
+        // The timer it had, unless slots passed beyond it: its monotonic deadline stays. But
+        // not a deadline that passed while the slot waited (the wall clock lagging after a
+        // backward jump, so the fire above passed no slot beyond this one): a late timer's
+        // next is an interval after its run, or the two slots would be decided at once and
+        // the second skipped as the first's overlap (seed 1927000002369; under catch-up
+        // `all` too, seed 1927870024294).
+        let stale = |next: &SlotTimer| next.next_slot == armed.next_slot && armed.is_due(now);
+        if policy.catch_up == CatchUp::All {
+            if let Some(next) = fired.next.filter(stale) {
+                self.arm(key.clone(), next);
+            }
+            return Some((key, slot));
+        }
         // A slot held behind a run (`buffer_one`) while its timer went on deciding the
         // slots after it: those are decided, so it runs as it is (seed 972460027560). Known
         // by the decisions themselves: an enable moves the timer without deciding any
@@ -570,12 +580,7 @@ impl Driver {
             let event = EngineEvent::CaughtUp { key: key.clone(), slot: first, runs, missed: fired.missed };
             self.context.events.emit(now.wall, &event);
         }
-        // The timer it had, unless slots passed beyond it: its monotonic deadline stays. But
-        // not a deadline that passed while the slot waited (the wall clock lagging after a
-        // backward jump, so the fire above passed no slot beyond this one): a late timer's
-        // next is an interval after its run, or the two slots would be decided at once and
-        // the second skipped as the first's overlap (seed 1927000002369).
-        let stale = |next: &SlotTimer| next.next_slot == armed.next_slot && armed.is_due(now);
+        // The timer it had, unless slots passed beyond it (or it is stale, above).
         match fired.next.filter(|next| next.next_slot > armed.next_slot || stale(next)) {
             Some(next) => self.arm(key.clone(), next),
             None => self.announce_armed(&key, armed.next_slot),
