@@ -20,6 +20,8 @@ pub fn resident_bytes() -> (u64, u64) {
 
 /// Bytes the allocator has handed out and not taken back (glibc's `mallinfo2`): the
 /// heap a case's structures hold, without the freed pages resident memory still counts.
+/// It counts the main arena only, where a start-up on the main thread builds its maps;
+/// other threads' arenas are left out.
 pub fn heap_in_use_bytes() -> u64 {
     // SAFETY: `mallinfo2` only reads the allocator's counters; glibc 2.33 and later.
     let info = unsafe { libc::mallinfo2() };

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::cluster::engines::ClusterRoute;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::HeartbeatKey;
-use crate::core::partition::LeaseView;
+use crate::core::partition::{partition_of, LeaseView, PARTITIONS_COUNT};
 use crate::core::reload_plan::{changes, in_partition};
 use crate::ports::clock::Clock;
 use crate::ports::store::{SeedReport, Store, StoreError};
@@ -97,9 +97,21 @@ impl NodeReload {
         for (partition, engine) in self.route.engines() {
             let part = in_partition(&report, partition);
             let changed: BTreeSet<&HeartbeatKey> = part.inserted.iter().chain(&part.updated).collect();
-            let rows = stored.iter().filter(|row| changed.contains(&row.def.key)).cloned().collect();
+            let (rows, others): (Vec<_>, Vec<_>) = stored
+                .iter()
+                .filter(|row| partition_of(&row.def.key.agent, PARTITIONS_COUNT) == partition)
+                .cloned()
+                .partition(|row| changed.contains(&row.def.key));
             // A partition lost meanwhile answers `Stopped`; its next owner loads the store.
-            let _ = engine.adopt_stored(rows, &part.removed).await;
+            if engine.adopt_stored(rows, &part.removed).await.is_err() {
+                continue;
+            }
+            // `running` is this node's file as it last applied it, but a partition it took
+            // since (after a reload it was not asked to apply: not an owner then) runs what
+            // the store held when it took it. Rows the engine arms otherwise are adopted
+            // too, or a change back to this file's old heartbeats would look like none
+            // (seed 31450017450).
+            let _ = engine.adopt_changed(others).await;
         }
         Ok(report)
     }

@@ -127,6 +127,12 @@ impl Control {
         Ok(())
     }
 
+    /// Adopts each of `heartbeats` (rows the store holds) whose heartbeat the driver arms
+    /// otherwise, or not at all; the rest keep their timers.
+    pub async fn adopt_changed(&self, heartbeats: Vec<Heartbeat>) -> Result<(), EngineError> {
+        self.send(Change::AdoptChanged(heartbeats)).await
+    }
+
     /// Sends a change and waits until the driver has applied it.
     async fn send(&self, change: Change) -> Result<(), EngineError> {
         let (applied, done) = oneshot::channel();

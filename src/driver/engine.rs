@@ -83,6 +83,10 @@ pub(crate) enum Change {
     /// A row the store holds (written by another node's seed, say): run it as a start-up
     /// would load it, with its state.
     Adopt(Box<Heartbeat>),
+    /// Rows the store holds, adopted only where the driver arms the heartbeat otherwise
+    /// (or not at all): a cluster node that missed a reload took its partitions from the
+    /// store later, so what it runs is not what its own file said before.
+    AdoptChanged(Vec<Heartbeat>),
     Delete(HeartbeatKey),
     SetEnabled(HeartbeatKey, bool),
     Pause(AgentId, Pause),
@@ -956,6 +960,15 @@ impl Driver {
                 self.lift_past_claims(&key).await;
             }
             Change::Adopt(heartbeat) => self.adopt(*heartbeat, now).await,
+            Change::AdoptChanged(heartbeats) => {
+                for heartbeat in heartbeats {
+                    let armed_so =
+                        self.entries.get(&heartbeat.def.key).is_some_and(|entry| entry.def.arms(&heartbeat.def));
+                    if !armed_so {
+                        self.adopt(heartbeat, now).await;
+                    }
+                }
+            }
             Change::Resume(agent) => {
                 if self.pauses.remove(&agent).is_some() {
                     self.context.events.emit(now.wall, &EngineEvent::Resumed { agent });

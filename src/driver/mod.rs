@@ -354,6 +354,15 @@ impl EngineClient {
         self.control.adopt_stored(heartbeats, removed).await
     }
 
+    /// Adopts the rows among `heartbeats` that the engine arms otherwise, or not at all
+    /// (see [`Control::adopt_changed`]).
+    ///
+    /// # Errors
+    /// When the engine has stopped.
+    pub async fn adopt_changed(&self, heartbeats: Vec<Heartbeat>) -> Result<(), EngineError> {
+        self.control.adopt_changed(heartbeats).await
+    }
+
     /// Ends an agent's pause early. Returns whether it had one.
     ///
     /// # Errors

@@ -51,6 +51,23 @@ impl Arming {
     }
 }
 
+impl Arming {
+    /// Whether this record is what `def` would make: the same schedule, window and common
+    /// part (what the rest of a definition says is read from the store at each run).
+    pub fn arms(&self, def: &HeartbeatDef) -> bool {
+        let common = &self.common;
+        let agent_prompt = if def.kind == JobKind::Agent { def.prompt.as_str() } else { "" };
+        self.schedule == def.schedule
+            && self.active_hours.as_deref() == def.active_hours.as_ref()
+            && common.kind == def.kind
+            && common.policy == def.policy
+            && common.target == def.target
+            && common.delete_after_run == def.delete_after_run
+            && common.origin == def.origin
+            && *common.agent_prompt == *agent_prompt
+    }
+}
+
 /// The common parts the driver's entries hold, one copy of each.
 #[derive(Default)]
 pub(super) struct Commons {
@@ -122,5 +139,45 @@ mod tests {
         drop((first, second));
         commons.forget_unused();
         assert_eq!(commons.len(), 0);
+    }
+
+    #[test]
+    fn a_record_arms_the_definition_it_was_made_from_and_not_one_timed_otherwise() {
+        use std::time::Duration;
+
+        use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+
+        let def = HeartbeatDef {
+            key: HeartbeatKey {
+                agent: AgentId::new("main").expect("valid"),
+                heartbeat: HeartbeatId::new("inbox").expect("valid"),
+            },
+            kind: JobKind::Heartbeat,
+            prompt: "Check the inbox.".to_owned(),
+            schedule: Schedule::Every(Duration::from_secs(60)),
+            policy: RunPolicy::default(),
+            delete_after_run: false,
+            dedup: true,
+            target: DeliveryTarget::parse("webhook:ops").expect("valid"),
+            active_hours: None,
+            timeout: Duration::from_secs(120),
+            origin: Origin::Config,
+            tools: Default::default(),
+            model: None,
+        };
+        let mut commons = Commons::default();
+        let record = Arming::new(def.clone(), &mut commons);
+        assert!(record.arms(&def));
+        let reworded =
+            HeartbeatDef { prompt: "Read the inbox.".to_owned(), model: Some("small".to_owned()), ..def.clone() };
+        assert!(record.arms(&reworded), "a run reads its prompt and model from the store: nothing to re-arm");
+        let retimed = HeartbeatDef { schedule: Schedule::Every(Duration::from_secs(138)), ..def.clone() };
+        assert!(!record.arms(&retimed), "another cadence is another timer");
+        let elsewhere = HeartbeatDef { target: DeliveryTarget::parse("stdout").expect("valid"), ..def.clone() };
+        assert!(!record.arms(&elsewhere));
+        let agent = HeartbeatDef { kind: JobKind::Agent, ..def.clone() };
+        let agent_record = Arming::new(agent.clone(), &mut commons);
+        let agent_reworded = HeartbeatDef { prompt: "Look around.".to_owned(), ..agent };
+        assert!(!agent_record.arms(&agent_reworded), "an agent heartbeat's wakes build on its prompt");
     }
 }
