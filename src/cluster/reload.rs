@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::cluster::engines::ClusterRoute;
-use crate::core::heartbeat::HeartbeatDef;
+use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
 use crate::core::ids::HeartbeatKey;
 use crate::core::partition::{partition_of, LeaseView, PARTITIONS_COUNT};
 use crate::core::reload_plan::{changes, in_partition};
@@ -93,14 +93,17 @@ impl NodeReload {
         // Each engine takes its changed heartbeats as the store holds them now: a row
         // another node's seed already wrote keeps its state (seed 31000030529: a half-open
         // breaker's row, taken for a fresh definition, was left disarmed for good).
-        let stored = self.store.load_heartbeats().await?;
+        let mut stored: BTreeMap<u32, Vec<Heartbeat>> = BTreeMap::new();
+        for row in self.store.load_heartbeats().await? {
+            stored.entry(partition_of(&row.def.key.agent, PARTITIONS_COUNT)).or_default().push(row);
+        }
         for (partition, engine) in self.route.engines() {
             let part = in_partition(&report, partition);
             let changed: BTreeSet<&HeartbeatKey> = part.inserted.iter().chain(&part.updated).collect();
             let (rows, others): (Vec<_>, Vec<_>) = stored
-                .iter()
-                .filter(|row| partition_of(&row.def.key.agent, PARTITIONS_COUNT) == partition)
-                .cloned()
+                .remove(&partition)
+                .unwrap_or_default()
+                .into_iter()
                 .partition(|row| changed.contains(&row.def.key));
             // A partition lost meanwhile answers `Stopped`; its next owner loads the store.
             if engine.adopt_stored(rows, &part.removed).await.is_err() {

@@ -176,30 +176,36 @@ pub struct Heartbeat {
     pub state: HeartbeatState,
 }
 
+/// A plain heartbeat for unit tests: `agent`/`id` every `every_secs`, to stdout.
+#[cfg(test)]
+pub(crate) fn test_def(agent: &str, id: &str, every_secs: u64) -> HeartbeatDef {
+    use crate::core::ids::{AgentId, HeartbeatId};
+    HeartbeatDef {
+        key: HeartbeatKey {
+            agent: AgentId::new(agent).expect("valid"),
+            heartbeat: HeartbeatId::new(id).expect("valid"),
+        },
+        kind: JobKind::Heartbeat,
+        prompt: "Check the inbox.".to_owned(),
+        schedule: Schedule::Every(Duration::from_secs(every_secs)),
+        policy: RunPolicy::default(),
+        delete_after_run: false,
+        dedup: true,
+        target: DeliveryTarget::parse("stdout").expect("valid"),
+        active_hours: None,
+        timeout: Duration::from_secs(120),
+        origin: Origin::Config,
+        tools: JobTools::default(),
+        model: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::ids::{AgentId, HeartbeatId};
 
     fn def() -> HeartbeatDef {
-        HeartbeatDef {
-            key: HeartbeatKey {
-                agent: AgentId::new("main").expect("valid"),
-                heartbeat: HeartbeatId::new("inbox").expect("valid"),
-            },
-            kind: JobKind::Heartbeat,
-            prompt: "Check the inbox.".to_owned(),
-            schedule: Schedule::Every(Duration::from_secs(1_800)),
-            policy: RunPolicy::default(),
-            delete_after_run: false,
-            dedup: true,
-            target: DeliveryTarget::parse("stdout").expect("valid"),
-            active_hours: None,
-            timeout: Duration::from_secs(120),
-            origin: Origin::Config,
-            tools: JobTools::default(),
-            model: None,
-        }
+        test_def("main", "inbox", 1_800)
     }
 
     #[test]

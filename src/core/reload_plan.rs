@@ -58,33 +58,7 @@ pub fn in_partition(report: &SeedReport, partition: u32) -> SeedReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::delivery_target::DeliveryTarget;
-    use crate::core::heartbeat::{JobKind, Origin};
-    use crate::core::ids::{AgentId, HeartbeatId};
-    use crate::core::policy::RunPolicy;
-    use crate::core::schedule::Schedule;
-    use std::time::Duration;
-
-    fn def(agent: &str, id: &str, every_secs: u64) -> HeartbeatDef {
-        HeartbeatDef {
-            key: HeartbeatKey {
-                agent: AgentId::new(agent).expect("valid"),
-                heartbeat: HeartbeatId::new(id).expect("valid"),
-            },
-            kind: JobKind::Heartbeat,
-            prompt: "check".into(),
-            schedule: Schedule::Every(Duration::from_secs(every_secs)),
-            policy: RunPolicy::default(),
-            delete_after_run: false,
-            dedup: false,
-            target: DeliveryTarget::parse("stdout").expect("valid"),
-            active_hours: None,
-            timeout: Duration::from_secs(60),
-            origin: Origin::Config,
-            tools: Default::default(),
-            model: None,
-        }
-    }
+    use crate::core::heartbeat::test_def as def;
 
     #[test]
     fn two_files_agree_when_they_define_the_same_heartbeats_in_any_order() {

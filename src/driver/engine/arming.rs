@@ -145,26 +145,7 @@ mod tests {
     fn a_record_arms_the_definition_it_was_made_from_and_not_one_timed_otherwise() {
         use std::time::Duration;
 
-        use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
-
-        let def = HeartbeatDef {
-            key: HeartbeatKey {
-                agent: AgentId::new("main").expect("valid"),
-                heartbeat: HeartbeatId::new("inbox").expect("valid"),
-            },
-            kind: JobKind::Heartbeat,
-            prompt: "Check the inbox.".to_owned(),
-            schedule: Schedule::Every(Duration::from_secs(60)),
-            policy: RunPolicy::default(),
-            delete_after_run: false,
-            dedup: true,
-            target: DeliveryTarget::parse("webhook:ops").expect("valid"),
-            active_hours: None,
-            timeout: Duration::from_secs(120),
-            origin: Origin::Config,
-            tools: Default::default(),
-            model: None,
-        };
+        let def = crate::core::heartbeat::test_def("main", "inbox", 60);
         let mut commons = Commons::default();
         let record = Arming::new(def.clone(), &mut commons);
         assert!(record.arms(&def));
@@ -173,7 +154,7 @@ mod tests {
         assert!(record.arms(&reworded), "a run reads its prompt and model from the store: nothing to re-arm");
         let retimed = HeartbeatDef { schedule: Schedule::Every(Duration::from_secs(138)), ..def.clone() };
         assert!(!record.arms(&retimed), "another cadence is another timer");
-        let elsewhere = HeartbeatDef { target: DeliveryTarget::parse("stdout").expect("valid"), ..def.clone() };
+        let elsewhere = HeartbeatDef { target: DeliveryTarget::parse("webhook:ops").expect("valid"), ..def.clone() };
         assert!(!record.arms(&elsewhere));
         let agent = HeartbeatDef { kind: JobKind::Agent, ..def.clone() };
         let agent_record = Arming::new(agent.clone(), &mut commons);
