@@ -25,7 +25,8 @@ use systole::core::schedule::Schedule;
 use systole::core::system_events::SystemEvent;
 use systole::core::usage::{RunUsage, TokenUsage};
 use systole::ports::store::{
-    ClaimOutcome, DeliveryStatus, ExecutionStatus, Queued, RunRecord, SkipRecord, SlotClaim, StopReason, Store,
+    ClaimOutcome, DedupQuery, DeliveryStatus, ExecutionStatus, Queued, RunRecord, SkipRecord, SlotClaim, StopReason,
+    Store,
 };
 use systole::store::memory::MemoryStore;
 use systole::store::postgres::PostgresStore;
@@ -232,10 +233,18 @@ async fn delivered_digests_are_found_per_heartbeat_and_window() {
             ..finished(&a, 60, true)
         };
         store.finish_runs(&[sent], BREAKER_MAX).await.expect("finish");
-        assert!(store.delivered_since(&a, "d1", at(61)).await.expect("read"), "finished at 61: inside");
-        assert!(!store.delivered_since(&a, "d1", at(62)).await.expect("read"), "older than the window");
-        assert!(!store.delivered_since(&a, "d2", at(0)).await.expect("read"), "another reply");
-        assert!(!store.delivered_since(&b, "d1", at(0)).await.expect("read"), "another heartbeat");
+        let ask = |k: &HeartbeatKey, digest: &str, since| DedupQuery { key: k.clone(), digest: digest.into(), since };
+        let queries = [ask(&a, "d1", at(61)), ask(&a, "d1", at(62)), ask(&a, "d2", at(0)), ask(&b, "d1", at(0))];
+        let found = store.delivered_since(&[&queries[..], &queries[..1]].concat()).await.expect("read");
+        // Finished at 61: inside; older than the window; another reply; another heartbeat;
+        // the first asked twice.
+        assert_eq!(found, vec![true, false, false, false, true]);
+        // More questions than one statement takes: each answer still in its question's place.
+        let mut many: Vec<_> = (0..1_500).map(|i| ask(&b, "d1", at(i))).collect();
+        many.insert(1_234, ask(&a, "d1", at(0)));
+        let found = store.delivered_since(&many).await.expect("read");
+        let positions: Vec<usize> = found.iter().enumerate().filter(|(_, found)| **found).map(|(at, _)| at).collect();
+        assert_eq!(positions, vec![1_234]);
         let runs = store.executions(&a, 1).await.expect("read");
         assert_eq!(runs[0].reply, Some(ReplyKind::Sent));
     })
@@ -435,6 +444,51 @@ async fn breaker_steps_chain_within_one_batch() {
     .await;
 }
 
+/// The breaker's counts are read for a whole batch at once, a statement per chunk of
+/// heartbeats: each heartbeat of a batch wider than a chunk still steps from its own count,
+/// one deleted while it ran counts nothing, and one the breaker holds open stays open.
+#[tokio::test]
+async fn breaker_counts_are_read_for_every_heartbeat_of_a_batch_wider_than_a_statement() {
+    with_each_store(|store| async move {
+        let defs: Vec<_> =
+            (0..1_200).map(|i| def(if i % 2 == 0 { "a" } else { "b" }, &format!("h{i:04}"), 60)).collect();
+        store.seed_config(&defs, at(0)).await.expect("seed");
+        // Failures behind each before the batch: none, one or two (by its number modulo
+        // three); h0008 then trips.
+        for round in 0..2 {
+            let behind: Vec<_> = defs.iter().enumerate().filter(|(i, _)| i % 3 > round).map(|(_, d)| &d.key).collect();
+            let slot = 60 * (round as i64 + 1);
+            store.claim_slots(&behind.iter().map(|k| claim(k, slot)).collect::<Vec<_>>()).await.expect("claim");
+            let runs: Vec<_> = behind.iter().map(|k| finished(k, slot, false)).collect();
+            store.finish_runs(&runs, BREAKER_MAX).await.expect("finish");
+        }
+        assert!(fail_times(store.as_ref(), &defs[8].key, 600, 1).await[0].tripped, "h0008 had two failures");
+        let gone = &defs[10].key;
+        let claims: Vec<_> = defs.iter().map(|d| claim(&d.key, 1_200)).collect();
+        store.claim_slots(&claims).await.expect("claim");
+        assert!(store.delete_heartbeat(gone).await.expect("delete"));
+        // One failing run each, the whole batch at once: the stored order is not the batch's.
+        let runs: Vec<_> = defs.iter().rev().map(|d| finished(&d.key, 1_200, false)).collect();
+        let steps = store.finish_runs(&runs, BREAKER_MAX).await.expect("finish");
+        for (run, step) in runs.iter().zip(&steps) {
+            let index: usize = run.key.heartbeat.as_str()[1..].parse().expect("numbered");
+            let expected = match index {
+                10 => BreakerStep::unchanged(0),
+                8 => BreakerStep::unchanged(3),
+                _ if index % 3 == 2 => {
+                    BreakerStep { counted: true, tripped: true, opened: true, ..BreakerStep::unchanged(3) }
+                }
+                _ => BreakerStep { counted: true, ..BreakerStep::unchanged(index as u32 % 3 + 1) },
+            };
+            assert_eq!(*step, expected, "{}", run.key);
+        }
+        let stored = store.load_heartbeats().await.expect("load");
+        assert_eq!(stored.len(), 1_199);
+        let disabled = stored.iter().filter(|h| !h.state.enabled).count();
+        assert_eq!(disabled, 400, "those at three failures, h0008 among them");
+    })
+    .await;
+}
 #[tokio::test]
 async fn pauses_are_stored_replaced_and_cleared_per_agent() {
     with_each_store(|store| async move {

@@ -28,7 +28,7 @@ use systole::core::schedule::Schedule;
 use systole::core::tool_policy::{JobTools, ToolPattern};
 use systole::core::usage::{RunUsage, TokenUsage};
 use systole::ports::store::{
-    DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, StopReason, Store, ToolCallOutcome,
+    DedupQuery, DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, StopReason, Store, ToolCallOutcome,
     ToolCallRecord, ToolUse,
 };
 use systole::store::memory::MemoryStore;
@@ -314,7 +314,10 @@ async fn snapshot(store: &dyn Store, now: Timestamp) -> Vec<String> {
         seen.push(format!("{k} runs {runs:?}"));
         seen.push(format!("{k} failures {:?}", store.consecutive_failures(&k).await));
         for digest in DIGESTS {
-            seen.push(format!("{k} delivered {digest} {:?}", store.delivered_since(&k, digest, start()).await));
+            seen.push(format!(
+                "{k} delivered {digest} {:?}",
+                store.delivered_since(&[DedupQuery { key: k.clone(), digest: digest.into(), since: start() }]).await
+            ));
         }
     }
     for name in AGENTS {

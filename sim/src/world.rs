@@ -64,16 +64,19 @@ pub enum RarePath {
     BackfillBesideArmedSlot,
     /// A grid slot started after a later trigger of its heartbeat: both waited for places.
     TriggerAheadOfWaitingSlot,
+    /// One read answered the duplicate checks of several runs, some delivered, some not.
+    SharedDuplicateCheck,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 6] = [
+    pub const ALL: [RarePath; 7] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
         RarePath::ProbeAcrossRestart,
         RarePath::BackfillBesideArmedSlot,
         RarePath::TriggerAheadOfWaitingSlot,
+        RarePath::SharedDuplicateCheck,
     ];
 
     pub fn name(self) -> &'static str {
@@ -84,6 +87,7 @@ impl RarePath {
             RarePath::ProbeAcrossRestart => "probe-across-restart",
             RarePath::BackfillBesideArmedSlot => "backfill-beside-armed-slot",
             RarePath::TriggerAheadOfWaitingSlot => "trigger-ahead-of-waiting-slot",
+            RarePath::SharedDuplicateCheck => "duplicate-check-read-shared",
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod control;
 pub mod dedup_gate;
+pub mod dedup_reads;
 pub mod engine;
 pub mod events;
 pub mod group_commit;
@@ -288,6 +289,7 @@ pub async fn start_sharing(ports: Ports, options: EngineOptions, shared: Shared)
         visibility: Arc::new(options.visibility),
         run_events: Arc::clone(&run_events),
         dedup_gate: Arc::default(),
+        dedup_reads: Arc::default(),
         run_retention: options.run_retention,
         results: group_commit::ResultWriter::spawn(
             Arc::clone(&ports.store),

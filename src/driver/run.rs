@@ -23,6 +23,7 @@ use crate::core::usage::PriceTable;
 use crate::core::visibility::VisibilityRules;
 use crate::driver::control::Control;
 use crate::driver::dedup_gate::{DedupGate, DedupHold};
+use crate::driver::dedup_reads::DedupReads;
 use crate::driver::events::{EngineEvent, EventSink};
 use crate::driver::group_commit::ResultWriter;
 use crate::driver::lanes::Lanes;
@@ -34,7 +35,7 @@ use crate::ports::clock::{Clock, Mono};
 use crate::ports::fence::Fence;
 use crate::ports::llm::Llm;
 use crate::ports::messenger::{Delivery, DeliveryError, DeliveryKind, Messenger};
-use crate::ports::store::{DeliveryStatus, ExecutionStatus, Queued, RunRecord, StopReason, Store, ToolUse};
+use crate::ports::store::{DedupQuery, DeliveryStatus, ExecutionStatus, Queued, RunRecord, StopReason, Store, ToolUse};
 use crate::ports::telemetry::{RunTrace, Telemetry, ToolSpan};
 use crate::ports::tools::{ServerState, ServerTool, ToolServers};
 use crate::ports::workspace::Workspace;
@@ -73,6 +74,8 @@ pub struct RunContext {
     pub visibility: Arc<VisibilityRules>,
     pub run_events: Arc<RunEvents>,
     pub dedup_gate: Arc<DedupGate>,
+    /// The duplicate checks of runs finishing together, read at once.
+    pub dedup_reads: Arc<DedupReads>,
     /// What the run log keeps (the driver prunes the rest on a timer).
     pub run_retention: crate::core::retention::RunRetention,
     /// Where runs write their results: one transaction for all that finish together.
@@ -539,7 +542,10 @@ async fn queue_system_event(context: &RunContext, def: &HeartbeatDef) -> Outcome
 async fn delivered_recently(context: &RunContext, def: &HeartbeatDef, digest: &str) -> bool {
     let window = SignedDuration::from_secs(i64::try_from(DEDUP_WINDOW_SECS).unwrap_or(i64::MAX));
     let since = context.clock.wall().checked_sub(window).unwrap_or(Timestamp::MIN);
-    match context.store.delivered_since(&def.key, digest, since).await {
+    let query = DedupQuery { key: def.key.clone(), digest: digest.to_owned(), since };
+    let store = context.store.as_ref();
+    let read = |queries: Vec<DedupQuery>| async move { store.delivered_since(&queries).await };
+    match context.dedup_reads.delivered_since(query, read).await {
         Ok(found) => found,
         Err(error) => {
             let event = EngineEvent::StoreFailed {

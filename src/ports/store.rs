@@ -34,6 +34,15 @@ pub struct SlotClaim {
     pub next_slot: Timestamp,
 }
 
+/// A duplicate check: did `key` deliver a reply with `digest` in a run that finished at or
+/// after `since`?
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DedupQuery {
+    pub key: HeartbeatKey,
+    pub digest: String,
+    pub since: Timestamp,
+}
+
 /// Whether a claim was won. A slot claimed once is never claimed again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimOutcome {
@@ -454,9 +463,10 @@ pub trait Store: Send + Sync + 'static {
     /// batch of keys.
     async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError>;
 
-    /// Whether `key` delivered a reply with this digest in a run that finished at or after
-    /// `since` (duplicate suppression).
-    async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError>;
+    /// For each query, in order: whether its heartbeat delivered a reply with its digest in
+    /// a run that finished at or after its `since` (duplicate suppression). Many at once:
+    /// the runs finishing together ask in one read (`driver::dedup_reads`).
+    async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError>;
 
     /// Queues a system event for `agent`'s heartbeat (see [`crate::core::system_events`]):
     /// a consecutive duplicate is not queued, and beyond `SYSTEM_EVENTS_PER_AGENT_MAX`

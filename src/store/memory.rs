@@ -16,8 +16,8 @@ use crate::core::retention::{LogRow, RunRetention};
 use crate::core::system_events::{self, SystemEvent};
 use crate::core::usage::RunUsage;
 use crate::ports::store::{
-    ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim,
-    Store, StoreError, INTERRUPTED_ERROR_TEXT,
+    ClaimOutcome, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord,
+    SlotClaim, Store, StoreError, INTERRUPTED_ERROR_TEXT,
 };
 use crate::store::text_check;
 
@@ -509,12 +509,16 @@ impl Store for MemoryStore {
         Ok(stored.map(|(key, row)| (key.clone(), row.heartbeat.def.clone())).collect())
     }
 
-    async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
+    async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {
         let state = self.lock();
-        let mine = state.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX));
-        Ok(mine.map(|(_, entry)| entry).any(|entry| {
-            entry.reply_digest.as_deref() == Some(digest) && entry.execution.finished_at.is_some_and(|at| at >= since)
-        }))
+        let found = |DedupQuery { key, digest, since }: &DedupQuery| {
+            let mine = state.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX));
+            mine.map(|(_, entry)| entry).any(|entry| {
+                entry.reply_digest.as_deref() == Some(digest.as_str())
+                    && entry.execution.finished_at.is_some_and(|at| at >= *since)
+            })
+        };
+        Ok(queries.iter().map(found).collect())
     }
 
     async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {

@@ -43,8 +43,8 @@ macro_rules! sql_store {
             use crate::core::system_events::{self, SystemEvent};
             use crate::limits::STORE_BATCH_ROWS_MAX;
             use crate::ports::store::{
-                ClaimOutcome, DeliveryStatus, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord,
-                SlotClaim, StopReason, Store, StoreError, INTERRUPTED_ERROR_TEXT,
+                ClaimOutcome, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, Queued, RunRecord, SeedReport,
+                SkipRecord, SlotClaim, StopReason, Store, StoreError, INTERRUPTED_ERROR_TEXT,
             };
             use crate::store::sql_rows::{
                 corrupt, execution_from_row, heartbeat_from_row, key_from_parts, millis, spend_from, stored_count,
@@ -596,18 +596,32 @@ macro_rules! sql_store {
                 Ok(definitions)
             }
 
-            async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
-                let found: Option<i64> = sqlx::query_scalar(
-                    "SELECT CAST(1 AS BIGINT) FROM executions WHERE agent_id = $1 AND heartbeat_id = $2 AND reply_digest = $3 \
-                     AND finished_at_ms >= $4 LIMIT 1",
-                )
-                .bind(key.agent.as_str())
-                .bind(key.heartbeat.as_str())
-                .bind(digest)
-                .bind(since.as_millisecond())
-                .fetch_optional(&self.pool)
-                .await?;
-                Ok(found.is_some())
+            async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {
+                let mut found = vec![false; queries.len()];
+                for (chunk_index, chunk) in queries.chunks(STORE_BATCH_ROWS_MAX).enumerate() {
+                    let first = chunk_index * STORE_BATCH_ROWS_MAX;
+                    // Each query's position comes back with its match: one read for the chunk.
+                    let mut select = QueryBuilder::<$db>::new(
+                        "SELECT DISTINCT v.column5 FROM (",
+                    );
+                    select.push_values(chunk.iter().enumerate(), |mut row, (index, query)| {
+                        row.push_bind(query.key.agent.as_str())
+                            .push_bind(query.key.heartbeat.as_str())
+                            .push_bind(query.digest.as_str())
+                            .push_bind(query.since.as_millisecond())
+                            .push_bind(i64::try_from(first + index).unwrap_or(i64::MAX));
+                    });
+                    select.push(
+                        ") AS v JOIN executions e ON e.agent_id = v.column1 AND e.heartbeat_id = v.column2 \
+                         AND e.reply_digest = v.column3 AND e.finished_at_ms >= v.column4",
+                    );
+                    for position in select.build_query_scalar::<i64>().fetch_all(&self.pool).await? {
+                        if let Some(found) = usize::try_from(position).ok().and_then(|position| found.get_mut(position)) {
+                            *found = true;
+                        }
+                    }
+                }
+                Ok(found)
             }
 
             async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {
@@ -804,20 +818,29 @@ macro_rules! sql_store {
             // Heartbeats whose breaker is open (stored, or tripped earlier in this batch).
             let mut open: BTreeSet<HeartbeatKey> = BTreeSet::new();
             // Rows are read (and on PostgreSQL locked) in key order, so two batches
-            // never wait on each other's locks in a cycle.
-            let keys: BTreeSet<&HeartbeatKey> = runs.iter().map(|run| &run.key).collect();
-            for key in keys {
-                let row: Option<(i64, i64, Option<String>)> = sqlx::query_as(
-                    &format!(
-                        "SELECT consecutive_failures, enabled, disabled_reason FROM heartbeats \
-                         WHERE agent_id = $1 AND heartbeat_id = $2{LOCK_READ_ROWS}"
-                    ),
-                )
-                .bind(key.agent.as_str())
-                .bind(key.heartbeat.as_str())
-                .fetch_optional(&mut **tx)
-                .await?;
-                if let Some((count, enabled, reason)) = row {
+            // never wait on each other's locks in a cycle; a statement per chunk of keys,
+            // where one per heartbeat was a statement per run of a dispatch.
+            let keys: Vec<&HeartbeatKey> = runs.iter().map(|run| &run.key).collect::<BTreeSet<_>>().into_iter().collect();
+            for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
+                let mut select = QueryBuilder::<$db>::new(
+                    "SELECT agent_id, heartbeat_id, consecutive_failures, enabled, disabled_reason FROM heartbeats \
+                     WHERE (agent_id, heartbeat_id) IN (",
+                );
+                select.push_values(chunk, |mut row, key| {
+                    row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str());
+                });
+                select.push(format!(") ORDER BY agent_id, heartbeat_id{LOCK_READ_ROWS}"));
+                let rows: Vec<(String, String, i64, i64, Option<String>)> =
+                    select.build_query_as().fetch_all(&mut **tx).await?;
+                for (agent, heartbeat, count, enabled, reason) in rows {
+                    // The batch's own key (shared text), found by the row's: a row the batch
+                    // did not ask for cannot come back.
+                    let Ok(index) = chunk.binary_search_by(|key| {
+                        (key.agent.as_str(), key.heartbeat.as_str()).cmp(&(agent.as_str(), heartbeat.as_str()))
+                    }) else {
+                        continue;
+                    };
+                    let key = chunk[index];
                     let consecutive_failures = u32::try_from(count).unwrap_or(u32::MAX);
                     counts.insert(key.clone(), BreakerStep::unchanged(consecutive_failures));
                     if breaker::is_open(enabled != 0, reason.as_deref()) {

@@ -31,7 +31,8 @@ use systole::ports::leases::{Lease, Leases};
 use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError, Role, ToolCall};
 use systole::ports::messenger::Messenger;
 use systole::ports::store::{
-    ClaimOutcome, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
+    ClaimOutcome, DedupQuery, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store,
+    StoreError,
 };
 
 use super::freezes::{wait_for_row, Thawed};
@@ -218,9 +219,9 @@ impl Store for NodeStore {
         self.inner.definitions(keys).await
     }
 
-    async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
+    async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {
         self.link.check().await?;
-        self.inner.delivered_since(key, digest, since).await
+        self.inner.delivered_since(queries).await
     }
 
     async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {

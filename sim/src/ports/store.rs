@@ -1,10 +1,11 @@
 //! The simulated store: the real memory store's semantics over the run's durable state,
 //! with faults on every write (an error, a crash before it, a crash after it) and on the
-//! prompt reads of claimed slots.
+//! prompt reads of claimed slots, and duplicate checks that take time to read.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
@@ -16,8 +17,10 @@ use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::core::pause::PauseRecord;
 use systole::core::retention::RunRetention;
 use systole::core::system_events::SystemEvent;
+use systole::ports::clock::Clock;
 use systole::ports::store::{
-    ClaimOutcome, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
+    ClaimOutcome, DedupQuery, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store,
+    StoreError,
 };
 
 use crate::faults::FaultKind;
@@ -64,6 +67,10 @@ impl SimStore {
         apply.await
     }
 }
+
+/// How long a duplicate check's read takes: long, so that the checks of runs finishing
+/// together overlap and share reads.
+const DEDUP_READ_MILLIS: u64 = 2_000;
 
 fn none<T>(_: &T) -> Vec<DurableWrite> {
     Vec::new()
@@ -249,8 +256,17 @@ impl Store for SimStore {
         self.world.durable.definitions(keys).await
     }
 
-    async fn delivered_since(&self, key: &HeartbeatKey, digest: &str, since: Timestamp) -> Result<bool, StoreError> {
-        self.read(self.world.durable.delivered_since(key, digest, since)).await
+    async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {
+        self.life.ensure_alive().await;
+        // A read takes time, as a database's does: the duplicate checks of runs finishing
+        // meanwhile wait and share the next read (`driver::dedup_reads`).
+        self.world.clock.sleep(Duration::from_millis(DEDUP_READ_MILLIS)).await;
+        self.life.ensure_alive().await;
+        let found = self.world.durable.delivered_since(queries).await?;
+        if found.contains(&true) && found.contains(&false) {
+            self.world.took(RarePath::SharedDuplicateCheck);
+        }
+        Ok(found)
     }
 
     async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {
