@@ -489,6 +489,7 @@ impl Driver {
         let mut claims = Vec::new();
         let mut skips = Vec::new();
         let from_queue = !self.admission_queue.is_empty();
+        let mut behind_queued = Vec::new();
         let due: Vec<(HeartbeatKey, Timestamp)> = if !from_queue {
             let due = self.take_in(now);
             // Agent heartbeat wakes first: one per agent at most, and they are decided
@@ -517,7 +518,9 @@ impl Driver {
                 // and its timer's next, both waiting) has taken that one's place: it runs once.
                 let covered = !explicit && self.queue_caught_up.get(&key).is_some_and(|latest| slot <= *latest);
                 if !covered {
-                    if let Some((key, slot)) = self.catch_up_queued(now, key.clone(), slot) {
+                    if let Some((key, slot)) =
+                        self.catch_up_queued(now, key.clone(), slot, last_of_key, &mut behind_queued)
+                    {
                         // A trigger's slot is its own: it neither stands for nor hides another.
                         if !explicit && !last_of_key {
                             let latest = self.queue_caught_up.entry(key.clone()).or_insert(slot);
@@ -533,6 +536,21 @@ impl Driver {
             due
         };
         self.decide(now, room, due, from_queue, claims, skips).await;
+        self.backlog_behind_queued(now, behind_queued);
+    }
+
+    /// Under catch-up `all`, the slots a heartbeat's timer came due for while its queued
+    /// slot waited for a place run after that slot, one after another, once it is decided.
+    /// Left to the timer, the first would be decided beside that slot's run and skipped as
+    /// its overlap (seed 1927870024294 with slow duplicate checks, ADR 0027).
+    fn backlog_behind_queued(&mut self, now: Now, keys: Vec<HeartbeatKey>) {
+        for key in keys {
+            let Some(timer) = self.timers.timer(&key).copied().filter(|timer| now.wall >= timer.due_wall()) else {
+                continue;
+            };
+            self.timers.disarm(&key);
+            self.fire_timer(now, &key, timer, true);
+        }
     }
 
     /// A slot that waited for admission is decided as a timer that fires late would be:
@@ -540,7 +558,14 @@ impl Driver {
     /// latest of the slots that passed meanwhile (`once`), or none if that is too old
     /// (`skip`). `all` runs each one; a trigger is an explicit request and a one-shot has
     /// one slot, so those run as they are.
-    fn catch_up_queued(&mut self, now: Now, key: HeartbeatKey, slot: Timestamp) -> Option<(HeartbeatKey, Timestamp)> {
+    fn catch_up_queued(
+        &mut self,
+        now: Now,
+        key: HeartbeatKey,
+        slot: Timestamp,
+        last_of_key: bool,
+        behind_queued: &mut Vec<HeartbeatKey>,
+    ) -> Option<(HeartbeatKey, Timestamp)> {
         let recurring = |entry: &Entry| !matches!(entry.def.schedule, Schedule::At(_));
         let Some(entry) = self.entries.get(&key).filter(|entry| recurring(entry)) else { return Some((key, slot)) };
         let Some(armed) = self.timers.timer(&key).copied() else { return Some((key, slot)) };
@@ -561,7 +586,12 @@ impl Driver {
         // `all` too, seed 1927870024294).
         let stale = |next: &SlotTimer| next.next_slot == armed.next_slot && armed.is_due(now);
         if policy.catch_up == CatchUp::All {
-            if let Some(next) = fired.next.filter(stale) {
+            if last_of_key && now.wall >= armed.due_wall() {
+                // Its timer's slots came due while this one, its last in the queue, waited
+                // for a place: they run after it, one after another, as catch-up `all` runs
+                // missed slots (once it is decided: `backlog_behind_queued`).
+                behind_queued.push(key.clone());
+            } else if let Some(next) = fired.next.filter(stale) {
                 self.arm(key.clone(), next);
             }
             return Some((key, slot));
@@ -614,50 +644,57 @@ impl Driver {
         let mut ticks = Vec::new();
         for (key, timer) in self.timers.take_due(now, DUE_PER_WAKE_MAX) {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
-            let fired = timer.fire(now, &entry.def.schedule, &entry.def.common.policy);
             if entry.def.common.kind == JobKind::Agent {
                 // The agent heartbeat's slots are wake requests like any other: they merge
                 // with the rest, and the wake decides (see `wakes`).
+                let fired = timer.fire(now, &entry.def.schedule, &entry.def.common.policy);
                 ticks.push((key.agent.clone(), fired.run.last().copied()));
                 if let Some(next) = fired.next {
                     self.arm(key, next);
                 }
                 continue;
             }
-            if fired.next.is_none() {
-                entry.exhausted = true;
-                self.exhausted.insert(key.clone());
-                entry.with_rare(|rare| rare.next_slot_floor = fired.run.last().copied().or(Some(timer.next_slot)));
-            }
             let busy = !entry.rare().waiting.is_empty() || due_keys.contains(&key);
             let joins_backlog = busy && entry.def.common.policy.catch_up == CatchUp::All;
-            if fired.missed > 0 || fired.run.len() > 1 || joins_backlog {
-                let slot = fired.run.first().copied().unwrap_or(timer.next_slot);
-                let runs = fired.run.len() as u64;
-                let event = EngineEvent::CaughtUp { key: key.clone(), slot, runs, missed: fired.missed };
-                self.context.events.emit(now.wall, &event);
-            }
-            let mut run = fired.run.into_iter();
-            if !joins_backlog {
+            if let Some(slot) = self.fire_timer(now, &key, timer, joins_backlog) {
                 // Decided now (run, held or skipped by the overlap policy).
-                if let Some(slot) = run.next() {
-                    due.push((key.clone(), slot));
-                    due_keys.insert(key.clone());
-                }
-            }
-            // Catch-up slots run one after another, in order, behind any backlog.
-            entry.with_rare(|rare| rare.waiting.extend(run));
-            if !entry.rare().waiting.is_empty() {
-                self.backlogged.insert(key.clone());
-            }
-            if let Some(next) = fired.next {
-                self.arm(key, next);
+                due.push((key.clone(), slot));
+                due_keys.insert(key);
             }
         }
         for (agent, slot) in ticks {
             self.request_wake(&agent, WakeReason::Interval, slot, now);
         }
         due
+    }
+
+    /// Fires `key`'s due `timer`, out of the timer queue now, and arms the one after it.
+    /// The first slot it runs is returned, to be decided now, unless `into_backlog`; the
+    /// others (all of them, then) run one after another, in order, behind any backlog.
+    fn fire_timer(&mut self, now: Now, key: &HeartbeatKey, timer: SlotTimer, into_backlog: bool) -> Option<Timestamp> {
+        let entry = self.entries.get_mut(key)?;
+        let fired = timer.fire(now, &entry.def.schedule, &entry.def.common.policy);
+        if fired.next.is_none() {
+            entry.exhausted = true;
+            self.exhausted.insert(key.clone());
+            entry.with_rare(|rare| rare.next_slot_floor = fired.run.last().copied().or(Some(timer.next_slot)));
+        }
+        if fired.missed > 0 || fired.run.len() > 1 || into_backlog {
+            let slot = fired.run.first().copied().unwrap_or(timer.next_slot);
+            let runs = fired.run.len() as u64;
+            let event = EngineEvent::CaughtUp { key: key.clone(), slot, runs, missed: fired.missed };
+            self.context.events.emit(now.wall, &event);
+        }
+        let mut run = fired.run.into_iter();
+        let decided_now = if into_backlog { None } else { run.next() };
+        entry.with_rare(|rare| rare.waiting.extend(run));
+        if !entry.rare().waiting.is_empty() {
+            self.backlogged.insert(key.clone());
+        }
+        if let Some(next) = fired.next {
+            self.arm(key.clone(), next);
+        }
+        decided_now
     }
 
     /// Decides each due slot by its guards and the overlap policy: a run (claimed if there
