@@ -1,5 +1,6 @@
 //! Real implementations of the ports. Only these may read the system clock or the network.
 
+pub mod heap_trim;
 pub mod memory_workspace;
 pub mod scripted_llm;
 pub mod stdout;

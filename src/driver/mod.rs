@@ -302,6 +302,8 @@ pub async fn start_sharing(ports: Ports, options: EngineOptions, shared: Shared)
     };
     let mut driver = Driver::new(context, options.runs_in_flight_max, receiver, completions);
     driver.load(heartbeats, pauses).await;
+    // The load freed most of what it allocated; what the engine keeps stays.
+    crate::adapters::heap_trim::release_free_heap();
     let driver = tokio::spawn(driver.run());
     Ok(EngineHandle { client: EngineClient { control, commands, lanes, run_events }, driver })
 }
