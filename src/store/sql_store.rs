@@ -601,9 +601,7 @@ macro_rules! sql_store {
                 for (chunk_index, chunk) in queries.chunks(STORE_BATCH_ROWS_MAX).enumerate() {
                     let first = chunk_index * STORE_BATCH_ROWS_MAX;
                     // Each query's position comes back with its match: one read for the chunk.
-                    let mut select = QueryBuilder::<$db>::new(
-                        "SELECT DISTINCT v.column5 FROM (",
-                    );
+                    let mut select = QueryBuilder::<$db>::new("SELECT DISTINCT v.column5 FROM (");
                     select.push_values(chunk.iter().enumerate(), |mut row, (index, query)| {
                         row.push_bind(query.key.agent.as_str())
                             .push_bind(query.key.heartbeat.as_str())
