@@ -17,7 +17,9 @@
 //!   one heartbeat, in an order that decides its breaker (issue 28);
 //! - queued triggers: a slow-repeat heartbeat that keeps an engine of few places full is
 //!   triggered by an operator in bursts, so its triggers and grid slots wait for places
-//!   together, and is sometimes disabled and enabled while they wait (issue 28).
+//!   together, and is sometimes disabled and enabled while they wait (issue 28);
+//! - grid chorus: beside the grid-finishing heartbeat, another ends on the same grid and
+//!   always repeats one alert, so one duplicate-check read answers both ways (ADR 0027).
 
 use std::time::Duration;
 
@@ -60,6 +62,19 @@ pub const GRID_FINISH_SECS: u64 = 180;
 /// Ends the prompt of a heartbeat whose first LLM call of each run answers at the next
 /// multiple of `GRID_FINISH_SECS` since the simulation began.
 pub const GRID_FINISH_MARKER: &str = "[finishes on the grid]";
+
+/// A grid chorus: beside the grid-finishing heartbeat, another ends its runs on the same
+/// grid and always answers one alert, so at a grid instant one duplicate-check read answers
+/// "delivered" for its repeat and "not delivered" for the other's fresh alert (ADR 0027).
+const GRID_CHORUS_PROBABILITY: f64 = 0.6;
+/// Only in engines of this many places or more: its runs hold a place almost all the time,
+/// so in an engine of few places the others' backlog (a backfill's 50 slots) could not
+/// drain within the liveness phase, as seed 1927870094469 showed under a first version.
+const GRID_CHORUS_PLACES_MIN: usize = 4;
+/// Ends the prompt of a heartbeat whose first LLM call of each run answers
+/// `GRID_CHORUS_REPLY` at the next multiple of `GRID_FINISH_SECS`.
+pub const GRID_CHORUS_MARKER: &str = "[finishes on the grid, repeats]";
+pub const GRID_CHORUS_REPLY: &str = "The nightly export is late again";
 
 /// Queued triggers: in an engine of few places that a slow-repeat heartbeat keeps full, an
 /// operator triggers that heartbeat in bursts, so its triggers wait to be taken in and then
@@ -163,7 +178,9 @@ pub fn plant(
     // In engines of any size: in one of few places its runs hold every place for minutes,
     // which is how seed 1927000002369 showed a slot that waited for a place running beside
     // its next timer after a backward jump.
+    let mut grid_finish = false;
     if rng.random_bool(GRID_FINISH_PROBABILITY) && !plain.is_empty() {
+        grid_finish = true;
         let def = &mut heartbeats[plain[rng.random_range(0..plain.len())]];
         def.schedule = Schedule::Every(Duration::from_secs(GRID_FINISH_INTERVAL_SECS));
         def.policy.overlap = Overlap::AllowAll;
@@ -203,6 +220,23 @@ pub fn plant(
                 planted.ops.push(ScheduledOp { after: after + Duration::from_secs(1), op: Op::Enable(key.clone()) });
             }
         }
+    }
+    // Drawn after all the above, which a seed keeps as it had them.
+    let plain: Vec<usize> = calling.iter().copied().filter(|&i| !heartbeats[i].prompt.ends_with(']')).collect();
+    if grid_finish
+        && runs_in_flight_max >= GRID_CHORUS_PLACES_MIN
+        && !plain.is_empty()
+        && rng.random_bool(GRID_CHORUS_PROBABILITY)
+    {
+        let def = &mut heartbeats[plain[rng.random_range(0..plain.len())]];
+        // One run a grid interval is enough to meet the other's runs at each grid instant.
+        def.schedule = Schedule::Every(Duration::from_secs(GRID_FINISH_SECS));
+        def.policy.overlap = Overlap::AllowAll;
+        def.policy.catch_up = CatchUp::Once;
+        def.active_hours = None;
+        def.timeout = Duration::from_secs(GRID_FINISH_SECS * 2);
+        def.dedup = true;
+        def.prompt = format!("{}\n{GRID_CHORUS_MARKER}", def.prompt);
     }
     planted
 }

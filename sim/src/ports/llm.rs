@@ -234,7 +234,8 @@ impl SimLlm {
             self.answer(&prompt, text);
             return Ok(ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new(), usage: None });
         }
-        if prompt.ends_with(crate::scenarios::GRID_FINISH_MARKER) && first_turn {
+        let chorus = prompt.ends_with(crate::scenarios::GRID_CHORUS_MARKER);
+        if (prompt.ends_with(crate::scenarios::GRID_FINISH_MARKER) || chorus) && first_turn {
             // Answers at the next grid instant, so this `allow_all` heartbeat's runs in
             // flight end together and their results meet in one group commit; while faults
             // are on, every other call fails, so the order the store counts them in decides
@@ -243,6 +244,12 @@ impl SimLlm {
             let elapsed = u64::try_from(self.world.clock.monotonic().since_origin().as_millis()).unwrap_or(0);
             self.world.clock.sleep(Duration::from_millis(grid - elapsed % grid)).await;
             self.life.ensure_alive().await;
+            if chorus {
+                // The same alert each time, delivered once a day.
+                let text = crate::scenarios::GRID_CHORUS_REPLY;
+                self.answer(&prompt, text);
+                return Ok(ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new(), usage: None });
+            }
             if self.grid_call_fails(&prompt) {
                 self.world.fault(FaultKind::LlmError, &prompt);
                 self.answer(&prompt, "error 500 (grid)");
