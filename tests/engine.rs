@@ -505,3 +505,29 @@ async fn a_full_engine_claims_only_what_it_can_start_and_a_stop_abandons_only_st
     assert_eq!(count_status(&rig, &names, ExecutionStatus::Interrupted).await, abandoned);
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reloaded_file_stops_the_config_heartbeats_it_lacks_and_keeps_those_made_at_run_time() {
+    // A cluster node that missed a reload can run a heartbeat its own file never had
+    // (its partition loaded it from the store); a later reload that drops it names no
+    // change against that file, so the engine is told what the file holds instead.
+    let rig = Rig::new();
+    let engine = rig.start(&[def("main", "kept", 60), def("main", "dropped", 60)]).await;
+    let made = HeartbeatDef { origin: systole::core::heartbeat::Origin::Runtime, ..def("main", "made", 60) };
+    engine.upsert(made).await.expect("created at run time");
+    rig.advance(61).await;
+    assert_eq!(rig.llm.calls_for("dropped"), 1, "it ran before the reload");
+    // The reload's seed removes the row; the engine keeps only what the file has.
+    rig.store.seed_config(&[def("main", "kept", 60)], rig.clock.wall()).await.expect("seed");
+    let in_file = [key("main", "kept")].into_iter().collect();
+    engine.keep_config_only(in_file).await.expect("applied");
+    let mut running: Vec<String> =
+        engine.inspect().await.expect("views").into_iter().map(|view| view.key.heartbeat.to_string()).collect();
+    running.sort();
+    assert_eq!(running, ["kept", "made"], "the dropped config heartbeat goes, the run-time one stays");
+    rig.advance(300).await;
+    assert_eq!(rig.llm.calls_for("dropped"), 1, "it never runs again");
+    assert!(rig.llm.calls_for("made") >= 5, "the run-time heartbeat kept running");
+    assert!(rig.llm.calls_for("kept") >= 5, "the file's heartbeat kept running");
+    engine.shutdown(Duration::from_secs(1)).await;
+}

@@ -115,6 +115,15 @@ impl NodeReload {
             // too, or a change back to this file's old heartbeats would look like none
             // (seed 31450017450).
             let _ = engine.adopt_changed(others).await;
+            // Neither does the diff name a heartbeat such a partition took from the store
+            // that this file lacks as its old one did: whatever the file did not seed goes,
+            // as the seed removed its row.
+            let in_file: BTreeSet<HeartbeatKey> = new
+                .iter()
+                .filter(|def| partition_of(&def.key.agent, PARTITIONS_COUNT) == partition)
+                .map(|def| def.key.clone())
+                .collect();
+            let _ = engine.keep_config_only(in_file).await;
         }
         Ok(report)
     }

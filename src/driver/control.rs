@@ -2,6 +2,7 @@
 //! and only then acknowledged. Shared by [`EngineHandle`](crate::driver::EngineHandle)
 //! and the agent's tools, so a change a model makes takes effect exactly like an API call.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
@@ -131,6 +132,14 @@ impl Control {
     /// otherwise, or not at all; the rest keep their timers.
     pub async fn adopt_changed(&self, heartbeats: Vec<Heartbeat>) -> Result<(), EngineError> {
         self.send(Change::AdoptChanged(heartbeats)).await
+    }
+
+    /// Stops every heartbeat seeded from a config file that `in_file` (the reloaded file's
+    /// heartbeats) lacks, as the store's seed removed it; those created at run time stay.
+    /// A reload's own diff names only what the file it last applied had: a heartbeat a
+    /// partition took from the store since (a reload this node missed) needs this.
+    pub async fn keep_config_only(&self, in_file: BTreeSet<HeartbeatKey>) -> Result<(), EngineError> {
+        self.send(Change::KeepConfigOnly(in_file)).await
     }
 
     /// Sends a change and waits until the driver has applied it.

@@ -88,6 +88,9 @@ pub(crate) enum Change {
     /// store later, so what it runs is not what its own file said before.
     AdoptChanged(Vec<Heartbeat>),
     Delete(HeartbeatKey),
+    /// A reload's file holds these heartbeats (of this engine's partition): every other
+    /// one the file once seeded goes, as the store's seed removed it.
+    KeepConfigOnly(BTreeSet<HeartbeatKey>),
     SetEnabled(HeartbeatKey, bool),
     Pause(AgentId, Pause),
     /// An operator ended the agent's pause early.
@@ -1011,12 +1014,17 @@ impl Driver {
                     self.context.events.emit(now.wall, &EngineEvent::Resumed { agent });
                 }
             }
-            Change::Delete(key) => {
-                self.unqueue(&key);
-                self.explicit.retain(|(explicit_key, _)| *explicit_key != key);
-                self.cooldowns.remove(&key);
-                self.entries.remove(&key);
-                self.disarm(&key);
+            Change::Delete(key) => self.forget(&key),
+            Change::KeepConfigOnly(in_file) => {
+                let gone: Vec<HeartbeatKey> = self
+                    .entries
+                    .iter()
+                    .filter(|(key, entry)| entry.def.common.origin == Origin::Config && !in_file.contains(*key))
+                    .map(|(key, _)| key.clone())
+                    .collect();
+                for key in gone {
+                    self.forget(&key);
+                }
             }
             Change::Pause(agent, pause) => {
                 let event = EngineEvent::Paused {
@@ -1059,6 +1067,16 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// Drops `key` (deleted): its timer, what waits for it and its cooldown; a run of it
+    /// already going ends as it would.
+    fn forget(&mut self, key: &HeartbeatKey) {
+        self.unqueue(key);
+        self.explicit.retain(|(explicit_key, _)| explicit_key != key);
+        self.cooldowns.remove(key);
+        self.entries.remove(key);
+        self.disarm(key);
     }
 
     /// Runs `heartbeat` as the store holds it, as a start-up loads it: what the old

@@ -13,7 +13,7 @@ pub mod run;
 pub mod run_events;
 pub mod transcript;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -365,6 +365,15 @@ impl EngineClient {
     /// When the engine has stopped.
     pub async fn adopt_changed(&self, heartbeats: Vec<Heartbeat>) -> Result<(), EngineError> {
         self.control.adopt_changed(heartbeats).await
+    }
+
+    /// Stops every config-seeded heartbeat that `in_file` lacks (see
+    /// [`Control::keep_config_only`]).
+    ///
+    /// # Errors
+    /// When the engine has stopped.
+    pub async fn keep_config_only(&self, in_file: BTreeSet<HeartbeatKey>) -> Result<(), EngineError> {
+        self.control.keep_config_only(in_file).await
     }
 
     /// Ends an agent's pause early. Returns whether it had one.
