@@ -2,7 +2,7 @@
 //! here from the `Granted` records, never asked of the store, so a store that forgets to
 //! fence is caught rather than trusted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -12,7 +12,7 @@ use systole::core::partition::{partition_of, PARTITIONS_COUNT};
 
 use super::{CallKind, ClusterOptions, Entry, FaultKind, Record};
 
-pub const INVARIANTS: [&str; 14] = [
+pub const INVARIANTS: [&str; 15] = [
     "cluster-slot-once",
     "cluster-fenced-writes-refused",
     "cluster-cadence-after-heal",
@@ -24,6 +24,7 @@ pub const INVARIANTS: [&str; 14] = [
     "cluster-pause-holds",
     "cluster-call-answered-when-settled",
     "cluster-reload-reaches-all",
+    "cluster-reload-removes",
     "cluster-breaker-holds",
     "cluster-reminder-runs",
     "cluster-trigger-decided",
@@ -247,6 +248,23 @@ fn reloads(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
                         format!("#{sequence}: reload {op}, asked once the cluster had settled, was refused: {why}")
                     });
                 }
+            }
+            Record::EnginesHold { op, node, keys } => {
+                // A heartbeat an earlier file had and the reload's lacks runs nowhere once
+                // it is applied everywhere: a node that missed the reload adding it runs it
+                // from the store, though its own file never had it.
+                let Some(reload) = options.reloads.get(*op) else { continue };
+                let kept: BTreeSet<&HeartbeatKey> = reload.heartbeats.iter().map(|def| &def.key).collect();
+                let removed: BTreeSet<&HeartbeatKey> = std::iter::once(&options.heartbeats)
+                    .chain(options.reloads[..*op].iter().map(|earlier| &earlier.heartbeats))
+                    .flatten()
+                    .map(|def| &def.key)
+                    .filter(|key| !kept.contains(key))
+                    .collect();
+                let held: Vec<&HeartbeatKey> = keys.iter().filter(|key| removed.contains(key)).collect();
+                verdict.check("cluster-reload-removes", held.is_empty(), || {
+                    format!("#{sequence}: after reload {op}, applied everywhere, {node} still runs {held:?}")
+                });
             }
             Record::Reloaded { op, everywhere, answers } => {
                 verdict.reloads[usize::from(!*everywhere)] += 1;

@@ -214,6 +214,12 @@ pub enum Record {
         everywhere: bool,
         answers: String,
     },
+    /// What a node's partition engines hold, asked once a reload was applied everywhere.
+    EnginesHold {
+        op: usize,
+        node: String,
+        keys: Vec<HeartbeatKey>,
+    },
     /// The reload did nothing (a node disagreed or did not answer), or its answer did not
     /// come in time.
     ReloadRefused {
@@ -394,6 +400,13 @@ pub(crate) const FORWARD_TIMEOUT_SECS: u64 = 30;
 const RELOADS_RANGE: std::ops::Range<usize> = 1..3;
 /// How many heartbeats a reload changes the interval of, at most.
 const RELOAD_CHANGES_MAX: usize = 3;
+/// The share of seeds (with a node stopped or cut off late enough) in which a reload adds
+/// heartbeats that the next removes (`add_passing_heartbeat`, ADR 0024).
+const PASSING_HEARTBEAT_PROBABILITY: f64 = 0.6;
+/// The id and the interval range of those heartbeats: frequent, so a node that kept one
+/// claims it soon.
+const PASSING_HEARTBEAT_ID: &str = "passing";
+const PASSING_HEARTBEAT_SECS: std::ops::RangeInclusive<u64> = 20..=90;
 /// How long the operator waits for a reload's answer (its HTTP client's patience): the
 /// check and the apply may each wait a forward's timeout.
 const RELOAD_ANSWER_SECS: u64 = FORWARD_TIMEOUT_SECS * 3;
@@ -499,6 +512,11 @@ impl ClusterOptions {
             kept_days: systole::limits::RUNS_KEPT_DAYS_MIN,
             kept_per_heartbeat: rng.random_range(1..=RUNS_KEPT_PER_HEARTBEAT_MAX),
         };
+        // Drawn last, so the rest of a seed is as it was before passing heartbeats came.
+        let mut reloads = reloads;
+        if rng.random_bool(PASSING_HEARTBEAT_PROBABILITY) {
+            add_passing_heartbeat(&mut rng, &mut reloads, &heartbeats, &faults, lease);
+        }
         Self {
             seed,
             start,
@@ -579,6 +597,45 @@ fn draw_reloads(
             ReloadOp { at, node, heartbeats: config.clone() }
         })
         .collect()
+}
+
+/// A reload asked while a node is stopped or cut off past its lease adds a heartbeat to
+/// every agent, and the next reload (the settled one) removes it. The node is no owner then and
+/// is not asked to apply it; back, it takes partitions from the store, added heartbeats
+/// among them, while its own file never had them.
+/// Placed after the last reload during the faults, so the node applies none in between.
+fn add_passing_heartbeat(
+    rng: &mut ChaCha8Rng,
+    reloads: &mut Vec<ReloadOp>,
+    heartbeats: &[HeartbeatDef],
+    faults: &[(Duration, usize, Fault)],
+    lease: Duration,
+) {
+    let Some(last_during) = reloads.len().checked_sub(2).map(|index| &reloads[index]) else { return };
+    // Halfway between the end of the node's lease and its return.
+    let windows: Vec<(Duration, usize)> = faults
+        .iter()
+        .filter_map(|(at, node, fault)| match fault {
+            Fault::Pause(length) | Fault::Cut(length) => Some((*at + lease + (*length - lease) / 2, *node)),
+            _ => None,
+        })
+        .filter(|(at, _)| *at > last_during.at)
+        .collect();
+    if windows.is_empty() || heartbeats.is_empty() {
+        return;
+    }
+    let (at, away) = windows[rng.random_range(0..windows.len())];
+    let mut config = last_during.heartbeats.clone();
+    // One for every agent: whichever partitions the node takes when it is back, some hold one.
+    for pulse in heartbeats {
+        let mut def = pulse.clone();
+        def.key.heartbeat = HeartbeatId::new(PASSING_HEARTBEAT_ID).unwrap_or_else(|_| unreachable!("a valid id"));
+        def.schedule = Schedule::Every(Duration::from_secs(rng.random_range(PASSING_HEARTBEAT_SECS)));
+        config.push(def);
+    }
+    let node = (away + rng.random_range(1..NODES_COUNT)) % NODES_COUNT;
+    let settled = reloads.len() - 1;
+    reloads.insert(settled, ReloadOp { at, node, heartbeats: config });
 }
 
 /// The key of an agent's one heartbeat in the workload.
@@ -871,11 +928,21 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
                 world.record(Record::ReloadAsked { op, asked: asked.clone() });
                 let patience = Duration::from_secs(RELOAD_ANSWER_SECS);
                 match reloads::call_node(&world, &asked, reloads::ReloadCall::Operator, patience).await {
-                    Ok(answer) => world.record(Record::Reloaded {
-                        op,
-                        everywhere: answer["everywhere"].as_bool().unwrap_or(false),
-                        answers: answer["nodes"].to_string(),
-                    }),
+                    Ok(answer) => {
+                        let everywhere = answer["everywhere"].as_bool().unwrap_or(false);
+                        world.record(Record::Reloaded { op, everywhere, answers: answer["nodes"].to_string() });
+                        if everywhere {
+                            // What each node's engines run now (`cluster-reload-removes`).
+                            for (node, ..) in &world.options.nodes {
+                                let call = reloads::ReloadCall::Inspect;
+                                let patience = Duration::from_secs(FORWARD_TIMEOUT_SECS);
+                                if let Ok(keys) = reloads::call_node(&world, node, call, patience).await {
+                                    let keys = serde_json::from_value(keys).unwrap_or_default();
+                                    world.record(Record::EnginesHold { op, node: node.clone(), keys });
+                                }
+                            }
+                        }
+                    }
                     Err(why) => world.record(Record::ReloadRefused { op, why }),
                 }
             }

@@ -25,6 +25,9 @@ pub enum ReloadCall {
     Operator,
     /// Another node's check or apply of the heartbeats with `digest`.
     Node { digest: String, check_only: bool },
+    /// The simulation's question (no endpoint of the API): the heartbeats this node's
+    /// partition engines hold now.
+    Inspect,
 }
 
 pub struct ReloadRequest {
@@ -65,10 +68,20 @@ impl ReloadServer {
         self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
+    async fn engines_hold(&self) -> Value {
+        let mut keys = Vec::new();
+        for (_, engine) in self.node.route.engines() {
+            let Ok(views) = engine.inspect().await else { continue };
+            keys.extend(views.into_iter().map(|view| view.key));
+        }
+        json!(keys)
+    }
+
     async fn handle(&self, call: ReloadCall) -> Result<Value, String> {
         // A check changes nothing and never waits for a reload in progress.
         let _one_at_a_time = match call {
             ReloadCall::Node { check_only: true, .. } => None,
+            ReloadCall::Inspect => return Ok(self.engines_hold().await),
             _ => Some(self.busy.lock().await),
         };
         let file = self.world.config();
@@ -83,6 +96,7 @@ impl ReloadServer {
                 *self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = file;
                 Ok(json!({ "updated": report.updated.len() }))
             }
+            ReloadCall::Inspect => Ok(self.engines_hold().await),
             ReloadCall::Operator => {
                 let peers = SimPeers { world: Arc::clone(&self.world) };
                 let reloaded = self
