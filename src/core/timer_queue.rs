@@ -16,9 +16,52 @@ use crate::ports::clock::{Mono, Now};
 
 #[derive(Debug, Default)]
 pub struct TimerQueue {
-    timers: BTreeMap<HeartbeatKey, SlotTimer>,
+    timers: BTreeMap<HeartbeatKey, PackedTimer>,
     by_wall: BTreeSet<(Timestamp, HeartbeatKey)>,
-    by_mono: BTreeSet<(Mono, HeartbeatKey)>,
+    /// By monotonic deadline in nanoseconds (as [`PackedTimer`] keeps it: 8 bytes, not 16).
+    by_mono: BTreeSet<(u64, HeartbeatKey)>,
+}
+
+/// A [`SlotTimer`] as the queue keeps it: 32 bytes where the timer is 48 (two durations
+/// and an optional one), in a map that holds one per armed heartbeat. The durations are
+/// kept in nanoseconds, which saturate past 584 years: beyond any clock's uptime and any
+/// jitter a definition may have.
+#[derive(Debug, Clone, Copy)]
+struct PackedTimer {
+    next_slot: Timestamp,
+    /// `next_mono` since its clock's origin, or [`PackedTimer::NO_MONO`].
+    next_mono_nanos: u64,
+    jitter_nanos: u64,
+}
+
+/// A duration in nanoseconds, saturated below [`PackedTimer::NO_MONO`].
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(PackedTimer::NO_MONO - 1).min(PackedTimer::NO_MONO - 1)
+}
+
+fn mono_nanos(mono: Mono) -> u64 {
+    nanos(mono.since_origin())
+}
+
+impl PackedTimer {
+    const NO_MONO: u64 = u64::MAX;
+
+    fn pack(timer: SlotTimer) -> Self {
+        Self {
+            next_slot: timer.next_slot,
+            next_mono_nanos: timer.next_mono.map_or(Self::NO_MONO, mono_nanos),
+            jitter_nanos: nanos(timer.jitter),
+        }
+    }
+
+    fn unpack(self) -> SlotTimer {
+        SlotTimer {
+            next_slot: self.next_slot,
+            next_mono: (self.next_mono_nanos != Self::NO_MONO)
+                .then(|| Mono::from_duration(Duration::from_nanos(self.next_mono_nanos))),
+            jitter: Duration::from_nanos(self.jitter_nanos),
+        }
+    }
 }
 
 impl TimerQueue {
@@ -31,17 +74,17 @@ impl TimerQueue {
         self.disarm(&key);
         self.by_wall.insert((timer.due_wall(), key.clone()));
         if let Some(mono) = timer.next_mono {
-            self.by_mono.insert((mono, key.clone()));
+            self.by_mono.insert((mono_nanos(mono), key.clone()));
         }
-        self.timers.insert(key, timer);
+        self.timers.insert(key, PackedTimer::pack(timer));
     }
 
     /// Drops `key`'s timer, if it has one.
     pub fn disarm(&mut self, key: &HeartbeatKey) -> Option<SlotTimer> {
-        let timer = self.timers.remove(key)?;
+        let timer = self.timers.remove(key)?.unpack();
         self.by_wall.remove(&(timer.due_wall(), key.clone()));
         if let Some(mono) = timer.next_mono {
-            self.by_mono.remove(&(mono, key.clone()));
+            self.by_mono.remove(&(mono_nanos(mono), key.clone()));
         }
         Some(timer)
     }
@@ -57,21 +100,27 @@ impl TimerQueue {
             }
             return;
         }
-        self.timers = armed.into_iter().collect();
         // Sorted before they are collected: a set sorts what it is built from with a stable
         // sort, slower on these than an unstable one (no two are equal), and then only
         // checks that it is sorted.
-        let mut by_wall: Vec<_> = self.timers.iter().map(|(key, timer)| (timer.due_wall(), key.clone())).collect();
+        let mut by_wall: Vec<_> = armed.iter().map(|(key, timer)| (timer.due_wall(), key.clone())).collect();
         by_wall.sort_unstable();
-        self.by_wall = by_wall.into_iter().collect();
         let mut by_mono: Vec<_> =
-            self.timers.iter().filter_map(|(key, timer)| Some((timer.next_mono?, key.clone()))).collect();
+            armed.iter().filter_map(|(key, timer)| Some((mono_nanos(timer.next_mono?), key.clone()))).collect();
         by_mono.sort_unstable();
+        self.timers = armed.into_iter().map(|(key, timer)| (key, PackedTimer::pack(timer))).collect();
+        // A key given twice keeps its last timer: its other index entries go.
+        if self.timers.len() < by_wall.len() {
+            let timers = &self.timers;
+            by_wall.retain(|(due, key)| timers.get(key).is_some_and(|timer| timer.unpack().due_wall() == *due));
+            by_mono.retain(|(mono, key)| timers.get(key).is_some_and(|timer| timer.next_mono_nanos == *mono));
+        }
+        self.by_wall = by_wall.into_iter().collect();
         self.by_mono = by_mono.into_iter().collect();
     }
 
-    pub fn timer(&self, key: &HeartbeatKey) -> Option<&SlotTimer> {
-        self.timers.get(key)
+    pub fn timer(&self, key: &HeartbeatKey) -> Option<SlotTimer> {
+        self.timers.get(key).map(|timer| timer.unpack())
     }
 
     pub fn len(&self) -> usize {
@@ -95,7 +144,7 @@ impl TimerQueue {
     }
 
     fn earliest_due(&self, now: Now) -> Option<HeartbeatKey> {
-        let by_mono = self.by_mono.first().filter(|(mono, _)| *mono <= now.mono);
+        let by_mono = self.by_mono.first().filter(|(mono, _)| *mono <= mono_nanos(now.mono));
         let by_wall = self.by_wall.first().filter(|(wall, _)| *wall <= now.wall);
         by_mono.map(|(_, key)| key).or(by_wall.map(|(_, key)| key)).cloned()
     }
@@ -105,7 +154,7 @@ impl TimerQueue {
     pub fn next_wake(&self, now: Now) -> Mono {
         let mut wake = now.mono + Duration::from_secs(DRIVER_SLEEP_SECS_MAX);
         if let Some((mono, _)) = self.by_mono.first() {
-            wake = wake.min(*mono);
+            wake = wake.min(Mono::from_duration(Duration::from_nanos(*mono)));
         }
         if let Some((wall, _)) = self.by_wall.first() {
             let ahead = wall.duration_since(now.wall);
@@ -199,16 +248,20 @@ mod tests {
         let mut armed: Vec<_> =
             (0..50).map(|index| (key(&format!("h{index:02}")), timer(at(0), 1 + index % 7))).collect();
         armed.push((key("h00"), timer(at(0), 1)));
+        // Given again with another timer: the last one counts, and the first leaves no trace.
+        armed.push((key("h03"), timer(at(0), 1)));
         queue.arm_all(armed);
         assert_eq!(queue.len(), 50, "a key given twice is armed once");
+        assert_eq!(queue.timer(&key("h03")), Some(timer(at(0), 1)));
+        assert_eq!((queue.by_wall.len(), queue.by_mono.len()), (50, 50), "one index entry each");
         queue.arm_all(vec![(key("h01"), timer(at(0), 5)), (key("late"), timer(at(0), 9))]);
         assert_eq!(queue.len(), 51, "into a queue that has timers, each replaces or adds one");
         queue.disarm(&key("late"));
         queue.arm_all(vec![(key("h01"), timer(at(0), 2))]);
         assert_eq!(queue.next_wake(at(0)), at(1).mono);
         let due = fire(&mut queue, at(1), 100, 1);
-        assert_eq!(due.len(), 8, "those every 1 s: h00, h07, .., h49");
-        assert!(due.iter().all(|key| key.heartbeat.as_str()[1..].parse::<u64>().is_ok_and(|n| n % 7 == 0)));
+        assert_eq!(due.len(), 9, "those every 1 s: h00, h03 (its last timer), h07, .., h49");
+        assert!(due.iter().all(|key| key.heartbeat.as_str()[1..].parse::<u64>().is_ok_and(|n| n % 7 == 0 || n == 3)));
         assert_eq!(queue.len(), 50, "each fired one is armed again");
     }
 

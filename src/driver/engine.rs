@@ -548,7 +548,7 @@ impl Driver {
     /// its overlap (seed 1927870024294 with slow duplicate checks, ADR 0027).
     fn backlog_behind_queued(&mut self, now: Now, keys: Vec<HeartbeatKey>) {
         for key in keys {
-            let Some(timer) = self.timers.timer(&key).copied().filter(|timer| now.wall >= timer.due_wall()) else {
+            let Some(timer) = self.timers.timer(&key).filter(|timer| now.wall >= timer.due_wall()) else {
                 continue;
             };
             self.timers.disarm(&key);
@@ -571,7 +571,7 @@ impl Driver {
     ) -> Option<(HeartbeatKey, Timestamp)> {
         let recurring = |entry: &Entry| !matches!(entry.def.schedule, Schedule::At(_));
         let Some(entry) = self.entries.get(&key).filter(|entry| recurring(entry)) else { return Some((key, slot)) };
-        let Some(armed) = self.timers.timer(&key).copied() else { return Some((key, slot)) };
+        let Some(armed) = self.timers.timer(&key) else { return Some((key, slot)) };
         if self.explicit.contains(&(key.clone(), slot)) {
             return Some((key, slot));
         }
@@ -1112,7 +1112,7 @@ impl Driver {
     /// left: it is exhausted, and an enable retries it or retires it like any other.
     async fn exhaust_if_decided(&mut self, key: &HeartbeatKey) {
         let one_shot = self.entries.get(key).is_some_and(|entry| matches!(entry.def.schedule, Schedule::At(_)));
-        let Some(timer) = self.timers.timer(key).copied().filter(|_| one_shot) else { return };
+        let Some(timer) = self.timers.timer(key).filter(|_| one_shot) else { return };
         // Decided when the log holds its slot, or any slot above it: a retry of the one-shot
         // (a failed claim leaves no row for the instant itself, but its retry ran above it),
         // or a slot a re-created one-shot would be lifted above anyway.
@@ -1364,7 +1364,7 @@ impl Driver {
                 return;
             }
         };
-        let (Some(execution), Some(timer)) = (latest.first(), self.timers.timer(key).copied()) else { return };
+        let (Some(execution), Some(timer)) = (latest.first(), self.timers.timer(key)) else { return };
         let Some(entry) = self.entries.get_mut(key) else { return };
         match timer.lifted_above(execution.slot, &entry.def.schedule) {
             Some(lifted) if lifted != timer => {
