@@ -243,6 +243,16 @@ mod tests {
     }
 
     #[test]
+    fn a_packed_timer_is_32_bytes_and_unpacks_as_it_was() {
+        assert_eq!(std::mem::size_of::<PackedTimer>(), 32);
+        let every = timer(at(7), 5);
+        assert!(every.next_mono.is_some());
+        assert_eq!(PackedTimer::pack(every).unpack(), every);
+        let wall_only = SlotTimer { next_mono: None, jitter: Duration::from_millis(1_234), ..every };
+        assert_eq!(PackedTimer::pack(wall_only).unpack(), wall_only);
+    }
+
+    #[test]
     fn arming_all_at_once_is_arming_each() {
         let mut queue = TimerQueue::new();
         let mut armed: Vec<_> =

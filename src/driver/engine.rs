@@ -102,7 +102,8 @@ struct Entry {
     /// What arming and deciding its slots read of its definition; a run reads the whole
     /// definition from the store when its slot is claimed (ADR 0026).
     def: Arming,
-    runs_in_flight: usize,
+    /// Runs of it going (`runs_in_flight()`): 4 bytes, so the entry is 56 bytes, not 64.
+    runs_in_flight: u32,
     enabled: bool,
     /// Whether the last run of this heartbeat succeeded.
     last_succeeded: bool,
@@ -154,6 +155,14 @@ impl Rare {
 }
 
 impl Entry {
+    fn runs_in_flight(&self) -> usize {
+        usize::try_from(self.runs_in_flight).unwrap_or(usize::MAX)
+    }
+
+    fn set_runs_in_flight(&mut self, runs: usize) {
+        self.runs_in_flight = u32::try_from(runs).unwrap_or(u32::MAX);
+    }
+
     fn new(def: HeartbeatDef, enabled: bool, next_slot_floor: Option<Timestamp>, commons: &mut Commons) -> Self {
         let mut entry = Self {
             def: Arming::new(def, commons),
@@ -637,7 +646,7 @@ impl Driver {
                 self.backlogged.remove(&key);
                 continue;
             };
-            if entry.runs_in_flight == 0 {
+            if entry.runs_in_flight() == 0 {
                 if let Some(slot) = entry.with_rare(|rare| rare.waiting.pop_front()) {
                     due.push((key, slot));
                 }
@@ -723,7 +732,7 @@ impl Driver {
             let paused = !explicit && self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now));
             let next_slot = self.timers.timer(&key).map_or(slot, |timer| timer.next_slot);
             let Some(entry) = self.entries.get_mut(&key) else { continue };
-            let in_flight = entry.runs_in_flight + claimed_now.get(&key).copied().unwrap_or(0);
+            let in_flight = entry.runs_in_flight() + claimed_now.get(&key).copied().unwrap_or(0);
             // Whether an older slot of it is held or waits for a place, if this one is decided.
             let older_held = !entry.rare().waiting.is_empty() || (!from_queue && self.queued.contains_key(&key));
             let overlap = on_overlap(entry.def.common.policy.overlap, in_flight, entry.rare().waiting.len());
@@ -862,7 +871,7 @@ impl Driver {
     /// it could not be read; an agent heartbeat runs the prompt its wake prepared.
     fn start_run(&mut self, claim: SlotClaim, def: Result<HeartbeatDef, String>, now: Now) {
         let Some(entry) = self.entries.get_mut(&claim.key) else { return };
-        entry.runs_in_flight += 1;
+        entry.set_runs_in_flight(entry.runs_in_flight() + 1);
         if claim.key.heartbeat.is_reserved() {
             // Only a run that starts counts against the flood guard: a wake whose claim
             // failed made no call, and its retry must not wait out the spacing for it.
@@ -919,7 +928,7 @@ impl Driver {
             },
         );
         let Some(entry) = self.entries.get_mut(&record.key) else { return };
-        entry.runs_in_flight = entry.runs_in_flight.saturating_sub(1);
+        entry.set_runs_in_flight(entry.runs_in_flight().saturating_sub(1));
         entry.last_succeeded = record.status == ExecutionStatus::Succeeded;
         let succeeded = entry.last_succeeded;
         entry.with_rare(|rare| rare.retrying &= !succeeded);
@@ -983,7 +992,7 @@ impl Driver {
                 // disarmed, and its probe after the cooldown must still go above the old
                 // timer's slots (a backward wall jump in between, seed 1325000002181).
                 let mut entry = Entry::new(def, true, floor, &mut self.commons);
-                entry.runs_in_flight = runs_in_flight;
+                entry.set_runs_in_flight(runs_in_flight);
                 self.entries.insert(key.clone(), entry);
                 self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key: key.clone() });
                 let failures = self.backoff_from_store(&key, now).await;
@@ -1091,7 +1100,7 @@ impl Driver {
         self.entries.remove(&key);
         self.load(vec![heartbeat], Vec::new()).await;
         if let Some(entry) = self.entries.get_mut(&key) {
-            entry.runs_in_flight = runs_in_flight;
+            entry.set_runs_in_flight(runs_in_flight);
         }
         self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key });
     }
@@ -1214,7 +1223,7 @@ impl Driver {
         let queued = &self.queued;
         self.exhausted.retain(|key| {
             let Some(entry) = entries.get(key).filter(|entry| entry.exhausted) else { return false };
-            if entry.runs_in_flight == 0 && entry.rare().waiting.is_empty() && !queued.contains_key(key) {
+            if entry.runs_in_flight() == 0 && entry.rare().waiting.is_empty() && !queued.contains_key(key) {
                 done.push(key.clone());
                 return false;
             }
@@ -1285,7 +1294,7 @@ impl Driver {
             return housekeeping;
         }
         let ready = |key: &HeartbeatKey| {
-            self.entries.get(key).is_some_and(|entry| entry.runs_in_flight == 0 && !entry.rare().waiting.is_empty())
+            self.entries.get(key).is_some_and(|entry| entry.runs_in_flight() == 0 && !entry.rare().waiting.is_empty())
         };
         if !self.admission_queue.is_empty() || !self.triggered.is_empty() || self.backlogged.iter().any(ready) {
             return now.mono;
@@ -1335,7 +1344,7 @@ impl Driver {
         for (key, slot) in lost {
             self.runs.remove(&(key.clone(), slot));
             if let Some(entry) = self.entries.get_mut(&key) {
-                entry.runs_in_flight = entry.runs_in_flight.saturating_sub(1);
+                entry.set_runs_in_flight(entry.runs_in_flight().saturating_sub(1));
             }
             self.context.events.emit(self.context.clock.wall(), &EngineEvent::RunLost { key, slot });
         }
@@ -1490,5 +1499,14 @@ impl Driver {
     fn store_failed(&self, operation: &'static str, error: String, consequence: &'static str) {
         let event = EngineEvent::StoreFailed { operation, error, consequence };
         self.context.events.emit(self.context.clock.wall(), &event);
+    }
+}
+
+#[cfg(all(test, target_pointer_width = "64"))]
+mod tests {
+    /// A million heartbeats each have an entry: a field that grows it shows here first.
+    #[test]
+    fn an_entry_stays_within_56_bytes() {
+        assert!(std::mem::size_of::<super::Entry>() <= 56, "{} bytes", std::mem::size_of::<super::Entry>());
     }
 }

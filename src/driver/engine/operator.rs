@@ -69,7 +69,8 @@ impl Driver {
         let mut views = Vec::with_capacity(self.entries.len());
         for (key, entry) in &self.entries {
             let in_backoff = entry.rare().backoff_until.is_some_and(|until| now.mono < until);
-            let overlap = on_overlap(entry.def.common.policy.overlap, entry.runs_in_flight, entry.rare().waiting.len());
+            let overlap =
+                on_overlap(entry.def.common.policy.overlap, entry.runs_in_flight(), entry.rare().waiting.len());
             let opens = (entry.def.common.kind == JobKind::Agent)
                 .then(|| self.floods.get(&key.agent).and_then(|flood| flood.check(now.mono).err()))
                 .flatten();
@@ -94,7 +95,7 @@ impl Driver {
                 kind: entry.def.common.kind,
                 enabled: entry.enabled,
                 next_slot: self.timers.timer(key).map(|timer| timer.next_slot),
-                runs_in_flight: entry.runs_in_flight,
+                runs_in_flight: entry.runs_in_flight(),
                 waiting: entry.rare().waiting.len() + self.queued.get(key).copied().unwrap_or(0),
                 backoff_until: backoff_left.map(|left| crate::core::slots::add(now.wall, left)),
                 would_run_now: guard::check(input),

@@ -54,7 +54,7 @@ impl Driver {
     }
 
     fn agent_heartbeat_running(&self, agent: &AgentId) -> bool {
-        self.entries.get(&HeartbeatKey::agent_heartbeat(agent)).is_some_and(|entry| entry.runs_in_flight > 0)
+        self.entries.get(&HeartbeatKey::agent_heartbeat(agent)).is_some_and(|entry| entry.runs_in_flight() > 0)
     }
 
     /// Decides every due wake: a claim (its lane taken, its prompt prepared) or a skip. A
