@@ -600,10 +600,10 @@ fn draw_reloads(
 }
 
 /// A reload asked while a node is stopped or cut off past its lease adds a heartbeat to
-/// every agent, and the next reload (the settled one) removes it. The node is no owner then and
-/// is not asked to apply it; back, it takes partitions from the store, added heartbeats
-/// among them, while its own file never had them.
-/// Placed after the last reload during the faults, so the node applies none in between.
+/// every agent, and the next reload (the settled one) removes them. The node is no owner
+/// then and is not asked to apply it; back, it takes partitions from the store, added
+/// heartbeats among them, while its own file never had them. Placed after the last reload
+/// during the faults, so the node applies none in between.
 fn add_passing_heartbeat(
     rng: &mut ChaCha8Rng,
     reloads: &mut Vec<ReloadOp>,
@@ -616,7 +616,7 @@ fn add_passing_heartbeat(
     let windows: Vec<(Duration, usize)> = faults
         .iter()
         .filter_map(|(at, node, fault)| match fault {
-            Fault::Pause(length) | Fault::Cut(length) => Some((*at + lease + (*length - lease) / 2, *node)),
+            Fault::Pause(length) | Fault::Cut(length) => Some((*at + lease + length.saturating_sub(lease) / 2, *node)),
             _ => None,
         })
         .filter(|(at, _)| *at > last_during.at)

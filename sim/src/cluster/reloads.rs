@@ -78,10 +78,9 @@ impl ReloadServer {
     }
 
     async fn handle(&self, call: ReloadCall) -> Result<Value, String> {
-        // A check changes nothing and never waits for a reload in progress.
+        // A check or an inspection changes nothing and never waits for a reload in progress.
         let _one_at_a_time = match call {
-            ReloadCall::Node { check_only: true, .. } => None,
-            ReloadCall::Inspect => return Ok(self.engines_hold().await),
+            ReloadCall::Node { check_only: true, .. } | ReloadCall::Inspect => None,
             _ => Some(self.busy.lock().await),
         };
         let file = self.world.config();
