@@ -182,14 +182,7 @@ pub fn plant(
     if rng.random_bool(GRID_FINISH_PROBABILITY) && !plain.is_empty() {
         grid_finish = true;
         let def = &mut heartbeats[plain[rng.random_range(0..plain.len())]];
-        def.schedule = Schedule::Every(Duration::from_secs(GRID_FINISH_INTERVAL_SECS));
-        def.policy.overlap = Overlap::AllowAll;
-        // Not `all`: behind a backlog, caught-up slots run one at a time (ADR 0011), and
-        // runs three intervals long would never let it drain.
-        def.policy.catch_up = CatchUp::Once;
-        def.active_hours = None;
-        def.timeout = Duration::from_secs(GRID_FINISH_SECS * 2);
-        def.prompt = format!("{}\n{GRID_FINISH_MARKER}", def.prompt);
+        make_grid_runner(def, GRID_FINISH_INTERVAL_SECS, GRID_FINISH_MARKER);
     }
     // Drawn last, so the scenarios above are the ones a seed had before this one existed.
     // An engine of one place decides one queued slot a pass, the case the scenario is
@@ -230,13 +223,21 @@ pub fn plant(
     {
         let def = &mut heartbeats[plain[rng.random_range(0..plain.len())]];
         // One run a grid interval is enough to meet the other's runs at each grid instant.
-        def.schedule = Schedule::Every(Duration::from_secs(GRID_FINISH_SECS));
-        def.policy.overlap = Overlap::AllowAll;
-        def.policy.catch_up = CatchUp::Once;
-        def.active_hours = None;
-        def.timeout = Duration::from_secs(GRID_FINISH_SECS * 2);
+        make_grid_runner(def, GRID_FINISH_SECS, GRID_CHORUS_MARKER);
         def.dedup = true;
-        def.prompt = format!("{}\n{GRID_CHORUS_MARKER}", def.prompt);
     }
     planted
+}
+
+/// Makes `def` an `allow_all` heartbeat every `interval_secs` whose model answers on the
+/// grid of `GRID_FINISH_SECS` (the simulated LLM reads `marker` at its prompt's end).
+fn make_grid_runner(def: &mut HeartbeatDef, interval_secs: u64, marker: &str) {
+    def.schedule = Schedule::Every(Duration::from_secs(interval_secs));
+    def.policy.overlap = Overlap::AllowAll;
+    // Not `all`: behind a backlog, caught-up slots run one at a time (ADR 0011), and runs
+    // three intervals long would never let it drain.
+    def.policy.catch_up = CatchUp::Once;
+    def.active_hours = None;
+    def.timeout = Duration::from_secs(GRID_FINISH_SECS * 2);
+    def.prompt = format!("{}\n{marker}", def.prompt);
 }
