@@ -77,7 +77,7 @@ pub fn agent_layer(rng: &mut ChaCha8Rng, heartbeats: &[HeartbeatDef], safety: Du
         }
         let key = HeartbeatKey::agent_heartbeat(&agent);
         let every = Duration::from_secs(AGENT_EVERY_SECS[rng.random_range(0..AGENT_EVERY_SECS.len())]);
-        let target = DeliveryTarget { adapter: "sim".to_owned(), target: "inbox".to_owned() };
+        let target = DeliveryTarget::new("sim", "inbox");
         layer.heartbeats.push(def(key, JobKind::Agent, Schedule::Every(every), target));
         for index in 0..rng.random_range(0..=CRON_MAIN_JOBS_MAX) {
             let id = HeartbeatId::new(format!("main-job-{index}")).expect("generated ids use the id alphabet");

@@ -77,7 +77,7 @@ fn random_def(rng: &mut ChaCha8Rng, key: HeartbeatKey, origin: Origin) -> Heartb
         policy: RunPolicy::default(),
         delete_after_run: false,
         dedup: true,
-        target: DeliveryTarget { adapter: "sim".to_owned(), target: "inbox".to_owned() },
+        target: DeliveryTarget::new("sim", "inbox"),
         active_hours,
         timeout: Duration::from_secs(rng.random_range(TIMEOUT_SECS_MIN..=TIMEOUT_SECS_MAX)),
         origin,

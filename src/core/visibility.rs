@@ -61,7 +61,7 @@ pub struct VisibilityRules {
 impl VisibilityRules {
     pub fn resolve(&self, target: &DeliveryTarget) -> Visibility {
         let mut visibility = self.defaults;
-        if let Some(adapter) = self.adapters.get(&target.adapter) {
+        if let Some(adapter) = self.adapters.get(target.adapter()) {
             visibility = adapter.over(visibility);
         }
         if let Some(own) = self.targets.get(&target.to_string()) {

@@ -40,7 +40,7 @@ pub async fn deliver_test(config: &Config, target: &str, text: &str) -> Result<S
         kind: DeliveryKind::Reply,
         fence: crate::ports::fence::Fence::default(),
     };
-    if delivery.target.adapter == DeliveryTarget::STDOUT || delivery.target.is_silent() {
+    if delivery.target.adapter() == DeliveryTarget::STDOUT || delivery.target.is_silent() {
         return Ok(format!("{target} needs no check: it is not a network adapter\n"));
     }
     match messenger.send(&delivery).await {

@@ -75,7 +75,7 @@ impl ChatSender {
         if let Some(named) = self.destinations.get(&target.to_string()) {
             return Some((named, ""));
         }
-        self.destinations.get(&target.adapter).map(|destination| (destination, target.target.as_str()))
+        self.destinations.get(target.adapter()).map(|destination| (destination, target.target()))
     }
 
     /// Sends `delivery` and says what the platform answered last.
@@ -183,7 +183,7 @@ impl ChatSender {
 #[async_trait]
 impl Messenger for ChatSender {
     async fn deliver(&self, delivery: &Delivery) -> Result<(), DeliveryError> {
-        if delivery.target.adapter == DeliveryTarget::STDOUT {
+        if delivery.target.adapter() == DeliveryTarget::STDOUT {
             return deliver_to_stdout(delivery);
         }
         self.send(delivery).await.map(|_| ())

@@ -62,10 +62,10 @@ pub struct AdapterSettings {
 impl AdapterSettings {
     /// Whether `target` names a configured adapter (`stdout` and `silent` always are).
     pub fn knows(&self, target: &DeliveryTarget) -> bool {
-        match target.adapter.as_str() {
+        match target.adapter() {
             DeliveryTarget::STDOUT | DeliveryTarget::SILENT => true,
-            "webhook" => self.webhooks.contains_key(&target.target),
-            adapter if self.bots.contains_key(adapter) => !target.target.is_empty(),
+            "webhook" => self.webhooks.contains_key(target.target()),
+            adapter if self.bots.contains_key(adapter) => !target.target().is_empty(),
             _ => self.urls.contains_key(&target.to_string()),
         }
     }

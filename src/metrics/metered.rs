@@ -42,7 +42,7 @@ impl Messenger for MeteredMessenger {
     async fn deliver(&self, delivery: &Delivery) -> Result<(), DeliveryError> {
         let result = self.inner.deliver(delivery).await;
         let outcome = if result.is_ok() { "delivered" } else { "failed" };
-        self.metrics.delivery(&delivery.target.adapter, outcome);
+        self.metrics.delivery(delivery.target.adapter(), outcome);
         result
     }
 }

@@ -48,7 +48,7 @@ macro_rules! sql_store {
             };
             use crate::store::sql_rows::{
                 corrupt, execution_from_row, heartbeat_from_row, key_from_parts, millis, spend_from, stored_count,
-                timestamp, heartbeat_rows, AgentIds, HEARTBEAT_COLUMNS, LOAD_PAGE_ROWS,
+                timestamp, heartbeat_rows, SharedTexts, HEARTBEAT_COLUMNS, LOAD_PAGE_ROWS,
             };
 
         impl $store {
@@ -64,7 +64,7 @@ macro_rules! sql_store {
                 let page_sql = load_page_sql(columns, selected, &self.owned_rows_sql());
                 let mut tx = self.snapshot_tx().await?;
                 let mut heartbeats = Vec::new();
-                let mut agents = AgentIds::default();
+                let mut shared = SharedTexts::default();
                 let mut after = (String::new(), String::new());
                 let mut unparsed: Option<String> = None;
                 loop {
@@ -76,7 +76,7 @@ macro_rules! sql_store {
                     // Polled first, the fetch hands its statement to the database's thread;
                     // the previous page is parsed here meanwhile.
                     let parse = async {
-                        unparsed.take().map_or(Ok(()), |page| parse_page(&page, &mut heartbeats, &mut agents))
+                        unparsed.take().map_or(Ok(()), |page| parse_page(&page, &mut heartbeats, &mut shared))
                     };
                     let (fetched, parsed) = tokio::join!(fetch, parse);
                     parsed?;
@@ -90,7 +90,7 @@ macro_rules! sql_store {
                     }
                 }
                 if let Some(page) = unparsed {
-                    parse_page(&page, &mut heartbeats, &mut agents)?;
+                    parse_page(&page, &mut heartbeats, &mut shared)?;
                 }
                 tx.commit().await?;
                 // The backend may page in its storage order (SQLite: rowid).
@@ -578,7 +578,7 @@ macro_rules! sql_store {
                 let joined: Vec<String> = HEARTBEAT_COLUMNS.iter().map(|column| format!("h.{column}")).collect();
                 let (head, tail) = json_rows_sql(&columns);
                 let mut definitions = BTreeMap::new();
-                let mut agents = AgentIds::default();
+                let mut shared = SharedTexts::default();
                 for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
                     // The rows as one JSON value, decoded as the start-up load decodes its pages.
                     let mut select = QueryBuilder::<$db>::new(format!("{head}SELECT {} FROM (", joined.join(", ")));
@@ -589,7 +589,7 @@ macro_rules! sql_store {
                     select.push(tail);
                     let page: String = select.build().fetch_one(&self.pool).await?.try_get(0)?;
                     for row in heartbeat_rows(&page)? {
-                        let heartbeat = heartbeat_from_row(row, &mut agents)?;
+                        let heartbeat = heartbeat_from_row(row, &mut shared)?;
                         definitions.insert(heartbeat.def.key.clone(), heartbeat.def);
                     }
                 }
@@ -881,9 +881,9 @@ macro_rules! sql_store {
         }
 
         /// Adds the heartbeats of a page of the start-up load to `heartbeats`.
-        fn parse_page(page: &str, heartbeats: &mut Vec<Heartbeat>, agents: &mut AgentIds) -> Result<(), StoreError> {
+        fn parse_page(page: &str, heartbeats: &mut Vec<Heartbeat>, shared: &mut SharedTexts) -> Result<(), StoreError> {
             for row in heartbeat_rows(page)? {
-                heartbeats.push(heartbeat_from_row(row, agents)?);
+                heartbeats.push(heartbeat_from_row(row, shared)?);
             }
             Ok(())
         }

@@ -112,7 +112,7 @@ pub fn shows_nothing(visibility: Visibility) -> bool {
 
 /// Whether a target is `silent` (kept in the run log on purpose, delivered nowhere).
 pub fn is_silent(target: &DeliveryTarget) -> bool {
-    target.adapter == "silent" && target.target.is_empty()
+    target.adapter() == "silent" && target.target().is_empty()
 }
 
 #[cfg(test)]
