@@ -17,7 +17,8 @@ use crate::ports::clock::{Mono, Now};
 #[derive(Debug, Default)]
 pub struct TimerQueue {
     timers: BTreeMap<HeartbeatKey, PackedTimer>,
-    by_wall: BTreeSet<(Timestamp, HeartbeatKey)>,
+    /// By wall due time in nanoseconds since the Unix epoch ([`wall_nanos`]: 8 bytes, not 16).
+    by_wall: BTreeSet<(i64, HeartbeatKey)>,
     /// By monotonic deadline in nanoseconds (as [`PackedTimer`] keeps it: 8 bytes, not 16).
     by_mono: BTreeSet<(u64, HeartbeatKey)>,
 }
@@ -41,6 +42,13 @@ fn nanos(duration: Duration) -> u64 {
 
 fn mono_nanos(mono: Mono) -> u64 {
     nanos(mono.since_origin())
+}
+
+/// A wall time in nanoseconds since the Unix epoch, saturated to the years 1677-2262: a
+/// timer due before them is due now and one due after them never in this engine's life,
+/// as they would be unsaturated.
+fn wall_nanos(wall: Timestamp) -> i64 {
+    i64::try_from(wall.as_nanosecond()).unwrap_or(if wall < Timestamp::UNIX_EPOCH { i64::MIN } else { i64::MAX })
 }
 
 impl PackedTimer {
@@ -72,7 +80,7 @@ impl TimerQueue {
     /// Arms `key` with `timer`, replacing any timer it had.
     pub fn arm(&mut self, key: HeartbeatKey, timer: SlotTimer) {
         self.disarm(&key);
-        self.by_wall.insert((timer.due_wall(), key.clone()));
+        self.by_wall.insert((wall_nanos(timer.due_wall()), key.clone()));
         if let Some(mono) = timer.next_mono {
             self.by_mono.insert((mono_nanos(mono), key.clone()));
         }
@@ -82,7 +90,7 @@ impl TimerQueue {
     /// Drops `key`'s timer, if it has one.
     pub fn disarm(&mut self, key: &HeartbeatKey) -> Option<SlotTimer> {
         let timer = self.timers.remove(key)?.unpack();
-        self.by_wall.remove(&(timer.due_wall(), key.clone()));
+        self.by_wall.remove(&(wall_nanos(timer.due_wall()), key.clone()));
         if let Some(mono) = timer.next_mono {
             self.by_mono.remove(&(mono_nanos(mono), key.clone()));
         }
@@ -103,7 +111,8 @@ impl TimerQueue {
         // Sorted before they are collected: a set sorts what it is built from with a stable
         // sort, slower on these than an unstable one (no two are equal), and then only
         // checks that it is sorted.
-        let mut by_wall: Vec<_> = armed.iter().map(|(key, timer)| (timer.due_wall(), key.clone())).collect();
+        let mut by_wall: Vec<_> =
+            armed.iter().map(|(key, timer)| (wall_nanos(timer.due_wall()), key.clone())).collect();
         by_wall.sort_unstable();
         let mut by_mono: Vec<_> =
             armed.iter().filter_map(|(key, timer)| Some((mono_nanos(timer.next_mono?), key.clone()))).collect();
@@ -112,7 +121,9 @@ impl TimerQueue {
         // A key given twice keeps its last timer: its other index entries go.
         if self.timers.len() < by_wall.len() {
             let timers = &self.timers;
-            by_wall.retain(|(due, key)| timers.get(key).is_some_and(|timer| timer.unpack().due_wall() == *due));
+            by_wall.retain(|(due, key)| {
+                timers.get(key).is_some_and(|timer| wall_nanos(timer.unpack().due_wall()) == *due)
+            });
             by_mono.retain(|(mono, key)| timers.get(key).is_some_and(|timer| timer.next_mono_nanos == *mono));
         }
         self.by_wall = by_wall.into_iter().collect();
@@ -145,7 +156,7 @@ impl TimerQueue {
 
     fn earliest_due(&self, now: Now) -> Option<HeartbeatKey> {
         let by_mono = self.by_mono.first().filter(|(mono, _)| *mono <= mono_nanos(now.mono));
-        let by_wall = self.by_wall.first().filter(|(wall, _)| *wall <= now.wall);
+        let by_wall = self.by_wall.first().filter(|(wall, _)| *wall <= wall_nanos(now.wall));
         by_mono.map(|(_, key)| key).or(by_wall.map(|(_, key)| key)).cloned()
     }
 
@@ -157,6 +168,7 @@ impl TimerQueue {
             wake = wake.min(Mono::from_duration(Duration::from_nanos(*mono)));
         }
         if let Some((wall, _)) = self.by_wall.first() {
+            let wall = Timestamp::from_nanosecond(i128::from(*wall)).unwrap_or(Timestamp::MAX);
             let ahead = wall.duration_since(now.wall);
             let ahead = if ahead.is_negative() { Duration::ZERO } else { ahead.unsigned_abs() };
             wake = wake.min(now.mono + ahead);
@@ -171,6 +183,7 @@ mod tests {
     use crate::core::ids::{AgentId, HeartbeatId};
     use crate::core::policy::RunPolicy;
     use crate::core::schedule::Schedule;
+    use jiff::SignedDuration;
 
     fn key(name: &str) -> HeartbeatKey {
         HeartbeatKey { agent: AgentId::new("a").expect("valid"), heartbeat: HeartbeatId::new(name).expect("valid") }
@@ -240,6 +253,22 @@ mod tests {
         assert_eq!(queue.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono);
         queue.arm(key("daily"), timer(at(0), 86_400));
         assert_eq!(queue.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono);
+    }
+
+    #[test]
+    fn wall_times_order_as_nanoseconds_and_saturate_outside_their_years() {
+        let now = at(0).wall;
+        assert!(wall_nanos(now) < wall_nanos(now + SignedDuration::from_nanos(1)));
+        assert_eq!(Timestamp::from_nanosecond(i128::from(wall_nanos(now))).ok(), Some(now));
+        assert_eq!(wall_nanos(Timestamp::MAX), i64::MAX);
+        assert_eq!(wall_nanos(Timestamp::MIN), i64::MIN);
+        // A timer due in the year 9999 is armed, not due, and wakes the driver at its cap.
+        let mut queue = TimerQueue::new();
+        let far = SlotTimer::first(at(0), &Schedule::At(Timestamp::MAX), Duration::ZERO).expect("future");
+        queue.arm(key("far"), far);
+        assert!(queue.take_due(at(10_000), 10).is_empty());
+        assert_eq!(queue.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono);
+        assert_eq!(queue.disarm(&key("far")), Some(far));
     }
 
     #[test]
