@@ -1,6 +1,7 @@
 //! Identifiers of agents and heartbeats: `[a-z0-9-]{1,64}`, so they are safe in URLs,
 //! HTTP headers, log lines and idempotency keys.
 
+use std::cmp::Ordering;
 use std::fmt;
 
 use arcstr::ArcStr;
@@ -37,7 +38,7 @@ fn validate(raw: &str) -> Result<(), IdError> {
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
         // Shared text: a key is cloned into every index of the driver and the store, and a
         // clone is a reference count, not two allocations (a million heartbeats, ADR 0014).
@@ -72,6 +73,24 @@ macro_rules! id_type {
         impl From<$name> for String {
             fn from(id: $name) -> String {
                 id.0.to_string()
+            }
+        }
+
+        // Ordered by text, but two copies of one shared text (all of an agent's keys hold
+        // its id's) are equal without reading it: a start-up sorts a million keys.
+        impl Ord for $name {
+            fn cmp(&self, other: &Self) -> Ordering {
+                if ArcStr::ptr_eq(&self.0, &other.0) {
+                    Ordering::Equal
+                } else {
+                    self.0.as_str().cmp(other.0.as_str())
+                }
+            }
+        }
+
+        impl PartialOrd for $name {
+            fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+                Some(self.cmp(other))
             }
         }
 
@@ -139,6 +158,16 @@ mod tests {
     fn the_reserved_id_is_a_valid_id() {
         assert_eq!(HeartbeatId::new(AGENT_HEARTBEAT_ID), Ok(HeartbeatId::agent_heartbeat()));
         assert!(HeartbeatId::agent_heartbeat().is_reserved());
+    }
+
+    #[test]
+    fn ids_order_by_their_text_whether_shared_or_copied() {
+        let id = |raw: &str| AgentId::new(raw).expect("valid");
+        let shared = id("ops");
+        assert_eq!(shared.cmp(&shared.clone()), Ordering::Equal);
+        assert_eq!(shared.cmp(&id("ops")), Ordering::Equal);
+        assert_eq!(id("ops").cmp(&id("ops-bot")), Ordering::Less);
+        assert_eq!(id("b").cmp(&id("a-z")), Ordering::Greater);
     }
 
     #[test]
