@@ -73,10 +73,11 @@ impl DeliveryTarget {
     }
 }
 
-// Compared as the pair it names, adapter first (not as its text: `:` sorts after `-`).
+// Compared as the pair it names, adapter first (not as its text: `:` sorts after `-`);
+// two copies of one shared text without reading it (a start-up compares a million).
 impl PartialEq for DeliveryTarget {
     fn eq(&self, other: &Self) -> bool {
-        (self.adapter(), self.target()) == (other.adapter(), other.target())
+        self.cmp(other) == Ordering::Equal
     }
 }
 
@@ -90,6 +91,9 @@ impl PartialOrd for DeliveryTarget {
 
 impl Ord for DeliveryTarget {
     fn cmp(&self, other: &Self) -> Ordering {
+        if ArcStr::ptr_eq(&self.text, &other.text) {
+            return Ordering::Equal;
+        }
         (self.adapter(), self.target()).cmp(&(other.adapter(), other.target()))
     }
 }
