@@ -36,6 +36,14 @@ fn main() {
             .filter_map(|pair| pair.split_once('='))
             .map(|(key, value)| (key.to_owned(), value.to_owned()))
             .collect();
+        // `SCALE_LOG=sqlx::query=debug`: every statement a case makes, on stderr (what a
+        // profile of the SQLite cases counts).
+        if let Ok(filter) = std::env::var("SCALE_LOG") {
+            tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_writer(std::io::stderr)
+                .init();
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
         let figures = runtime.block_on(run_case(&name, &params, process_start));
         print_result(&figures);
