@@ -38,6 +38,23 @@ impl PartialEq for ActiveHours {
 }
 impl Eq for ActiveHours {}
 
+// In the order of what equality compares, so windows can be interned.
+impl Ord for ActiveHours {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.start_minute, self.end_minute, &self.zone_name).cmp(&(
+            other.start_minute,
+            other.end_minute,
+            &other.zone_name,
+        ))
+    }
+}
+
+impl PartialOrd for ActiveHours {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl ActiveHours {
     /// Builds a window from `HH:MM` strings and an IANA zone name.
     ///

@@ -56,6 +56,19 @@ impl PartialEq for CronSchedule {
 }
 impl Eq for CronSchedule {}
 
+// In the order of what equality compares (the text, then the zone's name).
+impl Ord for CronSchedule {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (&self.expression, &self.zone_name).cmp(&(&other.expression, &other.zone_name))
+    }
+}
+
+impl PartialOrd for CronSchedule {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl CronSchedule {
     /// Parses `expression` (5 fields, 6 with seconds first, or a macro such as `@daily`)
     /// in the zone named `zone_name`.

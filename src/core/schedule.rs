@@ -16,7 +16,8 @@ use crate::core::duration::{format_duration, parse_duration};
 use crate::core::slots::{add, truncate_to_millis};
 use crate::limits::{CATCHUP_SCAN_SLOTS_MAX, INTERVAL_SECS_MAX, INTERVAL_SECS_MIN};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+// Ordered (kind, then what it holds) so the driver can keep one copy of each (ADR 0026).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Schedule {
     /// Elapsed time: each slot one interval after the previous slot.
     Every(Duration),

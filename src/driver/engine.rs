@@ -102,7 +102,7 @@ struct Entry {
     /// What arming and deciding its slots read of its definition; a run reads the whole
     /// definition from the store when its slot is claimed (ADR 0026).
     def: Arming,
-    /// Runs of it going (`runs_in_flight()`): 4 bytes, so the entry is 56 bytes, not 64.
+    /// Runs of it going (`runs_in_flight()`): 4 bytes, so the entry is 24 bytes, not 32.
     runs_in_flight: u32,
     enabled: bool,
     /// Whether the last run of this heartbeat succeeded.
@@ -358,7 +358,7 @@ impl Driver {
             }
             // A one-shot whose stored next slot is past its instant is retrying (a failed
             // run, recorded or not, or a failed claim armed that slot).
-            if let (Schedule::At(at), Some(next_slot)) = (&entry.def.schedule, heartbeat.state.next_slot) {
+            if let (Schedule::At(at), Some(next_slot)) = (entry.def.schedule(), heartbeat.state.next_slot) {
                 let retrying = heartbeat.state.consecutive_failures > 0 || next_slot > truncate_to_millis(*at);
                 entry.with_rare(|rare| {
                     rare.retrying = retrying;
@@ -366,7 +366,7 @@ impl Driver {
                 });
             }
             if entry.enabled {
-                let (schedule, jitter) = (&entry.def.schedule, entry.jitter(&key));
+                let (schedule, jitter) = (entry.def.schedule(), entry.jitter(&key));
                 // A stored slot the schedule cannot have is ignored like a missing one.
                 let stored = heartbeat.state.next_slot.filter(|slot| schedule.may_resume_at(*slot));
                 let timer = match stored {
@@ -578,13 +578,13 @@ impl Driver {
         last_of_key: bool,
         behind_queued: &mut Vec<HeartbeatKey>,
     ) -> Option<(HeartbeatKey, Timestamp)> {
-        let recurring = |entry: &Entry| !matches!(entry.def.schedule, Schedule::At(_));
+        let recurring = |entry: &Entry| !matches!(entry.def.schedule(), Schedule::At(_));
         let Some(entry) = self.entries.get(&key).filter(|entry| recurring(entry)) else { return Some((key, slot)) };
         let Some(armed) = self.timers.timer(&key) else { return Some((key, slot)) };
         if self.explicit.contains(&(key.clone(), slot)) {
             return Some((key, slot));
         }
-        let (schedule, policy) = (entry.def.schedule.clone(), entry.def.common.policy);
+        let (schedule, policy) = (entry.def.schedule().clone(), entry.def.common.policy);
         // If the wall clock went back while it waited, the slot still runs (the fire finds
         // it "due by elapsed time"): it was due, is late already, and holds its place in its
         // heartbeat's order, as a held or backlog slot does.
@@ -659,7 +659,7 @@ impl Driver {
             if entry.def.common.kind == JobKind::Agent {
                 // The agent heartbeat's slots are wake requests like any other: they merge
                 // with the rest, and the wake decides (see `wakes`).
-                let fired = timer.fire(now, &entry.def.schedule, &entry.def.common.policy);
+                let fired = timer.fire(now, entry.def.schedule(), &entry.def.common.policy);
                 ticks.push((key.agent.clone(), fired.run.last().copied()));
                 if let Some(next) = fired.next {
                     self.arm(key, next);
@@ -685,7 +685,7 @@ impl Driver {
     /// others (all of them, then) run one after another, in order, behind any backlog.
     fn fire_timer(&mut self, now: Now, key: &HeartbeatKey, timer: SlotTimer, into_backlog: bool) -> Option<Timestamp> {
         let entry = self.entries.get_mut(key)?;
-        let fired = timer.fire(now, &entry.def.schedule, &entry.def.common.policy);
+        let fired = timer.fire(now, entry.def.schedule(), &entry.def.common.policy);
         if fired.next.is_none() {
             entry.exhausted = true;
             self.exhausted.insert(key.clone());
@@ -739,7 +739,7 @@ impl Driver {
             let input = GuardInput {
                 enabled: entry.enabled,
                 paused,
-                active_hours: if explicit { None } else { entry.def.active_hours.as_deref() },
+                active_hours: if explicit { None } else { entry.def.active_hours() },
                 heartbeat_file_empty: false,
                 user_busy: false,
                 alerts_disabled,
@@ -1120,7 +1120,7 @@ impl Driver {
     /// own run tripped the breaker, after earlier failures of triggered runs) has no slot
     /// left: it is exhausted, and an enable retries it or retires it like any other.
     async fn exhaust_if_decided(&mut self, key: &HeartbeatKey) {
-        let one_shot = self.entries.get(key).is_some_and(|entry| matches!(entry.def.schedule, Schedule::At(_)));
+        let one_shot = self.entries.get(key).is_some_and(|entry| matches!(entry.def.schedule(), Schedule::At(_)));
         let Some(timer) = self.timers.timer(key).filter(|_| one_shot) else { return };
         // Decided when the log holds its slot, or any slot above it: a retry of the one-shot
         // (a failed claim leaves no row for the instant itself, but its retry ran above it),
@@ -1187,7 +1187,7 @@ impl Driver {
             entry.with_rare(|rare| rare.backoff_until = until);
             // A one-shot's failure the store counted against this definition (its run
             // finished after the replace) is this definition's: it retries (seed 31886).
-            if failures > 0 && matches!(entry.def.schedule, Schedule::At(_)) {
+            if failures > 0 && matches!(entry.def.schedule(), Schedule::At(_)) {
                 entry.with_rare(|rare| rare.retrying = true);
                 entry.last_succeeded = false;
             }
@@ -1199,7 +1199,7 @@ impl Driver {
     /// stores its next slot; a schedule with no slot left is marked for retirement.
     async fn rearm(&mut self, key: HeartbeatKey, now: Now, floor: Option<Timestamp>) {
         let Some(entry) = self.entries.get_mut(&key) else { return };
-        match SlotTimer::rearm(now, &entry.def.schedule, entry.jitter(&key), floor) {
+        match SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), floor) {
             Some(timer) => {
                 entry.exhausted = false;
                 self.arm(key.clone(), timer);
@@ -1375,7 +1375,7 @@ impl Driver {
         };
         let (Some(execution), Some(timer)) = (latest.first(), self.timers.timer(key)) else { return };
         let Some(entry) = self.entries.get_mut(key) else { return };
-        match timer.lifted_above(execution.slot, &entry.def.schedule) {
+        match timer.lifted_above(execution.slot, entry.def.schedule()) {
             Some(lifted) if lifted != timer => {
                 self.arm(key.clone(), lifted);
                 self.store_next_slot(key.clone(), lifted.next_slot).await;
@@ -1418,7 +1418,7 @@ impl Driver {
     /// like any other job. Only a schedule with no slot left (`exhausted`) gets one.
     async fn arm_retry(&mut self, key: &HeartbeatKey, now: Now, after: Duration, above: Timestamp) {
         let Some(entry) = self.entries.get(key) else { return };
-        if !entry.enabled || !matches!(entry.def.schedule, Schedule::At(_)) {
+        if !entry.enabled || !matches!(entry.def.schedule(), Schedule::At(_)) {
             return;
         }
         // Nor the instant of a slot an operator triggered, not claimed yet (seed 1425000003857).
@@ -1440,7 +1440,7 @@ impl Driver {
             rare.retrying = true;
             rare.retry_slot = Some(slot);
         });
-        let timer = SlotTimer::resume(now, &entry.def.schedule, entry.jitter(key), slot);
+        let timer = SlotTimer::resume(now, entry.def.schedule(), entry.jitter(key), slot);
         self.arm(key.clone(), timer);
         self.store_next_slot(key.clone(), slot).await;
     }
@@ -1506,7 +1506,7 @@ impl Driver {
 mod tests {
     /// A million heartbeats each have an entry: a field that grows it shows here first.
     #[test]
-    fn an_entry_stays_within_56_bytes() {
-        assert!(std::mem::size_of::<super::Entry>() <= 56, "{} bytes", std::mem::size_of::<super::Entry>());
+    fn an_entry_stays_within_24_bytes() {
+        assert!(std::mem::size_of::<super::Entry>() <= 24, "{} bytes", std::mem::size_of::<super::Entry>());
     }
 }

@@ -14,18 +14,19 @@ use crate::core::schedule::Schedule;
 
 /// A heartbeat as its timer and guards see it. Its key is the entries map's.
 pub(super) struct Arming {
-    pub schedule: Schedule,
-    /// Boxed: most heartbeats have none, and the window is 40 bytes inline.
-    pub active_hours: Option<Box<ActiveHours>>,
-    /// What it has in common with others: one copy for all that share it ([`Commons`]).
+    /// All of it, shared with every heartbeat made alike ([`Commons`]).
     pub common: Arc<Common>,
 }
 
-/// The part of an arming record that many heartbeats share: heartbeats are mostly made
-/// alike (an agent's jobs deliver to one place under one policy), and these 96 bytes in
-/// every one were a fifth of a waiting heartbeat's memory.
+/// What an arming record says, one copy for all heartbeats that share it: heartbeats are
+/// mostly made alike (an agent's jobs run on one schedule, deliver to one place under one
+/// policy). Shared, a waiting heartbeat's entry is 24 bytes where the schedule and window
+/// inline made it 56; one made unlike any other (a one-shot's instant) has a copy of its
+/// own, dropped with the hourly prune once no entry holds it.
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Common {
+    pub schedule: Schedule,
+    pub active_hours: Option<ActiveHours>,
     pub kind: JobKind,
     pub policy: RunPolicy,
     /// The guards and the breaker's alerts read it.
@@ -40,6 +41,8 @@ impl Arming {
     pub fn new(def: HeartbeatDef, commons: &mut Commons) -> Self {
         let agent_prompt = if def.kind == JobKind::Agent { def.prompt.into_boxed_str() } else { Box::default() };
         let common = Common {
+            schedule: def.schedule,
+            active_hours: def.active_hours,
             kind: def.kind,
             policy: def.policy,
             target: def.target,
@@ -47,18 +50,24 @@ impl Arming {
             origin: def.origin,
             agent_prompt,
         };
-        Self { schedule: def.schedule, active_hours: def.active_hours.map(Box::new), common: commons.share(common) }
+        Self { common: commons.share(common) }
     }
-}
 
-impl Arming {
-    /// Whether this record is what `def` would make: the same schedule, window and common
-    /// part (what the rest of a definition says is read from the store at each run).
+    pub fn schedule(&self) -> &Schedule {
+        &self.common.schedule
+    }
+
+    pub fn active_hours(&self) -> Option<&ActiveHours> {
+        self.common.active_hours.as_ref()
+    }
+
+    /// Whether this record is what `def` would make (what the rest of a definition says
+    /// is read from the store at each run).
     pub fn arms(&self, def: &HeartbeatDef) -> bool {
         let common = &self.common;
         let agent_prompt = if def.kind == JobKind::Agent { def.prompt.as_str() } else { "" };
-        self.schedule == def.schedule
-            && self.active_hours.as_deref() == def.active_hours.as_ref()
+        common.schedule == def.schedule
+            && common.active_hours == def.active_hours
             && common.kind == def.kind
             && common.policy == def.policy
             && common.target == def.target
@@ -114,6 +123,8 @@ mod tests {
 
     fn common(target: &str, kind: JobKind) -> Common {
         Common {
+            schedule: Schedule::Every(std::time::Duration::from_secs(60)),
+            active_hours: None,
             kind,
             policy: RunPolicy::default(),
             target: DeliveryTarget::parse(target).expect("valid"),
@@ -131,9 +142,15 @@ mod tests {
         assert!(Arc::ptr_eq(&first, &second), "the same common part is shared");
         let other_kind = commons.share(common("webhook:ops", JobKind::Cron));
         assert!(!Arc::ptr_eq(&first, &other_kind), "any field that differs makes another");
+        let other_schedule = Common {
+            schedule: Schedule::Every(std::time::Duration::from_secs(61)),
+            ..common("webhook:ops", JobKind::Heartbeat)
+        };
+        let other_schedule = commons.share(other_schedule);
+        assert!(!Arc::ptr_eq(&first, &other_schedule), "so does another schedule");
         let other = commons.share(common("stdout", JobKind::Heartbeat));
-        assert_eq!(commons.len(), 3);
-        drop((other, other_kind));
+        assert_eq!(commons.len(), 4);
+        drop((other, other_kind, other_schedule));
         commons.forget_unused();
         assert_eq!(commons.len(), 1, "a common part nobody holds is dropped");
         drop((first, second));

@@ -78,7 +78,7 @@ impl Driver {
             let input = GuardInput {
                 enabled: entry.enabled,
                 paused: self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now)),
-                active_hours: entry.def.active_hours.as_deref(),
+                active_hours: entry.def.active_hours(),
                 heartbeat_file_empty: false,
                 user_busy: false,
                 alerts_disabled: self.shows_nothing(&entry.def),
@@ -132,7 +132,7 @@ impl Driver {
         }
         let timer = self.timers.timer(key);
         // A later slot of its schedule, which the trigger would take from it.
-        let on_grid = |slot: Timestamp| match (&entry.def.schedule, timer) {
+        let on_grid = |slot: Timestamp| match (entry.def.schedule(), timer) {
             (Schedule::Every(interval), Some(timer)) => {
                 let since = slot.duration_since(timer.next_slot);
                 let step = i128::try_from(interval.as_millis()).unwrap_or(i128::MAX);

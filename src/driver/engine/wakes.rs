@@ -147,7 +147,7 @@ impl Driver {
         let input = GuardInput {
             enabled: entry.enabled,
             paused,
-            active_hours: if explicit { None } else { entry.def.active_hours.as_deref() },
+            active_hours: if explicit { None } else { entry.def.active_hours() },
             heartbeat_file_empty: events.is_empty() && is_effectively_empty(file),
             user_busy: !lane_taken,
             alerts_disabled: self.shows_nothing(&entry.def),
