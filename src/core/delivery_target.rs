@@ -51,6 +51,11 @@ impl DeliveryTarget {
         self.text.get(self.adapter_len + 1..).unwrap_or_default()
     }
 
+    /// The text as written, shared: a copy of it allocates nothing.
+    pub fn text(&self) -> &ArcStr {
+        &self.text
+    }
+
     /// Whether replies stay in the run log instead of being delivered.
     pub fn is_silent(&self) -> bool {
         self.adapter() == Self::SILENT && self.target().is_empty()

@@ -1,8 +1,12 @@
-//! The one ordered structure of due times that the driver sleeps on.
+//! The one ordered structure of due times that the driver sleeps on, and the entries the
+//! timers belong to.
 //!
-//! Every armed heartbeat has exactly one [`SlotTimer`] here, indexed twice: by wall due
-//! time and (for interval heartbeats) by monotonic deadline. Re-arming or removing a heartbeat replaces or drops its one
-//! entry, so no update can leave a stray timer behind (field notes, failure 11).
+//! Each heartbeat the driver knows has one entry here (the driver's `V`) and, while it is
+//! armed, exactly one [`SlotTimer`] beside it, indexed twice: by wall due time and (for
+//! interval heartbeats) by monotonic deadline. Re-arming or removing a heartbeat replaces
+//! or drops its one timer, so no update can leave a stray timer behind (field notes,
+//! failure 11), and a timer cannot outlive its entry. Entry and timer share one map
+//! element: two maps keyed alike held every key twice (ADR 0026).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -14,28 +18,45 @@ use crate::core::slots::SlotTimer;
 use crate::limits::DRIVER_SLEEP_SECS_MAX;
 use crate::ports::clock::{Mono, Now};
 
-#[derive(Debug, Default)]
-pub struct TimerQueue {
-    timers: BTreeMap<HeartbeatKey, PackedTimer>,
+#[derive(Debug)]
+pub struct TimerQueue<V> {
+    entries: BTreeMap<HeartbeatKey, Timed<V>>,
+    /// How many entries have a timer.
+    armed: usize,
     /// By wall due time in nanoseconds since the Unix epoch ([`wall_nanos`]: 8 bytes, not 16).
     by_wall: BTreeSet<(i64, HeartbeatKey)>,
     /// By monotonic deadline in nanoseconds (as [`PackedTimer`] keeps it: 8 bytes, not 16).
     by_mono: BTreeSet<(u64, HeartbeatKey)>,
 }
 
-/// A [`SlotTimer`] as the queue keeps it: 32 bytes where the timer is 48 (two durations
-/// and an optional one), in a map that holds one per armed heartbeat. The durations are
-/// kept in nanoseconds, which saturate past 584 years: beyond any clock's uptime and any
-/// jitter a definition may have.
+impl<V> Default for TimerQueue<V> {
+    fn default() -> Self {
+        Self { entries: BTreeMap::new(), armed: 0, by_wall: BTreeSet::new(), by_mono: BTreeSet::new() }
+    }
+}
+
+/// An entry and its timer, if it is armed.
+#[derive(Debug)]
+struct Timed<V> {
+    value: V,
+    timer: PackedTimer,
+}
+
+/// A [`SlotTimer`] or none, as the queue keeps it: 32 bytes where an optional timer is 56
+/// (two durations and an optional one), beside every entry. The durations are kept in
+/// nanoseconds, which saturate past 584 years: beyond any clock's uptime and any jitter a
+/// definition may have.
 #[derive(Debug, Clone, Copy)]
 struct PackedTimer {
     next_slot: Timestamp,
     /// `next_mono` since its clock's origin, or [`PackedTimer::NO_MONO`].
     next_mono_nanos: u64,
+    /// The jitter, or [`PackedTimer::DISARMED`] for no timer at all.
     jitter_nanos: u64,
 }
 
-/// A duration in nanoseconds, saturated below [`PackedTimer::NO_MONO`].
+/// A duration in nanoseconds, saturated below [`PackedTimer::NO_MONO`] (and so below
+/// [`PackedTimer::DISARMED`]).
 fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(PackedTimer::NO_MONO - 1).min(PackedTimer::NO_MONO - 1)
 }
@@ -53,6 +74,12 @@ fn wall_nanos(wall: Timestamp) -> i64 {
 
 impl PackedTimer {
     const NO_MONO: u64 = u64::MAX;
+    /// No jitter is this long ([`nanos`] saturates below it).
+    const DISARMED: u64 = u64::MAX;
+
+    fn none() -> Self {
+        Self { next_slot: Timestamp::UNIX_EPOCH, next_mono_nanos: Self::NO_MONO, jitter_nanos: Self::DISARMED }
+    }
 
     fn pack(timer: SlotTimer) -> Self {
         Self {
@@ -62,84 +89,149 @@ impl PackedTimer {
         }
     }
 
-    fn unpack(self) -> SlotTimer {
-        SlotTimer {
+    fn unpack(self) -> Option<SlotTimer> {
+        (self.jitter_nanos != Self::DISARMED).then(|| SlotTimer {
             next_slot: self.next_slot,
             next_mono: (self.next_mono_nanos != Self::NO_MONO)
                 .then(|| Mono::from_duration(Duration::from_nanos(self.next_mono_nanos))),
             jitter: Duration::from_nanos(self.jitter_nanos),
-        }
+        })
     }
 }
 
-impl TimerQueue {
+impl<V> TimerQueue<V> {
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Arms `key` with `timer`, replacing any timer it had.
-    pub fn arm(&mut self, key: HeartbeatKey, timer: SlotTimer) {
-        self.disarm(&key);
+    /// Sets `key`'s entry, keeping the timer it had, if any.
+    pub fn insert(&mut self, key: HeartbeatKey, value: V) {
+        match self.entries.get_mut(&key) {
+            Some(timed) => timed.value = value,
+            None => {
+                self.entries.insert(key, Timed { value, timer: PackedTimer::none() });
+            }
+        }
+    }
+
+    /// Drops `key`'s entry and its timer.
+    pub fn remove(&mut self, key: &HeartbeatKey) -> Option<V> {
+        self.disarm(key);
+        self.entries.remove(key).map(|timed| timed.value)
+    }
+
+    pub fn get(&self, key: &HeartbeatKey) -> Option<&V> {
+        self.entries.get(key).map(|timed| &timed.value)
+    }
+
+    pub fn get_mut(&mut self, key: &HeartbeatKey) -> Option<&mut V> {
+        self.entries.get_mut(key).map(|timed| &mut timed.value)
+    }
+
+    pub fn contains_key(&self, key: &HeartbeatKey) -> bool {
+        self.entries.contains_key(key)
+    }
+
+    /// Every entry, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&HeartbeatKey, &V)> {
+        self.entries.iter().map(|(key, timed)| (key, &timed.value))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &HeartbeatKey> {
+        self.entries.keys()
+    }
+
+    /// How many entries there are, armed or not.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// How many entries have a timer.
+    pub fn armed(&self) -> usize {
+        self.armed
+    }
+
+    /// Arms `key` with `timer`, replacing any timer it had; a key with no entry has no
+    /// timer either (returns false).
+    pub fn arm(&mut self, key: &HeartbeatKey, timer: SlotTimer) -> bool {
+        let Some(timed) = self.entries.get_mut(key) else { return false };
+        match timed.timer.unpack() {
+            Some(old) => unindex(&mut self.by_wall, &mut self.by_mono, key, old),
+            None => self.armed += 1,
+        }
+        timed.timer = PackedTimer::pack(timer);
         self.by_wall.insert((wall_nanos(timer.due_wall()), key.clone()));
         if let Some(mono) = timer.next_mono {
             self.by_mono.insert((mono_nanos(mono), key.clone()));
         }
-        self.timers.insert(key, PackedTimer::pack(timer));
+        true
     }
 
-    /// Drops `key`'s timer, if it has one.
+    /// Drops `key`'s timer, if it has one; its entry stays.
     pub fn disarm(&mut self, key: &HeartbeatKey) -> Option<SlotTimer> {
-        let timer = self.timers.remove(key)?.unpack();
-        self.by_wall.remove(&(wall_nanos(timer.due_wall()), key.clone()));
-        if let Some(mono) = timer.next_mono {
-            self.by_mono.remove(&(mono_nanos(mono), key.clone()));
-        }
+        let timed = self.entries.get_mut(key)?;
+        let timer = timed.timer.unpack()?;
+        timed.timer = PackedTimer::none();
+        self.armed -= 1;
+        unindex(&mut self.by_wall, &mut self.by_mono, key, timer);
         Some(timer)
     }
 
-    /// Arms each of `armed` as [`TimerQueue::arm`] would. Into an empty queue (a start-up)
-    /// the indexes are built from the sorted whole, their nodes full: filled one timer at
-    /// a time, a B-tree's nodes split and stay half full in key order, two-thirds in due
-    /// order. A key given twice keeps its last timer.
-    pub fn arm_all(&mut self, armed: Vec<(HeartbeatKey, SlotTimer)>) {
-        if !self.timers.is_empty() {
-            for (key, timer) in armed {
-                self.arm(key, timer);
+    /// Sets each of `loaded` as [`TimerQueue::insert`] and [`TimerQueue::arm`] would (a
+    /// timer of `None` leaves the one the key had). Into an empty queue (a start-up) the
+    /// map and its indexes are built from the sorted whole, their nodes full: filled one
+    /// at a time, a B-tree's nodes split and stay half full in key order, two-thirds in
+    /// due order. A key given twice keeps its last entry and timer.
+    pub fn load(&mut self, loaded: Vec<(HeartbeatKey, V, Option<SlotTimer>)>) {
+        if !self.entries.is_empty() {
+            for (key, value, timer) in loaded {
+                self.insert(key.clone(), value);
+                if let Some(timer) = timer {
+                    self.arm(&key, timer);
+                }
             }
             return;
         }
         // Sorted before they are collected: a set sorts what it is built from with a stable
         // sort, slower on these than an unstable one (no two are equal), and then only
         // checks that it is sorted.
-        let mut by_wall: Vec<_> =
-            armed.iter().map(|(key, timer)| (wall_nanos(timer.due_wall()), key.clone())).collect();
+        let mut by_wall: Vec<_> = loaded
+            .iter()
+            .filter_map(|(key, _, timer)| Some((wall_nanos(timer.as_ref()?.due_wall()), key.clone())))
+            .collect();
         by_wall.sort_unstable();
-        let mut by_mono: Vec<_> =
-            armed.iter().filter_map(|(key, timer)| Some((mono_nanos(timer.next_mono?), key.clone()))).collect();
+        let mut by_mono: Vec<_> = loaded
+            .iter()
+            .filter_map(|(key, _, timer)| Some((mono_nanos(timer.as_ref()?.next_mono?), key.clone())))
+            .collect();
         by_mono.sort_unstable();
-        self.timers = armed.into_iter().map(|(key, timer)| (key, PackedTimer::pack(timer))).collect();
+        let given = loaded.len();
+        self.entries = loaded
+            .into_iter()
+            .map(|(key, value, timer)| {
+                (key, Timed { value, timer: timer.map_or(PackedTimer::none(), PackedTimer::pack) })
+            })
+            .collect();
         // A key given twice keeps its last timer: its other index entries go.
-        if self.timers.len() < by_wall.len() {
-            let timers = &self.timers;
-            by_wall.retain(|(due, key)| {
-                timers.get(key).is_some_and(|timer| wall_nanos(timer.unpack().due_wall()) == *due)
+        if self.entries.len() < given {
+            let entries = &self.entries;
+            let timer = |key: &HeartbeatKey| entries.get(key).and_then(|timed| timed.timer.unpack());
+            by_wall.retain(|(due, key)| timer(key).is_some_and(|timer| wall_nanos(timer.due_wall()) == *due));
+            by_mono.retain(|(mono, key)| {
+                timer(key).is_some_and(|timer| timer.next_mono.is_some_and(|next| mono_nanos(next) == *mono))
             });
-            by_mono.retain(|(mono, key)| timers.get(key).is_some_and(|timer| timer.next_mono_nanos == *mono));
         }
         self.by_wall = by_wall.into_iter().collect();
         self.by_mono = by_mono.into_iter().collect();
+        self.armed = self.by_wall.len();
     }
 
     pub fn timer(&self, key: &HeartbeatKey) -> Option<SlotTimer> {
-        self.timers.get(key).map(|timer| timer.unpack())
-    }
-
-    pub fn len(&self) -> usize {
-        self.timers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.timers.is_empty()
+        self.entries.get(key).and_then(|timed| timed.timer.unpack())
     }
 
     /// Takes up to `max` due timers out, earliest first; the caller fires each and arms
@@ -177,6 +269,19 @@ impl TimerQueue {
     }
 }
 
+/// Drops `timer`'s entries from the indexes (the map's element is the caller's to change).
+fn unindex(
+    by_wall: &mut BTreeSet<(i64, HeartbeatKey)>,
+    by_mono: &mut BTreeSet<(u64, HeartbeatKey)>,
+    key: &HeartbeatKey,
+    timer: SlotTimer,
+) {
+    by_wall.remove(&(wall_nanos(timer.due_wall()), key.clone()));
+    if let Some(mono) = timer.next_mono {
+        by_mono.remove(&(mono_nanos(mono), key.clone()));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,34 +308,54 @@ mod tests {
     }
 
     /// Takes the due timers and arms each one's next, as the driver does.
-    fn fire(queue: &mut TimerQueue, now: Now, max: usize, secs: u64) -> Vec<HeartbeatKey> {
+    fn fire<V>(queue: &mut TimerQueue<V>, now: Now, max: usize, secs: u64) -> Vec<HeartbeatKey> {
         let due = queue.take_due(now, max);
         for (key, timer) in &due {
             let fired = timer.fire(now, &every(secs), &RunPolicy::default());
             if let Some(next) = fired.next {
-                queue.arm(key.clone(), next);
+                assert!(queue.arm(key, next), "a due timer's entry stays");
             }
         }
         due.into_iter().map(|(key, _)| key).collect()
+    }
+
+    /// An entry for `name`, armed with `timer`.
+    fn arm(queue: &mut TimerQueue<()>, name: &str, timer: SlotTimer) {
+        queue.insert(key(name), ());
+        assert!(queue.arm(&key(name), timer));
     }
 
     #[test]
     fn rearming_replaces_instead_of_adding() {
         let mut queue = TimerQueue::new();
         for _ in 0..3 {
-            queue.arm(key("x"), timer(at(0), 10));
+            arm(&mut queue, "x", timer(at(0), 10));
         }
-        assert_eq!(queue.len(), 1);
+        assert_eq!((queue.len(), queue.armed()), (1, 1));
         assert_eq!(fire(&mut queue, at(10), 100, 10).len(), 1, "three updates must not give three fires");
         queue.disarm(&key("x"));
+        assert_eq!((queue.len(), queue.armed()), (1, 0), "disarmed, its entry stays");
+        assert!(queue.take_due(at(1_000), 100).is_empty(), "a disarmed heartbeat never fires");
+    }
+
+    #[test]
+    fn a_timer_lives_and_dies_with_its_entry() {
+        let mut queue = TimerQueue::new();
+        assert!(!queue.arm(&key("ghost"), timer(at(0), 1)), "no entry, no timer");
+        assert!(queue.take_due(at(10), 10).is_empty());
+        arm(&mut queue, "x", timer(at(0), 10));
+        queue.insert(key("x"), ());
+        assert_eq!(queue.timer(&key("x")), Some(timer(at(0), 10)), "a new entry keeps the timer");
+        assert_eq!(queue.remove(&key("x")), Some(()));
+        assert_eq!((queue.len(), queue.armed(), queue.by_wall.len(), queue.by_mono.len()), (0, 0, 0, 0));
         assert!(queue.take_due(at(1_000), 100).is_empty(), "a removed heartbeat never fires");
     }
 
     #[test]
     fn pops_in_order_and_sleeps_until_the_earliest() {
         let mut queue = TimerQueue::new();
-        queue.arm(key("slow"), timer(at(0), 20));
-        queue.arm(key("fast"), timer(at(0), 5));
+        arm(&mut queue, "slow", timer(at(0), 20));
+        arm(&mut queue, "fast", timer(at(0), 5));
         assert_eq!(queue.next_wake(at(0)), at(5).mono);
         assert_eq!(fire(&mut queue, at(5), 100, 5), vec![key("fast")]);
         assert_eq!(queue.next_wake(at(5)), at(10).mono);
@@ -240,7 +365,7 @@ mod tests {
     fn a_wall_only_timer_wakes_by_its_wall_time() {
         let mut queue = TimerQueue::new();
         let schedule = Schedule::At(at(100).wall);
-        queue.arm(key("once"), SlotTimer::first(at(0), &schedule, Duration::ZERO).expect("future"));
+        arm(&mut queue, "once", SlotTimer::first(at(0), &schedule, Duration::ZERO).expect("future"));
         assert_eq!(queue.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono, "capped, then read the wall again");
         assert_eq!(queue.next_wake(at(90)), at(100).mono);
         assert!(queue.take_due(at(99), 10).is_empty());
@@ -251,7 +376,7 @@ mod tests {
     fn wakes_at_least_every_cap() {
         let mut queue = TimerQueue::new();
         assert_eq!(queue.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono);
-        queue.arm(key("daily"), timer(at(0), 86_400));
+        arm(&mut queue, "daily", timer(at(0), 86_400));
         assert_eq!(queue.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono);
     }
 
@@ -265,7 +390,7 @@ mod tests {
         // A timer due in the year 9999 is armed, not due, and wakes the driver at its cap.
         let mut queue = TimerQueue::new();
         let far = SlotTimer::first(at(0), &Schedule::At(Timestamp::MAX), Duration::ZERO).expect("future");
-        queue.arm(key("far"), far);
+        arm(&mut queue, "far", far);
         assert!(queue.take_due(at(10_000), 10).is_empty());
         assert_eq!(queue.next_wake(at(0)), at(DRIVER_SLEEP_SECS_MAX).mono);
         assert_eq!(queue.disarm(&key("far")), Some(far));
@@ -276,39 +401,47 @@ mod tests {
         assert_eq!(std::mem::size_of::<PackedTimer>(), 32);
         let every = timer(at(7), 5);
         assert!(every.next_mono.is_some());
-        assert_eq!(PackedTimer::pack(every).unpack(), every);
+        assert_eq!(PackedTimer::pack(every).unpack(), Some(every));
         let wall_only = SlotTimer { next_mono: None, jitter: Duration::from_millis(1_234), ..every };
-        assert_eq!(PackedTimer::pack(wall_only).unpack(), wall_only);
+        assert_eq!(PackedTimer::pack(wall_only).unpack(), Some(wall_only));
+        let longest = SlotTimer { jitter: Duration::MAX, ..every };
+        assert!(PackedTimer::pack(longest).unpack().is_some(), "no jitter reads as disarmed");
+        assert_eq!(PackedTimer::none().unpack(), None);
     }
 
     #[test]
-    fn arming_all_at_once_is_arming_each() {
+    fn loading_all_at_once_is_inserting_and_arming_each() {
         let mut queue = TimerQueue::new();
-        let mut armed: Vec<_> =
-            (0..50).map(|index| (key(&format!("h{index:02}")), timer(at(0), 1 + index % 7))).collect();
-        armed.push((key("h00"), timer(at(0), 1)));
+        let mut loaded: Vec<_> =
+            (0..50).map(|index| (key(&format!("h{index:02}")), index, Some(timer(at(0), 1 + index % 7)))).collect();
+        loaded.push((key("h00"), 0, Some(timer(at(0), 1))));
         // Given again with another timer: the last one counts, and the first leaves no trace.
-        armed.push((key("h03"), timer(at(0), 1)));
-        queue.arm_all(armed);
-        assert_eq!(queue.len(), 50, "a key given twice is armed once");
-        assert_eq!(queue.timer(&key("h03")), Some(timer(at(0), 1)));
-        assert_eq!((queue.by_wall.len(), queue.by_mono.len()), (50, 50), "one index entry each");
-        queue.arm_all(vec![(key("h01"), timer(at(0), 5)), (key("late"), timer(at(0), 9))]);
-        assert_eq!(queue.len(), 51, "into a queue that has timers, each replaces or adds one");
+        loaded.push((key("h03"), 103, Some(timer(at(0), 1))));
+        // Given again with none: it is not armed.
+        loaded.push((key("h05"), 105, None));
+        loaded.push((key("off"), 200, None));
+        queue.load(loaded);
+        assert_eq!((queue.len(), queue.armed()), (51, 49), "a key given twice is there once");
+        assert_eq!((queue.get(&key("h03")), queue.timer(&key("h03"))), (Some(&103), Some(timer(at(0), 1))));
+        assert_eq!((queue.get(&key("h05")), queue.timer(&key("h05"))), (Some(&105), None));
+        assert_eq!((queue.by_wall.len(), queue.by_mono.len()), (49, 49), "one index entry each");
+        queue.load(vec![(key("h01"), 1, Some(timer(at(0), 5))), (key("late"), 300, Some(timer(at(0), 9)))]);
+        assert_eq!((queue.len(), queue.armed()), (52, 50), "into a queue that has entries, each replaces or adds one");
         queue.disarm(&key("late"));
-        queue.arm_all(vec![(key("h01"), timer(at(0), 2))]);
+        queue.load(vec![(key("h01"), 1, Some(timer(at(0), 2))), (key("h02"), 2, None)]);
+        assert_eq!(queue.timer(&key("h02")), Some(timer(at(0), 3)), "no timer given: the one it had stays");
         assert_eq!(queue.next_wake(at(0)), at(1).mono);
         let due = fire(&mut queue, at(1), 100, 1);
         assert_eq!(due.len(), 9, "those every 1 s: h00, h03 (its last timer), h07, .., h49");
         assert!(due.iter().all(|key| key.heartbeat.as_str()[1..].parse::<u64>().is_ok_and(|n| n % 7 == 0 || n == 3)));
-        assert_eq!(queue.len(), 50, "each fired one is armed again");
+        assert_eq!(queue.armed(), 49, "each fired one is armed again");
     }
 
     #[test]
     fn caps_work_per_wake() {
         let mut queue = TimerQueue::new();
         for index in 0..10 {
-            queue.arm(key(&format!("h{index}")), timer(at(0), 1));
+            arm(&mut queue, &format!("h{index}"), timer(at(0), 1));
         }
         assert_eq!(fire(&mut queue, at(1), 4, 1).len(), 4);
         assert_eq!(fire(&mut queue, at(1), 100, 1).len(), 6);

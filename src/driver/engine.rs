@@ -209,8 +209,8 @@ impl Entry {
 
 pub(crate) struct Driver {
     context: RunContext,
-    timers: TimerQueue,
-    entries: BTreeMap<HeartbeatKey, Entry>,
+    /// Each heartbeat's entry and, while it is armed, its one timer.
+    entries: TimerQueue<Entry>,
     /// What the entries' arming records have in common, one copy of each.
     commons: Commons,
     /// Agents whose timed heartbeats are paused, until each pause ends.
@@ -275,8 +275,7 @@ impl Driver {
         let next_prune = context.clock.monotonic() + Duration::from_secs(RUNS_PRUNE_FIRST_DELAY_SECS);
         Self {
             context,
-            timers: TimerQueue::new(),
-            entries: BTreeMap::new(),
+            entries: TimerQueue::new(),
             pauses: BTreeMap::new(),
             cooldowns: BTreeMap::new(),
             runs: BTreeMap::new(),
@@ -319,7 +318,7 @@ impl Driver {
             }
         }
         let mut first_slots = Vec::new();
-        let (mut loaded, mut armed) = (Vec::with_capacity(heartbeats.len()), Vec::with_capacity(heartbeats.len()));
+        let mut loaded = Vec::with_capacity(heartbeats.len());
         // Every armed slot must go above any the heartbeat has decided: a new or replaced one
         // has no stored next slot and a backward wall jump may have put its runs ahead of the
         // wall clock; a stored next slot lags when its write failed after a skip or a retry.
@@ -396,7 +395,6 @@ impl Driver {
                 match timer {
                     Some(timer) => {
                         self.announce_armed(&key, timer.next_slot);
-                        armed.push((key.clone(), timer));
                         // Its floor is its timer's while armed, and a disarm sets it again:
                         // kept, it would put every loaded heartbeat's rare state in memory.
                         entry.with_rare(|rare| rare.next_slot_floor = None);
@@ -406,17 +404,13 @@ impl Driver {
                         self.exhausted.insert(key.clone());
                     }
                 }
+                loaded.push((key, entry, timer));
+            } else {
+                loaded.push((key, entry, None));
             }
-            loaded.push((key, entry));
         }
-        // A start-up builds its maps from the sorted whole, their nodes full: filled one at
-        // a time in key order, a B-tree's nodes split and stay half full (ADR 0026).
-        if self.entries.is_empty() {
-            self.entries = loaded.into_iter().collect();
-        } else {
-            self.entries.extend(loaded);
-        }
-        self.timers.arm_all(armed);
+        // A start-up builds its maps from the sorted whole, their nodes full (ADR 0026).
+        self.entries.load(loaded);
         if let Err(error) = self.context.store.set_next_slots(&first_slots).await {
             self.store_failed("set_next_slots", error.to_string(), "next_run_at stays unknown until the first run");
         }
@@ -557,10 +551,10 @@ impl Driver {
     /// its overlap (seed 1927870024294 with slow duplicate checks, ADR 0027).
     fn backlog_behind_queued(&mut self, now: Now, keys: Vec<HeartbeatKey>) {
         for key in keys {
-            let Some(timer) = self.timers.timer(&key).filter(|timer| now.wall >= timer.due_wall()) else {
+            let Some(timer) = self.entries.timer(&key).filter(|timer| now.wall >= timer.due_wall()) else {
                 continue;
             };
-            self.timers.disarm(&key);
+            self.entries.disarm(&key);
             self.fire_timer(now, &key, timer, true);
         }
     }
@@ -580,7 +574,7 @@ impl Driver {
     ) -> Option<(HeartbeatKey, Timestamp)> {
         let recurring = |entry: &Entry| !matches!(entry.def.schedule(), Schedule::At(_));
         let Some(entry) = self.entries.get(&key).filter(|entry| recurring(entry)) else { return Some((key, slot)) };
-        let Some(armed) = self.timers.timer(&key) else { return Some((key, slot)) };
+        let Some(armed) = self.entries.timer(&key) else { return Some((key, slot)) };
         if self.explicit.contains(&(key.clone(), slot)) {
             return Some((key, slot));
         }
@@ -654,7 +648,7 @@ impl Driver {
         }
         let mut due_keys: BTreeSet<HeartbeatKey> = due.iter().map(|(key, _)| key.clone()).collect();
         let mut ticks = Vec::new();
-        for (key, timer) in self.timers.take_due(now, DUE_PER_WAKE_MAX) {
+        for (key, timer) in self.entries.take_due(now, DUE_PER_WAKE_MAX) {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
             if entry.def.common.kind == JobKind::Agent {
                 // The agent heartbeat's slots are wake requests like any other: they merge
@@ -730,7 +724,7 @@ impl Driver {
             let explicit = self.explicit.remove(&(key.clone(), slot));
             let alerts_disabled = self.entries.get(&key).is_some_and(|entry| self.shows_nothing(&entry.def));
             let paused = !explicit && self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now));
-            let next_slot = self.timers.timer(&key).map_or(slot, |timer| timer.next_slot);
+            let next_slot = self.entries.timer(&key).map_or(slot, |timer| timer.next_slot);
             let Some(entry) = self.entries.get_mut(&key) else { continue };
             let in_flight = entry.runs_in_flight() + claimed_now.get(&key).copied().unwrap_or(0);
             // Whether an older slot of it is held or waits for a place, if this one is decided.
@@ -1084,8 +1078,9 @@ impl Driver {
         self.unqueue(key);
         self.explicit.retain(|(explicit_key, _)| explicit_key != key);
         self.cooldowns.remove(key);
-        self.entries.remove(key);
+        // Disarmed (announced) before its entry goes with whatever timer it had.
         self.disarm(key);
+        self.entries.remove(key);
     }
 
     /// Runs `heartbeat` as the store holds it, as a start-up loads it: what the old
@@ -1121,7 +1116,7 @@ impl Driver {
     /// left: it is exhausted, and an enable retries it or retires it like any other.
     async fn exhaust_if_decided(&mut self, key: &HeartbeatKey) {
         let one_shot = self.entries.get(key).is_some_and(|entry| matches!(entry.def.schedule(), Schedule::At(_)));
-        let Some(timer) = self.timers.timer(key).filter(|_| one_shot) else { return };
+        let Some(timer) = self.entries.timer(key).filter(|_| one_shot) else { return };
         // Decided when the log holds its slot, or any slot above it: a retry of the one-shot
         // (a failed claim leaves no row for the instant itself, but its retry ran above it),
         // or a slot a re-created one-shot would be lifted above anyway.
@@ -1299,7 +1294,7 @@ impl Driver {
         if !self.admission_queue.is_empty() || !self.triggered.is_empty() || self.backlogged.iter().any(ready) {
             return now.mono;
         }
-        let wake = self.timers.next_wake(now).min(housekeeping);
+        let wake = self.entries.next_wake(now).min(housekeeping);
         self.next_agent_wake().map_or(wake, |due| wake.min(due))
     }
 
@@ -1352,7 +1347,7 @@ impl Driver {
 
     fn arm(&mut self, key: HeartbeatKey, timer: SlotTimer) {
         let next_slot = timer.next_slot;
-        self.timers.arm(key.clone(), timer);
+        self.entries.arm(&key, timer);
         self.announce_armed(&key, next_slot);
     }
 
@@ -1373,7 +1368,7 @@ impl Driver {
                 return;
             }
         };
-        let (Some(execution), Some(timer)) = (latest.first(), self.timers.timer(key)) else { return };
+        let (Some(execution), Some(timer)) = (latest.first(), self.entries.timer(key)) else { return };
         let Some(entry) = self.entries.get_mut(key) else { return };
         match timer.lifted_above(execution.slot, entry.def.schedule()) {
             Some(lifted) if lifted != timer => {
@@ -1392,7 +1387,7 @@ impl Driver {
     /// The slot a heartbeat's next timer must not go below: its current timer's next slot,
     /// or the one it had when it was disarmed.
     fn slot_floor(&self, key: &HeartbeatKey) -> Option<Timestamp> {
-        let armed = self.timers.timer(key).map(|timer| timer.next_slot);
+        let armed = self.entries.timer(key).map(|timer| timer.next_slot);
         armed.or_else(|| self.entries.get(key).and_then(|entry| entry.rare().next_slot_floor))
     }
 
@@ -1453,7 +1448,7 @@ impl Driver {
     }
 
     fn disarm(&mut self, key: &HeartbeatKey) {
-        if let Some(timer) = self.timers.disarm(key) {
+        if let Some(timer) = self.entries.disarm(key) {
             if let Some(entry) = self.entries.get_mut(key) {
                 entry.with_rare(|rare| rare.next_slot_floor = Some(timer.next_slot));
             }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use arcstr::ArcStr;
 use jiff::Timestamp;
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
@@ -176,7 +177,9 @@ pub(super) fn heartbeat_rows(page: &str) -> Result<Vec<HeartbeatRow<'_>>, StoreE
 #[derive(Default)]
 pub(super) struct SharedTexts {
     agents: BTreeMap<String, AgentId>,
-    targets: BTreeMap<String, DeliveryTarget>,
+    /// Keyed by each target's own text: a key of its own would be freed after the load
+    /// among the texts kept, a hole each when every heartbeat has a target of its own.
+    targets: BTreeMap<ArcStr, DeliveryTarget>,
 }
 
 impl SharedTexts {
@@ -194,7 +197,7 @@ impl SharedTexts {
             return Ok(target.clone());
         }
         let target = DeliveryTarget::parse(raw).map_err(|e| corrupt(what(), e))?;
-        self.targets.insert(raw.to_owned(), target.clone());
+        self.targets.insert(target.text().clone(), target.clone());
         Ok(target)
     }
 }
@@ -333,4 +336,23 @@ where
             .transpose()?,
         key,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_load_keeps_one_text_per_agent_and_target_and_no_other_copy() {
+        let mut shared = SharedTexts::default();
+        let what = || "row".to_owned();
+        let first = shared.target("webhook:ops", what).expect("valid");
+        let again = shared.target("webhook:ops", what).expect("valid");
+        assert!(ArcStr::ptr_eq(first.text(), again.text()), "one text for a target many rows name");
+        let (key, kept) = shared.targets.iter().next().expect("one target");
+        assert!(ArcStr::ptr_eq(key, kept.text()), "the map's key is the target's own text, not a copy");
+        let agent = shared.agent("a1", what).expect("valid");
+        assert_eq!(shared.agent("a1", what).expect("valid"), agent);
+        assert!(shared.target("no-colon", what).is_err(), "a malformed target is a corrupt row");
+    }
 }

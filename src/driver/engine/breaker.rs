@@ -112,8 +112,8 @@ impl Driver {
                         Ok(rows) => match rows.into_iter().find(|row| row.def.key == key) {
                             Some(row) => self.adopt(row, now).await,
                             None => {
-                                self.entries.remove(&key);
                                 self.disarm(&key);
+                                self.entries.remove(&key);
                             }
                         },
                         Err(error) => {

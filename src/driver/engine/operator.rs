@@ -67,7 +67,7 @@ impl Driver {
         let agents: BTreeSet<_> = self.entries.keys().map(|key| key.agent.clone()).collect();
         let spent = self.spent_budgets(agents, now).await;
         let mut views = Vec::with_capacity(self.entries.len());
-        for (key, entry) in &self.entries {
+        for (key, entry) in self.entries.iter() {
             let in_backoff = entry.rare().backoff_until.is_some_and(|until| now.mono < until);
             let overlap =
                 on_overlap(entry.def.common.policy.overlap, entry.runs_in_flight(), entry.rare().waiting.len());
@@ -94,7 +94,7 @@ impl Driver {
                 key: key.clone(),
                 kind: entry.def.common.kind,
                 enabled: entry.enabled,
-                next_slot: self.timers.timer(key).map(|timer| timer.next_slot),
+                next_slot: self.entries.timer(key).map(|timer| timer.next_slot),
                 runs_in_flight: entry.runs_in_flight(),
                 waiting: entry.rare().waiting.len() + self.queued.get(key).copied().unwrap_or(0),
                 backoff_until: backoff_left.map(|left| crate::core::slots::add(now.wall, left)),
@@ -130,7 +130,7 @@ impl Driver {
                 slot = floor.checked_add(jiff::SignedDuration::from_millis(1)).unwrap_or(*floor);
             }
         }
-        let timer = self.timers.timer(key);
+        let timer = self.entries.timer(key);
         // A later slot of its schedule, which the trigger would take from it.
         let on_grid = |slot: Timestamp| match (entry.def.schedule(), timer) {
             (Schedule::Every(interval), Some(timer)) => {
@@ -166,14 +166,14 @@ impl Driver {
     /// its own slot and claimed like any other, so one already decided is not run again.
     /// Explicit requests, like a trigger.
     pub(super) fn backfill(&mut self, key: &HeartbeatKey, mut slots: Vec<Timestamp>, now: Now) -> TriggerOutcome {
+        // Slots from the armed one on are the schedule's to decide, and one already waiting
+        // (behind a run or for a place to run) or triggered is decided once: a backfill
+        // takes only what the schedule passed.
+        let armed = self.entries.timer(key).map(|timer| timer.next_slot);
         let Some(entry) = self.entries.get_mut(key) else { return TriggerOutcome::NotFound };
         if !entry.enabled {
             return TriggerOutcome::Disabled;
         }
-        // Slots from the armed one on are the schedule's to decide, and one already waiting
-        // (behind a run or for a place to run) or triggered is decided once: a backfill
-        // takes only what the schedule passed.
-        let armed = self.timers.timer(key).map(|timer| timer.next_slot);
         let queued = self.queued.contains_key(key);
         let waits_for_room = |slot: &Timestamp| queued && self.admission_queue.contains(&(key.clone(), *slot));
         slots.sort();

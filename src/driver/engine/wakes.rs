@@ -91,7 +91,7 @@ impl Driver {
                 let event = EngineEvent::WakeDecided { key: key.clone(), slot, reason: wake.reason };
                 self.context.events.emit(now.wall, &event);
             }
-            let next_slot = self.timers.timer(&key).map_or(slot, |timer| timer.next_slot);
+            let next_slot = self.entries.timer(&key).map_or(slot, |timer| timer.next_slot);
             match decision {
                 Ok(()) => {
                     let prepared = if events.is_empty() {
