@@ -4,10 +4,9 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-use arcstr::ArcStr;
-
 use serde::{Deserialize, Serialize};
 
+use crate::core::shared_text::SharedText;
 use crate::limits::ID_CHARS_MAX;
 
 /// Why a string is not a valid id.
@@ -43,8 +42,9 @@ macro_rules! id_type {
         // Shared text: a key is cloned into every index of the driver and the store, and a
         // clone is a reference count, not two allocations (a million heartbeats, ADR 0014).
         // A thin pointer (the length lives beside the text): 8 bytes where `Arc<str>` took 16,
-        // in each of the four maps a heartbeat's key sits in.
-        pub struct $name(ArcStr);
+        // in each of the maps a heartbeat's key sits in; its header is 8 bytes, so an id of
+        // up to 16 characters takes the allocator's smallest block.
+        pub struct $name(SharedText);
 
         impl $name {
             /// Validates `raw` as an id.
@@ -55,11 +55,11 @@ macro_rules! id_type {
                 // Validated where it lies and copied once, into the shared text.
                 let raw = raw.as_ref();
                 validate(raw)?;
-                Ok(Self(ArcStr::from(raw)))
+                SharedText::new(raw).map(Self).ok_or(IdError::TooLong { len: raw.len() })
             }
 
             pub fn as_str(&self) -> &str {
-                &self.0
+                self.0.as_str()
             }
         }
 
@@ -72,19 +72,16 @@ macro_rules! id_type {
 
         impl From<$name> for String {
             fn from(id: $name) -> String {
-                id.0.to_string()
+                id.0.as_str().to_owned()
             }
         }
 
         // Ordered by text, but two copies of one shared text (all of an agent's keys hold
         // its id's) are equal without reading it: a start-up sorts a million keys.
+        // (`SharedText`'s order.)
         impl Ord for $name {
             fn cmp(&self, other: &Self) -> Ordering {
-                if ArcStr::ptr_eq(&self.0, &other.0) {
-                    Ordering::Equal
-                } else {
-                    self.0.as_str().cmp(other.0.as_str())
-                }
+                self.0.cmp(&other.0)
             }
         }
 
@@ -96,7 +93,7 @@ macro_rules! id_type {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                f.write_str(self.0.as_str())
             }
         }
     };
@@ -128,7 +125,11 @@ pub const AGENT_HEARTBEAT_ID: &str = "main";
 impl HeartbeatId {
     /// The agent heartbeat's id, [`AGENT_HEARTBEAT_ID`].
     pub fn agent_heartbeat() -> Self {
-        Self(ArcStr::from(AGENT_HEARTBEAT_ID))
+        // One text for every agent's.
+        static AGENT_HEARTBEAT: std::sync::LazyLock<SharedText> = std::sync::LazyLock::new(|| {
+            SharedText::new(AGENT_HEARTBEAT_ID).expect("a constant of four bytes has a length in 32 bits")
+        });
+        Self(AGENT_HEARTBEAT.clone())
     }
 
     /// Whether this is the id reserved for the agent heartbeat.

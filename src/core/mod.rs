@@ -26,6 +26,7 @@ pub mod retention;
 pub mod routing;
 pub mod schedule;
 pub mod schedule_fields;
+pub mod shared_text;
 pub mod slots;
 pub mod system_events;
 pub mod text;
