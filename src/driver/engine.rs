@@ -1225,6 +1225,30 @@ impl Driver {
             true
         });
         for key in done {
+            let Some(entry) = self.entries.get(&key) else { continue };
+            let unknown_outcome = entry.enabled
+                && !entry.last_succeeded
+                && !entry.rare().retrying
+                && matches!(entry.def.schedule(), Schedule::At(_));
+            if unknown_outcome {
+                // A one-shot whose run failed may be known as such only to the run log: an
+                // enable resets the stored failures, and a crash before the retry slot it
+                // armed was written leaves the one-shot's own slot, decided (seed
+                // 1927870214209). Its latest run says whether it retries.
+                match self.last_run_failed(&key).await {
+                    Some(true) => {
+                        if let Some(entry) = self.entries.get_mut(&key) {
+                            entry.with_rare(|rare| rare.retrying = true);
+                        }
+                    }
+                    Some(false) => {}
+                    None => {
+                        // Unknown for now: decided at a later turn, not retired on a guess.
+                        self.exhausted.insert(key);
+                        continue;
+                    }
+                }
+            }
             let Some(entry) = self.entries.get_mut(&key) else { continue };
             if entry.rare().retrying && !entry.enabled && !entry.last_succeeded {
                 // Disabled while its retry waited (for its time or for a place to run): it
@@ -1438,6 +1462,20 @@ impl Driver {
         let timer = SlotTimer::resume(now, entry.def.schedule(), entry.jitter(key), slot);
         self.arm(key.clone(), timer);
         self.store_next_slot(key.clone(), slot).await;
+    }
+
+    /// Whether `key`'s latest run in the log failed (or timed out); `None` when the log
+    /// cannot be read.
+    async fn last_run_failed(&mut self, key: &HeartbeatKey) -> Option<bool> {
+        match self.context.store.executions(key, 1).await {
+            Ok(latest) => Some(latest.first().is_some_and(|execution| {
+                matches!(execution.status, ExecutionStatus::Failed | ExecutionStatus::TimedOut)
+            })),
+            Err(error) => {
+                self.store_failed("executions", error.to_string(), "a one-shot is retired or retried at a later turn");
+                None
+            }
+        }
     }
 
     /// Stores a re-armed heartbeat's next slot, so a restart resumes there.
