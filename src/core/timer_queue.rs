@@ -42,7 +42,7 @@ struct Timed<V> {
     timer: PackedTimer,
 }
 
-/// A [`SlotTimer`] or none, as the queue keeps it: 32 bytes where an optional timer is 56
+/// A [`SlotTimer`] or none, as the queue keeps it: 32 bytes where an optional timer is 48
 /// (two durations and an optional one), beside every entry. The durations are kept in
 /// nanoseconds, which saturate past 584 years: beyond any clock's uptime and any jitter a
 /// definition may have.
@@ -399,6 +399,7 @@ mod tests {
     #[test]
     fn a_packed_timer_is_32_bytes_and_unpacks_as_it_was() {
         assert_eq!(std::mem::size_of::<PackedTimer>(), 32);
+        assert_eq!(std::mem::size_of::<Option<SlotTimer>>(), 48);
         let every = timer(at(7), 5);
         assert!(every.next_mono.is_some());
         assert_eq!(PackedTimer::pack(every).unpack(), Some(every));
