@@ -25,8 +25,8 @@ use systole::core::schedule::Schedule;
 use systole::core::system_events::SystemEvent;
 use systole::core::usage::{RunUsage, TokenUsage};
 use systole::ports::store::{
-    ClaimOutcome, DedupQuery, DeliveryStatus, ExecutionStatus, Queued, RunRecord, SkipRecord, SlotClaim, StopReason,
-    Store,
+    ClaimOutcome, DedupQuery, DeliveryStatus, ExecutionStatus, NextSlot, Queued, RunRecord, SkipRecord, SlotClaim,
+    StopReason, Store,
 };
 use systole::store::memory::MemoryStore;
 use systole::store::postgres::PostgresStore;
@@ -36,8 +36,18 @@ fn at(secs: i64) -> Timestamp {
     start().checked_add(SignedDuration::from_secs(secs)).expect("in range")
 }
 
+/// A next slot of the test heartbeats' schedule (`def(.., 60)`: every minute).
+fn every_minute(secs: i64) -> NextSlot {
+    NextSlot { at: at(secs), schedule: Schedule::Every(Duration::from_secs(60)) }
+}
+
 fn claim(k: &HeartbeatKey, slot_secs: i64) -> SlotClaim {
-    SlotClaim { key: k.clone(), slot: at(slot_secs), claimed_at: at(slot_secs), next_slot: at(slot_secs + 60) }
+    SlotClaim {
+        key: k.clone(),
+        slot: at(slot_secs),
+        claimed_at: at(slot_secs),
+        next_slot: every_minute(slot_secs + 60),
+    }
 }
 
 fn finished(k: &HeartbeatKey, slot_secs: i64, succeeded: bool) -> RunRecord {
@@ -105,6 +115,59 @@ async fn a_slot_is_claimed_once_within_and_across_batches() {
 }
 
 #[tokio::test]
+async fn a_next_slot_is_kept_only_under_the_schedule_that_gave_it() {
+    with_each_store(|store| async move {
+        let k = key("main", "a");
+        let next_slot = || {
+            let (store, k) = (&store, k.clone());
+            async move {
+                let stored = store.load_heartbeats().await.expect("load");
+                stored.into_iter().find(|row| row.def.key == k).and_then(|row| row.state.next_slot)
+            }
+        };
+        store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
+        store.set_next_slots(&[(k.clone(), every_minute(120))]).await.expect("set");
+        assert_eq!(next_slot().await, Some(at(120)), "its own schedule's slot is kept");
+        // Replaced by a reload with another interval: a writer that missed the change
+        // (a node frozen through it) writes the old schedule's slots.
+        store.seed_config(&[def("main", "a", 300)], at(1)).await.expect("reload");
+        assert_eq!(next_slot().await, None, "a replaced definition has no slot");
+        assert_eq!(store.claim_slots(&[claim(&k, 180)]).await.expect("claim"), vec![ClaimOutcome::Claimed]);
+        let skip = SkipRecord {
+            key: k.clone(),
+            slot: at(240),
+            at: at(240),
+            reason: SkipReason::QuietHours,
+            next_slot: every_minute(300),
+        };
+        store.record_skips(&[skip]).await.expect("skip");
+        store.set_next_slots(&[(k.clone(), every_minute(360))]).await.expect("set");
+        assert_eq!(next_slot().await, None, "no write under the old schedule is kept");
+        let every_five = NextSlot { at: at(600), schedule: Schedule::Every(Duration::from_secs(300)) };
+        store.set_next_slots(&[(k.clone(), every_five)]).await.expect("set");
+        assert_eq!(next_slot().await, Some(at(600)), "the new schedule's slot is kept");
+        // A cron is its expression in its zone; a one-shot is its instant.
+        let berlin = cron_def("main", "a", "*/5 * * * *", "Europe/Berlin");
+        store.seed_config(std::slice::from_ref(&berlin), at(2)).await.expect("reload");
+        let utc = cron_def("main", "a", "*/5 * * * *", "UTC").schedule;
+        store.set_next_slots(&[(k.clone(), NextSlot { at: at(900), schedule: utc })]).await.expect("set");
+        assert_eq!(next_slot().await, None, "the same expression in another zone is another schedule");
+        let own = NextSlot { at: at(1_200), schedule: berlin.schedule };
+        store.set_next_slots(&[(k.clone(), own)]).await.expect("set");
+        assert_eq!(next_slot().await, Some(at(1_200)));
+        let once = HeartbeatDef { schedule: Schedule::At(at(3_600)), ..def("main", "a", 60) };
+        store.seed_config(&[once], at(3)).await.expect("reload");
+        let other_instant = NextSlot { at: at(3_700), schedule: Schedule::At(at(3_660)) };
+        store.set_next_slots(&[(k.clone(), other_instant)]).await.expect("set");
+        assert_eq!(next_slot().await, None, "another instant is another one-shot");
+        let retry = NextSlot { at: at(3_700), schedule: Schedule::At(at(3_600)) };
+        store.set_next_slots(&[(k.clone(), retry)]).await.expect("set");
+        assert_eq!(next_slot().await, Some(at(3_700)), "a one-shot's retry slot is kept");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_skip_never_overwrites_a_claim_and_is_never_claimed_after() {
     with_each_store(|store| async move {
         let k = key("main", "a");
@@ -115,7 +178,7 @@ async fn a_skip_never_overwrites_a_claim_and_is_never_claimed_after() {
             slot: at(slot),
             at: at(slot),
             reason: SkipReason::QuietHours,
-            next_slot: at(slot + 60),
+            next_slot: every_minute(slot + 60),
         };
         store.record_skips(&[skip(60), skip(120)]).await.expect("skip");
         let runs = store.executions(&k, 10).await.expect("read");
@@ -536,10 +599,10 @@ async fn sqlite_concurrent_writers_of_every_kind_never_fail_with_locked() {
                     slot: at(slot + 60),
                     at: at(slot + 60),
                     reason: SkipReason::Overlap,
-                    next_slot: at(slot + 120),
+                    next_slot: every_minute(slot + 120),
                 };
                 store.record_skips(&[skip]).await?;
-                store.set_next_slots(&[(job.key.clone(), at(slot + 120))]).await?;
+                store.set_next_slots(&[(job.key.clone(), every_minute(slot + 120))]).await?;
                 let pause = PauseRecord { until: at(slot + 600), minutes: 10, set_at: at(slot) };
                 store.set_pause(&agent, &pause).await?;
                 store.clear_pause(&agent).await?;
@@ -646,7 +709,7 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
             slot: at(300),
             at: at(300),
             reason: SkipReason::QuietHours,
-            next_slot: at(360),
+            next_slot: every_minute(360),
         };
         store.record_skips(&[skip]).await.expect("skip");
         let latest = store.latest_slots(&keys).await.expect("latest slots");
@@ -699,7 +762,7 @@ async fn pruning_keeps_the_newest_running_and_recent_runs_and_drops_the_rest() {
             slot: at(slot),
             at: at(slot),
             reason: SkipReason::QuietHours,
-            next_slot: at(slot + 60),
+            next_slot: every_minute(slot + 60),
         };
         store.claim_slots(&[claim(&a, -5 * 24 * hour)]).await.expect("a run that never finished");
         store.record_skips(&[skip(-3 * 24 * hour), skip(-3 * hour), skip(-2 * hour)]).await.expect("skips");

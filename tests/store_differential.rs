@@ -28,8 +28,8 @@ use systole::core::schedule::Schedule;
 use systole::core::tool_policy::{JobTools, ToolPattern};
 use systole::core::usage::{RunUsage, TokenUsage};
 use systole::ports::store::{
-    DedupQuery, DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, StopReason, Store, ToolCallOutcome,
-    ToolCallRecord, ToolUse,
+    DedupQuery, DeliveryStatus, ExecutionStatus, NextSlot, RunRecord, SkipRecord, SlotClaim, StopReason, Store,
+    ToolCallOutcome, ToolCallRecord, ToolUse,
 };
 use systole::store::memory::MemoryStore;
 use systole::store::sqlite::SqliteStore;
@@ -96,7 +96,7 @@ enum Op {
     Delete(HeartbeatKey),
     SetEnabled(HeartbeatKey, bool, Option<&'static str>),
     HalfOpen(HeartbeatKey),
-    SetNextSlots(Vec<(HeartbeatKey, Timestamp)>),
+    SetNextSlots(Vec<(HeartbeatKey, NextSlot)>),
     Claim(Vec<SlotClaim>),
     Skip(Vec<SkipRecord>),
     Finish(Vec<RunRecord>),
@@ -134,6 +134,20 @@ fn random_def(rng: &mut Rng, k: &HeartbeatKey, now_secs: i64) -> HeartbeatDef {
         made.model = Some(rng.pick(&["small-model", "large-model"]).to_owned());
     }
     made
+}
+
+/// A next slot under a schedule the heartbeat has or had, or one it never has: the
+/// stores keep it only under the row's own schedule.
+fn random_next_slot(rng: &mut Rng, now_secs: i64) -> NextSlot {
+    let schedule = match rng.below(6) {
+        0 => Schedule::Every(Duration::from_secs(60)),
+        1 => Schedule::Every(Duration::from_secs(300)),
+        2 => cron_def("a", "h", "*/5 * * * *", "Europe/Berlin").schedule,
+        3 => cron_def("a", "h", "*/5 * * * *", "UTC").schedule,
+        4 => Schedule::At(at(now_secs + 120)),
+        _ => Schedule::Every(Duration::from_secs(120)),
+    };
+    NextSlot { at: at(now_secs + 60), schedule }
 }
 
 fn random_run(rng: &mut Rng, k: HeartbeatKey, slot: Timestamp, now: Timestamp) -> RunRecord {
@@ -222,14 +236,14 @@ fn sequence(seed: u64) -> Vec<Op> {
                 Op::SetEnabled(k, enabled, reason)
             }
             22..=25 => Op::HalfOpen(k),
-            26..=29 => Op::SetNextSlots(vec![(k, at(now_secs + 60))]),
+            26..=29 => Op::SetNextSlots(vec![(k, random_next_slot(&mut rng, now_secs))]),
             30..=49 => {
                 let claims: Vec<SlotClaim> = (0..1 + rng.below(3))
                     .map(|_| {
                         let k = rng.pick(&keys);
                         let slot = slot(&mut rng);
                         claimed.push((k.clone(), slot));
-                        SlotClaim { key: k, slot, claimed_at: now, next_slot: at(now_secs + 60) }
+                        SlotClaim { key: k, slot, claimed_at: now, next_slot: random_next_slot(&mut rng, now_secs) }
                     })
                     .collect();
                 Op::Claim(claims)
@@ -237,7 +251,8 @@ fn sequence(seed: u64) -> Vec<Op> {
             50..=57 => {
                 let reason = rng.pick(&SkipReason::ALL);
                 let slot = slot(&mut rng);
-                Op::Skip(vec![SkipRecord { key: k, slot, at: now, reason, next_slot: at(now_secs + 60) }])
+                let next_slot = random_next_slot(&mut rng, now_secs);
+                Op::Skip(vec![SkipRecord { key: k, slot, at: now, reason, next_slot }])
             }
             58..=74 => {
                 let runs: Vec<RunRecord> = (0..1 + rng.below(2))

@@ -18,10 +18,11 @@ use systole::adapters::system_clock::SystemClock;
 use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::core::partition::{partition_of, PARTITIONS_COUNT};
 use systole::core::pause::PauseRecord;
+use systole::core::schedule::Schedule;
 use systole::core::usage::RunUsage;
 use systole::ports::leases::{Lease, Leases};
 use systole::ports::store::{
-    ClaimOutcome, DeliveryStatus, ExecutionStatus, RunRecord, SkipRecord, SlotClaim, Store, StoreError,
+    ClaimOutcome, DeliveryStatus, ExecutionStatus, NextSlot, RunRecord, SkipRecord, SlotClaim, Store, StoreError,
 };
 use systole::store::memory::MemoryStore;
 use systole::store::postgres::PostgresStore;
@@ -52,8 +53,18 @@ fn at(secs: i64) -> Timestamp {
     start().checked_add(SignedDuration::from_secs(secs)).expect("in range")
 }
 
+/// A next slot of the test heartbeats' schedule (`def(.., 60)`: every minute).
+fn every_minute(secs: i64) -> NextSlot {
+    NextSlot { at: at(secs), schedule: Schedule::Every(Duration::from_secs(60)) }
+}
+
 fn claim(k: &HeartbeatKey, slot_secs: i64) -> SlotClaim {
-    SlotClaim { key: k.clone(), slot: at(slot_secs), claimed_at: at(slot_secs), next_slot: at(slot_secs + 60) }
+    SlotClaim {
+        key: k.clone(),
+        slot: at(slot_secs),
+        claimed_at: at(slot_secs),
+        next_slot: every_minute(slot_secs + 60),
+    }
 }
 
 fn finished(k: &HeartbeatKey, slot_secs: i64) -> RunRecord {
@@ -193,10 +204,10 @@ async fn a_node_whose_lease_was_taken_over_writes_nothing() {
             slot: at(180),
             at: at(180),
             reason: systole::core::guard::SkipReason::Paused,
-            next_slot: at(240),
+            next_slot: every_minute(240),
         };
         assert_eq!(a.record_skips(std::slice::from_ref(&skip)).await, Err(fenced.clone()));
-        assert_eq!(a.set_next_slots(&[(k.clone(), at(600))]).await, Err(fenced.clone()));
+        assert_eq!(a.set_next_slots(&[(k.clone(), every_minute(600))]).await, Err(fenced.clone()));
         // An operator's or a model's change made through the old owner: refused, or it would
         // be acknowledged and never heard of by the agent's new engine.
         let pause = PauseRecord { until: at(900), minutes: 10, set_at: at(300) };

@@ -21,7 +21,7 @@ use systole::core::schedule::Schedule;
 use systole::driver::events::{EngineEvent, EventSink};
 use systole::driver::{self, EngineHandle, EngineOptions, Ports};
 use systole::ports::messenger::{Delivery, DeliveryError, Messenger};
-use systole::ports::store::Store;
+use systole::ports::store::{NextSlot, Store};
 use systole::store::memory::MemoryStore;
 use systole::store::sqlite::SqliteStore;
 
@@ -339,7 +339,8 @@ async fn seed_all_due(store: &dyn Store, count: usize, after_secs: i64) -> Times
     let defs = defs(0, count, Duration::from_secs(3_600), Duration::ZERO);
     store.seed_config(&defs, Timestamp::now()).await.expect("the heartbeats are stored");
     let due = Timestamp::now() + SignedDuration::from_secs(after_secs);
-    let slots: Vec<(HeartbeatKey, Timestamp)> = defs.iter().map(|def| (def.key.clone(), due)).collect();
+    let slots: Vec<(HeartbeatKey, NextSlot)> =
+        defs.iter().map(|def| (def.key.clone(), NextSlot { at: due, schedule: def.schedule.clone() })).collect();
     store.set_next_slots(&slots).await.expect("the slots are stored");
     due
 }

@@ -36,7 +36,7 @@ use crate::limits::{
     AT_RETRY_AFTER_HOLD_SECS_MIN, DRIVER_SLEEP_SECS_MAX, DUE_PER_WAKE_MAX, RUNS_PRUNE_FIRST_DELAY_SECS,
 };
 use crate::ports::clock::{Mono, Now};
-use crate::ports::store::{ClaimOutcome, ExecutionStatus, SkipRecord, SlotClaim};
+use crate::ports::store::{ClaimOutcome, ExecutionStatus, NextSlot, SkipRecord, SlotClaim};
 use arming::{Arming, Commons};
 
 /// Why a heartbeat whose schedule ran out (a past `at`, a cron with no future occurrence)
@@ -387,7 +387,8 @@ impl Driver {
                             (timer, _) => timer,
                         };
                         if let Some(timer) = timer {
-                            first_slots.push((key.clone(), timer.next_slot));
+                            let next = NextSlot { at: timer.next_slot, schedule: schedule.clone() };
+                            first_slots.push((key.clone(), next));
                         }
                         timer
                     }
@@ -726,6 +727,7 @@ impl Driver {
             let paused = !explicit && self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now));
             let next_slot = self.entries.timer(&key).map_or(slot, |timer| timer.next_slot);
             let Some(entry) = self.entries.get_mut(&key) else { continue };
+            let next_slot = NextSlot { at: next_slot, schedule: entry.def.schedule().clone() };
             let in_flight = entry.runs_in_flight() + claimed_now.get(&key).copied().unwrap_or(0);
             // Whether an older slot of it is held or waits for a place, if this one is decided.
             let older_held = !entry.rare().waiting.is_empty() || (!from_queue && self.queued.contains_key(&key));
@@ -1371,8 +1373,10 @@ impl Driver {
 
     fn arm(&mut self, key: HeartbeatKey, timer: SlotTimer) {
         let next_slot = timer.next_slot;
-        self.entries.arm(&key, timer);
-        self.announce_armed(&key, next_slot);
+        // The queue keeps no timer without its entry; only a timer kept is announced.
+        if self.entries.arm(&key, timer) {
+            self.announce_armed(&key, next_slot);
+        }
     }
 
     /// Says that `key` is armed for `next_slot` (the timer queue holds it already).
@@ -1480,7 +1484,9 @@ impl Driver {
 
     /// Stores a re-armed heartbeat's next slot, so a restart resumes there.
     async fn store_next_slot(&mut self, key: HeartbeatKey, next_slot: Timestamp) {
-        if let Err(error) = self.context.store.set_next_slots(&[(key, next_slot)]).await {
+        let Some(schedule) = self.entries.get(&key).map(|entry| entry.def.schedule().clone()) else { return };
+        let next = NextSlot { at: next_slot, schedule };
+        if let Err(error) = self.context.store.set_next_slots(&[(key, next)]).await {
             self.store_failed("set_next_slots", error.to_string(), "a restart arms it from its previous slot");
         }
     }

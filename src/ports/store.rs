@@ -18,6 +18,7 @@ use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::reply::ReplyKind;
 use crate::core::retention::RunRetention;
+use crate::core::schedule::Schedule;
 use crate::core::system_events::SystemEvent;
 use crate::core::usage::RunUsage;
 
@@ -31,7 +32,18 @@ pub struct SlotClaim {
     pub slot: Timestamp,
     pub claimed_at: Timestamp,
     /// The slot armed after this one; stored with the claim so a restart resumes there.
-    pub next_slot: Timestamp,
+    pub next_slot: NextSlot,
+}
+
+/// The slot a heartbeat is armed for, and the schedule that gave it. The store keeps the
+/// slot only while the heartbeat still has that schedule: a writer that missed a change of
+/// the definition (a node frozen through a cluster's reload) would otherwise leave the old
+/// schedule's slot for the new definition to resume at (seed 31450034897). A change that
+/// keeps the schedule keeps the slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextSlot {
+    pub at: Timestamp,
+    pub schedule: Schedule,
 }
 
 /// A duplicate check: did `key` deliver a reply with `digest` in a run that finished at or
@@ -59,7 +71,7 @@ pub struct SkipRecord {
     pub slot: Timestamp,
     pub at: Timestamp,
     pub reason: SkipReason,
-    pub next_slot: Timestamp,
+    pub next_slot: NextSlot,
 }
 
 /// How a claimed run ended.
@@ -367,8 +379,9 @@ pub trait Store: Send + Sync + 'static {
     /// whether it changed.
     async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError>;
 
-    /// Records the slot each heartbeat is armed for, for heartbeats armed without a claim.
-    async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError>;
+    /// Records the slot each heartbeat is armed for, for heartbeats armed without a claim;
+    /// a slot whose schedule is no longer the heartbeat's is not kept ([`NextSlot`]).
+    async fn set_next_slots(&self, slots: &[(HeartbeatKey, NextSlot)]) -> Result<(), StoreError>;
 
     /// Claims slots before running them, in one transaction; the outcome of each claim in order.
     async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError>;

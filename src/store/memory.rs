@@ -16,8 +16,8 @@ use crate::core::retention::{LogRow, RunRetention};
 use crate::core::system_events::{self, SystemEvent};
 use crate::core::usage::RunUsage;
 use crate::ports::store::{
-    ClaimOutcome, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord,
-    SlotClaim, Store, StoreError, INTERRUPTED_ERROR_TEXT,
+    ClaimOutcome, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport,
+    SkipRecord, SlotClaim, Store, StoreError, INTERRUPTED_ERROR_TEXT,
 };
 use crate::store::text_check;
 
@@ -185,9 +185,12 @@ impl MemoryStore {
     }
 }
 
-fn set_next_slot(state: &mut MemoryState, key: &HeartbeatKey, next_slot: Timestamp) {
+/// Keeps `next` as the heartbeat's next slot while it still has the schedule that gave it.
+fn set_next_slot(state: &mut MemoryState, key: &HeartbeatKey, next: &NextSlot) {
     if let Some(row) = state.heartbeats.get_mut(key) {
-        row.heartbeat.state.next_slot = Some(next_slot);
+        if row.heartbeat.def.schedule == next.schedule {
+            row.heartbeat.state.next_slot = Some(next.at);
+        }
     }
 }
 
@@ -291,11 +294,11 @@ impl Store for MemoryStore {
         Ok(open)
     }
 
-    async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
+    async fn set_next_slots(&self, slots: &[(HeartbeatKey, NextSlot)]) -> Result<(), StoreError> {
         let mut state = self.lock();
         self.fence(&state, slots.iter().map(|(key, _)| &key.agent))?;
-        for (key, next_slot) in slots {
-            set_next_slot(&mut state, key, *next_slot);
+        for (key, next) in slots {
+            set_next_slot(&mut state, key, next);
         }
         Ok(())
     }
@@ -315,7 +318,7 @@ impl Store for MemoryStore {
                 continue;
             }
             state.executions.insert(id, LogEntry::new(running(claim)));
-            set_next_slot(&mut state, &claim.key, claim.next_slot);
+            set_next_slot(&mut state, &claim.key, &claim.next_slot);
             outcomes.push(ClaimOutcome::Claimed);
         }
         Ok(outcomes)
@@ -345,7 +348,7 @@ impl Store for MemoryStore {
                     tool_use: None,
                 })
             });
-            set_next_slot(&mut state, &skip.key, skip.next_slot);
+            set_next_slot(&mut state, &skip.key, &skip.next_slot);
         }
         Ok(())
     }

@@ -43,7 +43,7 @@ macro_rules! sql_store {
             use crate::core::system_events::{self, SystemEvent};
             use crate::limits::STORE_BATCH_ROWS_MAX;
             use crate::ports::store::{
-                ClaimOutcome, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, Queued, RunRecord, SeedReport,
+                ClaimOutcome, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport,
                 SkipRecord, SlotClaim, StopReason, Store, StoreError, INTERRUPTED_ERROR_TEXT,
             };
             use crate::store::sql_rows::{
@@ -237,10 +237,11 @@ macro_rules! sql_store {
                 Ok(result.rows_affected() > 0)
             }
 
-            async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
+            async fn set_next_slots(&self, slots: &[(HeartbeatKey, NextSlot)]) -> Result<(), StoreError> {
                 let mut tx = self.write_tx().await?;
                 self.fence(&mut tx, slots.iter().map(|(key, _)| &key.agent)).await?;
-                update_next_slots(&mut tx, slots).await?;
+                let slots: Vec<(&HeartbeatKey, &NextSlot)> = slots.iter().map(|(key, next)| (key, next)).collect();
+                update_next_slots(&mut tx, &slots).await?;
                 tx.commit().await?;
                 Ok(())
             }
@@ -285,11 +286,11 @@ macro_rules! sql_store {
                     };
                     outcomes.push(outcome);
                 }
-                let next_slots: Vec<(HeartbeatKey, Timestamp)> = claims
+                let next_slots: Vec<(&HeartbeatKey, &NextSlot)> = claims
                     .iter()
                     .zip(&outcomes)
                     .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
-                    .map(|(claim, _)| (claim.key.clone(), claim.next_slot))
+                    .map(|(claim, _)| (&claim.key, &claim.next_slot))
                     .collect();
                 update_next_slots(&mut tx, &next_slots).await?;
                 tx.commit().await?;
@@ -315,8 +316,8 @@ macro_rules! sql_store {
                     insert.push(" ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING");
                     insert.build().execute(&mut *tx).await?;
                 }
-                let next_slots: Vec<(HeartbeatKey, Timestamp)> =
-                    skips.iter().map(|skip| (skip.key.clone(), skip.next_slot)).collect();
+                let next_slots: Vec<(&HeartbeatKey, &NextSlot)> =
+                    skips.iter().map(|skip| (&skip.key, &skip.next_slot)).collect();
                 update_next_slots(&mut tx, &next_slots).await?;
                 tx.commit().await?;
                 Ok(())
@@ -996,16 +997,36 @@ macro_rules! sql_store {
             Ok(row.is_some())
         }
 
+        /// Stores each heartbeat's next slot where the row still has the schedule that gave
+        /// it (`NextSlot`): the kind, then the kind's own columns, as `upsert` writes them.
         async fn update_next_slots(
             tx: &mut Transaction<'_, $db>,
-            slots: &[(HeartbeatKey, Timestamp)],
+            slots: &[(&HeartbeatKey, &NextSlot)],
         ) -> Result<(), StoreError> {
             for chunk in slots.chunks(STORE_BATCH_ROWS_MAX) {
                 let mut update = QueryBuilder::<$db>::new("UPDATE heartbeats SET next_slot_ms = v.column3 FROM (");
-                update.push_values(chunk, |mut row, (key, next_slot)| {
-                    row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str()).push_bind(next_slot.as_millisecond());
+                update.push_values(chunk, |mut row, (key, next)| {
+                    let (every_ms, cron, at_ms) = match &next.schedule {
+                        Schedule::Every(interval) => (Some(millis(*interval)), None, None),
+                        Schedule::Cron(cron) => (None, Some(cron), None),
+                        Schedule::At(at) => (None, None, Some(at.as_millisecond())),
+                    };
+                    row.push_bind(key.agent.as_str())
+                        .push_bind(key.heartbeat.as_str())
+                        .push_bind(next.at.as_millisecond())
+                        .push_bind(next.schedule.kind())
+                        .push_bind(every_ms)
+                        .push_bind(cron.map(|cron| cron.expression()))
+                        .push_bind(cron.map(|cron| cron.zone_name()))
+                        .push_bind(at_ms);
                 });
-                update.push(") AS v WHERE heartbeats.agent_id = v.column1 AND heartbeats.heartbeat_id = v.column2");
+                update.push(
+                    ") AS v WHERE heartbeats.agent_id = v.column1 AND heartbeats.heartbeat_id = v.column2 \
+                     AND heartbeats.schedule_kind = v.column4 \
+                     AND (v.column5 IS NULL OR heartbeats.every_ms = v.column5) \
+                     AND (v.column6 IS NULL OR (heartbeats.cron_expr = v.column6 AND heartbeats.cron_timezone = v.column7)) \
+                     AND (v.column8 IS NULL OR heartbeats.at_ms = v.column8)",
+                );
                 update.build().execute(&mut **tx).await?;
             }
             Ok(())

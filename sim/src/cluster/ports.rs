@@ -31,8 +31,8 @@ use systole::ports::leases::{Lease, Leases};
 use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError, Role, ToolCall};
 use systole::ports::messenger::Messenger;
 use systole::ports::store::{
-    ClaimOutcome, DedupQuery, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store,
-    StoreError,
+    ClaimOutcome, DedupQuery, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport, SkipRecord,
+    SlotClaim, Store, StoreError,
 };
 
 use super::freezes::{wait_for_row, Thawed};
@@ -146,7 +146,7 @@ impl Store for NodeStore {
         self.write("half_open_breaker", self.inner.half_open_breaker(key)).await
     }
 
-    async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
+    async fn set_next_slots(&self, slots: &[(HeartbeatKey, NextSlot)]) -> Result<(), StoreError> {
         self.write("set_next_slots", self.inner.set_next_slots(slots)).await
     }
 

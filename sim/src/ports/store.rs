@@ -19,8 +19,8 @@ use systole::core::retention::RunRetention;
 use systole::core::system_events::SystemEvent;
 use systole::ports::clock::Clock;
 use systole::ports::store::{
-    ClaimOutcome, DedupQuery, Execution, ExecutionStatus, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store,
-    StoreError,
+    ClaimOutcome, DedupQuery, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport, SkipRecord,
+    SlotClaim, Store, StoreError,
 };
 
 use crate::faults::FaultKind;
@@ -116,7 +116,7 @@ impl Store for SimStore {
         self.write("half_open_breaker", self.world.durable.half_open_breaker(key), opened).await
     }
 
-    async fn set_next_slots(&self, slots: &[(HeartbeatKey, Timestamp)]) -> Result<(), StoreError> {
+    async fn set_next_slots(&self, slots: &[(HeartbeatKey, NextSlot)]) -> Result<(), StoreError> {
         self.write("set_next_slots", self.world.durable.set_next_slots(slots), none).await
     }
 

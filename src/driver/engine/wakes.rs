@@ -17,7 +17,7 @@ use crate::core::wake::{PendingWake, WakeReason};
 use crate::driver::events::EngineEvent;
 use crate::driver::run_events::RunEvent;
 use crate::ports::clock::{Mono, Now};
-use crate::ports::store::{SkipRecord, SlotClaim};
+use crate::ports::store::{NextSlot, SkipRecord, SlotClaim};
 
 /// What a woken agent heartbeat runs with, fixed when its guards passed: the prompt holds
 /// exactly the file content and events that were checked.
@@ -78,10 +78,10 @@ impl Driver {
         for agent in ready {
             let Some(wake) = self.wakes.remove(&agent) else { continue };
             let key = HeartbeatKey::agent_heartbeat(&agent);
-            if !self.entries.contains_key(&key) {
+            let Some(schedule) = self.entries.get(&key).map(|entry| entry.def.schedule().clone()) else {
                 self.context.events.emit(now.wall, &EngineEvent::WakeIgnored { agent, reason: wake.reason });
                 continue;
-            }
+            };
             let events = self.pending_events(&agent, now).await;
             let file = if events.is_empty() { self.heartbeat_file(&agent, now).await } else { None };
             let slot = self.wake_slot(&key, wake.slot.unwrap_or(now.wall)).await;
@@ -91,7 +91,7 @@ impl Driver {
                 let event = EngineEvent::WakeDecided { key: key.clone(), slot, reason: wake.reason };
                 self.context.events.emit(now.wall, &event);
             }
-            let next_slot = self.entries.timer(&key).map_or(slot, |timer| timer.next_slot);
+            let next_slot = NextSlot { at: self.entries.timer(&key).map_or(slot, |timer| timer.next_slot), schedule };
             match decision {
                 Ok(()) => {
                     let prepared = if events.is_empty() {
