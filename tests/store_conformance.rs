@@ -115,6 +115,20 @@ async fn a_slot_is_claimed_once_within_and_across_batches() {
 }
 
 #[tokio::test]
+async fn a_seed_in_any_order_stores_each_key_once_and_keeps_its_last_definition() {
+    with_each_store(|store| async move {
+        // Upserted in key order whatever the config's order; a key named twice keeps its last.
+        let defs = [def("main", "c", 60), def("main", "a", 60), def("main", "c", 300), def("main", "b", 60)];
+        store.seed_config(&defs, at(0)).await.expect("seed");
+        let loaded = store.load_heartbeats().await.expect("load");
+        let keys: Vec<String> = loaded.iter().map(|row| row.def.key.to_string()).collect();
+        assert_eq!(keys, vec!["main/a", "main/b", "main/c"]);
+        assert_eq!(loaded[2].def.schedule, Schedule::Every(Duration::from_secs(300)), "the last of main/c");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_next_slot_is_kept_only_under_the_schedule_that_gave_it() {
     with_each_store(|store| async move {
         let k = key("main", "a");

@@ -141,11 +141,22 @@ macro_rules! sql_store {
                     }
                     changed.push((HeartbeatDef { origin: Origin::Config, ..def.clone() }, Some(fingerprint)));
                 }
-                // One statement may not upsert a key twice: a key the config names twice keeps its last.
-                let mut seen = BTreeSet::new();
-                changed.reverse();
-                changed.retain(|(def, _)| seen.insert(def.key.clone()));
-                changed.reverse();
+                // One statement may not upsert a key twice: a key the config names twice keeps
+                // its last. Upserted in key order, new rows are stored (SQLite: by rowid) in the
+                // order a start-up's load needs, which then has nothing to sort.
+                let mut by_key: Vec<(&HeartbeatKey, usize)> =
+                    changed.iter().enumerate().map(|(index, (def, _))| (&def.key, index)).collect();
+                // By key, then position: a key's last is the last of its run.
+                by_key.sort();
+                let order: Vec<usize> = by_key
+                    .iter()
+                    .enumerate()
+                    .filter(|(at, (key, _))| by_key.get(at + 1).is_none_or(|(next, _)| next != key))
+                    .map(|(_, (_, index))| *index)
+                    .collect();
+                let mut taken: Vec<Option<(HeartbeatDef, Option<String>)>> = changed.into_iter().map(Some).collect();
+                let changed: Vec<(HeartbeatDef, Option<String>)> =
+                    order.into_iter().filter_map(|index| taken[index].take()).collect();
                 for chunk in changed.chunks(UPSERT_ROWS_MAX) {
                     upsert(&mut tx, chunk, at).await?;
                 }
@@ -899,7 +910,9 @@ macro_rules! sql_store {
             }
             let mut order: Vec<(HeartbeatKey, usize)> =
                 heartbeats.iter().enumerate().map(|(index, heartbeat)| (heartbeat.def.key.clone(), index)).collect();
-            order.sort_unstable();
+            // Stable, so runs already in order cost one pass: rows seeded in key order, then
+            // the few made at run time after them.
+            order.sort();
             // `from[place]`: where the value that belongs at `place` is now.
             let mut from: Vec<usize> = order.into_iter().map(|(_, index)| index).collect();
             for start in 0..from.len() {
