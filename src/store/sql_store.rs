@@ -127,8 +127,10 @@ macro_rules! sql_store {
                         .map(|row| Ok(((row.try_get(0)?, row.try_get(1)?), (row.try_get(2)?, row.try_get(3)?))))
                         .collect::<Result<_, sqlx::Error>>()?;
                 let mut report = SeedReport::default();
-                let mut changed = Vec::new();
-                for def in defs {
+                // Each changed definition's place in `defs` and its fingerprint: copied a chunk
+                // at a time as it is written, not all at once.
+                let mut changed: Vec<(usize, String)> = Vec::new();
+                for (index, def) in defs.iter().enumerate() {
                     let fingerprint = def.fingerprint();
                     let id = (def.key.agent.to_string(), def.key.heartbeat.to_string());
                     match existing.get(&id) {
@@ -139,26 +141,31 @@ macro_rules! sql_store {
                         Some(_) => report.updated.push(def.key.clone()),
                         None => report.inserted.push(def.key.clone()),
                     }
-                    changed.push((HeartbeatDef { origin: Origin::Config, ..def.clone() }, Some(fingerprint)));
+                    changed.push((index, fingerprint));
                 }
                 // One statement may not upsert a key twice: a key the config names twice keeps
                 // its last. Upserted in key order, new rows are stored (SQLite: by rowid) in the
-                // order a start-up's load needs, which then has nothing to sort.
-                let mut by_key: Vec<(&HeartbeatKey, usize)> =
-                    changed.iter().enumerate().map(|(index, (def, _))| (&def.key, index)).collect();
-                // By key, then position: a key's last is the last of its run.
-                by_key.sort();
-                let order: Vec<usize> = by_key
+                // order a start-up's load needs, which then has nothing to sort. By key, then
+                // position: a key's last is the last of its run.
+                changed.sort_by(|(a, _), (b, _)| (&defs[*a].key, a).cmp(&(&defs[*b].key, b)));
+                let last_of_key = |place: usize, (index, _): &(usize, String)| {
+                    changed.get(place + 1).is_none_or(|(next, _)| defs[*next].key != defs[*index].key)
+                };
+                let kept: Vec<usize> = changed
                     .iter()
                     .enumerate()
-                    .filter(|(at, (key, _))| by_key.get(at + 1).is_none_or(|(next, _)| next != key))
-                    .map(|(_, (_, index))| *index)
+                    .filter(|(place, change)| last_of_key(*place, change))
+                    .map(|(place, _)| place)
                     .collect();
-                let mut taken: Vec<Option<(HeartbeatDef, Option<String>)>> = changed.into_iter().map(Some).collect();
-                let changed: Vec<(HeartbeatDef, Option<String>)> =
-                    order.into_iter().filter_map(|index| taken[index].take()).collect();
-                for chunk in changed.chunks(UPSERT_ROWS_MAX) {
-                    upsert(&mut tx, chunk, at).await?;
+                for chunk in kept.chunks(UPSERT_ROWS_MAX) {
+                    let rows: Vec<(HeartbeatDef, Option<String>)> = chunk
+                        .iter()
+                        .map(|place| {
+                            let (index, fingerprint) = &changed[*place];
+                            (HeartbeatDef { origin: Origin::Config, ..defs[*index].clone() }, Some(fingerprint.clone()))
+                        })
+                        .collect();
+                    upsert(&mut tx, &rows, at).await?;
                 }
                 let in_config: BTreeSet<(&str, &str)> =
                     defs.iter().map(|def| (def.key.agent.as_str(), def.key.heartbeat.as_str())).collect();
