@@ -378,8 +378,8 @@ impl Driver {
                     }
                     None => {
                         // No stored next slot: new, or replaced (the store forgets a replaced
-                        // definition's slot, or kept one the old definition wrote after the
-                        // replace); above its latest slot, read for all at once.
+                        // definition's slot and keeps none written under another schedule);
+                        // above its latest slot, read for all at once.
                         let latest = latest_slots.get(&key).copied();
                         let timer = SlotTimer::first(now, schedule, jitter);
                         let timer = match (timer, latest) {
