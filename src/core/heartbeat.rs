@@ -145,7 +145,7 @@ impl HeartbeatDef {
             field(model.as_bytes());
         }
         let digest = hasher.finalize();
-        digest.iter().map(|byte| format!("{byte:02x}")).collect()
+        crate::core::hex::lower_hex(&digest)
     }
 }
 
@@ -227,5 +227,12 @@ mod tests {
         }
         assert_eq!(base.fingerprint(), def().fingerprint());
         assert_eq!(base.fingerprint().len(), 64);
+    }
+
+    #[test]
+    fn a_fingerprint_is_the_one_earlier_builds_stored() {
+        // A seed compares it with the stored one: another value would replace every config
+        // heartbeat of an upgraded daemon (re-enabled, breaker cleared, next slot dropped).
+        assert_eq!(def().fingerprint(), "0c02fb3f142b6f8fd25cce9bfbf9239ee67b786a5f4f99b4b6da094f1eac5666");
     }
 }

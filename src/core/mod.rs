@@ -14,6 +14,7 @@ pub mod flood;
 pub mod guard;
 pub mod heartbeat;
 pub mod heartbeat_file;
+pub mod hex;
 pub mod ids;
 pub mod message_split;
 pub mod next_run;

@@ -23,7 +23,7 @@ pub fn heartbeats_digest(defs: &[HeartbeatDef]) -> String {
         hasher.update(key.as_bytes());
         hasher.update(fingerprint.as_bytes());
     }
-    hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
+    crate::core::hex::lower_hex(&hasher.finalize())
 }
 
 /// What changed between the heartbeats a node runs and its file's, as a seed reports it.

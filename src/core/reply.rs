@@ -134,7 +134,7 @@ pub fn normal_form(text: &str) -> String {
 /// A digest of the normal form, stored with each delivery (hex SHA-256).
 pub fn digest(text: &str) -> String {
     let digest = Sha256::digest(normal_form(text).as_bytes());
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+    crate::core::hex::lower_hex(&digest)
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ impl ToolName {
         }
         use sha2::{Digest, Sha256};
         let digest = Sha256::digest(self.to_string().as_bytes());
-        let suffix: String = digest.iter().take(4).map(|byte| format!("{byte:02x}")).collect();
+        let suffix = crate::core::hex::lower_hex(&digest[..4]);
         let keep = MODEL_NAME_CHARS_MAX - suffix.len() - 1;
         format!("{}_{suffix}", &name[..name.len().min(keep)])
     }

@@ -233,5 +233,5 @@ fn retry_after(response: &HttpResponse, body: Option<&Value>) -> Option<Duration
 fn discord_nonce(key: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(key.as_bytes());
-    digest.iter().map(|byte| format!("{byte:02x}")).collect::<String>()[..25].to_owned()
+    crate::core::hex::lower_hex(&digest)[..25].to_owned()
 }

@@ -91,7 +91,7 @@ pub fn span_id(trace: &[u8; 16], index: usize) -> [u8; 8] {
 
 /// Lowercase hex, as OTLP writes ids in JSON and the run log shows them.
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+    crate::core::hex::lower_hex(bytes)
 }
 
 #[cfg(test)]
