@@ -22,7 +22,7 @@ macro_rules! sql_store {
     ($store:ident, $db:ty) => {
         /// The shared statements, expanded for this backend (see `store::sql_store`).
         mod shared_sql {
-            use std::collections::{BTreeMap, BTreeSet};
+            use std::collections::{BTreeMap, BTreeSet, HashSet};
 
             use async_trait::async_trait;
             use jiff::Timestamp;
@@ -147,7 +147,8 @@ macro_rules! sql_store {
                 // its last. Upserted in key order, new rows are stored (SQLite: by rowid) in the
                 // order a start-up's load needs, which then has nothing to sort. By key, then
                 // position: a key's last is the last of its run.
-                changed.sort_by(|(a, _), (b, _)| (&defs[*a].key, a).cmp(&(&defs[*b].key, b)));
+                // The (key, place) pairs are distinct: an unstable sort gives the same order, faster.
+                changed.sort_unstable_by(|(a, _), (b, _)| (&defs[*a].key, a).cmp(&(&defs[*b].key, b)));
                 let last_of_key = |place: usize, (index, _): &(usize, String)| {
                     changed.get(place + 1).is_none_or(|(next, _)| defs[*next].key != defs[*index].key)
                 };
@@ -167,11 +168,16 @@ macro_rules! sql_store {
                         .collect();
                     upsert(&mut tx, &rows, at).await?;
                 }
-                let in_config: BTreeSet<(&str, &str)> =
-                    defs.iter().map(|def| (def.key.agent.as_str(), def.key.heartbeat.as_str())).collect();
+                // Hashed, not sorted (a million keys took seconds to sort), and only when the
+                // store has config rows that might have left the config.
+                let config_rows = existing.values().any(|(origin, _)| origin == Origin::Config.as_str());
+                let in_config: HashSet<(&str, &str)> = if config_rows {
+                    defs.iter().map(|def| (def.key.agent.as_str(), def.key.heartbeat.as_str())).collect()
+                } else {
+                    HashSet::new()
+                };
                 for ((agent, heartbeat), (origin, _)) in &existing {
-                    let in_config = in_config.contains(&(agent.as_str(), heartbeat.as_str()));
-                    if origin == Origin::Config.as_str() && !in_config {
+                    if origin == Origin::Config.as_str() && !in_config.contains(&(agent.as_str(), heartbeat.as_str())) {
                         sqlx::query("DELETE FROM heartbeats WHERE agent_id = $1 AND heartbeat_id = $2")
                             .bind(agent)
                             .bind(heartbeat)
