@@ -12,8 +12,7 @@
 #
 # Cheap by design: one copy of the tree, restored from the clean one before each patch,
 # and the `lean` profile (no debug info, incremental, no ThinLTO) so each build recompiles
-# only what the patch touched in the engine and the simulator. Each mutant's seeds run
-# beside the next mutant's build.
+# only what the patch touched in the engine and the simulator.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 seeds="${1:-300}"
@@ -28,7 +27,7 @@ work="$(mktemp -d)"
 # The mutants' builds share the clean tree's artifact names, and cargo judges freshness by
 # time: without the touch, the next build of the clean tree would call the last mutant's
 # binary fresh and keep it.
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"; touch "$repo/src/lib.rs" "$repo/sim/src/lib.rs" "$repo/sim/src/main.rs"' EXIT
+trap 'rm -rf "$work"; touch "$repo/src/lib.rs" "$repo/sim/src/lib.rs" "$repo/sim/src/main.rs"' EXIT
 # Builds share the simulator's own target directory and profile, so the dependencies CI
 # built for its tests serve every mutant and only systole and the simulator rebuild. The
 # last mutant's binary is left in sim/target/lean until the next build of the clean tree.
@@ -41,50 +40,12 @@ else
 fi
 weak=0
 start_all=$SECONDS
-
-# Judges one mutant's finished run: its output, its build and run seconds.
-judge() {
-    local name="$1" output="$2" built="$3" ran_secs="$4"
-    local failed ran first rate timing
-    failed="$(printf '%s\n' "$output" | sed -n 's/^[0-9]* passed, \([0-9]*\) failed$/\1/p' | tail -n1)"
-    failed="${failed:-0}"
-    ran="$(printf '%s\n' "$output" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' | tail -n1 | awk '{ print $1 + $2 }')"
-    ran="${ran:-$seeds}"
-    # The most common way it was caught, as the run's summary names it.
-    first="$(printf '%s\n' "$output" | grep -o 'FAILED: invariant `[^`]*`\|PANICKED' | sort | uniq -c | sort -rn | head -n1 | sed 's/^ *//' || true)"
-    rate="$(awk -v f="$failed" -v s="$ran" 'BEGIN { printf "%.1f", 100 * f / (s > 0 ? s : 1) }')"
-    timing="build ${built}s, run ${ran_secs}s"
-    if [ "$failed" -eq 0 ]; then
-        echo "SURVIVED  $name: $seeds seeds passed with this bug in the engine ($timing)"
-        weak=$((weak + 1))
-    elif [ "$full" = 1 ] && [ $((failed * 100)) -lt $((seeds * CATCH_PERCENT_MIN)) ]; then
-        echo "THIN      $name: caught by $failed of $seeds seeds ($rate%), under ${CATCH_PERCENT_MIN}% ($timing): $first"
-        weak=$((weak + 1))
-    else
-        echo "caught    $name: $failed of the $ran seeds run ($rate%; $timing): $first"
-    fi
-}
-
-# A mutant's seeds run from a copy of its binary while the next mutant builds: a build
-# leaves part of the two cores idle (its single-threaded front end, the link), which the
-# run fills. `pending` names the run in flight; judge_pending waits for it and reports it.
-pending=""
-pending_pid=""
-pending_built=0
-judge_pending() {
-    [ -n "$pending" ] || return 0
-    wait "$pending_pid" || true
-    judge "$pending" "$(cat "$work/$pending.out")" "$pending_built" "$(cat "$work/$pending.secs")"
-    rm -f "$work/$pending.out" "$work/$pending.secs" "$work/$pending.bin"
-    pending=""
-}
 for patch in "${patches[@]}"; do
     name="$(basename "$patch" .patch)"
     rm -rf "$work/tree"
     mkdir -p "$work/tree"
     (cd "$repo" && tar --exclude=./target --exclude=./sim/target --exclude=./fuzz --exclude=./.git -cf - .) | tar -xf - -C "$work/tree"
     if ! (cd "$work/tree" && patch -p1 --quiet --forward < "$patch"); then
-        judge_pending
         echo "STALE     $name: the patch no longer applies; update it to the current engine" >&2
         exit 2
     fi
@@ -94,20 +55,27 @@ for patch in "${patches[@]}"; do
     # A patch may name the simulation that must catch it (`# sim-command: cluster`).
     command="$(sed -n 's/^# sim-command: *\([a-z-]*\).*/\1/p' "$patch" | head -n1)"
     case "${command:-run}" in
-        run | cluster) ;;
-        *) judge_pending; echo "BROKEN    $name: unknown sim-command ${command}" >&2; exit 2 ;;
+        run) output="$("$CARGO_TARGET_DIR/lean/systole-sim" run --seeds "$seeds" --regressions /dev/null "${stop[@]}" 2>&1 || true)" ;;
+        cluster) output="$("$CARGO_TARGET_DIR/lean/systole-sim" cluster --seeds "$seeds" --regressions /dev/null "${stop[@]}" 2>&1 || true)" ;;
+        *) echo "BROKEN    $name: unknown sim-command ${command}" >&2; exit 2 ;;
     esac
-    cp "$CARGO_TARGET_DIR/lean/systole-sim" "$work/$name.bin"
-    judge_pending
-    (
-        run_start=$SECONDS
-        "$work/$name.bin" "${command:-run}" --seeds "$seeds" --regressions /dev/null "${stop[@]}" > "$work/$name.out" 2>&1 || true
-        echo $((SECONDS - run_start)) > "$work/$name.secs"
-    ) &
-    pending="$name"
-    pending_pid=$!
-    pending_built=$built
+    failed="$(printf '%s\n' "$output" | sed -n 's/^[0-9]* passed, \([0-9]*\) failed$/\1/p' | tail -n1)"
+    failed="${failed:-0}"
+    ran="$(printf '%s\n' "$output" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' | tail -n1 | awk '{ print $1 + $2 }')"
+    ran="${ran:-$seeds}"
+    # The most common way it was caught, as the run's summary names it.
+    first="$(printf '%s\n' "$output" | grep -o 'FAILED: invariant `[^`]*`\|PANICKED' | sort | uniq -c | sort -rn | head -n1 | sed 's/^ *//' || true)"
+    rate="$(awk -v f="$failed" -v s="$ran" 'BEGIN { printf "%.1f", 100 * f / (s > 0 ? s : 1) }')"
+    timing="build ${built}s, run $((SECONDS - start - built))s"
+    if [ "$failed" -eq 0 ]; then
+        echo "SURVIVED  $name: $seeds seeds passed with this bug in the engine ($timing)"
+        weak=$((weak + 1))
+    elif [ "$full" = 1 ] && [ $((failed * 100)) -lt $((seeds * CATCH_PERCENT_MIN)) ]; then
+        echo "THIN      $name: caught by $failed of $seeds seeds ($rate%), under ${CATCH_PERCENT_MIN}% ($timing): $first"
+        weak=$((weak + 1))
+    else
+        echo "caught    $name: $failed of the $ran seeds run ($rate%; $timing): $first"
+    fi
 done
-judge_pending
 echo "mutant check: ${#patches[@]} mutants, $weak survived or caught thinly, $((SECONDS - start_all)) s"
 [ "$weak" -eq 0 ]
