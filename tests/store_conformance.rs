@@ -129,6 +129,35 @@ async fn a_seed_in_any_order_stores_each_key_once_and_keeps_its_last_definition(
 }
 
 #[tokio::test]
+async fn a_definition_is_stored_with_its_first_slot_and_an_unchanged_seed_keeps_the_slot_it_has() {
+    with_each_store(|store| async move {
+        let slots = || {
+            let store = &store;
+            async move {
+                let stored = store.load_heartbeats().await.expect("load");
+                stored.into_iter().map(|row| (row.def.key.to_string(), row.state.next_slot)).collect::<Vec<_>>()
+            }
+        };
+        // A first start then arms without writing a slot per heartbeat (ADR 0028).
+        let past_once = HeartbeatDef { schedule: Schedule::At(at(-600)), ..def("main", "once", 60) };
+        let config = [def("main", "a", 60), cron_def("main", "c", "0 13 * * *", "UTC"), past_once];
+        store.seed_config(&config, at(5)).await.expect("seed");
+        let seeded = vec![
+            ("main/a".to_owned(), Some(at(65))),
+            ("main/c".to_owned(), Some(at(3_600))),
+            ("main/once".to_owned(), Some(at(-600))),
+        ];
+        assert_eq!(slots().await, seeded, "each its schedule's first slot after the seed (a past one-shot's instant)");
+        store.claim_slots(&[claim(&key("main", "a"), 65)]).await.expect("claim");
+        store.seed_config(&config, at(70)).await.expect("seed again");
+        assert_eq!(slots().await[0], ("main/a".to_owned(), Some(at(125))), "an unchanged definition keeps its slot");
+        store.put_heartbeat(&def("main", "p", 600), at(10)).await.expect("put");
+        assert_eq!(slots().await[3], ("main/p".to_owned(), Some(at(610))), "a put stores its first slot too");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_next_slot_is_kept_only_under_the_schedule_that_gave_it() {
     with_each_store(|store| async move {
         let k = key("main", "a");
@@ -140,12 +169,13 @@ async fn a_next_slot_is_kept_only_under_the_schedule_that_gave_it() {
             }
         };
         store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
+        assert_eq!(next_slot().await, Some(at(60)), "a seeded definition is stored with its first slot");
         store.set_next_slots(&[(k.clone(), every_minute(120))]).await.expect("set");
         assert_eq!(next_slot().await, Some(at(120)), "its own schedule's slot is kept");
         // Replaced by a reload with another interval: a writer that missed the change
         // (a node frozen through it) writes the old schedule's slots.
         store.seed_config(&[def("main", "a", 300)], at(1)).await.expect("reload");
-        assert_eq!(next_slot().await, None, "a replaced definition has no slot");
+        assert_eq!(next_slot().await, Some(at(301)), "a replaced definition has its own schedule's first slot");
         assert_eq!(store.claim_slots(&[claim(&k, 180)]).await.expect("claim"), vec![ClaimOutcome::Claimed]);
         let skip = SkipRecord {
             key: k.clone(),
@@ -156,16 +186,17 @@ async fn a_next_slot_is_kept_only_under_the_schedule_that_gave_it() {
         };
         store.record_skips(&[skip]).await.expect("skip");
         store.set_next_slots(&[(k.clone(), every_minute(360))]).await.expect("set");
-        assert_eq!(next_slot().await, None, "no write under the old schedule is kept");
+        assert_eq!(next_slot().await, Some(at(301)), "no write under the old schedule is kept");
         let every_five = NextSlot { at: at(600), schedule: Schedule::Every(Duration::from_secs(300)) };
         store.set_next_slots(&[(k.clone(), every_five)]).await.expect("set");
         assert_eq!(next_slot().await, Some(at(600)), "the new schedule's slot is kept");
         // A cron is its expression in its zone; a one-shot is its instant.
         let berlin = cron_def("main", "a", "*/5 * * * *", "Europe/Berlin");
         store.seed_config(std::slice::from_ref(&berlin), at(2)).await.expect("reload");
+        assert_eq!(next_slot().await, Some(at(300)), "the first five minutes after 12:00:02 UTC in Berlin");
         let utc = cron_def("main", "a", "*/5 * * * *", "UTC").schedule;
         store.set_next_slots(&[(k.clone(), NextSlot { at: at(900), schedule: utc })]).await.expect("set");
-        assert_eq!(next_slot().await, None, "the same expression in another zone is another schedule");
+        assert_eq!(next_slot().await, Some(at(300)), "the same expression in another zone is another schedule");
         let own = NextSlot { at: at(1_200), schedule: berlin.schedule };
         store.set_next_slots(&[(k.clone(), own)]).await.expect("set");
         assert_eq!(next_slot().await, Some(at(1_200)));
@@ -173,7 +204,7 @@ async fn a_next_slot_is_kept_only_under_the_schedule_that_gave_it() {
         store.seed_config(&[once], at(3)).await.expect("reload");
         let other_instant = NextSlot { at: at(3_700), schedule: Schedule::At(at(3_660)) };
         store.set_next_slots(&[(k.clone(), other_instant)]).await.expect("set");
-        assert_eq!(next_slot().await, None, "another instant is another one-shot");
+        assert_eq!(next_slot().await, Some(at(3_600)), "another instant is another one-shot");
         let retry = NextSlot { at: at(3_700), schedule: Schedule::At(at(3_600)) };
         store.set_next_slots(&[(k.clone(), retry)]).await.expect("set");
         assert_eq!(next_slot().await, Some(at(3_700)), "a one-shot's retry slot is kept");

@@ -203,9 +203,11 @@ pub enum DurableWrite {
     HalfOpen {
         key: HeartbeatKey,
     },
-    /// A heartbeat created or replaced at run time, with its whole definition.
+    /// A heartbeat created or replaced at run time, with its whole definition and the wall
+    /// time it was stored at (its first slot counts from there, ADR 0028).
     Put {
         def: Box<HeartbeatDef>,
+        at: Timestamp,
     },
     Delete {
         key: HeartbeatKey,
@@ -456,9 +458,9 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                         w.key(key).time(*slot);
                     }
                 }
-                DurableWrite::Put { def } => {
+                DurableWrite::Put { def, at } => {
                     // The fingerprint covers every field of the definition.
-                    w.tag(3).key(&def.key).str(&def.fingerprint());
+                    w.tag(3).key(&def.key).str(&def.fingerprint()).time(*at);
                 }
                 DurableWrite::Delete { key } => {
                     w.tag(4).key(key);
@@ -692,7 +694,7 @@ fn describe_write(write: &DurableWrite) -> String {
             pruned.len(),
             before.len()
         ),
-        DurableWrite::Put { def } => format!("created or replaced {}", crate::workload::describe_def(def)),
+        DurableWrite::Put { def, .. } => format!("created or replaced {}", crate::workload::describe_def(def)),
         DurableWrite::Delete { key } => format!("{key} deleted"),
         DurableWrite::ClearPause { agent } => format!("agent {agent} pause cleared"),
         DurableWrite::Pause { agent, until, minutes } => format!("agent {agent} paused {minutes} min until {until}"),

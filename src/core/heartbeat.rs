@@ -164,8 +164,17 @@ pub struct HeartbeatState {
 }
 
 impl HeartbeatState {
-    pub fn fresh() -> Self {
-        Self { enabled: true, disabled_reason: None, consecutive_failures: 0, next_slot: None, breaker_opened_at: None }
+    /// A definition just stored at `at`: enabled, no failures, and already its schedule's
+    /// first slot after `at`, so that the engine arming it has nothing to write (a first
+    /// start of a million rewrote the whole table for it; ADR 0028).
+    pub fn stored_at(schedule: &Schedule, at: Timestamp) -> Self {
+        Self {
+            enabled: true,
+            disabled_reason: None,
+            consecutive_failures: 0,
+            next_slot: schedule.first_slot(at),
+            breaker_opened_at: None,
+        }
     }
 }
 

@@ -302,8 +302,9 @@ impl Driver {
         }
     }
 
-    /// Arms every enabled heartbeat loaded from the store. Those that never had a slot get
-    /// their schedule's first one; the others resume at their stored slot. A heartbeat that
+    /// Arms every enabled heartbeat loaded from the store. Each resumes at its stored slot (a
+    /// stored definition has its first one from the store, ADR 0028); one without gets its
+    /// schedule's first one, written back. A heartbeat that
     /// was failing waits out its backoff again, counted from now.
     pub(crate) async fn load(&mut self, heartbeats: Vec<Heartbeat>, pauses: Vec<(AgentId, PauseRecord)>) {
         let now = self.context.clock.now();
@@ -377,8 +378,8 @@ impl Driver {
                         }
                     }
                     None => {
-                        // No stored next slot: new, or replaced (the store forgets a replaced
-                        // definition's slot and keeps none written under another schedule);
+                        // No stored next slot (a row an earlier build stored, or a schedule
+                        // with no slot after its storing): the schedule's first from now,
                         // above its latest slot, read for all at once.
                         let latest = latest_slots.get(&key).copied();
                         let timer = SlotTimer::first(now, schedule, jitter);

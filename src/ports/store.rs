@@ -360,11 +360,14 @@ pub trait Store: Send + Sync + 'static {
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError>;
 
     /// Seeds config definitions: an upsert that never overwrites runtime changes (see
-    /// [`SeedReport`]). Heartbeats created at run time are never touched.
+    /// [`SeedReport`]). Heartbeats created at run time are never touched. An inserted or
+    /// replaced definition is stored with its schedule's first slot after `at`, as its next
+    /// slot (ADR 0028).
     async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError>;
 
     /// Creates or replaces a heartbeat's definition at run time; a replaced one is re-enabled
-    /// with a clean breaker and waits one full interval.
+    /// with a clean breaker and waits one full interval: its next slot is its schedule's first
+    /// after `at` (ADR 0028).
     async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError>;
 
     /// Deletes a heartbeat; its execution log stays. Returns whether it existed.

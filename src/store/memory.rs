@@ -206,7 +206,7 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    async fn seed_config(&self, defs: &[HeartbeatDef], _at: Timestamp) -> Result<SeedReport, StoreError> {
+    async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
         text_check::defs(defs)?;
         let mut state = self.lock();
         let mut report = SeedReport::default();
@@ -220,10 +220,8 @@ impl Store for MemoryStore {
                 existing => {
                     let is_update = existing.is_some();
                     let key = def.key.clone();
-                    let row = Row {
-                        heartbeat: Heartbeat { def, state: HeartbeatState::fresh() },
-                        config_fingerprint: Some(fingerprint),
-                    };
+                    let fresh = HeartbeatState::stored_at(&def.schedule, at);
+                    let row = Row { heartbeat: Heartbeat { def, state: fresh }, config_fingerprint: Some(fingerprint) };
                     state.heartbeats.insert(key.clone(), row);
                     if is_update {
                         report.updated.push(key)
@@ -247,12 +245,13 @@ impl Store for MemoryStore {
         Ok(report)
     }
 
-    async fn put_heartbeat(&self, def: &HeartbeatDef, _at: Timestamp) -> Result<(), StoreError> {
+    async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
         text_check::defs([def])?;
         let mut state = self.lock();
         self.fence(&state, std::iter::once(&def.key.agent))?;
         let config_fingerprint = state.heartbeats.get(&def.key).and_then(|row| row.config_fingerprint.clone());
-        let row = Row { heartbeat: Heartbeat { def: def.clone(), state: HeartbeatState::fresh() }, config_fingerprint };
+        let fresh = HeartbeatState::stored_at(&def.schedule, at);
+        let row = Row { heartbeat: Heartbeat { def: def.clone(), state: fresh }, config_fingerprint };
         state.heartbeats.insert(def.key.clone(), row);
         Ok(())
     }

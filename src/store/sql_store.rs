@@ -995,7 +995,9 @@ macro_rules! sql_store {
                     .push_bind(def.model.clone())
                     .push_bind(at.as_millisecond())
                     .push_bind(at.as_millisecond())
-                    .push_unseparated(", 1, NULL, 0, NULL");
+                    .push_unseparated(", 1, NULL, 0")
+                    // Stored with its first slot: a first start then arms without a write (ADR 0028).
+                    .push_bind(def.schedule.first_slot(at).map(|slot| slot.as_millisecond()));
             });
             insert.push(
                 " ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, \
@@ -1007,7 +1009,7 @@ macro_rules! sql_store {
                  active_start = excluded.active_start, active_end = excluded.active_end, \
                  active_timezone = excluded.active_timezone, timeout_ms = excluded.timeout_ms, origin = excluded.origin, \
                  tools = excluded.tools, model = excluded.model, config_fingerprint = COALESCE(excluded.config_fingerprint, heartbeats.config_fingerprint), \
-                 enabled = 1, disabled_reason = NULL, consecutive_failures = 0, next_slot_ms = NULL, \
+                 enabled = 1, disabled_reason = NULL, consecutive_failures = 0, next_slot_ms = excluded.next_slot_ms, \
                  breaker_opened_at_ms = NULL, updated_at_ms = excluded.updated_at_ms",
             );
             insert.build().execute(&mut **tx).await?;

@@ -29,6 +29,7 @@ mod admission;
 mod agents;
 mod breaker;
 mod delivery;
+mod first_slots;
 mod guards;
 #[cfg(test)]
 mod independence_tests;
@@ -89,11 +90,12 @@ pub const TRIGGER_DROPPED: &str = "trigger-dropped";
 /// a claimed slot whose prompt could not be read fails instead of running (ADR 0025).
 pub const PROMPT_SENT: &str = "prompt-sent";
 
-pub const INVARIANTS: [&str; 74] = [
+pub const INVARIANTS: [&str; 75] = [
     NO_SLOT_OFFERED_TWICE,
     PROMPT_SENT,
     admission::RUN_ADMITTED,
     admission::CLAIM_STARTS,
+    first_slots::FIRST_SLOT_AFTER_STORING,
     tools::CHECK_GATES_MODEL,
     traces::TRACE_ONCE,
     traces::TRACE_WITHIN_RUN,
@@ -391,6 +393,7 @@ struct Model<'a> {
     previous_defs: BTreeMap<HeartbeatKey, HeartbeatDef>,
     /// The reference's parsed crons.
     crons: reference::CronCache,
+    first_slots: first_slots::FirstSlotModel,
 }
 
 /// Checks every invariant over `entries`; stops at the first violation.
@@ -441,6 +444,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         deciding_trigger: None,
         trigger_runs: BTreeSet::new(),
         crons: reference::CronCache::default(),
+        first_slots: first_slots::FirstSlotModel::default(),
         run_defs: BTreeMap::new(),
         run_read_defs: BTreeMap::new(),
         previous_defs: BTreeMap::new(),
@@ -629,6 +633,7 @@ impl Model<'_> {
         match event {
             EngineEvent::DefinitionApplied { key } => {
                 self.previous_defs.remove(key);
+                self.first_slots.applied(key);
                 // The driver starts the new definition afresh: a failure it heard before
                 // says nothing of it (a replaced one-shot whose only slot already ran
                 // retires; seed 679069650231).
@@ -697,7 +702,13 @@ impl Model<'_> {
             }
             EngineEvent::Armed { key, next_slot } => {
                 self.armed.entry(key.clone()).or_default().push((entry.elapsed, *next_slot));
-                Ok(())
+                match self.first_slots.armed(&mut self.crons, key, *next_slot, entry.wall) {
+                    Some(verdict) => {
+                        self.count(first_slots::FIRST_SLOT_AFTER_STORING);
+                        verdict
+                    }
+                    None => Ok(()),
+                }
             }
             EngineEvent::Retired { key, .. } => {
                 self.retired.insert(key.clone());
@@ -1009,7 +1020,7 @@ impl Model<'_> {
             DurableWrite::SetEnabled { key, enabled: false } | DurableWrite::Delete { key } => {
                 self.excuse_triggers(key)
             }
-            DurableWrite::Put { def } => {
+            DurableWrite::Put { def, .. } => {
                 self.tripped_since_put.remove(&def.key);
                 self.excuse_triggers(&def.key)
             }
@@ -1148,8 +1159,9 @@ impl Model<'_> {
                     }
                 }
             }
-            DurableWrite::Put { def } => {
+            DurableWrite::Put { def, at } => {
                 let key = &def.key;
+                self.first_slots.put(key, &def.schedule, *at);
                 self.breaker.forget(entry, key);
                 self.changed_at.insert(key.clone(), entry.elapsed);
                 if let Some(previous) = self.defs.insert(key.clone(), (**def).clone()) {
@@ -1170,6 +1182,7 @@ impl Model<'_> {
             }
             DurableWrite::Delete { key } => {
                 self.breaker.forget(entry, key);
+                self.first_slots.deleted(key);
                 self.catch_up_due.remove(key);
                 self.present.remove(key);
                 // A later heartbeat of the same id starts a new sequence of slots.

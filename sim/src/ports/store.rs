@@ -87,14 +87,14 @@ impl Store for SimStore {
         let writes = |report: &SeedReport| {
             let put =
                 report.inserted.iter().chain(&report.updated).filter_map(|key| defs.iter().find(|def| def.key == *key));
-            let puts = put.map(|def| DurableWrite::Put { def: Box::new(def.clone()) });
+            let puts = put.map(|def| DurableWrite::Put { def: Box::new(def.clone()), at });
             puts.chain(report.removed.iter().map(|key| DurableWrite::Delete { key: key.clone() })).collect()
         };
         self.write("seed_config", self.world.durable.seed_config(defs, at), writes).await
     }
 
     async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
-        let write = DurableWrite::Put { def: Box::new(def.clone()) };
+        let write = DurableWrite::Put { def: Box::new(def.clone()), at };
         self.write("put_heartbeat", self.world.durable.put_heartbeat(def, at), |_| vec![write]).await
     }
 
