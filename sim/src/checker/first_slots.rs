@@ -26,22 +26,27 @@ struct Stored {
 
 #[derive(Debug, Default)]
 pub struct FirstSlotModel {
-    /// By key: the definition stored last, and the one before it while the engine may
-    /// still arm that one's slots (until it applies the replacement).
-    stored: BTreeMap<HeartbeatKey, (Stored, Option<Stored>)>,
+    /// By key: the definitions stored since the engine last applied one, oldest first; the
+    /// engine may arm any of their slots until it applies the newest.
+    stored: BTreeMap<HeartbeatKey, Vec<Stored>>,
 }
 
 impl FirstSlotModel {
     pub fn put(&mut self, key: &HeartbeatKey, schedule: &Schedule, at: Timestamp) {
-        let new = Stored { schedule: schedule.clone(), at, exempt: false };
-        let previous = self.stored.remove(key).map(|(current, _)| current);
-        self.stored.insert(key.clone(), (new, previous));
+        self.stored.entry(key.clone()).or_default().push(Stored { schedule: schedule.clone(), at, exempt: false });
     }
 
+    /// The engine applied the newest definition. The store keeps a next slot written under
+    /// the same schedule by an older definition (ADR 0018), so the floor is the first slot
+    /// after the earliest storing of that schedule among them (seed 1927870299252: a
+    /// reload kept the interval, and a claim of the old definition's grid resumed later).
     pub fn applied(&mut self, key: &HeartbeatKey) {
-        if let Some((_, previous)) = self.stored.get_mut(key) {
-            *previous = None;
-        }
+        let Some(stored) = self.stored.get_mut(key) else { return };
+        let Some(newest) = stored.last().cloned() else { return };
+        let same: Vec<&Stored> = stored.iter().filter(|one| one.schedule == newest.schedule).collect();
+        let at = same.iter().map(|one| one.at).min().unwrap_or(newest.at);
+        let exempt = same.iter().any(|one| one.exempt);
+        *stored = vec![Stored { at, exempt, ..newest }];
     }
 
     pub fn deleted(&mut self, key: &HeartbeatKey) {
@@ -57,15 +62,14 @@ impl FirstSlotModel {
         slot: Timestamp,
         wall: Timestamp,
     ) -> Option<Step> {
-        let (current, previous) = self.stored.get_mut(key)?;
         let mut floor: Option<Timestamp> = None;
         let mut exempt = false;
-        for stored in std::iter::once(current).chain(previous.as_mut()) {
+        for stored in self.stored.get_mut(key)? {
             // Below its storing time the engine's clock gives lower first slots; a slot so
             // armed is stored and may be resumed later, so the definition stays exempt.
             stored.exempt |= wall < stored.at;
             exempt |= stored.exempt;
-            // Either definition may arm until the engine applies the newer one: the lower floor.
+            // Any of them may arm until the engine applies the newest: the lowest floor.
             match first_slot(crons, &stored.schedule, stored.at) {
                 Some(first) => floor = Some(floor.map_or(first, |floor| floor.min(first))),
                 None => exempt = true,
