@@ -292,7 +292,7 @@ pub fn hash(entries: &[Entry]) -> String {
         hasher.update((bytes.len() as u64).to_le_bytes());
         hasher.update(&bytes);
     }
-    hasher.finalize()[..8].iter().map(|byte| format!("{byte:02x}")).collect()
+    systole::core::hex::lower_hex(&hasher.finalize()[..8])
 }
 
 struct Writer<'a>(&'a mut Vec<u8>);

@@ -241,7 +241,7 @@ mod tests {
     #[test]
     fn a_fingerprint_is_the_one_earlier_builds_stored() {
         // A seed compares it with the stored one: another value would replace every config
-        // heartbeat of an upgraded daemon (re-enabled, breaker cleared, next slot dropped).
+        // heartbeat of an upgraded daemon (re-enabled, breaker cleared, slots started over).
         assert_eq!(def().fingerprint(), "0c02fb3f142b6f8fd25cce9bfbf9239ee67b786a5f4f99b4b6da094f1eac5666");
     }
 }
