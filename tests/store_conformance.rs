@@ -771,6 +771,24 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
             }
             assert_eq!(heartbeat.def, def, "{} loads to be armed as stored", def.key);
         }
+        // A start-up's load, a page at a time (SQLite: two here), gives each heartbeat once
+        // with its latest slot, and none for a disabled one, which nothing arms.
+        store.set_enabled(&keys[count - 1], false, None).await.expect("disable");
+        let mut paged: BTreeMap<HeartbeatKey, Option<Timestamp>> = BTreeMap::new();
+        store
+            .load_for_arming_in_pages(&mut |page| {
+                for armable in page {
+                    let again = paged.insert(armable.heartbeat.def.key.clone(), armable.latest_slot);
+                    assert!(again.is_none(), "{} comes once", armable.heartbeat.def.key);
+                }
+            })
+            .await
+            .expect("load in pages");
+        assert_eq!(paged.len(), count, "every heartbeat");
+        assert_eq!(paged[&keys[0]], Some(at(120)), "the latest of its claims");
+        assert_eq!(paged[&keys[1]], None, "no logged slot");
+        assert_eq!(paged[&keys[count - 1]], None, "disabled: its skip's slot does not come");
+        store.set_enabled(&keys[count - 1], true, None).await.expect("enable");
         // Claimed slots' definitions come in one call per batch (over a batch's size here),
         // whole, for stored heartbeats only.
         let mut asked: Vec<HeartbeatKey> = keys.iter().step_by(7).cloned().collect();

@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -314,12 +315,26 @@ async fn apply(store: &dyn Store, op: &Op) -> String {
     }
 }
 
+/// What a start-up's load gives to arm, by key: each heartbeat's latest slot (the prompts
+/// a store may leave out are compared by `load_heartbeats`).
+async fn armed_latest_slots(store: &dyn Store) -> Result<BTreeMap<HeartbeatKey, Option<Timestamp>>, String> {
+    let mut armed = BTreeMap::new();
+    store
+        .load_for_arming_in_pages(&mut |page| {
+            armed.extend(page.into_iter().map(|armable| (armable.heartbeat.def.key, armable.latest_slot)));
+        })
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(armed)
+}
+
 /// Everything the engine can read back, at `now`.
 async fn snapshot(store: &dyn Store, now: Timestamp) -> Vec<String> {
     let mut seen = vec![
         format!("heartbeats {:?}", store.load_heartbeats().await),
         format!("pauses {:?}", store.load_pauses().await),
         format!("latest slots {:?}", store.latest_slots(&all_keys()).await),
+        format!("armed latest slots {:?}", armed_latest_slots(store).await),
     ];
     for k in all_keys() {
         let runs = store.executions_page(&k, None, 1_000).await;

@@ -66,10 +66,12 @@ pub enum RarePath {
     TriggerAheadOfWaitingSlot,
     /// One read answered the duplicate checks of several runs, some delivered, some not.
     SharedDuplicateCheck,
+    /// A start-up's load failed after the engine had armed some of its pages.
+    LoadFailedMidway,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 7] = [
+    pub const ALL: [RarePath; 8] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -77,6 +79,7 @@ impl RarePath {
         RarePath::BackfillBesideArmedSlot,
         RarePath::TriggerAheadOfWaitingSlot,
         RarePath::SharedDuplicateCheck,
+        RarePath::LoadFailedMidway,
     ];
 
     pub fn name(self) -> &'static str {
@@ -88,6 +91,7 @@ impl RarePath {
             RarePath::BackfillBesideArmedSlot => "backfill-beside-armed-slot",
             RarePath::TriggerAheadOfWaitingSlot => "trigger-ahead-of-waiting-slot",
             RarePath::SharedDuplicateCheck => "duplicate-check-read-shared",
+            RarePath::LoadFailedMidway => "load-failed-midway",
         }
     }
 }

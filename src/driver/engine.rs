@@ -4,6 +4,7 @@
 mod arming;
 mod breaker;
 mod budget;
+mod loading;
 pub(crate) mod operator;
 mod retention;
 mod wakes;
@@ -17,13 +18,13 @@ use tokio::task::JoinHandle;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::core::breaker::{cooldown_length, is_half_open, Cooldown, DISABLED_BY_BREAKER};
+use crate::core::breaker::Cooldown;
 use crate::core::budget::DayLedger;
 use crate::core::flood::FloodGuard;
 use crate::core::guard::{self, GuardInput, SkipReason};
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, JobKind, Origin};
 use crate::core::ids::{AgentId, HeartbeatKey};
-use crate::core::pause::{Pause, PauseRecord};
+use crate::core::pause::Pause;
 use crate::core::policy::{backoff_delay, jitter_offset, on_overlap, CatchUp, OverlapDecision};
 use crate::core::schedule::Schedule;
 use crate::core::slots::{add, truncate_to_millis, SlotTimer};
@@ -300,123 +301,6 @@ impl Driver {
             commands,
             completions,
         }
-    }
-
-    /// Arms every enabled heartbeat loaded from the store. Each resumes at its stored slot (a
-    /// stored definition has its first one from the store, ADR 0028); one without gets its
-    /// schedule's first one, written back. A heartbeat that
-    /// was failing waits out its backoff again, counted from now.
-    pub(crate) async fn load(&mut self, heartbeats: Vec<Heartbeat>, pauses: Vec<(AgentId, PauseRecord)>) {
-        let now = self.context.clock.now();
-        for (agent, record) in pauses {
-            let pause = Pause::resume(now, record, self.context.settings(&agent).pause_minutes_max);
-            if pause.holds(now) {
-                self.pauses.insert(agent, pause);
-            } else if let Err(error) = self.context.store.clear_pause(&agent).await {
-                // Over now; left in the store, a later backward jump and restart could revive it.
-                let consequence = "a later restart may resume the pause for what is left of it by the wall clock";
-                self.store_failed("clear_pause", error.to_string(), consequence);
-            }
-        }
-        let mut first_slots = Vec::new();
-        let mut loaded = Vec::with_capacity(heartbeats.len());
-        // Every armed slot must go above any the heartbeat has decided: a new or replaced one
-        // has no stored next slot and a backward wall jump may have put its runs ahead of the
-        // wall clock; a stored next slot lags when its write failed after a skip or a retry.
-        let enabled: Vec<HeartbeatKey> = heartbeats
-            .iter()
-            .filter(|heartbeat| heartbeat.state.enabled)
-            .map(|heartbeat| heartbeat.def.key.clone())
-            .collect();
-        let latest_slots = match self.context.store.latest_slots(&enabled).await {
-            Ok(latest) => latest,
-            Err(error) => {
-                self.store_failed("latest_slots", error.to_string(), "an armed slot may be found claimed and skipped");
-                BTreeMap::new()
-            }
-        };
-        for heartbeat in heartbeats {
-            let key = heartbeat.def.key.clone();
-            let mut entry =
-                Entry::new(heartbeat.def, heartbeat.state.enabled, heartbeat.state.next_slot, &mut self.commons);
-            let failures_max = self.context.breaker_failures_max;
-            let state = &heartbeat.state;
-            if !state.enabled && state.disabled_reason.as_deref() == Some(DISABLED_BY_BREAKER) {
-                // Open: the rest of its cooldown (a row from before cooldowns counts from now).
-                let ladder = &self.context.breaker_cooldown;
-                if let Some(length) = cooldown_length(ladder, state.consecutive_failures, failures_max) {
-                    let opened_at = state.breaker_opened_at.unwrap_or(now.wall);
-                    self.cooldowns.insert(key.clone(), Cooldown::resume(now, opened_at, length));
-                }
-            }
-            entry.with_rare(|rare| {
-                rare.half_open = state.enabled && is_half_open(state.consecutive_failures, failures_max)
-            });
-            if heartbeat.state.consecutive_failures > 0 && !entry.rare().half_open {
-                let delay = backoff_delay(&self.context.error_backoff, heartbeat.state.consecutive_failures);
-                entry.with_rare(|rare| rare.backoff_until = Some(now.mono + delay));
-            }
-            // A one-shot whose stored next slot is past its instant is retrying (a failed
-            // run, recorded or not, or a failed claim armed that slot).
-            if let (Schedule::At(at), Some(next_slot)) = (entry.def.schedule(), heartbeat.state.next_slot) {
-                let retrying = heartbeat.state.consecutive_failures > 0 || next_slot > truncate_to_millis(*at);
-                entry.with_rare(|rare| {
-                    rare.retrying = retrying;
-                    rare.retry_slot = retrying.then_some(next_slot);
-                });
-            }
-            if entry.enabled {
-                let (schedule, jitter) = (entry.def.schedule(), entry.jitter(&key));
-                // A stored slot the schedule cannot have is ignored like a missing one.
-                let stored = heartbeat.state.next_slot.filter(|slot| schedule.may_resume_at(*slot));
-                let timer = match stored {
-                    Some(next_slot) => {
-                        let timer = SlotTimer::resume(now, schedule, jitter, next_slot);
-                        match latest_slots.get(&key) {
-                            Some(latest) => timer.lifted_above(*latest, schedule),
-                            None => Some(timer),
-                        }
-                    }
-                    None => {
-                        // No stored next slot (a row an earlier build stored, or a schedule
-                        // with no slot after its storing): the schedule's first from now,
-                        // above its latest slot, read for all at once.
-                        let latest = latest_slots.get(&key).copied();
-                        let timer = SlotTimer::first(now, schedule, jitter);
-                        let timer = match (timer, latest) {
-                            (Some(timer), Some(latest)) => timer.lifted_above(latest, schedule),
-                            (timer, _) => timer,
-                        };
-                        if let Some(timer) = timer {
-                            let next = NextSlot { at: timer.next_slot, schedule: schedule.clone() };
-                            first_slots.push((key.clone(), next));
-                        }
-                        timer
-                    }
-                };
-                match timer {
-                    Some(timer) => {
-                        self.announce_armed(&key, timer.next_slot);
-                        // Its floor is its timer's while armed, and a disarm sets it again:
-                        // kept, it would put every loaded heartbeat's rare state in memory.
-                        entry.with_rare(|rare| rare.next_slot_floor = None);
-                    }
-                    None => {
-                        entry.exhausted = true;
-                        self.exhausted.insert(key.clone());
-                    }
-                }
-                loaded.push((key, entry, timer));
-            } else {
-                loaded.push((key, entry, None));
-            }
-        }
-        // A start-up builds its maps from the sorted whole, their nodes full (ADR 0026).
-        self.entries.load(loaded);
-        if let Err(error) = self.context.store.set_next_slots(&first_slots).await {
-            self.store_failed("set_next_slots", error.to_string(), "next_run_at stays unknown until the first run");
-        }
-        self.wake_for_pending_events(now).await;
     }
 
     /// The loop. Returns when shut down (or when every handle is gone), after in-flight
@@ -1096,7 +980,7 @@ impl Driver {
         self.cooldowns.remove(&key);
         self.disarm(&key);
         self.entries.remove(&key);
-        self.load(vec![heartbeat], Vec::new()).await;
+        self.load_one(heartbeat).await;
         if let Some(entry) = self.entries.get_mut(&key) {
             entry.set_runs_in_flight(runs_in_flight);
         }

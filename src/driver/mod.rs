@@ -257,7 +257,6 @@ pub async fn start_sharing(ports: Ports, options: EngineOptions, shared: Shared)
     if interrupted > 0 {
         ports.events.emit(ports.clock.wall(), &EngineEvent::Recovered { interrupted });
     }
-    let heartbeats = ports.store.load_for_arming().await?;
     let pauses = ports.store.load_pauses().await?;
     let (commands, receiver) = mpsc::channel(COMMAND_QUEUE_MAX);
     let Shared { lanes, run_events } = shared;
@@ -301,7 +300,10 @@ pub async fn start_sharing(ports: Ports, options: EngineOptions, shared: Shared)
         fence: options.fence,
     };
     let mut driver = Driver::new(context, options.runs_in_flight_max, receiver, completions);
-    driver.load(heartbeats, pauses).await;
+    let mut loading = driver.begin_load(pauses).await;
+    // Each page is armed as it comes, while the store reads the next.
+    ports.store.load_for_arming_in_pages(&mut |page| driver.arm_loaded(&mut loading, page)).await?;
+    driver.finish_load(loading).await;
     // The load freed most of what it allocated; what the engine keeps stays.
     crate::adapters::heap_trim::release_free_heap();
     let driver = tokio::spawn(driver.run());

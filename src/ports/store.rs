@@ -354,6 +354,15 @@ pub enum StoreError {
 }
 
 /// Durable state of the engine.
+/// A heartbeat as an engine's start-up arms it ([`Store::load_for_arming_in_pages`]).
+#[derive(Debug, Clone)]
+pub struct Armable {
+    pub heartbeat: Heartbeat,
+    /// The latest slot the log has for it when it is enabled ([`Store::latest_slots`]):
+    /// its armed slot goes above.
+    pub latest_slot: Option<Timestamp>,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Every stored heartbeat, enabled or not, ordered by key.
@@ -472,6 +481,28 @@ pub trait Store: Send + Sync + 'static {
     /// definition with [`Store::definitions`]), so they never enter its memory.
     async fn load_for_arming(&self) -> Result<Vec<Heartbeat>, StoreError> {
         self.load_heartbeats().await
+    }
+
+    /// What an engine's start-up arms: [`Store::load_for_arming`] with each enabled
+    /// heartbeat's [`Store::latest_slots`], a page at a time and in no promised order. `arm`
+    /// takes each page as it is read, so an engine arms one while the store reads the next;
+    /// on an error it may have taken some pages.
+    async fn load_for_arming_in_pages(&self, arm: &mut (dyn FnMut(Vec<Armable>) + Send)) -> Result<(), StoreError> {
+        let heartbeats = self.load_for_arming().await?;
+        let enabled: Vec<HeartbeatKey> = heartbeats
+            .iter()
+            .filter(|heartbeat| heartbeat.state.enabled)
+            .map(|heartbeat| heartbeat.def.key.clone())
+            .collect();
+        let latest = self.latest_slots(&enabled).await?;
+        arm(heartbeats
+            .into_iter()
+            .map(|heartbeat| {
+                let latest_slot = latest.get(&heartbeat.def.key).copied();
+                Armable { heartbeat, latest_slot }
+            })
+            .collect());
+        Ok(())
     }
 
     /// The stored definitions of those of `keys` that are stored: what their claimed slots

@@ -22,7 +22,7 @@ use crate::core::reply::ReplyKind;
 use crate::core::schedule::Schedule;
 use crate::core::tool_policy::JobTools;
 use crate::core::usage::{RunUsage, TokenUsage};
-use crate::ports::store::{DeliveryStatus, Execution, ExecutionStatus, StopReason, StoreError};
+use crate::ports::store::{Armable, DeliveryStatus, Execution, ExecutionStatus, StopReason, StoreError};
 
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
@@ -110,6 +110,12 @@ pub(super) const HEARTBEAT_COLUMNS: [&str; 28] = [
     "model",
 ];
 
+/// What a load for arming selects after [`HEARTBEAT_COLUMNS`]: an enabled heartbeat's latest
+/// slot in the log, sought per row in the load's own snapshot (a separate read of a
+/// million took longer than the load).
+pub(super) const LATEST_SLOT_COLUMN: &str = "CASE WHEN enabled = 1 THEN (SELECT MAX(e.slot_ms) FROM executions e \
+     WHERE e.agent_id = heartbeats.agent_id AND e.heartbeat_id = heartbeats.heartbeat_id) END AS latest_slot_ms";
+
 /// Heartbeats a page of the start-up load holds.
 pub(super) const LOAD_PAGE_ROWS: usize = 10_000;
 
@@ -163,6 +169,9 @@ pub(super) struct HeartbeatRow<'page> {
     tools: Option<Cow<'page, str>>,
     #[serde(borrow)]
     model: Option<Cow<'page, str>>,
+    /// Selected only by a load for arming ([`LATEST_SLOT_COLUMN`]): absent, it is `None`.
+    #[serde(default)]
+    latest_slot_ms: Option<i64>,
 }
 
 /// A page of loaded heartbeats, as the page query's JSON array of arrays.
@@ -200,6 +209,14 @@ impl SharedTexts {
         self.targets.insert(target.text().clone(), target.clone());
         Ok(target)
     }
+}
+
+/// A heartbeat of a load for arming, with its latest slot when the row has one.
+pub(super) fn armable_from_row(mut row: HeartbeatRow<'_>, shared: &mut SharedTexts) -> Result<Armable, StoreError> {
+    let latest_slot_ms = row.latest_slot_ms.take();
+    let heartbeat = heartbeat_from_row(row, shared)?;
+    let latest_slot = latest_slot_ms.map(|ms| timestamp(ms, &NamedHeartbeat(&heartbeat.def.key))).transpose()?;
+    Ok(Armable { heartbeat, latest_slot })
 }
 
 pub(super) fn heartbeat_from_row(row: HeartbeatRow<'_>, shared: &mut SharedTexts) -> Result<Heartbeat, StoreError> {

@@ -43,12 +43,12 @@ macro_rules! sql_store {
             use crate::core::system_events::{self, SystemEvent};
             use crate::limits::STORE_BATCH_ROWS_MAX;
             use crate::ports::store::{
-                ClaimOutcome, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport,
+                Armable, ClaimOutcome, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport,
                 SkipRecord, SlotClaim, StopReason, Store, StoreError, INTERRUPTED_ERROR_TEXT,
             };
             use crate::store::sql_rows::{
-                corrupt, execution_from_row, heartbeat_from_row, key_from_parts, millis, spend_from, stored_count,
-                timestamp, heartbeat_rows, SharedTexts, HEARTBEAT_COLUMNS, LOAD_PAGE_ROWS,
+                armable_from_row, corrupt, execution_from_row, heartbeat_from_row, key_from_parts, millis, spend_from, stored_count,
+                timestamp, heartbeat_rows, SharedTexts, HEARTBEAT_COLUMNS, LATEST_SLOT_COLUMN, LOAD_PAGE_ROWS,
             };
 
         impl $store {
@@ -60,10 +60,16 @@ macro_rules! sql_store {
             // page's last row, which is still there to find. The page names that row itself,
             // so the database reads the next page while this one is parsed: each took half of
             // a restart, one after the other.
-            async fn load_selected(&self, columns: &str, selected: &str) -> Result<Vec<Heartbeat>, StoreError> {
+            // Each parsed page goes to `take` beside the next page's read, in the store's
+            // order (SQLite: rowid).
+            async fn load_selected(
+                &self,
+                columns: &str,
+                selected: &str,
+                take: &mut (dyn FnMut(Vec<Armable>) + Send),
+            ) -> Result<(), StoreError> {
                 let page_sql = load_page_sql(columns, selected, &self.owned_rows_sql());
                 let mut tx = self.snapshot_tx().await?;
-                let mut heartbeats = Vec::new();
                 let mut shared = SharedTexts::default();
                 let mut after = (String::new(), String::new());
                 let mut unparsed: Option<String> = None;
@@ -76,7 +82,10 @@ macro_rules! sql_store {
                     // Polled first, the fetch hands its statement to the database's thread;
                     // the previous page is parsed here meanwhile.
                     let parse = async {
-                        unparsed.take().map_or(Ok(()), |page| parse_page(&page, &mut heartbeats, &mut shared))
+                        match unparsed.take() {
+                            Some(page) => parse_page(&page, &mut shared).map(|armable| take(armable)),
+                            None => Ok(()),
+                        }
                     };
                     let (fetched, parsed) = tokio::join!(fetch, parse);
                     parsed?;
@@ -90,11 +99,37 @@ macro_rules! sql_store {
                     }
                 }
                 if let Some(page) = unparsed {
-                    parse_page(&page, &mut heartbeats, &mut shared)?;
+                    take(parse_page(&page, &mut shared)?);
                 }
                 tx.commit().await?;
+                Ok(())
+            }
+
+            /// Every heartbeat, `selected` read as `columns`, in key order.
+            async fn load_sorted(&self, columns: &str, selected: &str) -> Result<Vec<Heartbeat>, StoreError> {
+                let mut heartbeats = Vec::new();
+                self.load_selected(columns, selected, &mut |page| {
+                    heartbeats.extend(page.into_iter().map(|armable| armable.heartbeat));
+                })
+                .await?;
                 // The backend may page in its storage order (SQLite: rowid).
                 Ok(sorted_by_key(heartbeats))
+            }
+
+            /// The columns of a load for arming, as read and as selected: the prompts stay
+            /// in the store (but an agent heartbeat's, which its wakes build on; the driver
+            /// reads a claimed slot's when it runs), and with `latest` each enabled
+            /// heartbeat's latest slot comes along.
+            fn arming_columns(latest: bool) -> (String, String) {
+                let kept = format!("CASE WHEN kind = '{}' THEN prompt ELSE '' END AS prompt", JobKind::Agent.as_str());
+                let mut columns: Vec<&str> = HEARTBEAT_COLUMNS.to_vec();
+                let mut selected: Vec<&str> =
+                    HEARTBEAT_COLUMNS.iter().map(|column| if *column == "prompt" { kept.as_str() } else { column }).collect();
+                if latest {
+                    columns.push("latest_slot_ms");
+                    selected.push(LATEST_SLOT_COLUMN);
+                }
+                (columns.join(", "), selected.join(", "))
             }
         }
 
@@ -102,16 +137,20 @@ macro_rules! sql_store {
         impl Store for $store {
             async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
                 let columns = HEARTBEAT_COLUMNS.join(", ");
-                self.load_selected(&columns, &columns).await
+                self.load_sorted(&columns, &columns).await
             }
 
             async fn load_for_arming(&self) -> Result<Vec<Heartbeat>, StoreError> {
-                // The prompts stay in the store (but an agent heartbeat's, which its wakes
-                // build on): the driver reads a claimed slot's when it runs.
-                let kept = format!("CASE WHEN kind = '{}' THEN prompt ELSE '' END AS prompt", JobKind::Agent.as_str());
-                let selected: Vec<&str> =
-                    HEARTBEAT_COLUMNS.iter().map(|column| if *column == "prompt" { kept.as_str() } else { column }).collect();
-                self.load_selected(&HEARTBEAT_COLUMNS.join(", "), &selected.join(", ")).await
+                let (columns, selected) = Self::arming_columns(false);
+                self.load_sorted(&columns, &selected).await
+            }
+
+            async fn load_for_arming_in_pages(
+                &self,
+                arm: &mut (dyn FnMut(Vec<Armable>) + Send),
+            ) -> Result<(), StoreError> {
+                let (columns, selected) = Self::arming_columns(true);
+                self.load_selected(&columns, &selected, arm).await
             }
 
             async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
@@ -905,12 +944,9 @@ macro_rules! sql_store {
             Ok((steps, updates))
         }
 
-        /// Adds the heartbeats of a page of the start-up load to `heartbeats`.
-        fn parse_page(page: &str, heartbeats: &mut Vec<Heartbeat>, shared: &mut SharedTexts) -> Result<(), StoreError> {
-            for row in heartbeat_rows(page)? {
-                heartbeats.push(heartbeat_from_row(row, shared)?);
-            }
-            Ok(())
+        /// The heartbeats of a page of a load.
+        fn parse_page(page: &str, shared: &mut SharedTexts) -> Result<Vec<Armable>, StoreError> {
+            heartbeat_rows(page)?.into_iter().map(|row| armable_from_row(row, shared)).collect()
         }
 
         /// `heartbeats` in key order. The keys are sorted beside their positions (shared

@@ -19,7 +19,7 @@ use systole::core::retention::RunRetention;
 use systole::core::system_events::SystemEvent;
 use systole::ports::clock::Clock;
 use systole::ports::store::{
-    ClaimOutcome, DedupQuery, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport, SkipRecord,
+    Armable, ClaimOutcome, DedupQuery, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport, SkipRecord,
     SlotClaim, Store, StoreError,
 };
 
@@ -68,6 +68,9 @@ impl SimStore {
     }
 }
 
+/// Heartbeats a page of a start-up's load holds: a workload's few span several pages.
+const LOAD_PAGE_ROWS: usize = 3;
+
 /// How long a duplicate check's read takes while faults are on: long, so that the checks
 /// of runs finishing together overlap and share reads.
 const DEDUP_READ_MILLIS: u64 = 2_000;
@@ -80,6 +83,25 @@ fn none<T>(_: &T) -> Vec<DurableWrite> {
 impl Store for SimStore {
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
         self.read(self.world.durable.load_heartbeats()).await
+    }
+
+    async fn load_for_arming_in_pages(&self, arm: &mut (dyn FnMut(Vec<Armable>) + Send)) -> Result<(), StoreError> {
+        let mut all = Vec::new();
+        self.read(self.world.durable.load_for_arming_in_pages(&mut |page| all.extend(page))).await?;
+        let mut heartbeats = all.into_iter().peekable();
+        // Pages of a few, so a start-up arms across pages as a SQL store's million are; the
+        // read of a later page may fail, after the engine armed the earlier ones.
+        let mut first = true;
+        while heartbeats.peek().is_some() {
+            if !first && self.world.injector.roll(FaultKind::StoreReadError) {
+                self.world.fault(FaultKind::StoreReadError, "load_for_arming_in_pages");
+                self.world.took(RarePath::LoadFailedMidway);
+                return Err(StoreError::Backend("injected store error in a page of the load".to_owned()));
+            }
+            first = false;
+            arm(heartbeats.by_ref().take(LOAD_PAGE_ROWS).collect());
+        }
+        Ok(())
     }
 
     async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
