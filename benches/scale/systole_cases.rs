@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use systole::adapters::scripted_llm::ScriptedLlm;
 use systole::adapters::system_clock::SystemClock;
 use systole::core::delivery_target::DeliveryTarget;
+use systole::core::guard::SkipReason;
 use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use systole::core::policy::{jitter_offset, RunPolicy};
@@ -21,7 +22,7 @@ use systole::core::schedule::Schedule;
 use systole::driver::events::{EngineEvent, EventSink};
 use systole::driver::{self, EngineHandle, EngineOptions, Ports};
 use systole::ports::messenger::{Delivery, DeliveryError, Messenger};
-use systole::ports::store::{NextSlot, Store};
+use systole::ports::store::{NextSlot, SkipRecord, Store};
 use systole::store::memory::MemoryStore;
 use systole::store::sqlite::SqliteStore;
 
@@ -221,6 +222,38 @@ pub async fn prepare(count: usize, path: &Path, prompt_bytes: usize) -> Figures 
     store.seed_config(&defs, Timestamp::now()).await.expect("the heartbeats are stored");
     Figures::from([("seed_secs".to_owned(), seeding.elapsed().as_secs_f64())])
 }
+
+/// One logged slot for every heartbeat of an existing file (its stored next slot, skipped,
+/// the next an hour later), as a store that has run for a while holds: a start-up seeks
+/// each heartbeat's latest slot to arm above it.
+pub async fn log_runs(path: &Path) -> Figures {
+    let store = open_store(&StoreKind::Sqlite, path).await;
+    let heartbeats = store.load_heartbeats().await.expect("the heartbeats load");
+    let logging = Instant::now();
+    let hour = SignedDuration::from_hours(1);
+    for chunk in heartbeats.chunks(LOG_RUNS_BATCH) {
+        let skips: Vec<SkipRecord> = chunk
+            .iter()
+            .filter_map(|heartbeat| {
+                let slot = heartbeat.state.next_slot?;
+                let next = NextSlot { at: slot.checked_add(hour).ok()?, schedule: heartbeat.def.schedule.clone() };
+                let at = slot;
+                Some(SkipRecord {
+                    key: heartbeat.def.key.clone(),
+                    slot,
+                    at,
+                    reason: SkipReason::Overlap,
+                    next_slot: next,
+                })
+            })
+            .collect();
+        store.record_skips(&skips).await.expect("the skips are logged");
+    }
+    Figures::from([("log_secs".to_owned(), logging.elapsed().as_secs_f64())])
+}
+
+/// Skips one `log_runs` write holds.
+const LOG_RUNS_BATCH: usize = 10_000;
 
 /// Cold start: from this process's start to a scheduling engine on an existing file.
 pub async fn cold_start(path: &Path, process_start: Instant) -> Figures {

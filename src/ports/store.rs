@@ -436,7 +436,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// The latest slot the log has for each of `keys` that has one: where a heartbeat
     /// armed afresh must go above. A store should answer in a few statements, not one per
-    /// key (start-up asks for every enabled heartbeat). Asked for many keys, a store may
+    /// key (the default [`Store::load_for_arming_in_pages`] asks for every enabled heartbeat). Asked for many keys, a store may
     /// leave out those of heartbeats it no longer holds (deleted meanwhile: nothing arms them).
     async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {
         let mut latest = BTreeMap::new();
