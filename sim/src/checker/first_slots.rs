@@ -22,31 +22,42 @@ struct Stored {
     schedule: Schedule,
     at: Timestamp,
     exempt: bool,
+    /// The engine announced an apply that this definition may be the subject of.
+    applied: bool,
 }
 
 #[derive(Debug, Default)]
 pub struct FirstSlotModel {
-    /// By key: the definitions stored since the engine last applied one, oldest first; the
-    /// engine may arm any of their slots until it applies the newest.
+    /// By key: the definition the engine applied last and those stored since, oldest
+    /// first; the engine may arm any of their slots until it applies the newest.
     stored: BTreeMap<HeartbeatKey, Vec<Stored>>,
 }
 
 impl FirstSlotModel {
     pub fn put(&mut self, key: &HeartbeatKey, schedule: &Schedule, at: Timestamp) {
-        self.stored.entry(key.clone()).or_default().push(Stored { schedule: schedule.clone(), at, exempt: false });
+        let stored = Stored { schedule: schedule.clone(), at, exempt: false, applied: false };
+        self.stored.entry(key.clone()).or_default().push(stored);
     }
 
-    /// The engine applied the newest definition. The store keeps a next slot written under
-    /// the same schedule by an older definition (ADR 0018), so the floor is the first slot
-    /// after the earliest storing of that schedule among them (seed 1927870299252: a
-    /// reload kept the interval, and a claim of the old definition's grid resumed later).
+    /// The engine applied a definition: the oldest not yet applied, as an operator's or a
+    /// model's changes reach it one command each and in order (seed 1927870355663: two
+    /// tool calls replaced a heartbeat at one instant, and the engine armed the first
+    /// before it applied the second), or the newest, as an adoption reads the store. The
+    /// ones older than the oldest candidate go; one that shares a kept one's schedule
+    /// lowers its storing time, since the store keeps a next slot written under the same
+    /// schedule by an older definition (ADR 0018; seed 1927870299252: a reload kept the
+    /// interval, and a claim of the old definition's grid resumed later).
     pub fn applied(&mut self, key: &HeartbeatKey) {
         let Some(stored) = self.stored.get_mut(key) else { return };
-        let Some(newest) = stored.last().cloned() else { return };
-        let same: Vec<&Stored> = stored.iter().filter(|one| one.schedule == newest.schedule).collect();
-        let at = same.iter().map(|one| one.at).min().unwrap_or(newest.at);
-        let exempt = same.iter().any(|one| one.exempt);
-        *stored = vec![Stored { at, exempt, ..newest }];
+        let Some(place) = stored.iter().position(|one| !one.applied).or(stored.len().checked_sub(1)) else { return };
+        stored[place].applied = true;
+        let older: Vec<Stored> = stored.drain(..place).collect();
+        for old in older {
+            for kept in stored.iter_mut().filter(|kept| kept.schedule == old.schedule) {
+                kept.at = kept.at.min(old.at);
+                kept.exempt |= old.exempt;
+            }
+        }
     }
 
     pub fn deleted(&mut self, key: &HeartbeatKey) {
