@@ -353,7 +353,6 @@ pub enum StoreError {
     Refused { field: String, problem: String },
 }
 
-/// Durable state of the engine.
 /// A heartbeat as an engine's start-up arms it ([`Store::load_for_arming_in_pages`]).
 #[derive(Debug, Clone)]
 pub struct Armable {
@@ -363,6 +362,7 @@ pub struct Armable {
     pub latest_slot: Option<Timestamp>,
 }
 
+/// Durable state of the engine.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Every stored heartbeat, enabled or not, ordered by key.
@@ -436,8 +436,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// The latest slot the log has for each of `keys` that has one: where a heartbeat
     /// armed afresh must go above. A store should answer in a few statements, not one per
-    /// key (the default [`Store::load_for_arming_in_pages`] asks for every enabled heartbeat). Asked for many keys, a store may
-    /// leave out those of heartbeats it no longer holds (deleted meanwhile: nothing arms them).
+    /// key (the default [`Store::load_for_arming_in_pages`] asks for every enabled
+    /// heartbeat). Asked for many keys, a store may leave out those of heartbeats it no
+    /// longer holds (deleted meanwhile: nothing arms them).
     async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {
         let mut latest = BTreeMap::new();
         for key in keys {

@@ -107,11 +107,10 @@ impl Driver {
                 continue;
             }
             let (schedule, jitter) = (entry.def.schedule(), entry.jitter(&key));
-            // Every armed slot must go above any the heartbeat has decided: a new or replaced
-            // one has no stored next slot and a backward wall jump may have put its runs
-            // ahead of the wall clock; a stored next slot lags when its write failed after a
-            // skip or a retry.
-            // A stored slot the schedule cannot have is ignored like a missing one.
+            // A stored slot the schedule cannot have is ignored like a missing one. Every
+            // armed slot goes above the latest the heartbeat has decided: a backward wall
+            // jump may have put its runs ahead of the wall clock, and a stored next slot
+            // lags when its write failed after a skip or a retry.
             let stored = heartbeat.state.next_slot.filter(|slot| schedule.may_resume_at(*slot));
             let timer = match stored {
                 Some(next_slot) => {
