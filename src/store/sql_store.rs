@@ -548,9 +548,10 @@ macro_rules! sql_store {
             async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {
                 let mut latest = BTreeMap::new();
                 if keys.len() > STORE_BATCH_ROWS_MAX {
-                    // Many keys (an engine's start): one statement walks the stored heartbeats
-                    // (this node's) and seeks each one's latest run, instead of a statement
-                    // per thousand keys bound as values; only those with runs come back.
+                    // Many keys (a start-up reads them in its load's rows instead): one
+                    // statement walks the stored heartbeats (this node's) and seeks each
+                    // one's latest run, instead of a statement per thousand keys bound as
+                    // values; only those with runs come back.
                     let wanted: BTreeSet<&HeartbeatKey> = keys.iter().collect();
                     let rows = sqlx::query(&format!(
                         "SELECT agent_id, heartbeat_id, latest FROM (SELECT agent_id, heartbeat_id, \
