@@ -16,13 +16,14 @@ use systole::core::budget::DaySpend;
 use systole::core::cron::CronSchedule;
 use systole::core::delivery_target::DeliveryTarget;
 use systole::core::guard::SkipReason;
-use systole::core::heartbeat::{HeartbeatDef, Origin};
+use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::core::pause::PauseRecord;
 use systole::core::policy::{CatchUp, Overlap, RunPolicy};
 use systole::core::reply::ReplyKind;
 use systole::core::schedule::Schedule;
 use systole::core::system_events::SystemEvent;
+use systole::core::tool_policy::JobTools;
 use systole::core::usage::{RunUsage, TokenUsage};
 use systole::ports::store::{
     ClaimOutcome, DedupQuery, DeliveryStatus, ExecutionStatus, NextSlot, Queued, RunRecord, SkipRecord, SlotClaim,
@@ -733,6 +734,12 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
         defs[14].model = Some("small-model".to_owned());
         defs[21].target = DeliveryTarget::parse("webhook:ops").expect("valid");
         defs[28].schedule = Schedule::cron(CronSchedule::parse("0 9 * * 1-5", "Europe/Berlin").expect("valid"));
+        // What only a run reads, unlike the rest: a whole row keeps it, a row for arming may not.
+        defs[35].kind = JobKind::Agent;
+        defs[35].prompt = "Read HEARTBEAT.md and follow it.".to_owned();
+        defs[42].dedup = false;
+        defs[42].timeout = Duration::from_secs(7);
+        defs[42].tools = JobTools::from_json(r#"{"allow":["search/*"]}"#).expect("valid tools");
         let report = store.seed_config(&defs, at(0)).await.expect("seed");
         assert_eq!(report.inserted.len(), count);
         let loaded = store.load_heartbeats().await.expect("load");
@@ -761,15 +768,22 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
         assert_eq!(latest.len(), 2, "only heartbeats with a logged slot have one: {latest:?}");
         assert_eq!(latest.get(&keys[0]), Some(&at(120)), "a claim counts, the latest of two");
         assert_eq!(latest.get(&keys[count - 1]), Some(&at(300)), "a skip counts");
-        // Loaded to be armed, a heartbeat is what it is, its prompt aside (a store may keep it).
+        // Loaded to be armed, a heartbeat is what it is but for what only a run reads, which
+        // a store may leave out: the prompt (an agent heartbeat's stays, its wakes build on
+        // it), dedup, timeout, tools and model.
+        let armed_part = |def: &HeartbeatDef| HeartbeatDef {
+            prompt: if def.kind == JobKind::Agent { def.prompt.clone() } else { String::new() },
+            dedup: false,
+            timeout: Duration::ZERO,
+            tools: JobTools::default(),
+            model: None,
+            ..def.clone()
+        };
         let armable = store.load_for_arming().await.expect("load for arming");
         assert_eq!(armable.len(), count);
         for heartbeat in armable {
-            let mut def = loaded[&heartbeat.def.key].clone();
-            if heartbeat.def.prompt.is_empty() {
-                def.prompt = String::new();
-            }
-            assert_eq!(heartbeat.def, def, "{} loads to be armed as stored", def.key);
+            let def = &loaded[&heartbeat.def.key];
+            assert_eq!(armed_part(&heartbeat.def), armed_part(def), "{} loads to be armed as stored", def.key);
         }
         // A start-up's load, a page at a time (SQLite: two here), gives each heartbeat once
         // with its latest slot, and none for a disabled one, which nothing arms.

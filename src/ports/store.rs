@@ -478,8 +478,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<Execution>, StoreError>;
 
     /// Every heartbeat as [`Store::load_heartbeats`] gives it, for an engine to arm: a store
-    /// may leave out the prompts but an agent heartbeat's (the driver reads a claimed slot's
-    /// definition with [`Store::definitions`]), so they never enter its memory.
+    /// may leave out what only a run reads, at its default (the prompt but an agent
+    /// heartbeat's, dedup, timeout, tools, model; the driver reads a claimed slot's whole
+    /// definition with [`Store::definitions`]), so it never enters the engine's memory.
     async fn load_for_arming(&self) -> Result<Vec<Heartbeat>, StoreError> {
         self.load_heartbeats().await
     }

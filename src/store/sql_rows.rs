@@ -77,9 +77,9 @@ pub(super) fn duration_ms(ms: i64, what: &dyn fmt::Display) -> Result<Duration, 
         .map_err(|_| corrupt(what.to_string(), format!("negative duration {ms} ms")))
 }
 
-/// The columns a heartbeat is read from, in the order of a loaded page's arrays (and of
-/// [`HeartbeatRow`]'s fields).
-pub(super) const HEARTBEAT_COLUMNS: [&str; 28] = [
+/// What a start-up's arming reads of a heartbeat, first in a row (in [`HeartbeatRow`]'s
+/// order).
+pub(super) const ARMING_COLUMNS: [&str; 24] = [
     "agent_id",
     "heartbeat_id",
     "kind",
@@ -94,23 +94,39 @@ pub(super) const HEARTBEAT_COLUMNS: [&str; 28] = [
     "overlap",
     "jitter_max_ms",
     "delete_after_run",
-    "dedup",
     "delivery_target",
     "active_start",
     "active_end",
     "active_timezone",
-    "timeout_ms",
     "origin",
     "enabled",
     "disabled_reason",
     "consecutive_failures",
     "next_slot_ms",
     "breaker_opened_at_ms",
-    "tools",
-    "model",
 ];
 
-/// What a load for arming selects after [`HEARTBEAT_COLUMNS`]: an enabled heartbeat's latest
+/// What only a claimed slot's run reads, last in a row: a load for arming leaves them out
+/// (a restart of a million parsed and built them for nothing; the driver reads a claimed
+/// slot's whole definition).
+pub(super) const RUN_COLUMNS: [&str; 4] = ["dedup", "timeout_ms", "tools", "model"];
+
+/// A whole heartbeat's row as read (`.0`) and as selected from `heartbeats` named `table`
+/// (`.1`): the arming columns, a null where a load for arming has the latest slot
+/// ([`LATEST_SLOT_COLUMN`]), and the run's columns.
+pub(super) fn whole_row_columns(table: &str) -> (String, String) {
+    let read: Vec<&str> = ARMING_COLUMNS.iter().chain(&["latest_slot_ms"]).chain(&RUN_COLUMNS).copied().collect();
+    let qualified = |column: &&str| format!("{table}{column}");
+    let selected: Vec<String> = ARMING_COLUMNS
+        .iter()
+        .map(qualified)
+        .chain(["NULL AS latest_slot_ms".to_owned()])
+        .chain(RUN_COLUMNS.iter().map(qualified))
+        .collect();
+    (read.join(", "), selected.join(", "))
+}
+
+/// What a load for arming selects after [`ARMING_COLUMNS`]: an enabled heartbeat's latest
 /// slot in the log, sought per row in the load's own snapshot (a separate read of a
 /// million took longer than the load).
 pub(super) const LATEST_SLOT_COLUMN: &str = "CASE WHEN enabled = 1 THEN (SELECT MAX(e.slot_ms) FROM executions e \
@@ -119,9 +135,11 @@ pub(super) const LATEST_SLOT_COLUMN: &str = "CASE WHEN enabled = 1 THEN (SELECT 
 /// Heartbeats a page of the start-up load holds.
 pub(super) const LOAD_PAGE_ROWS: usize = 10_000;
 
-/// One heartbeat of a loaded page, decoded straight from its JSON array (fields in
-/// [`HEARTBEAT_COLUMNS`] order): no JSON value per column (a million rows spent 6 s going
-/// through `serde_json::Value`), and its texts borrowed from the page unless escaped.
+/// One heartbeat of a read's rows, decoded straight from its JSON array (fields in the
+/// order of [`ARMING_COLUMNS`], the latest slot, [`RUN_COLUMNS`]): no JSON value per column
+/// (a million rows spent 6 s going through `serde_json::Value`), and its texts borrowed
+/// from the page unless escaped. A load for arming's row ends before the run's columns,
+/// which then take their defaults.
 #[derive(serde::Deserialize)]
 pub(super) struct HeartbeatRow<'page> {
     #[serde(borrow)]
@@ -147,7 +165,6 @@ pub(super) struct HeartbeatRow<'page> {
     overlap: Cow<'page, str>,
     jitter_max_ms: i64,
     delete_after_run: i64,
-    dedup: i64,
     #[serde(borrow)]
     delivery_target: Cow<'page, str>,
     #[serde(borrow)]
@@ -156,7 +173,6 @@ pub(super) struct HeartbeatRow<'page> {
     active_end: Option<Cow<'page, str>>,
     #[serde(borrow)]
     active_timezone: Option<Cow<'page, str>>,
-    timeout_ms: i64,
     #[serde(borrow)]
     origin: Cow<'page, str>,
     enabled: i64,
@@ -165,13 +181,17 @@ pub(super) struct HeartbeatRow<'page> {
     consecutive_failures: i64,
     next_slot_ms: Option<i64>,
     breaker_opened_at_ms: Option<i64>,
-    #[serde(borrow)]
-    tools: Option<Cow<'page, str>>,
-    #[serde(borrow)]
-    model: Option<Cow<'page, str>>,
-    /// Selected only by a load for arming ([`LATEST_SLOT_COLUMN`]): absent, it is `None`.
+    /// A load for arming's [`LATEST_SLOT_COLUMN`]; null in a whole row.
     #[serde(default)]
     latest_slot_ms: Option<i64>,
+    #[serde(default)]
+    dedup: i64,
+    #[serde(default)]
+    timeout_ms: i64,
+    #[serde(borrow, default)]
+    tools: Option<Cow<'page, str>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'page, str>>,
 }
 
 /// A page of loaded heartbeats, as the page query's JSON array of arrays.

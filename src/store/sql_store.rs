@@ -48,7 +48,7 @@ macro_rules! sql_store {
             };
             use crate::store::sql_rows::{
                 armable_from_row, corrupt, execution_from_row, heartbeat_from_row, key_from_parts, millis, spend_from, stored_count,
-                timestamp, heartbeat_rows, SharedTexts, HEARTBEAT_COLUMNS, LATEST_SLOT_COLUMN, LOAD_PAGE_ROWS,
+                timestamp, heartbeat_rows, whole_row_columns, SharedTexts, ARMING_COLUMNS, LATEST_SLOT_COLUMN, LOAD_PAGE_ROWS,
             };
 
         impl $store {
@@ -116,15 +116,15 @@ macro_rules! sql_store {
                 Ok(sorted_by_key(heartbeats))
             }
 
-            /// The columns of a load for arming, as read and as selected: the prompts stay
-            /// in the store (but an agent heartbeat's, which its wakes build on; the driver
-            /// reads a claimed slot's when it runs), and with `latest` each enabled
-            /// heartbeat's latest slot comes along.
+            /// The columns of a load for arming, as read and as selected: what only a run
+            /// reads stays in the store (the prompt but an agent heartbeat's, which its wakes
+            /// build on; the driver reads a claimed slot's whole definition), and with
+            /// `latest` each enabled heartbeat's latest slot comes along.
             fn arming_columns(latest: bool) -> (String, String) {
                 let kept = format!("CASE WHEN kind = '{}' THEN prompt ELSE '' END AS prompt", JobKind::Agent.as_str());
-                let mut columns: Vec<&str> = HEARTBEAT_COLUMNS.to_vec();
+                let mut columns: Vec<&str> = ARMING_COLUMNS.to_vec();
                 let mut selected: Vec<&str> =
-                    HEARTBEAT_COLUMNS.iter().map(|column| if *column == "prompt" { kept.as_str() } else { column }).collect();
+                    ARMING_COLUMNS.iter().map(|column| if *column == "prompt" { kept.as_str() } else { column }).collect();
                 if latest {
                     columns.push("latest_slot_ms");
                     selected.push(LATEST_SLOT_COLUMN);
@@ -136,8 +136,8 @@ macro_rules! sql_store {
         #[async_trait]
         impl Store for $store {
             async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
-                let columns = HEARTBEAT_COLUMNS.join(", ");
-                self.load_sorted(&columns, &columns).await
+                let (columns, selected) = whole_row_columns("");
+                self.load_sorted(&columns, &selected).await
             }
 
             async fn load_for_arming(&self) -> Result<Vec<Heartbeat>, StoreError> {
@@ -639,14 +639,13 @@ macro_rules! sql_store {
                 &self,
                 keys: &[HeartbeatKey],
             ) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
-                let columns = HEARTBEAT_COLUMNS.join(", ");
-                let joined: Vec<String> = HEARTBEAT_COLUMNS.iter().map(|column| format!("h.{column}")).collect();
+                let (columns, selected) = whole_row_columns("h.");
                 let (head, tail) = json_rows_sql(&columns);
                 let mut definitions = BTreeMap::new();
                 let mut shared = SharedTexts::default();
                 for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
                     // The rows as one JSON value, decoded as the start-up load decodes its pages.
-                    let mut select = QueryBuilder::<$db>::new(format!("{head}SELECT {} FROM (", joined.join(", ")));
+                    let mut select = QueryBuilder::<$db>::new(format!("{head}SELECT {selected} FROM ("));
                     select.push_values(chunk, |mut row, key| {
                         row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str());
                     });
