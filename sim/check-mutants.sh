@@ -11,8 +11,9 @@
 # invariant aimed at the bug.
 #
 # Cheap by design: one copy of the tree, restored from the clean one before each patch,
-# and the `lean` profile (no debug info, incremental, no ThinLTO) so each build recompiles
-# only what the patch touched in the engine and the simulator.
+# built at the checkout's own path (scripts/in-checkout.sh), and the `lean` profile (no
+# debug info, incremental, no ThinLTO) so each build recompiles only what the patch
+# touched in the engine and the simulator.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 seeds="${1:-300}"
@@ -50,7 +51,7 @@ for patch in "${patches[@]}"; do
         exit 2
     fi
     start=$SECONDS
-    (cd "$work/tree/sim" && cargo build --profile lean --locked --quiet)
+    bash "$repo/scripts/in-checkout.sh" "$work/tree" sim cargo build --profile lean --locked --quiet
     built=$((SECONDS - start))
     # A patch may name the simulation that must catch it (`# sim-command: cluster`).
     command="$(sed -n 's/^# sim-command: *\([a-z-]*\).*/\1/p' "$patch" | head -n1)"
