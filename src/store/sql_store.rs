@@ -48,7 +48,7 @@ macro_rules! sql_store {
             };
             use crate::store::sql_rows::{
                 armable_from_row, corrupt, execution_from_row, heartbeat_from_row, key_from_parts, millis, spend_from, stored_count,
-                timestamp, heartbeat_rows, whole_row_columns, SharedTexts, ARMING_COLUMNS, LATEST_SLOT_COLUMN, LOAD_PAGE_ROWS,
+                timestamp, each_heartbeat_row, whole_row_columns, SharedTexts, ARMING_COLUMNS, LATEST_SLOT_COLUMN, LOAD_PAGE_ROWS,
             };
 
         impl $store {
@@ -652,10 +652,11 @@ macro_rules! sql_store {
                     select.push(") AS v JOIN heartbeats h ON h.agent_id = v.column1 AND h.heartbeat_id = v.column2");
                     select.push(tail);
                     let page: String = select.build().fetch_one(&self.pool).await?.try_get(0)?;
-                    for row in heartbeat_rows(&page)? {
+                    each_heartbeat_row(&page, &mut |row| {
                         let heartbeat = heartbeat_from_row(row, &mut shared)?;
                         definitions.insert(heartbeat.def.key.clone(), heartbeat.def);
-                    }
+                        Ok(())
+                    })?;
                 }
                 Ok(definitions)
             }
@@ -946,7 +947,12 @@ macro_rules! sql_store {
 
         /// The heartbeats of a page of a load.
         fn parse_page(page: &str, shared: &mut SharedTexts) -> Result<Vec<Armable>, StoreError> {
-            heartbeat_rows(page)?.into_iter().map(|row| armable_from_row(row, shared)).collect()
+            let mut armables = Vec::with_capacity(LOAD_PAGE_ROWS);
+            each_heartbeat_row(page, &mut |row| {
+                armables.push(armable_from_row(row, shared)?);
+                Ok(())
+            })?;
+            Ok(armables)
         }
 
         /// `heartbeats` in key order. The keys are sorted beside their positions (shared
