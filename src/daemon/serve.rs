@@ -338,7 +338,7 @@ impl ApiServer {
     ) -> Result<Self, DaemonError> {
         let address = listener.local_addr().map_err(|e| DaemonError::Startup(format!("api.listen: {e}")))?;
         let address_file = serve_api::address_file(store_path);
-        std::fs::write(&address_file, format!("http://{address}\n"))
+        serve_api::write_address_file(&address_file, &format!("http://{address}"))
             .map_err(|e| DaemonError::Startup(format!("cannot write {}: {e}", address_file.display())))?;
         let protected = if state.token.is_some() { "bearer token required" } else { "no token: loopback only" };
         let app = crate::api::router(state);

@@ -54,6 +54,17 @@ pub fn address_file(store: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Writes the API's `url` to its address file whole or not at all: written in place, a
+/// reader (the CLI, a test harness) could find the file made and still empty, and take the
+/// configured `listen` address, or none, for the daemon's.
+pub fn write_address_file(path: &Path, url: &str) -> std::io::Result<()> {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::write(&partial, format!("{url}\n"))?;
+    std::fs::rename(&partial, path)
+}
+
 /// The API's base URL for the CLI, and whether it came from the running daemon's address
 /// file (else it is the configured `listen` address, where another daemon may answer).
 pub fn api_url(config: &Config) -> Option<(String, bool)> {
@@ -85,5 +96,26 @@ pub fn advertised_url(configured: Option<&str>, bound: Option<SocketAddr>) -> Re
         ))),
         (None, Some(address)) => Ok(Some(format!("http://{address}"))),
         (None, None) => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_address_file_is_written_whole_and_leaves_nothing_beside_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = address_file(&dir.path().join("state.db"));
+        write_address_file(&path, "http://127.0.0.1:4100").expect("write");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "http://127.0.0.1:4100\n");
+        // A restart on another port replaces it.
+        write_address_file(&path, "http://127.0.0.1:4200").expect("write again");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "http://127.0.0.1:4200\n");
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["state.db.api"], "no partial file left behind");
     }
 }
