@@ -5,7 +5,7 @@
 # rustc takes a crate at another path for another crate: built in the copy, the engine
 # recompiled from scratch (the simulator's first mutant 115 s in a CI run, the store's
 # 63 s); at the checkout's path a build recompiles only what the patch changed. Where mount
-# namespaces are refused, the command runs in the copy, as before.
+# namespaces are refused, the command runs in the copy, as before (ADR 0030).
 # Usage: scripts/in-checkout.sh COPY DIR COMMAND... (DIR: where to run, in tree terms: ".", "sim")
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
