@@ -238,7 +238,7 @@ pub(super) fn each_heartbeat_row<'page>(
 pub(super) struct SharedTexts {
     agents: BTreeMap<String, AgentId>,
     /// The agent of the row before: rows come by key, an agent's together, so most rows
-    /// end here rather than in the map (a tenth of a restart's parse was its searches).
+    /// end here rather than in a search of the map (a restart's million searched it).
     last_agent: Option<AgentId>,
     /// Keyed by each target's own text: a key of its own would be freed after the load
     /// among the texts kept, a hole each when every heartbeat has a target of its own.
