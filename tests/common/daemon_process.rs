@@ -35,9 +35,9 @@ pub async fn spawn_serve(dir: &Path, config: &str, envs: &[(&str, &str)]) -> (Ch
     let address_file = dir.join("state.db.api");
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(START_SECS_MAX) {
-        // The daemon writes the file whole (a rename); an empty one is not an address.
-        if let Some(url) = std::fs::read_to_string(&address_file).ok().filter(|text| !text.trim().is_empty()) {
-            return (child, url.trim().to_owned());
+        // The daemon writes the file whole (a rename): found, it holds the address.
+        if let Ok(text) = std::fs::read_to_string(&address_file) {
+            return (child, text.trim().to_owned());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
