@@ -820,6 +820,52 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
     .await;
 }
 
+/// The latest logged slot of each enabled heartbeat, as a start-up's paged load gives it.
+async fn armed_latest_slots(store: &dyn Store) -> BTreeMap<HeartbeatKey, Option<Timestamp>> {
+    let mut latest = BTreeMap::new();
+    store
+        .load_for_arming_in_pages(&mut |page| {
+            latest.extend(page.into_iter().map(|armable| (armable.heartbeat.def.key, armable.latest_slot)));
+        })
+        .await
+        .expect("load in pages");
+    latest
+}
+
+#[tokio::test]
+async fn the_latest_logged_slot_only_rises_and_outlives_a_schedule_change_and_a_deletion() {
+    with_each_store(|store| async move {
+        let (a, b) = (key("main", "a"), key("main", "b"));
+        store.seed_config(&[def("main", "a", 60), def("main", "b", 60)], at(0)).await.expect("seed");
+        assert_eq!(armed_latest_slots(&*store).await[&a], None, "nothing logged yet");
+        // The schedule changes between the claim's decision and its write: the claim's next
+        // slot is not kept, its slot is still logged.
+        store.put_heartbeat(&def("main", "a", 90), at(100)).await.expect("a new schedule");
+        store.claim_slots(&[claim(&a, 120), claim(&b, 60)]).await.expect("claim");
+        // A slot logged below the latest (a backfill's skip) leaves it where it was.
+        let skip = SkipRecord {
+            key: a.clone(),
+            slot: at(60),
+            at: at(130),
+            reason: SkipReason::QuietHours,
+            next_slot: every_minute(180),
+        };
+        store.record_skips(&[skip]).await.expect("skip");
+        let latest = armed_latest_slots(&*store).await;
+        assert_eq!((latest[&a], latest[&b]), (Some(at(120)), Some(at(60))), "each one's latest");
+        // Stored again after a deletion, a heartbeat has its log, and arms above it.
+        assert!(store.delete_heartbeat(&a).await.expect("delete"));
+        store.put_heartbeat(&def("main", "a", 60), at(200)).await.expect("stored again");
+        // A seed that rewrites b's row (its schedule changed) keeps what b logged.
+        store.seed_config(&[def("main", "a", 60), def("main", "b", 30)], at(200)).await.expect("seed again");
+        let latest = armed_latest_slots(&*store).await;
+        assert_eq!((latest[&a], latest[&b]), (Some(at(120)), Some(at(60))), "the log's latest, kept");
+        let read = store.latest_slots(&[a.clone(), b.clone()]).await.expect("latest slots");
+        assert_eq!((read.get(&a), read.get(&b)), (Some(&at(120)), Some(&at(60))), "the same, read by key");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn pruning_keeps_the_newest_running_and_recent_runs_and_drops_the_rest() {
     use systole::core::retention::RunRetention;

@@ -49,6 +49,7 @@ macro_rules! sql_store {
             use crate::store::sql_rows::{
                 armable_from_row, corrupt, execution_from_row, heartbeat_from_row, key_from_parts, millis, spend_from, stored_count,
                 timestamp, each_heartbeat_row, whole_row_columns, SharedTexts, ARMING_COLUMNS, LATEST_SLOT_COLUMN, LOAD_PAGE_ROWS,
+                LOGGED_LATEST_SLOT_OF_V,
             };
 
         impl $store {
@@ -349,13 +350,16 @@ macro_rules! sql_store {
                     };
                     outcomes.push(outcome);
                 }
-                let next_slots: Vec<(&HeartbeatKey, &NextSlot)> = claims
+                let claimed: Vec<&SlotClaim> = claims
                     .iter()
                     .zip(&outcomes)
                     .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
-                    .map(|(claim, _)| (&claim.key, &claim.next_slot))
+                    .map(|(claim, _)| claim)
                     .collect();
+                let next_slots: Vec<(&HeartbeatKey, &NextSlot)> =
+                    claimed.iter().map(|claim| (&claim.key, &claim.next_slot)).collect();
                 update_next_slots(&mut tx, &next_slots).await?;
+                raise_latest_slots(&mut tx, claimed.iter().map(|claim| (&claim.key, claim.slot))).await?;
                 tx.commit().await?;
                 Ok(outcomes)
             }
@@ -382,6 +386,7 @@ macro_rules! sql_store {
                 let next_slots: Vec<(&HeartbeatKey, &NextSlot)> =
                     skips.iter().map(|skip| (&skip.key, &skip.next_slot)).collect();
                 update_next_slots(&mut tx, &next_slots).await?;
+                raise_latest_slots(&mut tx, skips.iter().map(|skip| (&skip.key, skip.slot))).await?;
                 tx.commit().await?;
                 Ok(())
             }
@@ -554,10 +559,7 @@ macro_rules! sql_store {
                     // values; only those with runs come back.
                     let wanted: BTreeSet<&HeartbeatKey> = keys.iter().collect();
                     let rows = sqlx::query(&format!(
-                        "SELECT agent_id, heartbeat_id, latest FROM (SELECT agent_id, heartbeat_id, \
-                         (SELECT MAX(e.slot_ms) FROM executions e WHERE e.agent_id = h.agent_id \
-                         AND e.heartbeat_id = h.heartbeat_id) AS latest FROM heartbeats h WHERE TRUE{}) AS l \
-                         WHERE latest IS NOT NULL",
+                        "SELECT agent_id, heartbeat_id, latest_slot_ms FROM heartbeats WHERE latest_slot_ms IS NOT NULL{}",
                         self.owned_rows_sql()
                     ))
                     .fetch_all(&self.pool)
@@ -572,10 +574,8 @@ macro_rules! sql_store {
                     return Ok(latest);
                 }
                 for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
-                    let mut select = QueryBuilder::<$db>::new(
-                        "SELECT v.column1, v.column2, (SELECT MAX(e.slot_ms) FROM executions e \
-                         WHERE e.agent_id = v.column1 AND e.heartbeat_id = v.column2) FROM (",
-                    );
+                    let mut select = QueryBuilder::<$db>::new("SELECT v.column1, v.column2, ");
+                    select.push(LOGGED_LATEST_SLOT_OF_V).push(" FROM (");
                     select.push_values(chunk, |mut row, key| {
                         row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str());
                     });
@@ -1002,8 +1002,12 @@ macro_rules! sql_store {
                 "INSERT INTO heartbeats (agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, \
                  cron_timezone, at_ms, catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, dedup, \
                  delivery_target, active_start, active_end, active_timezone, timeout_ms, origin, config_fingerprint, \
-                 tools, model, created_at_ms, updated_at_ms, enabled, disabled_reason, consecutive_failures, next_slot_ms) ",
+                 tools, model, created_at_ms, updated_at_ms, enabled, disabled_reason, consecutive_failures, next_slot_ms, \
+                 latest_slot_ms) SELECT v.*, ",
             );
+            // A key that had a row before (deleted, then stored again) still has its log:
+            // its new row starts from the latest slot there, as a restart would read it.
+            insert.push(LOGGED_LATEST_SLOT_OF_V).push(" FROM (");
             insert.push_values(defs, |mut row, (def, fingerprint)| {
                 let window = def.active_hours.as_ref();
                 let (every_ms, cron, at_ms) = match &def.schedule {
@@ -1041,8 +1045,9 @@ macro_rules! sql_store {
                     // Stored with its first slot: a first start then arms without a write (ADR 0028).
                     .push_bind(def.schedule.first_slot(at).map(|slot| slot.as_millisecond()));
             });
+            // `WHERE true`: SQLite would read `ON CONFLICT` as a join's constraint.
             insert.push(
-                " ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, \
+                ") AS v WHERE true ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, \
                  schedule_kind = excluded.schedule_kind, every_ms = excluded.every_ms, cron_expr = excluded.cron_expr, \
                  cron_timezone = excluded.cron_timezone, at_ms = excluded.at_ms, catch_up = excluded.catch_up, \
                  catch_up_window_ms = excluded.catch_up_window_ms, overlap = excluded.overlap, \
@@ -1096,6 +1101,35 @@ macro_rules! sql_store {
                      AND (v.column5 IS NULL OR heartbeats.every_ms = v.column5) \
                      AND (v.column6 IS NULL OR (heartbeats.cron_expr = v.column6 AND heartbeats.cron_timezone = v.column7)) \
                      AND (v.column8 IS NULL OR heartbeats.at_ms = v.column8)",
+                );
+                update.build().execute(&mut **tx).await?;
+            }
+            Ok(())
+        }
+
+        /// Raises each heartbeat row's latest logged slot to the slots this transaction
+        /// logged for it (claimed or skipped; a skip that lost to a row already there logged
+        /// that same slot), whatever the row's schedule now (ADR 0031).
+        async fn raise_latest_slots<'k>(
+            tx: &mut Transaction<'_, $db>,
+            logged: impl Iterator<Item = (&'k HeartbeatKey, Timestamp)>,
+        ) -> Result<(), StoreError> {
+            // One row per heartbeat, its highest slot: an UPDATE joined to two rows of one
+            // key applies one of them, which one unsaid.
+            let mut highest: BTreeMap<&HeartbeatKey, Timestamp> = BTreeMap::new();
+            for (key, slot) in logged {
+                let kept = highest.entry(key).or_insert(slot);
+                *kept = (*kept).max(slot);
+            }
+            let highest: Vec<(&HeartbeatKey, Timestamp)> = highest.into_iter().collect();
+            for chunk in highest.chunks(STORE_BATCH_ROWS_MAX) {
+                let mut update = QueryBuilder::<$db>::new("UPDATE heartbeats SET latest_slot_ms = v.column3 FROM (");
+                update.push_values(chunk, |mut row, (key, slot)| {
+                    row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str()).push_bind(slot.as_millisecond());
+                });
+                update.push(
+                    ") AS v WHERE heartbeats.agent_id = v.column1 AND heartbeats.heartbeat_id = v.column2 \
+                     AND (heartbeats.latest_slot_ms IS NULL OR heartbeats.latest_slot_ms < v.column3)",
                 );
                 update.build().execute(&mut **tx).await?;
             }
