@@ -1002,12 +1002,8 @@ macro_rules! sql_store {
                 "INSERT INTO heartbeats (agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, \
                  cron_timezone, at_ms, catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, dedup, \
                  delivery_target, active_start, active_end, active_timezone, timeout_ms, origin, config_fingerprint, \
-                 tools, model, created_at_ms, updated_at_ms, enabled, disabled_reason, consecutive_failures, next_slot_ms, \
-                 latest_slot_ms) SELECT v.*, ",
+                 tools, model, created_at_ms, updated_at_ms, enabled, disabled_reason, consecutive_failures, next_slot_ms) ",
             );
-            // A key that had a row before (deleted, then stored again) still has its log:
-            // its new row starts from the latest slot there, as a restart would read it.
-            insert.push(LOGGED_LATEST_SLOT_OF_V).push(" FROM (");
             insert.push_values(defs, |mut row, (def, fingerprint)| {
                 let window = def.active_hours.as_ref();
                 let (every_ms, cron, at_ms) = match &def.schedule {
@@ -1045,9 +1041,8 @@ macro_rules! sql_store {
                     // Stored with its first slot: a first start then arms without a write (ADR 0028).
                     .push_bind(def.schedule.first_slot(at).map(|slot| slot.as_millisecond()));
             });
-            // `WHERE true`: SQLite would read `ON CONFLICT` as a join's constraint.
             insert.push(
-                ") AS v WHERE true ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, \
+                " ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, \
                  schedule_kind = excluded.schedule_kind, every_ms = excluded.every_ms, cron_expr = excluded.cron_expr, \
                  cron_timezone = excluded.cron_timezone, at_ms = excluded.at_ms, catch_up = excluded.catch_up, \
                  catch_up_window_ms = excluded.catch_up_window_ms, overlap = excluded.overlap, \
@@ -1060,6 +1055,22 @@ macro_rules! sql_store {
                  breaker_opened_at_ms = NULL, updated_at_ms = excluded.updated_at_ms",
             );
             insert.build().execute(&mut **tx).await?;
+            // A key that had a row before (deleted, then stored again) still has its log: its
+            // new row starts from the latest slot there (ADR 0031). A store with no log at all
+            // (a first seed) has none to find, and saves a statement per chunk.
+            let any_logged: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM executions)").fetch_one(&mut **tx).await?;
+            if any_logged {
+                let mut update = QueryBuilder::<$db>::new("UPDATE heartbeats SET latest_slot_ms = l.latest FROM (SELECT v.column1 AS agent_id, v.column2 AS heartbeat_id, ");
+                update.push(LOGGED_LATEST_SLOT_OF_V).push(" AS latest FROM (");
+                update.push_values(defs, |mut row, (def, _)| {
+                    row.push_bind(def.key.agent.as_str()).push_bind(def.key.heartbeat.as_str());
+                });
+                update.push(
+                    ") AS v) AS l WHERE heartbeats.agent_id = l.agent_id AND heartbeats.heartbeat_id = l.heartbeat_id \
+                     AND heartbeats.latest_slot_ms IS NULL AND l.latest IS NOT NULL",
+                );
+                update.build().execute(&mut **tx).await?;
+            }
             Ok(())
         }
 
