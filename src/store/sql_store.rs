@@ -1060,7 +1060,10 @@ macro_rules! sql_store {
             // (a first seed) has none to find, and saves a statement per chunk.
             let any_logged: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM executions)").fetch_one(&mut **tx).await?;
             if any_logged {
-                let mut update = QueryBuilder::<$db>::new("UPDATE heartbeats SET latest_slot_ms = l.latest FROM (SELECT v.column1 AS agent_id, v.column2 AS heartbeat_id, ");
+                let mut update = QueryBuilder::<$db>::new(
+                    "UPDATE heartbeats SET latest_slot_ms = l.latest \
+                     FROM (SELECT v.column1 AS agent_id, v.column2 AS heartbeat_id, ",
+                );
                 update.push(LOGGED_LATEST_SLOT_OF_V).push(" AS latest FROM (");
                 update.push_values(defs, |mut row, (def, _)| {
                     row.push_bind(def.key.agent.as_str()).push_bind(def.key.heartbeat.as_str());
