@@ -12,6 +12,7 @@ use crate::core::pause::{Pause, PauseRecord};
 use crate::core::policy::backoff_delay;
 use crate::core::schedule::Schedule;
 use crate::core::slots::{truncate_to_millis, SlotTimer};
+use crate::core::timer_queue::QueueLoad;
 use crate::ports::clock::Now;
 use crate::ports::store::{Armable, NextSlot};
 
@@ -20,12 +21,12 @@ pub(crate) struct Loading {
     now: Now,
     /// First slots taken from the clock, written back once all are armed.
     first_slots: Vec<(HeartbeatKey, NextSlot)>,
-    loaded: Vec<(HeartbeatKey, Entry, Option<SlotTimer>)>,
+    loaded: QueueLoad<Entry>,
 }
 
 impl Loading {
     fn new(now: Now) -> Self {
-        Self { now, first_slots: Vec::new(), loaded: Vec::new() }
+        Self { now, first_slots: Vec::new(), loaded: QueueLoad::new() }
     }
 }
 
@@ -71,7 +72,7 @@ impl Driver {
     /// backoff again, counted from now.
     pub(crate) fn arm_loaded(&mut self, loading: &mut Loading, page: Vec<Armable>) {
         let now = loading.now;
-        loading.loaded.reserve(page.len());
+        let mut armed: Vec<(HeartbeatKey, Entry, Option<SlotTimer>)> = Vec::with_capacity(page.len());
         for Armable { heartbeat, latest_slot } in page {
             let key = heartbeat.def.key.clone();
             let mut entry =
@@ -103,7 +104,7 @@ impl Driver {
                 });
             }
             if !entry.enabled {
-                loading.loaded.push((key, entry, None));
+                armed.push((key, entry, None));
                 continue;
             }
             let (schedule, jitter) = (entry.def.schedule(), entry.jitter(&key));
@@ -147,8 +148,9 @@ impl Driver {
                     self.exhausted.insert(key.clone());
                 }
             }
-            loading.loaded.push((key, entry, timer));
+            armed.push((key, entry, timer));
         }
+        loading.loaded.push_page(armed);
     }
 
     /// Builds the driver's maps from every armed page and writes back the first slots taken
