@@ -12,7 +12,8 @@
 //!   and recovers (everything, but for a partition's store);
 //! - `serialize_on(tx, scope)`: makes writers of one scope take turns where the backend's
 //!   write transaction does not already;
-//! - `load_page_sql(columns, owned)`: one page of heartbeats as one JSON array;
+//! - `load_page_sql(columns, selected, owned)`: one page of heartbeats as one JSON array,
+//!   its row count and where the next page resumes (two texts, `$1` and `$2`);
 //! - `LOCK_READ_ROWS`: the suffix that locks rows read before they are rewritten.
 //!
 //! A generic function over `sqlx::Database` would need a dozen higher-ranked bounds on
@@ -57,10 +58,10 @@ macro_rules! sql_store {
             // sqlx hands SQLite rows over one at a time between threads (~30 µs each here); a
             // page of rows as one JSON array is one value, so a million load in seconds.
             // A partition's store reads only its partition's rows. One snapshot for all
-            // pages: the list is of one moment, and a page resumes after the previous
-            // page's last row, which is still there to find. The page names that row itself,
-            // so the database reads the next page while this one is parsed: each took half of
-            // a restart, one after the other.
+            // pages: the list is of one moment. A page names where the next resumes (its
+            // backend's cursor, as two texts: PostgreSQL the last key, SQLite the last
+            // rowid), so the database reads the next page while this one is parsed: each
+            // took half of a restart, one after the other.
             // Each parsed page goes to `take` beside the next page's read, in the store's
             // order (SQLite: rowid).
             async fn load_selected(
@@ -72,12 +73,13 @@ macro_rules! sql_store {
                 let page_sql = load_page_sql(columns, selected, &self.owned_rows_sql());
                 let mut tx = self.snapshot_tx().await?;
                 let mut shared = SharedTexts::default();
-                let mut after = (String::new(), String::new());
+                // Empty texts: before the first row.
+                let mut cursor = (String::new(), String::new());
                 let mut unparsed: Option<String> = None;
                 loop {
                     let fetch = sqlx::query_as::<_, (String, i64, Option<String>, Option<String>)>(&page_sql)
-                        .bind(&after.0)
-                        .bind(&after.1)
+                        .bind(&cursor.0)
+                        .bind(&cursor.1)
                         .bind(i64::try_from(LOAD_PAGE_ROWS).unwrap_or(i64::MAX))
                         .fetch_one(&mut *tx);
                     // Polled first, the fetch hands its statement to the database's thread;
@@ -90,11 +92,11 @@ macro_rules! sql_store {
                     };
                     let (fetched, parsed) = tokio::join!(fetch, parse);
                     parsed?;
-                    let (page, count, last_agent, last_heartbeat) = fetched?;
+                    let (page, count, resume_first, resume_second) = fetched?;
                     unparsed = Some(page);
-                    match (last_agent, last_heartbeat) {
-                        (Some(agent), Some(heartbeat)) if usize::try_from(count).unwrap_or(0) >= LOAD_PAGE_ROWS => {
-                            after = (agent, heartbeat);
+                    match (resume_first, resume_second) {
+                        (Some(first), Some(second)) if usize::try_from(count).unwrap_or(0) >= LOAD_PAGE_ROWS => {
+                            cursor = (first, second);
                         }
                         _ => break,
                     }
