@@ -3,21 +3,23 @@
 
 use std::collections::{btree_map, BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
 
 use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
 use crate::core::budget::DaySpend;
-use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, Origin};
+use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, JobKind, Origin};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::retention::{LogRow, RunRetention};
 use crate::core::system_events::{self, SystemEvent};
+use crate::core::tool_policy::JobTools;
 use crate::core::usage::RunUsage;
 use crate::ports::store::{
-    ClaimOutcome, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport,
-    SkipRecord, SlotClaim, Store, StoreError, INTERRUPTED_ERROR_TEXT,
+    Armable, ClaimOutcome, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord,
+    SeedReport, SkipRecord, SlotClaim, Store, StoreError, INTERRUPTED_ERROR_TEXT,
 };
 use crate::store::text_check;
 
@@ -52,7 +54,9 @@ impl LogEntry {
 
 #[derive(Debug, Clone, Default)]
 pub struct MemoryState {
-    heartbeats: BTreeMap<HeartbeatKey, Row>,
+    /// Boxed: a map's nodes are half empty after inserts in key order (a seed's), and a
+    /// row inline is 456 bytes of it; a box is 8.
+    heartbeats: BTreeMap<HeartbeatKey, Box<Row>>,
     executions: BTreeMap<(HeartbeatKey, Timestamp), LogEntry>,
     /// The log's rows that spent (called the LLM and finished), by when they finished: the
     /// daily caps read the day's spending every minute, which a walk of the whole log,
@@ -69,6 +73,12 @@ pub struct MemoryState {
 }
 
 impl MemoryState {
+    /// The latest slot the run log has for `key`.
+    fn latest_slot(&self, key: &HeartbeatKey) -> Option<Timestamp> {
+        let mut mine = self.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX));
+        mine.next_back().map(|((_, slot), _)| *slot)
+    }
+
     /// Changes the log row `id` with `change`, keeping the spending index true.
     fn change_row(&mut self, id: &(HeartbeatKey, Timestamp), change: impl FnOnce(&mut LogEntry)) {
         let Some(entry) = self.executions.get_mut(id) else { return };
@@ -185,6 +195,34 @@ impl MemoryStore {
     }
 }
 
+/// Heartbeats a page of the memory store's start-up load holds (as SQLite's pages).
+const ARMING_PAGE_ROWS: usize = 10_000;
+
+/// `heartbeat` as a load for arming gives it: what only a run reads left out, as the SQL
+/// stores' arming columns leave it (the prompt but an agent heartbeat's, dedup, timeout,
+/// tools, model), so the engine a simulator runs on this store arms what production's does.
+fn for_arming(heartbeat: &Heartbeat) -> Heartbeat {
+    let def = &heartbeat.def;
+    Heartbeat {
+        def: HeartbeatDef {
+            key: def.key.clone(),
+            kind: def.kind,
+            prompt: if def.kind == JobKind::Agent { def.prompt.clone() } else { String::new() },
+            schedule: def.schedule.clone(),
+            policy: def.policy,
+            delete_after_run: def.delete_after_run,
+            dedup: false,
+            target: def.target.clone(),
+            active_hours: def.active_hours.clone(),
+            timeout: Duration::ZERO,
+            origin: def.origin,
+            tools: JobTools::default(),
+            model: None,
+        },
+        state: heartbeat.state.clone(),
+    }
+}
+
 /// Keeps `next` as the heartbeat's next slot while it still has the schedule that gave it.
 fn set_next_slot(state: &mut MemoryState, key: &HeartbeatKey, next: &NextSlot) {
     if let Some(row) = state.heartbeats.get_mut(key) {
@@ -206,6 +244,32 @@ impl Store for MemoryStore {
             .collect())
     }
 
+    async fn load_for_arming(&self) -> Result<Vec<Heartbeat>, StoreError> {
+        let state = self.lock();
+        let owned = state.heartbeats.values().filter(|row| self.owns(&row.heartbeat.def.key.agent));
+        Ok(owned.map(|row| for_arming(&row.heartbeat)).collect())
+    }
+
+    // One snapshot, as a SQL store's load: the pages are built and handed over under the
+    // lock (arming takes no store call). A copy of the whole store first (the default) was
+    // most of a start-up's peak memory and a third of its time faulting in fresh pages.
+    async fn load_for_arming_in_pages(&self, arm: &mut (dyn FnMut(Vec<Armable>) + Send)) -> Result<(), StoreError> {
+        let state = self.lock();
+        let mut page = Vec::with_capacity(ARMING_PAGE_ROWS);
+        for row in state.heartbeats.values().filter(|row| self.owns(&row.heartbeat.def.key.agent)) {
+            let heartbeat = &row.heartbeat;
+            let latest_slot = if heartbeat.state.enabled { state.latest_slot(&heartbeat.def.key) } else { None };
+            page.push(Armable { heartbeat: for_arming(heartbeat), latest_slot });
+            if page.len() == ARMING_PAGE_ROWS {
+                arm(std::mem::replace(&mut page, Vec::with_capacity(ARMING_PAGE_ROWS)));
+            }
+        }
+        if !page.is_empty() {
+            arm(page);
+        }
+        Ok(())
+    }
+
     async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
         text_check::defs(defs)?;
         let mut state = self.lock();
@@ -224,10 +288,10 @@ impl Store for MemoryStore {
                 entry => {
                     let fresh = HeartbeatState::stored_at(&def.schedule, at);
                     let stored = HeartbeatDef { origin: Origin::Config, ..def.clone() };
-                    let row = Row {
+                    let row = Box::new(Row {
                         heartbeat: Heartbeat { def: stored, state: fresh },
                         config_fingerprint: Some(fingerprint),
-                    };
+                    });
                     match entry {
                         btree_map::Entry::Occupied(mut occupied) => {
                             occupied.insert(row);
@@ -266,7 +330,7 @@ impl Store for MemoryStore {
         self.fence(&state, std::iter::once(&def.key.agent))?;
         let config_fingerprint = state.heartbeats.get(&def.key).and_then(|row| row.config_fingerprint.clone());
         let fresh = HeartbeatState::stored_at(&def.schedule, at);
-        let row = Row { heartbeat: Heartbeat { def: def.clone(), state: fresh }, config_fingerprint };
+        let row = Box::new(Row { heartbeat: Heartbeat { def: def.clone(), state: fresh }, config_fingerprint });
         state.heartbeats.insert(def.key.clone(), row);
         Ok(())
     }
