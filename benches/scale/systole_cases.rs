@@ -197,10 +197,14 @@ pub async fn register(kind: StoreKind, count: usize, path: &Path) -> Figures {
     store.seed_config(&defs, Timestamp::now()).await.expect("the heartbeats are stored");
     let seed_secs = seeding.elapsed().as_secs_f64();
     drop(defs);
+    // The store's own copy (the memory store's) apart from the engine's: the heap in use
+    // before and after the start.
+    let heap_stored = heap_in_use_bytes();
     let starting = Instant::now();
     let engine = start_engine(store, Arc::new(Recorder::new(Duration::ZERO, 0)), SILENT_REPLY).await;
     let start_secs = starting.elapsed().as_secs_f64();
     let (resident, peak) = resident_bytes();
+    let engine_heap = heap_in_use_bytes().saturating_sub(heap_stored);
     engine.shutdown(Duration::ZERO).await;
     Figures::from([
         ("seed_secs".to_owned(), seed_secs),
@@ -209,6 +213,7 @@ pub async fn register(kind: StoreKind, count: usize, path: &Path) -> Figures {
         ("resident_mb".to_owned(), resident as f64 / 1e6),
         ("peak_mb".to_owned(), peak as f64 / 1e6),
         ("bytes_each".to_owned(), resident.saturating_sub(resident_before) as f64 / count as f64),
+        ("engine_heap_bytes_each".to_owned(), engine_heap as f64 / count as f64),
     ])
 }
 
