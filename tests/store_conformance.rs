@@ -86,6 +86,26 @@ async fn fail_times(store: &dyn Store, k: &HeartbeatKey, first_slot_secs: i64, c
     steps
 }
 
+#[tokio::test]
+async fn a_run_that_fails_after_an_operators_disable_is_counted_but_leaves_the_breaker_shut_by_them() {
+    with_each_store(|store| async move {
+        let k = key("main", "a");
+        store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
+        fail_times(&*store, &k, 60, 2).await;
+        // The third failure's run was in flight when the operator's disable landed.
+        store.claim_slots(&[claim(&k, 180)]).await.expect("claim");
+        assert!(store.set_enabled(&k, false, Some("user")).await.expect("disable"));
+        let steps = store.finish_runs(&[finished(&k, 180, false)], BREAKER_MAX).await.expect("finish");
+        assert_eq!(steps, vec![BreakerStep { counted: true, ..BreakerStep::unchanged(3) }], "counted, not tripped");
+        let row = store.load_heartbeats().await.expect("load").remove(0);
+        assert!(!row.state.enabled);
+        assert_eq!(row.state.disabled_reason.as_deref(), Some("user"), "the operator's reason stands");
+        assert_eq!(row.state.breaker_opened_at, None, "no cooldown to end in a probe");
+        assert!(!store.half_open_breaker(&k).await.expect("half-open"), "nothing for a probe to enable");
+    })
+    .await;
+}
+
 async fn with_each_store<F, Fut>(check: F)
 where
     F: Fn(Box<dyn Store>) -> Fut,

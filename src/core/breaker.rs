@@ -61,6 +61,20 @@ pub fn after_run(consecutive_failures: u32, verdict: Verdict, failures_max: u32)
     BreakerStep { consecutive_failures, tripped, opened: tripped && !was_open, closed: false, counted: true }
 }
 
+/// The breaker after a run of a heartbeat disabled meanwhile, not by the breaker (an
+/// operator's disable that landed while the run was in flight): the run is counted, but
+/// the operator's word stands, as it does during a cooldown (ADR 0012): it neither opens
+/// the breaker (whose cooldown would end in a probe that enables the heartbeat again) nor
+/// closes it.
+pub fn after_run_while_disabled(consecutive_failures: u32, verdict: Verdict, failures_max: u32) -> BreakerStep {
+    BreakerStep {
+        tripped: false,
+        opened: false,
+        closed: false,
+        ..after_run(consecutive_failures, verdict, failures_max)
+    }
+}
+
 /// Whether a stored heartbeat's breaker is open: disabled by the breaker, waiting out its
 /// cooldown. A run finishing then does not move it ([`BreakerStep::counted`]).
 pub fn is_open(enabled: bool, disabled_reason: Option<&str>) -> bool {
@@ -146,6 +160,16 @@ mod tests {
     #[test]
     fn a_success_resets_the_count() {
         assert_eq!(after_run(2, Verdict::Succeeded, 3), BreakerStep { counted: true, ..BreakerStep::unchanged(0) });
+    }
+
+    #[test]
+    fn a_run_finishing_after_an_operators_disable_counts_but_neither_opens_nor_closes() {
+        let refused = after_run_while_disabled(0, Verdict::Refused, 3);
+        assert_eq!(refused, BreakerStep { counted: true, ..BreakerStep::unchanged(3) });
+        let third = after_run_while_disabled(2, Verdict::Failed, 3);
+        assert_eq!((third.consecutive_failures, third.tripped, third.opened), (3, false, false));
+        let probe = after_run_while_disabled(3, Verdict::Succeeded, 3);
+        assert_eq!(probe, BreakerStep { counted: true, ..BreakerStep::unchanged(0) }, "no close announced");
     }
 
     #[test]

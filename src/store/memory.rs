@@ -481,7 +481,9 @@ impl Store for MemoryStore {
                 steps.push(BreakerStep::unchanged(heartbeat_state.consecutive_failures));
                 continue;
             }
-            let step = breaker::after_run(heartbeat_state.consecutive_failures, run.verdict(), breaker_failures_max);
+            let after_run =
+                if heartbeat_state.enabled { breaker::after_run } else { breaker::after_run_while_disabled };
+            let step = after_run(heartbeat_state.consecutive_failures, run.verdict(), breaker_failures_max);
             heartbeat_state.consecutive_failures = step.consecutive_failures;
             if step.tripped {
                 heartbeat_state.enabled = false;

@@ -882,6 +882,8 @@ macro_rules! sql_store {
             let mut opened: BTreeMap<HeartbeatKey, Option<Timestamp>> = BTreeMap::new();
             // Heartbeats whose breaker is open (stored, or tripped earlier in this batch).
             let mut open: BTreeSet<HeartbeatKey> = BTreeSet::new();
+            // Heartbeats disabled, not by the breaker: an operator's word stands.
+            let mut disabled: BTreeSet<HeartbeatKey> = BTreeSet::new();
             // Rows are read (and on PostgreSQL locked) in key order, so two batches
             // never wait on each other's locks in a cycle; a statement per chunk of keys,
             // where one per heartbeat was a statement per run of a dispatch.
@@ -910,6 +912,8 @@ macro_rules! sql_store {
                     counts.insert(key.clone(), BreakerStep::unchanged(consecutive_failures));
                     if breaker::is_open(enabled != 0, reason.as_deref()) {
                         open.insert(key.clone());
+                    } else if enabled == 0 {
+                        disabled.insert(key.clone());
                     }
                 }
             }
@@ -924,7 +928,9 @@ macro_rules! sql_store {
                     steps.push(BreakerStep::unchanged(current.consecutive_failures));
                     continue;
                 }
-                let step = breaker::after_run(current.consecutive_failures, run.verdict(), breaker_failures_max);
+                let after_run =
+                    if disabled.contains(&run.key) { breaker::after_run_while_disabled } else { breaker::after_run };
+                let step = after_run(current.consecutive_failures, run.verdict(), breaker_failures_max);
                 *current = BreakerStep {
                     tripped: current.tripped || step.tripped,
                     ..BreakerStep::unchanged(step.consecutive_failures)

@@ -1094,11 +1094,15 @@ impl Model<'_> {
                     (true, false) => before + 1,
                     (true, true) => (before + 1).max(max),
                 };
-                let expected_trip = failed && expected >= max;
+                // Disabled by an operator while it ran: counted, but their word stands; it
+                // neither opens nor closes the breaker (seed 1927870538462: a trip written
+                // after the disable turned it into a cooldown that no engine would end).
+                let operator_disabled = self.present.get(key) == Some(&false);
+                let expected_trip = failed && expected >= max && !operator_disabled;
                 // Opened: this failure reached the limit from below; closed: a probe (a run
                 // with the count at the limit) succeeded.
                 let expected_open = expected_trip && before < max;
-                let expected_close = !failed && before >= max;
+                let expected_close = !failed && before >= max && !operator_disabled;
                 if (*consecutive_failures, *tripped, *opened, *closed)
                     != (expected, expected_trip, expected_open, expected_close)
                 {
