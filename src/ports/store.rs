@@ -488,7 +488,8 @@ pub trait Store: Send + Sync + 'static {
     /// What an engine's start-up arms: [`Store::load_for_arming`] with each enabled
     /// heartbeat's [`Store::latest_slots`], a page at a time and in no promised order. `arm`
     /// takes each page as it is read, so an engine arms one while the store reads the next;
-    /// on an error it may have taken some pages.
+    /// on an error it may have taken some pages. `arm` must not call the store: a store may
+    /// hand a page over while it holds its read (the memory store, its lock).
     async fn load_for_arming_in_pages(&self, arm: &mut (dyn FnMut(Vec<Armable>) + Send)) -> Result<(), StoreError> {
         let heartbeats = self.load_for_arming().await?;
         let enabled: Vec<HeartbeatKey> = heartbeats
