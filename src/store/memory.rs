@@ -73,10 +73,14 @@ pub struct MemoryState {
 }
 
 impl MemoryState {
+    /// The run log's rows of `key`, oldest slot first.
+    fn log_of(&self, key: &HeartbeatKey) -> btree_map::Range<'_, (HeartbeatKey, Timestamp), LogEntry> {
+        self.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX))
+    }
+
     /// The latest slot the run log has for `key`.
     fn latest_slot(&self, key: &HeartbeatKey) -> Option<Timestamp> {
-        let mut mine = self.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX));
-        mine.next_back().map(|((_, slot), _)| *slot)
+        self.log_of(key).next_back().map(|((_, slot), _)| *slot)
     }
 
     /// Changes the log row `id` with `change`, keeping the spending index true.
@@ -554,7 +558,7 @@ impl Store for MemoryStore {
         let state = self.lock();
         let mine = match before {
             Some(before) => state.executions.range((key.clone(), Timestamp::MIN)..(key.clone(), before)),
-            None => state.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX)),
+            None => state.log_of(key),
         };
         Ok(mine.rev().take(limit).map(|(_, entry)| entry.execution.clone()).collect())
     }
@@ -608,7 +612,7 @@ impl Store for MemoryStore {
     async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {
         let state = self.lock();
         let found = |DedupQuery { key, digest, since }: &DedupQuery| {
-            let mine = state.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX));
+            let mine = state.log_of(key);
             mine.map(|(_, entry)| entry).any(|entry| {
                 entry.reply_digest.as_deref() == Some(digest.as_str())
                     && entry.execution.finished_at.is_some_and(|at| at >= *since)
