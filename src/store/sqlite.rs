@@ -14,10 +14,18 @@ use crate::core::ids::AgentId;
 use crate::limits::{SQLITE_BUSY_TIMEOUT_MS, SQLITE_OPEN_BUSY_ATTEMPTS_MAX, SQLITE_OPEN_BUSY_RETRY_MS};
 use crate::ports::store::StoreError;
 
-const CONNECTIONS_MAX: u32 = 4;
+/// Connections that read beside the writer (WAL: readers never wait for it).
+const READ_CONNECTIONS_MAX: u32 = 4;
 
 pub struct SqliteStore {
+    /// Reads: snapshots and single statements.
     pool: SqlitePool,
+    /// Every write transaction of this process, on one connection: writers queue for it
+    /// here instead of colliding at `BEGIN IMMEDIATE`, where SQLite's busy handler makes
+    /// the loser sleep a millisecond or more for a lock held a fraction of that (dispatch:
+    /// over 400 such sleeps in 10,000 runs; performance.md). Another process's writes
+    /// (the CLI's) still take turns through the busy timeout.
+    writer: SqlitePool,
 }
 
 impl SqliteStore {
@@ -34,28 +42,18 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS))
             .foreign_keys(true);
-        let mut attempt = 1;
-        let pool = loop {
-            match SqlitePoolOptions::new().max_connections(CONNECTIONS_MAX).connect_with(options.clone()).await {
-                Ok(pool) => break pool,
-                Err(error) if is_busy(&error) && attempt < SQLITE_OPEN_BUSY_ATTEMPTS_MAX => {
-                    attempt += 1;
-                    // A real adapter's own wait, before any engine runs on this store.
-                    #[allow(clippy::disallowed_methods)]
-                    tokio::time::sleep(Duration::from_millis(SQLITE_OPEN_BUSY_RETRY_MS)).await;
-                }
-                Err(error) => {
-                    return Err(StoreError::Backend(format!("cannot open the database {}: {error}", path.display())))
-                }
-            }
-        };
+        // A writer waits for the writer's connection as long as SQLite would for its lock.
+        let writer_options =
+            SqlitePoolOptions::new().max_connections(1).acquire_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS));
+        let writer = connect_pool(path, &options, writer_options).await?;
         // sqlx takes no lock for SQLite migrations, so two processes opening a new or old
         // database at once (the daemon and `heartbeat list`) could both apply one; a lock
         // file next to the database makes them take turns.
         let lock = migration_lock(path).await?;
-        sqlx::migrate!("src/store/migrations").run(&pool).await?;
+        sqlx::migrate!("src/store/migrations").run(&writer).await?;
         drop(lock);
-        Ok(Self { pool })
+        let pool = connect_pool(path, &options, SqlitePoolOptions::new().max_connections(READ_CONNECTIONS_MAX)).await?;
+        Ok(Self { pool, writer })
     }
 
     /// A transaction that holds the write lock from its first statement.
@@ -65,7 +63,7 @@ impl SqliteStore {
     /// connection committed in between. `BEGIN IMMEDIATE` waits for the lock up front,
     /// within the busy timeout, so concurrent writers take turns instead of failing.
     async fn write_tx(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 
     /// A read transaction: SQLite reads one snapshot from its first read to its end.
@@ -89,6 +87,33 @@ impl SqliteStore {
 
     fn owned_rows_sql(&self) -> String {
         String::new()
+    }
+}
+
+/// A pool on the database at `path`; a database another process holds locked while it
+/// opens is tried again for a while.
+async fn connect_pool(
+    path: &Path,
+    options: &SqliteConnectOptions,
+    pool_options: SqlitePoolOptions,
+) -> Result<SqlitePool, StoreError> {
+    // A local file's connection does not go stale: no ping before each use (a round trip
+    // to the connection's thread per transaction).
+    let pool_options = pool_options.test_before_acquire(false);
+    let mut attempt = 1;
+    loop {
+        match pool_options.clone().connect_with(options.clone()).await {
+            Ok(pool) => return Ok(pool),
+            Err(error) if is_busy(&error) && attempt < SQLITE_OPEN_BUSY_ATTEMPTS_MAX => {
+                attempt += 1;
+                // A real adapter's own wait, before any engine runs on this store.
+                #[allow(clippy::disallowed_methods)]
+                tokio::time::sleep(Duration::from_millis(SQLITE_OPEN_BUSY_RETRY_MS)).await;
+            }
+            Err(error) => {
+                return Err(StoreError::Backend(format!("cannot open the database {}: {error}", path.display())))
+            }
+        }
     }
 }
 
