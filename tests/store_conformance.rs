@@ -744,6 +744,34 @@ async fn the_recent_runs_of_every_heartbeat_come_in_one_read_as_one_by_one() {
     .await;
 }
 
+/// More definitions than one thread of the memory store's first seed builds (it splits
+/// a large config among the cores), given out of key order: each is stored as given, in
+/// key order, and a second seed of the same config finds each unchanged by its fingerprint.
+#[tokio::test]
+async fn a_large_first_seed_stores_each_definition_and_a_second_finds_each_unchanged() {
+    with_each_store(|store| async move {
+        let count: usize = 120_000;
+        let mut defs: Vec<HeartbeatDef> =
+            (0..count as u64).rev().map(|index| def("main", &format!("h{index:06}"), 60 + index % 7)).collect();
+        defs[3].prompt = "the first part's own prompt".to_owned();
+        defs[count - 3].prompt = "the last part's own prompt".to_owned();
+        let report = store.seed_config(&defs, at(0)).await.expect("seed");
+        assert_eq!(report.inserted.len(), count);
+        let loaded = store.load_heartbeats().await.expect("load");
+        assert_eq!(loaded.len(), count);
+        assert!(loaded.windows(2).all(|pair| pair[0].def.key < pair[1].def.key), "stored in key order");
+        for (stored, given) in loaded.iter().zip(defs.iter().rev()) {
+            assert_eq!(&stored.def, given, "{} is stored as given", given.key);
+        }
+        defs[count / 2].prompt = "changed".to_owned();
+        let again = store.seed_config(&defs, at(10)).await.expect("seed again");
+        assert_eq!(again.updated, vec![defs[count / 2].key.clone()], "only the changed definition is updated");
+        assert_eq!(again.unchanged.len(), count - 1);
+        assert!(again.inserted.is_empty() && again.removed.is_empty());
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
     with_each_store(|store| async move {

@@ -108,6 +108,12 @@ impl HeartbeatDef {
     /// changed since the last seed. Built from a canonical, length-prefixed encoding, not
     /// from `Debug` output, so it is the same on every build.
     pub fn fingerprint(&self) -> String {
+        crate::core::hex::lower_hex(&self.fingerprint_digest())
+    }
+
+    /// The fingerprint's 32 bytes, for a holder that keeps many: its hexadecimal text is
+    /// a 64-byte allocation besides.
+    pub fn fingerprint_digest(&self) -> [u8; 32] {
         let mut hasher = Sha256::new();
         let mut field = |bytes: &[u8]| {
             hasher.update((bytes.len() as u64).to_le_bytes());
@@ -144,8 +150,7 @@ impl HeartbeatDef {
             field(b"model");
             field(model.as_bytes());
         }
-        let digest = hasher.finalize();
-        crate::core::hex::lower_hex(&digest)
+        hasher.finalize().into()
     }
 }
 

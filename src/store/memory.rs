@@ -26,7 +26,9 @@ use crate::store::text_check;
 #[derive(Debug, Clone)]
 struct Row {
     heartbeat: Heartbeat,
-    config_fingerprint: Option<String>,
+    /// The digest, not its text: 40 bytes of the row where a text took 112 with its
+    /// allocation.
+    config_fingerprint: Option<[u8; 32]>,
 }
 
 /// Everything the memory store holds. Cloneable, so a simulator can snapshot it.
@@ -192,6 +194,25 @@ impl MemoryStore {
             .unwrap_or_default()
     }
 
+    /// This store's heartbeats as a start-up arms them, a page of `ARMING_PAGE_ROWS` at a
+    /// time to `take`, until it declines one.
+    fn arming_pages(&self, state: &MemoryState, mut take: impl FnMut(Vec<Armable>) -> bool) {
+        let mut page = Vec::with_capacity(ARMING_PAGE_ROWS);
+        for row in state.heartbeats.values().filter(|row| self.owns(&row.heartbeat.def.key.agent)) {
+            let heartbeat = &row.heartbeat;
+            let latest_slot = if heartbeat.state.enabled { state.latest_slot(&heartbeat.def.key) } else { None };
+            page.push(Armable { heartbeat: for_arming(heartbeat), latest_slot });
+            if page.len() == ARMING_PAGE_ROWS
+                && !take(std::mem::replace(&mut page, Vec::with_capacity(ARMING_PAGE_ROWS)))
+            {
+                return;
+            }
+        }
+        if !page.is_empty() {
+            take(page);
+        }
+    }
+
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, MemoryState> {
         // A panic while holding the lock cannot leave a half-applied write: every method
         // computes first and mutates last. So a poisoned lock is still consistent.
@@ -236,6 +257,39 @@ fn set_next_slot(state: &mut MemoryState, key: &HeartbeatKey, next: &NextSlot) {
     }
 }
 
+/// A configured definition's row as a seed stores it.
+fn config_row(def: &HeartbeatDef, fingerprint: [u8; 32], at: Timestamp) -> Box<Row> {
+    let fresh = HeartbeatState::stored_at(&def.schedule, at);
+    let stored = HeartbeatDef { origin: Origin::Config, ..def.clone() };
+    Box::new(Row { heartbeat: Heartbeat { def: stored, state: fresh }, config_fingerprint: Some(fingerprint) })
+}
+
+/// Definitions a thread builds rows for, at the least: fewer are not worth a thread.
+const SEED_ROWS_PER_THREAD_MIN: usize = 50_000;
+
+/// The rows of `defs` in their order, built on as many threads as the machine has cores
+/// when there are many: copying and hashing a million definitions was most of a first
+/// seed, and each row is built alone (the same rows, in the same order, on any machine).
+fn config_rows(defs: &[HeartbeatDef], at: Timestamp) -> Vec<(HeartbeatKey, Box<Row>)> {
+    let build = |def: &HeartbeatDef| (def.key.clone(), config_row(def, def.fingerprint_digest(), at));
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let threads = cores.min(defs.len() / SEED_ROWS_PER_THREAD_MIN);
+    if threads <= 1 {
+        return defs.iter().map(build).collect();
+    }
+    let part = defs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> =
+            defs.chunks(part).map(|chunk| scope.spawn(move || chunk.iter().map(build).collect::<Vec<_>>())).collect();
+        let mut rows = Vec::with_capacity(defs.len());
+        for part in parts {
+            // Building a row cannot fail; a panic there is a bug, and stays one.
+            rows.extend(part.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+        }
+        rows
+    })
+}
+
 #[async_trait]
 impl Store for MemoryStore {
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
@@ -259,18 +313,10 @@ impl Store for MemoryStore {
     // most of a start-up's peak memory and a third of its time faulting in fresh pages.
     async fn load_for_arming_in_pages(&self, arm: &mut (dyn FnMut(Vec<Armable>) + Send)) -> Result<(), StoreError> {
         let state = self.lock();
-        let mut page = Vec::with_capacity(ARMING_PAGE_ROWS);
-        for row in state.heartbeats.values().filter(|row| self.owns(&row.heartbeat.def.key.agent)) {
-            let heartbeat = &row.heartbeat;
-            let latest_slot = if heartbeat.state.enabled { state.latest_slot(&heartbeat.def.key) } else { None };
-            page.push(Armable { heartbeat: for_arming(heartbeat), latest_slot });
-            if page.len() == ARMING_PAGE_ROWS {
-                arm(std::mem::replace(&mut page, Vec::with_capacity(ARMING_PAGE_ROWS)));
-            }
-        }
-        if !page.is_empty() {
+        self.arming_pages(&state, |page| {
             arm(page);
-        }
+            true
+        });
         Ok(())
     }
 
@@ -278,20 +324,15 @@ impl Store for MemoryStore {
         text_check::defs(defs)?;
         let mut state = self.lock();
         let mut report = SeedReport::default();
-        let config_row = |def: &HeartbeatDef, fingerprint: String| {
-            let fresh = HeartbeatState::stored_at(&def.schedule, at);
-            let stored = HeartbeatDef { origin: Origin::Config, ..def.clone() };
-            Box::new(Row { heartbeat: Heartbeat { def: stored, state: fresh }, config_fingerprint: Some(fingerprint) })
-        };
-        // Into an empty store (a first start), a config without a key twice is sorted and
-        // built in one pass: a search from the root per definition was a third of a seed.
+        // Into an empty store (a first start), a config without a key twice is built in
+        // one pass (the map sorts its rows first): a search from the root per definition
+        // was a third of a seed.
         if state.heartbeats.is_empty() {
-            let mut rows: Vec<(HeartbeatKey, Box<Row>)> =
-                defs.iter().map(|def| (def.key.clone(), config_row(def, def.fingerprint()))).collect();
-            rows.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
-            if rows.windows(2).all(|pair| pair[0].0 != pair[1].0) {
-                // Sorted already: the map's own stable sort is one pass over them.
-                state.heartbeats = rows.into_iter().collect();
+            let rows: BTreeMap<HeartbeatKey, Box<Row>> = config_rows(defs, at).into_iter().collect();
+            // A key named twice is one row of the map: that config takes the path below,
+            // which reports each as it comes.
+            if rows.len() == defs.len() {
+                state.heartbeats = rows;
                 report.inserted = defs.iter().map(|def| def.key.clone()).collect();
                 return Ok(report);
             }
@@ -299,16 +340,14 @@ impl Store for MemoryStore {
         // Only a store that held config rows before can have some that left the config.
         let config_rows = state.heartbeats.values().any(|row| row.heartbeat.def.origin == Origin::Config);
         for def in defs {
-            let fingerprint = def.fingerprint();
+            let fingerprint = def.fingerprint_digest();
             // One search a definition, and a copy only of what is stored.
             match state.heartbeats.entry(def.key.clone()) {
-                btree_map::Entry::Occupied(row)
-                    if row.get().config_fingerprint.as_deref() == Some(fingerprint.as_str()) =>
-                {
+                btree_map::Entry::Occupied(row) if row.get().config_fingerprint == Some(fingerprint) => {
                     report.unchanged.push(def.key.clone());
                 }
                 entry => {
-                    let row = config_row(def, fingerprint);
+                    let row = config_row(def, fingerprint, at);
                     match entry {
                         btree_map::Entry::Occupied(mut occupied) => {
                             occupied.insert(row);
@@ -345,7 +384,7 @@ impl Store for MemoryStore {
         text_check::defs([def])?;
         let mut state = self.lock();
         self.fence(&state, std::iter::once(&def.key.agent))?;
-        let config_fingerprint = state.heartbeats.get(&def.key).and_then(|row| row.config_fingerprint.clone());
+        let config_fingerprint = state.heartbeats.get(&def.key).and_then(|row| row.config_fingerprint);
         let fresh = HeartbeatState::stored_at(&def.schedule, at);
         let row = Box::new(Row { heartbeat: Heartbeat { def: def.clone(), state: fresh }, config_fingerprint });
         state.heartbeats.insert(def.key.clone(), row);
