@@ -140,11 +140,22 @@ async fn a_seed_in_any_order_stores_each_key_once_and_keeps_its_last_definition(
     with_each_store(|store| async move {
         // Upserted in key order whatever the config's order; a key named twice keeps its last.
         let defs = [def("main", "c", 60), def("main", "a", 60), def("main", "c", 300), def("main", "b", 60)];
-        store.seed_config(&defs, at(0)).await.expect("seed");
+        let sorted = |keys: &[HeartbeatKey]| {
+            let mut keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
+            keys.sort();
+            keys
+        };
+        let report = store.seed_config(&defs, at(0)).await.expect("seed");
+        assert_eq!(sorted(&report.inserted), ["main/a", "main/b", "main/c"], "each key reported once");
+        assert!(report.updated.is_empty() && report.unchanged.is_empty(), "{report:?}");
         let loaded = store.load_heartbeats().await.expect("load");
         let keys: Vec<String> = loaded.iter().map(|row| row.def.key.to_string()).collect();
         assert_eq!(keys, vec!["main/a", "main/b", "main/c"]);
         assert_eq!(loaded[2].def.schedule, Schedule::Every(Duration::from_secs(300)), "the last of main/c");
+        // Again, into a store that holds them: the last of main/c is what it has.
+        let report = store.seed_config(&defs, at(10)).await.expect("seed again");
+        assert_eq!(sorted(&report.unchanged), ["main/a", "main/b", "main/c"], "each key reported once");
+        assert!(report.updated.is_empty() && report.inserted.is_empty(), "{report:?}");
     })
     .await;
 }

@@ -1,7 +1,7 @@
 //! An in-memory store with the same semantics as the SQLite one: for tests, embedding,
 //! and as the base of the simulator's store.
 
-use std::collections::{btree_map, BTreeMap, HashSet};
+use std::collections::{btree_map, BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -357,7 +357,15 @@ impl Store for MemoryStore {
         }
         // Only a store that held config rows before can have some that left the config.
         let config_rows = state.heartbeats.values().any(|row| row.heartbeat.def.origin == Origin::Config);
-        for def in defs {
+        // Each key's last place in the config: a key named twice keeps its last definition
+        // and is reported once, as the SQL stores do. Hashed, not sorted: a million keys
+        // took seconds to order.
+        let last_place: HashMap<&HeartbeatKey, usize> =
+            defs.iter().enumerate().map(|(place, def)| (&def.key, place)).collect();
+        for (place, def) in defs.iter().enumerate() {
+            if last_place.get(&def.key) != Some(&place) {
+                continue;
+            }
             let fingerprint = def.fingerprint_digest();
             // One search a definition, and a copy only of what is stored.
             match state.heartbeats.entry(def.key.clone()) {
@@ -380,12 +388,10 @@ impl Store for MemoryStore {
             }
         }
         let removed: Vec<HeartbeatKey> = if config_rows {
-            // Hashed, not sorted: a million keys took seconds to order.
-            let in_config: HashSet<&HeartbeatKey> = defs.iter().map(|def| &def.key).collect();
             state
                 .heartbeats
                 .iter()
-                .filter(|(key, row)| row.heartbeat.def.origin == Origin::Config && !in_config.contains(key))
+                .filter(|(key, row)| row.heartbeat.def.origin == Origin::Config && !last_place.contains_key(key))
                 .map(|(key, _)| key.clone())
                 .collect()
         } else {

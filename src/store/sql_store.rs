@@ -23,7 +23,7 @@ macro_rules! sql_store {
     ($store:ident, $db:ty) => {
         /// The shared statements, expanded for this backend (see `store::sql_store`).
         mod shared_sql {
-            use std::collections::{BTreeMap, BTreeSet, HashSet};
+            use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
             use async_trait::async_trait;
             use jiff::Timestamp;
@@ -172,7 +172,13 @@ macro_rules! sql_store {
                 // Each changed definition's place in `defs` and its fingerprint: copied a chunk
                 // at a time as it is written, not all at once.
                 let mut changed: Vec<(usize, String)> = Vec::new();
+                // A key the config names twice keeps its last definition, and is reported once.
+                let last_place: HashMap<&HeartbeatKey, usize> =
+                    defs.iter().enumerate().map(|(place, def)| (&def.key, place)).collect();
                 for (index, def) in defs.iter().enumerate() {
+                    if last_place.get(&def.key) != Some(&index) {
+                        continue;
+                    }
                     let fingerprint = def.fingerprint();
                     let id = (def.key.agent.to_string(), def.key.heartbeat.to_string());
                     match existing.get(&id) {
@@ -185,26 +191,14 @@ macro_rules! sql_store {
                     }
                     changed.push((index, fingerprint));
                 }
-                // One statement may not upsert a key twice: a key the config names twice keeps
-                // its last. Upserted in key order, new rows are stored (SQLite: by rowid) in the
-                // order a start-up's load needs, which then has nothing to sort. By key, then
-                // position: a key's last is the last of its run.
-                // The (key, place) pairs are distinct: an unstable sort gives the same order, faster.
-                changed.sort_unstable_by(|(a, _), (b, _)| (&defs[*a].key, a).cmp(&(&defs[*b].key, b)));
-                let last_of_key = |place: usize, (index, _): &(usize, String)| {
-                    changed.get(place + 1).is_none_or(|(next, _)| defs[*next].key != defs[*index].key)
-                };
-                let kept: Vec<usize> = changed
-                    .iter()
-                    .enumerate()
-                    .filter(|(place, change)| last_of_key(*place, change))
-                    .map(|(place, _)| place)
-                    .collect();
-                for chunk in kept.chunks(UPSERT_ROWS_MAX) {
+                // Upserted in key order, new rows are stored (SQLite: by rowid) in the order a
+                // start-up's load needs, which then has nothing to sort. The keys are distinct
+                // (each kept at its last place): an unstable sort gives the same order, faster.
+                changed.sort_unstable_by(|(a, _), (b, _)| defs[*a].key.cmp(&defs[*b].key));
+                for chunk in changed.chunks(UPSERT_ROWS_MAX) {
                     let rows: Vec<(HeartbeatDef, Option<String>)> = chunk
                         .iter()
-                        .map(|place| {
-                            let (index, fingerprint) = &changed[*place];
+                        .map(|(index, fingerprint)| {
                             (HeartbeatDef { origin: Origin::Config, ..defs[*index].clone() }, Some(fingerprint.clone()))
                         })
                         .collect();
@@ -214,7 +208,7 @@ macro_rules! sql_store {
                 // store has config rows that might have left the config.
                 let config_rows = existing.values().any(|(origin, _)| origin == Origin::Config.as_str());
                 let in_config: HashSet<(&str, &str)> = if config_rows {
-                    defs.iter().map(|def| (def.key.agent.as_str(), def.key.heartbeat.as_str())).collect()
+                    last_place.keys().map(|key| (key.agent.as_str(), key.heartbeat.as_str())).collect()
                 } else {
                     HashSet::new()
                 };
