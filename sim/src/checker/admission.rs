@@ -9,7 +9,7 @@ use jiff::Timestamp;
 
 use systole::core::ids::HeartbeatKey;
 
-use super::{fail, Step};
+use super::{fail, Step, PASS_SLACK};
 
 pub const RUN_ADMITTED: &str = "run-admitted";
 pub const CLAIM_STARTS: &str = "claimed-slot-starts";
@@ -101,11 +101,15 @@ impl AdmissionModel {
         }
     }
 
-    /// Whether the engine was full at `at`: a slot due then may pass undecided, its
-    /// heartbeat's catch-up policy deciding later what of the slots that passed runs.
+    /// Whether the engine was full at `at`, or became full in the pass deciding `at`: a
+    /// slot due then may pass undecided, its heartbeat's catch-up policy deciding later
+    /// what of the slots that passed runs. (Two slots due at one instant with one place
+    /// left: the pass starts one, a few nanoseconds on, and the other waits; seed
+    /// 1927870627425.)
     pub fn full_at(&self, at: Duration) -> bool {
-        self.full_since.is_some_and(|since| since <= at)
-            || self.spans_from(at).first().is_some_and(|(start, end)| *start <= at && at <= *end)
+        let pass_end = at + PASS_SLACK;
+        self.full_since.is_some_and(|since| since <= pass_end)
+            || self.spans_from(at).first().is_some_and(|(start, _)| *start <= pass_end)
     }
 
     /// How long within `from..to` the engine was full: due slots wait that long for a

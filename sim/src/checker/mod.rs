@@ -168,6 +168,11 @@ pub const INVARIANTS: [&str; 75] = [
     TRIGGER_DROPPED,
 ];
 
+/// How long one decision pass of the driver lasts in simulated time (polls advance it by
+/// nanoseconds): an overlap skip is justified by a claim made within it, and a slot due
+/// at a pass that filled the engine waited for a place like one due after it.
+pub const PASS_SLACK: Duration = Duration::from_millis(1);
+
 /// How close to the engine's own reading of a deadline the checker stops judging: the
 /// engine and the trace read the clock a few nanoseconds apart.
 pub const DEADLINE_SLACK: Duration = Duration::from_millis(1);

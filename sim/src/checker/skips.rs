@@ -15,7 +15,7 @@ use systole::limits::{
 
 use super::guards::Cap;
 use super::reference::shows_nothing;
-use super::{fail, signed, window_contains, Model, Step};
+use super::{fail, signed, window_contains, Model, Step, PASS_SLACK};
 use crate::trace::Entry;
 
 pub const PAUSED: &str = "skip-justified:paused";
@@ -41,10 +41,6 @@ const EDGE_SLACK: Duration = Duration::from_secs(1);
 /// How long after a store write enabling a heartbeat the driver may still skip it as
 /// disabled: it applies the change at its next turn.
 const APPLY_SLACK: Duration = Duration::from_secs(5);
-
-/// How long one decision pass of the driver lasts in simulated time (polls advance it by
-/// nanoseconds): an overlap skip is justified by a claim made within it.
-const PASS_SLACK: Duration = Duration::from_millis(1);
 
 fn name(reason: SkipReason) -> &'static str {
     match reason {
