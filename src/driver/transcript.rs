@@ -3,7 +3,10 @@
 //! where cut; every secret value the daemon read from the environment is blanked first,
 //! so a key a tool echoed or a prompt quoted never reaches the store.
 
-use serde_json::{json, Value};
+use std::borrow::Cow;
+
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::core::text::{truncate_chars, without_nul};
 use crate::limits::{TRANSCRIPT_CHARS_MAX, TRANSCRIPT_MESSAGE_CHARS_MAX};
@@ -29,8 +32,15 @@ impl Redactor {
         Self { secrets }
     }
 
-    pub fn redact(&self, text: &str) -> String {
-        self.secrets.iter().fold(text.to_owned(), |text, secret| text.replace(secret.as_str(), "[redacted]"))
+    /// `text` with every secret blanked; borrowed when it holds none (a copy per message
+    /// of every run's transcript, most of them holding no secret).
+    pub fn redact<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        if !self.secrets.iter().any(|secret| text.contains(secret.as_str())) {
+            return Cow::Borrowed(text);
+        }
+        let blanked =
+            self.secrets.iter().fold(text.to_owned(), |text, secret| text.replace(secret.as_str(), "[redacted]"));
+        Cow::Owned(blanked)
     }
 }
 
@@ -86,7 +96,7 @@ impl Conversation {
             }
             // Each step is written once; the whole is joined as `json!` would write it
             // (compact, keys in order: "cut" before "messages").
-            let step = compact(&step_json(step, redactor));
+            let step = step_json(step, redactor);
             used += step.chars().count();
             steps.push(step);
         }
@@ -107,45 +117,76 @@ impl Conversation {
     }
 }
 
-/// `value` as compact JSON, the text its `Display` gives, written straight into bytes
-/// (through `Display` every escaped piece goes through a formatter; it was half of
-/// writing a transcript in a profile of the simulator).
-fn compact(value: &Value) -> String {
-    // Writing a `Value` cannot fail (its map keys are strings); the fallback is the same text.
-    serde_json::to_string(value).unwrap_or_else(|_| value.to_string())
+/// A step as the transcript writes it. The fields in the order `serde_json` writes a map
+/// (its keys sorted), so the text is the one a `json!` value of the step gave: stored
+/// transcripts keep one form. Written straight from the run's own texts, where building a
+/// `Value` first (a map and a copy of every key and text) was a seventh of a burst's CPU.
+#[derive(Serialize)]
+struct StepText<'a> {
+    content: Cow<'a, str>,
+    role: Speaker,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<CallText<'a>>,
 }
 
-fn step_json(step: &Step, redactor: &Redactor) -> Value {
-    let text = |text: &str| bounded(&redactor.redact(text));
-    match step {
-        Step::Failed(error) => json!({ "role": "error", "content": text(error) }),
-        Step::Message(message) => {
-            let mut value = json!({ "role": message.role, "content": text(&message.content) });
-            if !message.tool_calls.is_empty() {
-                let calls: Vec<Value> = message
-                    .tool_calls
-                    .iter()
-                    .map(|call| json!({ "id": call.id, "name": call.name, "arguments": text(&call.arguments) }))
-                    .collect();
-                value["tool_calls"] = json!(calls);
-            }
-            if let Some(id) = &message.tool_call_id {
-                value["tool_call_id"] = json!(id);
-            }
-            value
-        }
-    }
+/// Who a step is from: a role of the conversation, or the error of a failed completion.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Speaker {
+    Said(Role),
+    Failed(&'static str),
+}
+
+#[derive(Serialize)]
+struct CallText<'a> {
+    arguments: Cow<'a, str>,
+    id: &'a str,
+    name: &'a str,
+}
+
+/// The step as compact JSON.
+fn step_json(step: &Step, redactor: &Redactor) -> String {
+    let text = |text| bounded(redactor.redact(text));
+    let written = match step {
+        Step::Failed(error) => StepText {
+            content: text(error),
+            role: Speaker::Failed("error"),
+            tool_call_id: None,
+            tool_calls: Vec::new(),
+        },
+        Step::Message(message) => StepText {
+            content: text(&message.content),
+            role: Speaker::Said(message.role),
+            tool_call_id: message.tool_call_id.as_deref(),
+            tool_calls: message
+                .tool_calls
+                .iter()
+                .map(|call| CallText { arguments: text(&call.arguments), id: &call.id, name: &call.name })
+                .collect(),
+        },
+    };
+    // Writing these types cannot fail (every key is a string); nothing else to fall back on.
+    serde_json::to_string(&written).unwrap_or_default()
 }
 
 /// One text of the transcript: no NUL (PostgreSQL cannot keep it), cut with a note.
-fn bounded(text: &str) -> String {
-    let text = without_nul(text);
+fn bounded(text: Cow<'_, str>) -> Cow<'_, str> {
+    let text = match without_nul(&text) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(replaced) => Cow::Owned(replaced),
+    };
+    // No more characters than bytes: a short text needs no count.
+    if text.len() <= TRANSCRIPT_MESSAGE_CHARS_MAX {
+        return text;
+    }
     let length = text.chars().count();
     if length <= TRANSCRIPT_MESSAGE_CHARS_MAX {
-        return text.into_owned();
+        return text;
     }
     let cut = length - TRANSCRIPT_MESSAGE_CHARS_MAX;
-    format!("{} [... {cut} characters cut]", truncate_chars(&text, TRANSCRIPT_MESSAGE_CHARS_MAX))
+    Cow::Owned(format!("{} [... {cut} characters cut]", truncate_chars(&text, TRANSCRIPT_MESSAGE_CHARS_MAX)))
 }
 
 #[cfg(test)]
@@ -180,6 +221,31 @@ mod tests {
         assert!(messages[2]["content"].as_str().expect("text").ends_with("[... 5 characters cut]"));
         assert_eq!(messages[3]["role"], "error");
         assert!(value.get("cut").is_none());
+        // Tool calls and a tool's answer, written as a `Value` of them would be.
+        let mut tools = Conversation::default();
+        let asked = Message {
+            role: Role::Assistant,
+            content: String::new(),
+            tool_calls: vec![crate::ports::llm::ToolCall {
+                id: "call-1".to_owned(),
+                name: "inbox/search".to_owned(),
+                arguments: "{\"q\":\"sk-secret-1 \u{0}\"}".to_owned(),
+            }],
+            tool_call_id: None,
+        };
+        let answer = Message { tool_call_id: Some("call-1".to_owned()), ..Message::user("3 new") };
+        tools.sent(&[asked, Message { role: Role::Tool, ..answer }]);
+        let text = tools.render(&Redactor::new(["sk-secret-1".to_owned()]));
+        let value: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(text, value.to_string(), "keys in serde_json's order");
+        let call = &value["messages"][0]["tool_calls"][0];
+        assert_eq!(call["id"], "call-1");
+        assert_eq!(call["name"], "inbox/search");
+        assert_eq!(call["arguments"], format!("{{\"q\":\"[redacted] {}\"}}", crate::core::text::NUL_REPLACEMENT));
+        assert!(value["messages"][0].get("tool_call_id").is_none());
+        assert_eq!(value["messages"][1]["tool_call_id"], "call-1");
+        assert_eq!(value["messages"][1]["role"], "tool");
+        assert!(value["messages"][1].get("tool_calls").is_none(), "no empty list of calls");
         // A conversation past the whole bound says how many messages it left out.
         let mut long = Conversation::default();
         let big = Message::user("y".repeat(TRANSCRIPT_MESSAGE_CHARS_MAX));
