@@ -358,7 +358,7 @@ impl Store for MemoryStore {
         if state.heartbeats.is_empty() {
             let rows: BTreeMap<HeartbeatKey, Box<Row>> = config_rows(defs, at).into_iter().collect();
             // A key named twice is one row of the map: that config takes the path below,
-            // which reports each as it comes.
+            // which keeps its last definition and reports it once.
             if rows.len() == defs.len() {
                 state.heartbeats = rows;
                 report.inserted = defs.iter().map(|def| def.key.clone()).collect();

@@ -172,7 +172,8 @@ macro_rules! sql_store {
                 // Each changed definition's place in `defs` and its fingerprint: copied a chunk
                 // at a time as it is written, not all at once.
                 let mut changed: Vec<(usize, String)> = Vec::new();
-                // A key the config names twice keeps its last definition, and is reported once.
+                // A key the config names twice keeps its last definition, and is reported once
+                // (one statement may not upsert a key twice).
                 let last_place: HashMap<&HeartbeatKey, usize> =
                     defs.iter().enumerate().map(|(place, def)| (&def.key, place)).collect();
                 for (index, def) in defs.iter().enumerate() {
