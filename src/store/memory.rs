@@ -1,7 +1,7 @@
 //! An in-memory store with the same semantics as the SQLite one: for tests, embedding,
 //! and as the base of the simulator's store.
 
-use std::collections::{btree_map, BTreeMap, HashMap};
+use std::collections::{btree_map, BTreeMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ use crate::ports::store::{
     Armable, ClaimOutcome, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord,
     SeedReport, SkipRecord, SlotClaim, Store, StoreError, INTERRUPTED_ERROR_TEXT,
 };
+use crate::store::config_keys::ConfigKeys;
 use crate::store::text_check;
 
 #[derive(Debug, Clone)]
@@ -367,15 +368,8 @@ impl Store for MemoryStore {
         }
         // Only a store that held config rows before can have some that left the config.
         let config_rows = state.heartbeats.values().any(|row| row.heartbeat.def.origin == Origin::Config);
-        // Each key's last place in the config: a key named twice keeps its last definition
-        // and is reported once, as the SQL stores do. Hashed, not sorted: a million keys
-        // took seconds to order.
-        let last_place: HashMap<&HeartbeatKey, usize> =
-            defs.iter().enumerate().map(|(place, def)| (&def.key, place)).collect();
-        for (place, def) in defs.iter().enumerate() {
-            if last_place.get(&def.key) != Some(&place) {
-                continue;
-            }
+        let config = ConfigKeys::of(defs);
+        for (_, def) in config.kept() {
             let fingerprint = def.fingerprint_digest();
             // One search a definition, and a copy only of what is stored.
             match state.heartbeats.entry(def.key.clone()) {
@@ -401,7 +395,7 @@ impl Store for MemoryStore {
             state
                 .heartbeats
                 .iter()
-                .filter(|(key, row)| row.heartbeat.def.origin == Origin::Config && !last_place.contains_key(key))
+                .filter(|(key, row)| row.heartbeat.def.origin == Origin::Config && !config.contains(key))
                 .map(|(key, _)| key.clone())
                 .collect()
         } else {

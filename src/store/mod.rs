@@ -1,5 +1,6 @@
 //! Implementations of the [`Store`](crate::ports::store::Store) port.
 
+mod config_keys;
 pub mod memory;
 mod memory_leases;
 #[cfg(not(madsim))]

@@ -23,7 +23,7 @@ macro_rules! sql_store {
     ($store:ident, $db:ty) => {
         /// The shared statements, expanded for this backend (see `store::sql_store`).
         mod shared_sql {
-            use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+            use std::collections::{BTreeMap, BTreeSet, HashSet};
 
             use async_trait::async_trait;
             use jiff::Timestamp;
@@ -40,6 +40,7 @@ macro_rules! sql_store {
             use crate::core::reply::ReplyKind;
             use crate::core::retention::RunRetention;
             use crate::core::schedule::Schedule;
+            use crate::store::config_keys::ConfigKeys;
             use crate::store::text_check;
             use crate::core::system_events::{self, SystemEvent};
             use crate::limits::STORE_BATCH_ROWS_MAX;
@@ -172,14 +173,9 @@ macro_rules! sql_store {
                 // Each changed definition's place in `defs` and its fingerprint: copied a chunk
                 // at a time as it is written, not all at once.
                 let mut changed: Vec<(usize, String)> = Vec::new();
-                // A key the config names twice keeps its last definition, and is reported once
-                // (one statement may not upsert a key twice).
-                let last_place: HashMap<&HeartbeatKey, usize> =
-                    defs.iter().enumerate().map(|(place, def)| (&def.key, place)).collect();
-                for (index, def) in defs.iter().enumerate() {
-                    if last_place.get(&def.key) != Some(&index) {
-                        continue;
-                    }
+                // Each key once, at its last place (one statement may not upsert a key twice).
+                let config = ConfigKeys::of(defs);
+                for (index, def) in config.kept() {
                     let fingerprint = def.fingerprint();
                     let id = (def.key.agent.to_string(), def.key.heartbeat.to_string());
                     match existing.get(&id) {
@@ -209,7 +205,7 @@ macro_rules! sql_store {
                 // store has config rows that might have left the config.
                 let config_rows = existing.values().any(|(origin, _)| origin == Origin::Config.as_str());
                 let in_config: HashSet<(&str, &str)> = if config_rows {
-                    last_place.keys().map(|key| (key.agent.as_str(), key.heartbeat.as_str())).collect()
+                    defs.iter().map(|def| (def.key.agent.as_str(), def.key.heartbeat.as_str())).collect()
                 } else {
                     HashSet::new()
                 };
