@@ -1113,15 +1113,15 @@ impl Driver {
         });
         for key in done {
             let Some(entry) = self.entries.get(&key) else { continue };
-            let unknown_outcome = entry.enabled
-                && !entry.last_succeeded
-                && !entry.rare().retrying
-                && matches!(entry.def.schedule(), Schedule::At(_));
+            let unknown_outcome =
+                !entry.last_succeeded && !entry.rare().retrying && matches!(entry.def.schedule(), Schedule::At(_));
             if unknown_outcome {
                 // A one-shot whose run failed may be known as such only to the run log: an
                 // enable resets the stored failures, and a crash before the retry slot it
                 // armed was written leaves the one-shot's own slot, decided (seed
-                // 1927870214209). Its latest run says whether it retries.
+                // 1927870214209). Its latest run says whether it retries. Disabled too: a
+                // run that failed after an operator's disable leaves it disabled as they
+                // left it, not retired over an enable already stored (seed 1927870716538).
                 match self.last_run_failed(&key).await {
                     Some(true) => {
                         if let Some(entry) = self.entries.get_mut(&key) {
