@@ -1,5 +1,7 @@
 //! Implementations of the [`Store`](crate::ports::store::Store) port.
 
+#[cfg(not(madsim))]
+mod breaker_batch;
 mod config_keys;
 pub mod memory;
 mod memory_leases;
@@ -13,4 +15,8 @@ mod sql_rows;
 mod sql_store;
 #[cfg(not(madsim))]
 pub mod sqlite;
+#[cfg(not(madsim))]
+mod sqlite_direct;
+#[cfg(not(madsim))]
+mod sqlite_writes;
 mod text_check;

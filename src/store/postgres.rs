@@ -10,10 +10,11 @@ use sqlx::{PgPool, Postgres, Transaction};
 
 use super::sql_store::sql_store;
 use crate::cluster::LEASE_LOCK_WAIT_MS_MAX;
+use crate::core::breaker::BreakerStep;
 use crate::core::ids::AgentId;
 use crate::core::partition::{partition_of, PARTITIONS_COUNT};
 use crate::ports::leases::Lease;
-use crate::ports::store::StoreError;
+use crate::ports::store::{ClaimOutcome, RunRecord, SlotClaim, StoreError};
 
 /// Connections one process keeps open to the database.
 pub const POSTGRES_CONNECTIONS_MAX: u32 = 8;
@@ -183,6 +184,20 @@ impl PostgresStore {
             }
             None => String::new(),
         }
+    }
+
+    /// A pass's claims: the shared multi-row statements.
+    async fn write_claims(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+        self.claim_slots_by_statements(claims).await
+    }
+
+    /// A group commit of results: the shared multi-row statements.
+    async fn write_results(
+        &self,
+        runs: &[RunRecord],
+        breaker_failures_max: u32,
+    ) -> Result<Vec<BreakerStep>, StoreError> {
+        self.finish_runs_by_statements(runs, breaker_failures_max).await
     }
 }
 

@@ -14,7 +14,10 @@
 //!   write transaction does not already;
 //! - `load_page_sql(columns, selected, owned)`: one page of heartbeats as one JSON array,
 //!   its row count and where the next page resumes (two texts, `$1` and `$2`);
-//! - `LOCK_READ_ROWS`: the suffix that locks rows read before they are rewritten.
+//! - `LOCK_READ_ROWS`: the suffix that locks rows read before they are rewritten;
+//! - `write_claims(&self, claims)` and `write_results(&self, runs, max)`: the dispatch
+//!   path's two writes (PostgreSQL: the shared `claim_slots_by_statements` and
+//!   `finish_runs_by_statements`; SQLite: its direct writer, ADR 0033).
 //!
 //! A generic function over `sqlx::Database` would need a dozen higher-ranked bounds on
 //! every helper; a macro keeps the SQL readable and still written once.
@@ -32,7 +35,8 @@ macro_rules! sql_store {
             // The backend's hooks: write_tx, snapshot_tx, fence, serialize_on,
             // load_page_sql, LOCK_READ_ROWS.
             use super::*;
-            use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
+            use crate::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
+            use crate::store::breaker_batch::{self, BreakerUpdate, StoredBreaker};
             use crate::core::budget::DaySpend;
             use crate::core::heartbeat::{Heartbeat, HeartbeatDef, JobKind, Origin};
             use crate::core::ids::{AgentId, HeartbeatKey};
@@ -134,6 +138,137 @@ macro_rules! sql_store {
                     selected.push(LATEST_SLOT_COLUMN);
                 }
                 (columns.join(", "), selected.join(", "))
+            }
+
+            /// `Store::claim_slots` as multi-row statements through sqlx (the backend's
+            /// `write_claims` may take another way).
+            #[allow(dead_code)] // SQLite claims by its direct writer
+            pub(crate) async fn claim_slots_by_statements(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+                let mut tx = self.write_tx().await?;
+                self.fence(&mut tx, claims.iter().map(|claim| &claim.key.agent)).await?;
+                // Rows the INSERT really added; each can answer one claim, so a slot twice in one
+                // batch is won once.
+                let mut won: BTreeSet<(String, String, i64)> = BTreeSet::new();
+                for chunk in claims.chunks(STORE_BATCH_ROWS_MAX) {
+                    // Only a heartbeat the store still has can claim: one deleted while its timer
+                    // fired never runs again.
+                    let mut insert = QueryBuilder::<$db>::new(
+                        "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, status) \
+                         SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (",
+                    );
+                    insert.push_values(chunk, |mut row, claim| {
+                        row.push_bind(claim.key.agent.as_str())
+                            .push_bind(claim.key.heartbeat.as_str())
+                            .push_bind(claim.slot.as_millisecond())
+                            .push_bind(claim.claimed_at.as_millisecond())
+                            .push_bind(ExecutionStatus::Running.as_str());
+                    });
+                    insert.push(
+                        ") AS v JOIN heartbeats h ON h.agent_id = v.column1 AND h.heartbeat_id = v.column2 WHERE true \
+                         ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING RETURNING agent_id, heartbeat_id, slot_ms",
+                    );
+                    for row in insert.build().fetch_all(&mut *tx).await? {
+                        won.insert((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
+                    }
+                }
+                let mut outcomes = Vec::with_capacity(claims.len());
+                for claim in claims {
+                    let id = (claim.key.agent.to_string(), claim.key.heartbeat.to_string(), claim.slot.as_millisecond());
+                    let outcome = if won.remove(&id) {
+                        ClaimOutcome::Claimed
+                    } else if heartbeat_exists(&mut tx, &claim.key).await? {
+                        ClaimOutcome::AlreadyClaimed
+                    } else {
+                        ClaimOutcome::Gone
+                    };
+                    outcomes.push(outcome);
+                }
+                let claimed: Vec<&SlotClaim> = claims
+                    .iter()
+                    .zip(&outcomes)
+                    .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
+                    .map(|(claim, _)| claim)
+                    .collect();
+                let next_slots: Vec<(&HeartbeatKey, &NextSlot)> =
+                    claimed.iter().map(|claim| (&claim.key, &claim.next_slot)).collect();
+                update_next_slots(&mut tx, &next_slots).await?;
+                raise_latest_slots(&mut tx, claimed.iter().map(|claim| (&claim.key, claim.slot))).await?;
+                tx.commit().await?;
+                Ok(outcomes)
+            }
+
+            /// `Store::finish_runs` (its text checked) as multi-row statements through sqlx
+            /// (the backend's `write_results` may take another way).
+            #[allow(dead_code)] // SQLite writes results by its direct writer
+            pub(crate) async fn finish_runs_by_statements(
+                &self,
+                runs: &[RunRecord],
+                breaker_failures_max: u32,
+            ) -> Result<Vec<BreakerStep>, StoreError> {
+                let mut tx = self.write_tx().await?;
+                self.fence(&mut tx, runs.iter().map(|run| &run.key.agent)).await?;
+                for chunk in runs.chunks(STORE_BATCH_ROWS_MAX) {
+                    let mut update = QueryBuilder::<$db>::new(
+                        "UPDATE executions SET finished_at_ms = v.column4, status = v.column5, delivery = v.column6, \
+                         duration_ms = v.column7, error = v.column8, output_preview = v.column9, stop_reason = v.column10, \
+                         reply = v.column11, reply_digest = v.column12, llm_calls = v.column13, tool_use = v.column14, \
+                         input_tokens = v.column15, cached_tokens = v.column16, output_tokens = v.column17, \
+                         reasoning_tokens = v.column18, cost_micros = v.column19, unpriced_calls = v.column20, \
+                         transcript = v.column21 FROM (",
+                    );
+                    update.push_values(chunk, |mut row, run| {
+                        row.push_bind(run.key.agent.as_str())
+                            .push_bind(run.key.heartbeat.as_str())
+                            .push_bind(run.slot.as_millisecond())
+                            .push_bind(run.finished_at.as_millisecond())
+                            .push_bind(run.status.as_str())
+                            .push_bind(run.delivery.as_str())
+                            .push_bind(i64::try_from(run.duration.as_millis()).unwrap_or(i64::MAX))
+                            .push_bind(run.error.as_deref())
+                            .push_bind(run.output_preview.as_deref())
+                            .push_bind(run.stop_reason.map(StopReason::as_str))
+                            .push_bind(run.reply.map(ReplyKind::as_str))
+                            .push_bind(run.reply_digest.as_deref())
+                            .push_bind(i64::from(run.llm_calls))
+                            .push_bind(run.tool_use.as_ref().and_then(|tool_use| serde_json::to_string(tool_use).ok()))
+                            .push_bind(stored_count(run.usage.tokens.input))
+                            .push_bind(stored_count(run.usage.tokens.cached))
+                            .push_bind(stored_count(run.usage.tokens.output))
+                            .push_bind(stored_count(run.usage.tokens.reasoning))
+                            .push_bind(stored_count(run.usage.cost_micros))
+                            .push_bind(i64::from(run.usage.unpriced_calls))
+                            .push_bind(run.transcript.as_deref());
+                    });
+                    update.push(
+                        ") AS v WHERE executions.agent_id = v.column1 AND executions.heartbeat_id = v.column2 \
+                         AND executions.slot_ms = v.column3",
+                    );
+                    update.build().execute(&mut *tx).await?;
+                }
+                let (steps, latest) = breaker_steps(&mut tx, runs, breaker_failures_max).await?;
+                for chunk in latest.chunks(STORE_BATCH_ROWS_MAX) {
+                    let mut update = QueryBuilder::<$db>::new("UPDATE heartbeats SET consecutive_failures = v.column3, ");
+                    update.push("enabled = CASE WHEN v.column4 = 1 THEN 0 ELSE enabled END, ");
+                    update.push("disabled_reason = CASE WHEN v.column4 = 1 THEN ");
+                    update.push_bind(DISABLED_BY_BREAKER);
+                    update.push(" ELSE disabled_reason END, ");
+                    update.push(
+                        "breaker_opened_at_ms = CASE WHEN v.column6 = 1 THEN v.column5 ELSE breaker_opened_at_ms END FROM (",
+                    );
+                    update.push_values(chunk, |mut row, (key, step, opened_at)| {
+                        row.push_bind(key.agent.as_str())
+                            .push_bind(key.heartbeat.as_str())
+                            .push_bind(i64::from(step.consecutive_failures))
+                            .push_bind(i64::from(step.tripped))
+                            .push_bind(opened_at.flatten().map(Timestamp::as_millisecond))
+                            .push_bind(i64::from(opened_at.is_some()));
+                    });
+                    update.push(") AS v WHERE heartbeats.agent_id = v.column1 AND heartbeats.heartbeat_id = v.column2");
+                    update.build().execute(&mut *tx).await?;
+                }
+                consume_system_events(&mut tx, runs).await?;
+                tx.commit().await?;
+                Ok(steps)
             }
         }
 
@@ -304,57 +439,7 @@ macro_rules! sql_store {
             }
 
             async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
-                let mut tx = self.write_tx().await?;
-                self.fence(&mut tx, claims.iter().map(|claim| &claim.key.agent)).await?;
-                // Rows the INSERT really added; each can answer one claim, so a slot twice in one
-                // batch is won once.
-                let mut won: BTreeSet<(String, String, i64)> = BTreeSet::new();
-                for chunk in claims.chunks(STORE_BATCH_ROWS_MAX) {
-                    // Only a heartbeat the store still has can claim: one deleted while its timer
-                    // fired never runs again.
-                    let mut insert = QueryBuilder::<$db>::new(
-                        "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, status) \
-                         SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (",
-                    );
-                    insert.push_values(chunk, |mut row, claim| {
-                        row.push_bind(claim.key.agent.as_str())
-                            .push_bind(claim.key.heartbeat.as_str())
-                            .push_bind(claim.slot.as_millisecond())
-                            .push_bind(claim.claimed_at.as_millisecond())
-                            .push_bind(ExecutionStatus::Running.as_str());
-                    });
-                    insert.push(
-                        ") AS v JOIN heartbeats h ON h.agent_id = v.column1 AND h.heartbeat_id = v.column2 WHERE true \
-                         ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING RETURNING agent_id, heartbeat_id, slot_ms",
-                    );
-                    for row in insert.build().fetch_all(&mut *tx).await? {
-                        won.insert((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
-                    }
-                }
-                let mut outcomes = Vec::with_capacity(claims.len());
-                for claim in claims {
-                    let id = (claim.key.agent.to_string(), claim.key.heartbeat.to_string(), claim.slot.as_millisecond());
-                    let outcome = if won.remove(&id) {
-                        ClaimOutcome::Claimed
-                    } else if heartbeat_exists(&mut tx, &claim.key).await? {
-                        ClaimOutcome::AlreadyClaimed
-                    } else {
-                        ClaimOutcome::Gone
-                    };
-                    outcomes.push(outcome);
-                }
-                let claimed: Vec<&SlotClaim> = claims
-                    .iter()
-                    .zip(&outcomes)
-                    .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
-                    .map(|(claim, _)| claim)
-                    .collect();
-                let next_slots: Vec<(&HeartbeatKey, &NextSlot)> =
-                    claimed.iter().map(|claim| (&claim.key, &claim.next_slot)).collect();
-                update_next_slots(&mut tx, &next_slots).await?;
-                raise_latest_slots(&mut tx, claimed.iter().map(|claim| (&claim.key, claim.slot))).await?;
-                tx.commit().await?;
-                Ok(outcomes)
+                self.write_claims(claims).await
             }
 
             async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
@@ -386,70 +471,7 @@ macro_rules! sql_store {
 
             async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
                 text_check::runs(runs)?;
-                let mut tx = self.write_tx().await?;
-                self.fence(&mut tx, runs.iter().map(|run| &run.key.agent)).await?;
-                for chunk in runs.chunks(STORE_BATCH_ROWS_MAX) {
-                    let mut update = QueryBuilder::<$db>::new(
-                        "UPDATE executions SET finished_at_ms = v.column4, status = v.column5, delivery = v.column6, \
-                         duration_ms = v.column7, error = v.column8, output_preview = v.column9, stop_reason = v.column10, \
-                         reply = v.column11, reply_digest = v.column12, llm_calls = v.column13, tool_use = v.column14, \
-                         input_tokens = v.column15, cached_tokens = v.column16, output_tokens = v.column17, \
-                         reasoning_tokens = v.column18, cost_micros = v.column19, unpriced_calls = v.column20, \
-                         transcript = v.column21 FROM (",
-                    );
-                    update.push_values(chunk, |mut row, run| {
-                        row.push_bind(run.key.agent.as_str())
-                            .push_bind(run.key.heartbeat.as_str())
-                            .push_bind(run.slot.as_millisecond())
-                            .push_bind(run.finished_at.as_millisecond())
-                            .push_bind(run.status.as_str())
-                            .push_bind(run.delivery.as_str())
-                            .push_bind(i64::try_from(run.duration.as_millis()).unwrap_or(i64::MAX))
-                            .push_bind(run.error.as_deref())
-                            .push_bind(run.output_preview.as_deref())
-                            .push_bind(run.stop_reason.map(StopReason::as_str))
-                            .push_bind(run.reply.map(ReplyKind::as_str))
-                            .push_bind(run.reply_digest.as_deref())
-                            .push_bind(i64::from(run.llm_calls))
-                            .push_bind(run.tool_use.as_ref().and_then(|tool_use| serde_json::to_string(tool_use).ok()))
-                            .push_bind(stored_count(run.usage.tokens.input))
-                            .push_bind(stored_count(run.usage.tokens.cached))
-                            .push_bind(stored_count(run.usage.tokens.output))
-                            .push_bind(stored_count(run.usage.tokens.reasoning))
-                            .push_bind(stored_count(run.usage.cost_micros))
-                            .push_bind(i64::from(run.usage.unpriced_calls))
-                            .push_bind(run.transcript.as_deref());
-                    });
-                    update.push(
-                        ") AS v WHERE executions.agent_id = v.column1 AND executions.heartbeat_id = v.column2 \
-                         AND executions.slot_ms = v.column3",
-                    );
-                    update.build().execute(&mut *tx).await?;
-                }
-                let (steps, latest) = breaker_steps(&mut tx, runs, breaker_failures_max).await?;
-                for chunk in latest.chunks(STORE_BATCH_ROWS_MAX) {
-                    let mut update = QueryBuilder::<$db>::new("UPDATE heartbeats SET consecutive_failures = v.column3, ");
-                    update.push("enabled = CASE WHEN v.column4 = 1 THEN 0 ELSE enabled END, ");
-                    update.push("disabled_reason = CASE WHEN v.column4 = 1 THEN ");
-                    update.push_bind(DISABLED_BY_BREAKER);
-                    update.push(" ELSE disabled_reason END, ");
-                    update.push(
-                        "breaker_opened_at_ms = CASE WHEN v.column6 = 1 THEN v.column5 ELSE breaker_opened_at_ms END FROM (",
-                    );
-                    update.push_values(chunk, |mut row, (key, step, opened_at)| {
-                        row.push_bind(key.agent.as_str())
-                            .push_bind(key.heartbeat.as_str())
-                            .push_bind(i64::from(step.consecutive_failures))
-                            .push_bind(i64::from(step.tripped))
-                            .push_bind(opened_at.flatten().map(Timestamp::as_millisecond))
-                            .push_bind(i64::from(opened_at.is_some()));
-                    });
-                    update.push(") AS v WHERE heartbeats.agent_id = v.column1 AND heartbeats.heartbeat_id = v.column2");
-                    update.build().execute(&mut *tx).await?;
-                }
-                consume_system_events(&mut tx, runs).await?;
-                tx.commit().await?;
-                Ok(steps)
+                self.write_results(runs, breaker_failures_max).await
             }
 
             async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {
@@ -858,10 +880,6 @@ macro_rules! sql_store {
             Ok(())
         }
 
-        /// Per heartbeat of a batch: its final count, whether any of its runs tripped, and when
-        /// the breaker opened if the batch opened (`Some(Some)`) or closed (`Some(None)`) it.
-        type BreakerUpdate = (HeartbeatKey, BreakerStep, Option<Option<Timestamp>>);
-
         /// Reads the failure counts of the batch's heartbeats and steps the breaker through the
         /// batch's runs in order. Returns each run's step, and the update of each heartbeat.
         async fn breaker_steps(
@@ -869,12 +887,7 @@ macro_rules! sql_store {
             runs: &[RunRecord],
             breaker_failures_max: u32,
         ) -> Result<(Vec<BreakerStep>, Vec<BreakerUpdate>), StoreError> {
-            let mut counts: BTreeMap<HeartbeatKey, BreakerStep> = BTreeMap::new();
-            let mut opened: BTreeMap<HeartbeatKey, Option<Timestamp>> = BTreeMap::new();
-            // Heartbeats whose breaker is open (stored, or tripped earlier in this batch).
-            let mut open: BTreeSet<HeartbeatKey> = BTreeSet::new();
-            // Heartbeats disabled, not by the breaker: an operator's word stands.
-            let mut disabled: BTreeSet<HeartbeatKey> = BTreeSet::new();
+            let mut stored: BTreeMap<HeartbeatKey, StoredBreaker> = BTreeMap::new();
             // Rows are read (and on PostgreSQL locked) in key order, so two batches
             // never wait on each other's locks in a cycle; a statement per chunk of keys,
             // where one per heartbeat was a statement per run of a dispatch.
@@ -890,7 +903,7 @@ macro_rules! sql_store {
                 select.push(format!(") ORDER BY agent_id, heartbeat_id{LOCK_READ_ROWS}"));
                 let rows: Vec<(String, String, i64, i64, Option<String>)> =
                     select.build_query_as().fetch_all(&mut **tx).await?;
-                for (agent, heartbeat, count, enabled, reason) in rows {
+                for (agent, heartbeat, count, enabled, disabled_reason) in rows {
                     // The batch's own key (shared text), found by the row's: a row the batch
                     // did not ask for cannot come back.
                     let Ok(index) = chunk.binary_search_by(|key| {
@@ -898,50 +911,15 @@ macro_rules! sql_store {
                     }) else {
                         continue;
                     };
-                    let key = chunk[index];
-                    let consecutive_failures = u32::try_from(count).unwrap_or(u32::MAX);
-                    counts.insert(key.clone(), BreakerStep::unchanged(consecutive_failures));
-                    if breaker::is_open(enabled != 0, reason.as_deref()) {
-                        open.insert(key.clone());
-                    } else if enabled == 0 {
-                        disabled.insert(key.clone());
-                    }
+                    let row = StoredBreaker {
+                        consecutive_failures: u32::try_from(count).unwrap_or(u32::MAX),
+                        enabled: enabled != 0,
+                        disabled_reason,
+                    };
+                    stored.insert(chunk[index].clone(), row);
                 }
             }
-            let mut steps = Vec::with_capacity(runs.len());
-            for run in runs {
-                let Some(current) = counts.get_mut(&run.key) else {
-                    // Deleted while it ran: nothing left to count against.
-                    steps.push(BreakerStep::unchanged(0));
-                    continue;
-                };
-                if open.contains(&run.key) {
-                    steps.push(BreakerStep::unchanged(current.consecutive_failures));
-                    continue;
-                }
-                let after_run =
-                    if disabled.contains(&run.key) { breaker::after_run_while_disabled } else { breaker::after_run };
-                let step = after_run(current.consecutive_failures, run.verdict(), breaker_failures_max);
-                *current = BreakerStep {
-                    tripped: current.tripped || step.tripped,
-                    ..BreakerStep::unchanged(step.consecutive_failures)
-                };
-                if step.tripped {
-                    open.insert(run.key.clone());
-                    opened.insert(run.key.clone(), Some(run.finished_at));
-                } else if step.consecutive_failures == 0 {
-                    opened.insert(run.key.clone(), None);
-                }
-                steps.push(step);
-            }
-            let updates = counts
-                .into_iter()
-                .map(|(key, step)| {
-                    let opened_at = opened.get(&key).copied();
-                    (key, step, opened_at)
-                })
-                .collect();
-            Ok((steps, updates))
+            Ok(breaker_batch::step_batch(runs, stored, breaker_failures_max))
         }
 
         /// The heartbeats of a page of a load.

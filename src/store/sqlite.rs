@@ -10,9 +10,12 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::sql_store::sql_store;
+use super::sqlite_direct::Direct;
+use super::sqlite_writes;
+use crate::core::breaker::BreakerStep;
 use crate::core::ids::AgentId;
 use crate::limits::{SQLITE_BUSY_TIMEOUT_MS, SQLITE_OPEN_BUSY_ATTEMPTS_MAX, SQLITE_OPEN_BUSY_RETRY_MS};
-use crate::ports::store::StoreError;
+use crate::ports::store::{ClaimOutcome, RunRecord, SlotClaim, StoreError};
 
 /// Connections that read beside the writer (WAL: readers never wait for it).
 const READ_CONNECTIONS_MAX: u32 = 4;
@@ -87,6 +90,33 @@ impl SqliteStore {
 
     fn owned_rows_sql(&self) -> String {
         String::new()
+    }
+
+    /// A pass's claims on the direct writer (ADR 0033): the connection locked once for
+    /// every row, the commit (and its `fsync`) on sqlx's thread.
+    async fn write_claims(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+        let mut tx = self.write_tx().await?;
+        let outcomes = {
+            let mut handle = tx.lock_handle().await?;
+            sqlite_writes::claim(&Direct::new(&mut handle), claims)?
+        };
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+
+    /// A group commit of results on the direct writer, as `write_claims`.
+    async fn write_results(
+        &self,
+        runs: &[RunRecord],
+        breaker_failures_max: u32,
+    ) -> Result<Vec<BreakerStep>, StoreError> {
+        let mut tx = self.write_tx().await?;
+        let steps = {
+            let mut handle = tx.lock_handle().await?;
+            sqlite_writes::finish(&Direct::new(&mut handle), runs, breaker_failures_max)?
+        };
+        tx.commit().await?;
+        Ok(steps)
     }
 }
 

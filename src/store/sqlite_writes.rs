@@ -1,0 +1,226 @@
+//! The dispatch path's two writes on SQLite's direct writer (ADR 0033): a pass's claims,
+//! and a group commit of results. Each is one prepared statement per kind of write,
+//! stepped once per row, in a transaction the caller began and commits. They do what the
+//! shared multi-row statements do on PostgreSQL (`sql_store`), and the store conformance
+//! suite holds both to one behaviour.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::Timestamp;
+
+use super::breaker_batch::{self, StoredBreaker};
+use super::sql_rows::{millis, stored_count};
+use super::sqlite_direct::{Direct, Value};
+use crate::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
+use crate::core::ids::HeartbeatKey;
+use crate::core::reply::ReplyKind;
+use crate::core::schedule::Schedule;
+use crate::ports::store::{ClaimOutcome, ExecutionStatus, RunRecord, SlotClaim, StopReason, StoreError};
+
+/// A claim: the slot's row, written only while its heartbeat is stored (one deleted while
+/// its timer fired never runs again) and only once (the unique key is the claim).
+const CLAIM_SQL: &str = "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, status) \
+     SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM heartbeats WHERE agent_id = ?1 AND heartbeat_id = ?2) \
+     ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING";
+
+const HEARTBEAT_EXISTS_SQL: &str = "SELECT 1 FROM heartbeats WHERE agent_id = ?1 AND heartbeat_id = ?2";
+
+/// A next slot, stored where the row still has the schedule that gave it (`NextSlot`).
+const NEXT_SLOT_SQL: &str = "UPDATE heartbeats SET next_slot_ms = ?3 \
+     WHERE agent_id = ?1 AND heartbeat_id = ?2 AND schedule_kind = ?4 \
+     AND (?5 IS NULL OR every_ms = ?5) \
+     AND (?6 IS NULL OR (cron_expr = ?6 AND cron_timezone = ?7)) \
+     AND (?8 IS NULL OR at_ms = ?8)";
+
+/// The row's latest logged slot, only ever raised (ADR 0031).
+const LATEST_SLOT_SQL: &str = "UPDATE heartbeats SET latest_slot_ms = ?3 \
+     WHERE agent_id = ?1 AND heartbeat_id = ?2 AND (latest_slot_ms IS NULL OR latest_slot_ms < ?3)";
+
+const RESULT_SQL: &str = "UPDATE executions SET finished_at_ms = ?4, status = ?5, delivery = ?6, duration_ms = ?7, \
+     error = ?8, output_preview = ?9, stop_reason = ?10, reply = ?11, reply_digest = ?12, llm_calls = ?13, \
+     tool_use = ?14, input_tokens = ?15, cached_tokens = ?16, output_tokens = ?17, reasoning_tokens = ?18, \
+     cost_micros = ?19, unpriced_calls = ?20, transcript = ?21 \
+     WHERE agent_id = ?1 AND heartbeat_id = ?2 AND slot_ms = ?3";
+
+const BREAKER_READ_SQL: &str =
+    "SELECT consecutive_failures, enabled, disabled_reason FROM heartbeats WHERE agent_id = ?1 AND heartbeat_id = ?2";
+
+const BREAKER_WRITE_SQL: &str = "UPDATE heartbeats SET consecutive_failures = ?3, \
+     enabled = CASE WHEN ?4 = 1 THEN 0 ELSE enabled END, \
+     disabled_reason = CASE WHEN ?4 = 1 THEN ?7 ELSE disabled_reason END, \
+     breaker_opened_at_ms = CASE WHEN ?6 = 1 THEN ?5 ELSE breaker_opened_at_ms END \
+     WHERE agent_id = ?1 AND heartbeat_id = ?2";
+
+const CONSUME_EVENT_SQL: &str = "UPDATE system_events SET state = 'consumed', left_at_ms = ?1 \
+     WHERE id = ?2 AND agent_id = ?3 AND state = 'pending'";
+
+/// Claims `claims` in order; a slot twice in one batch is won once. Then stores each
+/// claimed heartbeat's next slot and raises its latest logged slot.
+pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+    let mut insert = direct.prepare(CLAIM_SQL)?;
+    let mut exists = None;
+    let mut outcomes = Vec::with_capacity(claims.len());
+    for claim in claims {
+        let key = key_values(&claim.key);
+        let inserted = insert.execute(&[
+            key[0],
+            key[1],
+            claim.slot.as_millisecond().into(),
+            claim.claimed_at.as_millisecond().into(),
+            ExecutionStatus::Running.as_str().into(),
+        ])?;
+        let outcome = if inserted > 0 {
+            ClaimOutcome::Claimed
+        } else {
+            let exists = match &mut exists {
+                Some(statement) => statement,
+                None => exists.insert(direct.prepare(HEARTBEAT_EXISTS_SQL)?),
+            };
+            if exists.query_row(&key, |_| Ok(()))?.is_some() {
+                ClaimOutcome::AlreadyClaimed
+            } else {
+                ClaimOutcome::Gone
+            }
+        };
+        outcomes.push(outcome);
+    }
+    let claimed: Vec<&SlotClaim> = claims
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
+        .map(|(claim, _)| claim)
+        .collect();
+    if claimed.is_empty() {
+        return Ok(outcomes);
+    }
+    let mut next_slot = direct.prepare(NEXT_SLOT_SQL)?;
+    for claim in &claimed {
+        let next = &claim.next_slot;
+        let (every_ms, cron, at_ms) = match &next.schedule {
+            Schedule::Every(interval) => (Some(millis(*interval)), None, None),
+            Schedule::Cron(cron) => (None, Some(cron), None),
+            Schedule::At(at) => (None, None, Some(at.as_millisecond())),
+        };
+        let key = key_values(&claim.key);
+        next_slot.execute(&[
+            key[0],
+            key[1],
+            next.at.as_millisecond().into(),
+            next.schedule.kind().into(),
+            every_ms.into(),
+            cron.map(|cron| cron.expression()).into(),
+            cron.map(|cron| cron.zone_name()).into(),
+            at_ms.into(),
+        ])?;
+    }
+    raise_latest_slots(direct, claimed.iter().map(|claim| (&claim.key, claim.slot)))?;
+    Ok(outcomes)
+}
+
+/// Raises each heartbeat's latest logged slot to the highest of `logged` for it.
+fn raise_latest_slots<'k>(
+    direct: &Direct<'_>,
+    logged: impl Iterator<Item = (&'k HeartbeatKey, Timestamp)>,
+) -> Result<(), StoreError> {
+    let mut highest: BTreeMap<&HeartbeatKey, Timestamp> = BTreeMap::new();
+    for (key, slot) in logged {
+        let kept = highest.entry(key).or_insert(slot);
+        *kept = (*kept).max(slot);
+    }
+    let mut raise = direct.prepare(LATEST_SLOT_SQL)?;
+    for (key, slot) in highest {
+        let key = key_values(key);
+        raise.execute(&[key[0], key[1], slot.as_millisecond().into()])?;
+    }
+    Ok(())
+}
+
+/// Records `runs`' results, steps the breaker through them in order, and consumes the
+/// system events the succeeded ones processed. Returns each run's breaker step.
+pub(super) fn finish(
+    direct: &Direct<'_>,
+    runs: &[RunRecord],
+    breaker_failures_max: u32,
+) -> Result<Vec<BreakerStep>, StoreError> {
+    let mut result = direct.prepare(RESULT_SQL)?;
+    for run in runs {
+        let key = key_values(&run.key);
+        let tool_use = run.tool_use.as_ref().and_then(|tool_use| serde_json::to_string(tool_use).ok());
+        result.execute(&[
+            key[0],
+            key[1],
+            run.slot.as_millisecond().into(),
+            run.finished_at.as_millisecond().into(),
+            run.status.as_str().into(),
+            run.delivery.as_str().into(),
+            i64::try_from(run.duration.as_millis()).unwrap_or(i64::MAX).into(),
+            run.error.as_deref().into(),
+            run.output_preview.as_deref().into(),
+            run.stop_reason.map(StopReason::as_str).into(),
+            run.reply.map(ReplyKind::as_str).into(),
+            run.reply_digest.as_deref().into(),
+            i64::from(run.llm_calls).into(),
+            tool_use.as_deref().into(),
+            stored_count(run.usage.tokens.input).into(),
+            stored_count(run.usage.tokens.cached).into(),
+            stored_count(run.usage.tokens.output).into(),
+            stored_count(run.usage.tokens.reasoning).into(),
+            stored_count(run.usage.cost_micros).into(),
+            i64::from(run.usage.unpriced_calls).into(),
+            run.transcript.as_deref().into(),
+        ])?;
+    }
+    let mut read = direct.prepare(BREAKER_READ_SQL)?;
+    let mut stored = BTreeMap::new();
+    for key in runs.iter().map(|run| &run.key).collect::<BTreeSet<_>>() {
+        let row = read.query_row(&key_values(key), |row| {
+            Ok(StoredBreaker {
+                consecutive_failures: u32::try_from(row.int(0)).unwrap_or(u32::MAX),
+                enabled: row.int(1) != 0,
+                disabled_reason: row.text(2)?,
+            })
+        })?;
+        if let Some(row) = row {
+            stored.insert(key.clone(), row);
+        }
+    }
+    let (steps, updates) = breaker_batch::step_batch(runs, stored, breaker_failures_max);
+    let mut write = direct.prepare(BREAKER_WRITE_SQL)?;
+    for (key, step, opened_at) in &updates {
+        let key = key_values(key);
+        write.execute(&[
+            key[0],
+            key[1],
+            i64::from(step.consecutive_failures).into(),
+            i64::from(step.tripped).into(),
+            opened_at.flatten().map(Timestamp::as_millisecond).into(),
+            i64::from(opened_at.is_some()).into(),
+            DISABLED_BY_BREAKER.into(),
+        ])?;
+    }
+    consume_system_events(direct, runs)?;
+    Ok(steps)
+}
+
+/// An event leaves the queue exactly when a run that processed it is recorded.
+fn consume_system_events(direct: &Direct<'_>, runs: &[RunRecord]) -> Result<(), StoreError> {
+    let mut consume = None;
+    for run in runs.iter().filter(|run| run.status == ExecutionStatus::Succeeded) {
+        for id in &run.consumes {
+            let statement = match &mut consume {
+                Some(statement) => statement,
+                None => consume.insert(direct.prepare(CONSUME_EVENT_SQL)?),
+            };
+            statement.execute(&[
+                run.finished_at.as_millisecond().into(),
+                i64::try_from(*id).unwrap_or(i64::MAX).into(),
+                run.key.agent.as_str().into(),
+            ])?;
+        }
+    }
+    Ok(())
+}
+
+fn key_values(key: &HeartbeatKey) -> [Value<'_>; 2] {
+    [key.agent.as_str().into(), key.heartbeat.as_str().into()]
+}
