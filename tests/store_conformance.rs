@@ -1003,6 +1003,22 @@ async fn the_day_s_spending_leaves_out_the_runs_named_in_flight_and_reads_back_p
         let everyone_but_two = DaySpend { calls: 4, tokens: 1_710, cost_micros: 5_500 };
         assert_eq!(store.spent_since(None, start(), &in_flight).await.expect("global"), everyone_but_two);
         assert_eq!(store.spent_since(None, at(2), &[]).await.expect("global later"), DaySpend::default());
+        // Several agents' days in one call, each as its own `spent_since` with its own runs
+        // of the named ones: an agent without runs, a later day, and a day asked twice
+        // (counted once each).
+        let b = AgentId::new("b").expect("valid");
+        let idle = AgentId::new("idle").expect("valid");
+        let days = [
+            (agent.clone(), start()),
+            (b.clone(), start()),
+            (idle, start()),
+            (agent.clone(), at(2)),
+            (agent.clone(), start()),
+        ];
+        let answers = store.spent_since_each(&days, &in_flight).await;
+        let answers: Vec<DaySpend> = answers.into_iter().map(|answer| answer.expect("each day")).collect();
+        let b_day = DaySpend { calls: 1, tokens: 510, cost_micros: 1_000 };
+        assert_eq!(answers, [without_two, b_day, DaySpend::default(), DaySpend::default(), without_two]);
         let by_job = store.spent_by_job(Some(&agent), start()).await.expect("by job");
         assert_eq!(by_job.get(&one), Some(&without_two));
         assert_eq!(by_job.get(&two), Some(&DaySpend { calls: 4, tokens: 2_040, cost_micros: 9_000 }));

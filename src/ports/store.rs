@@ -538,6 +538,25 @@ pub trait Store: Send + Sync + 'static {
         excluding: &[(HeartbeatKey, Timestamp)],
     ) -> Result<DaySpend, StoreError>;
 
+    /// [`Store::spent_since`] for each of `days` (an agent and the start of its day), each
+    /// leaving out the runs of `excluding` that are its agent's: one answer per day, in
+    /// order. A store that can read them together does (the driver reads every agent it
+    /// decides for in a pass, and a dispatch of a thousand agents was a thousand reads);
+    /// by default, one read each.
+    async fn spent_since_each(
+        &self,
+        days: &[(AgentId, Timestamp)],
+        excluding: &[(HeartbeatKey, Timestamp)],
+    ) -> Vec<Result<DaySpend, StoreError>> {
+        let mut answers = Vec::with_capacity(days.len());
+        for (agent, since) in days {
+            let own: Vec<(HeartbeatKey, Timestamp)> =
+                excluding.iter().filter(|(key, _)| key.agent == *agent).cloned().collect();
+            answers.push(self.spent_since(Some(agent), *since, &own).await);
+        }
+        answers
+    }
+
     /// The transcript of `key`'s run of `slot`, if it has one (pruned with its row).
     async fn transcript(&self, key: &HeartbeatKey, slot: Timestamp) -> Result<Option<String>, StoreError>;
 

@@ -140,6 +140,77 @@ macro_rules! sql_store {
                 (columns.join(", "), selected.join(", "))
             }
 
+            /// `Store::spent_since_each` in one snapshot: each agent's day from its own start,
+            /// grouped by agent and day, less the share of the named runs of that agent.
+            async fn read_spent_each(
+                &self,
+                days: &[(AgentId, Timestamp)],
+                excluding: &[(HeartbeatKey, Timestamp)],
+            ) -> Result<Vec<DaySpend>, StoreError> {
+                const SUMS: &str = "CAST(COALESCE(SUM(e.llm_calls), 0) AS BIGINT), \
+                    CAST(COALESCE(SUM(e.input_tokens + e.output_tokens), 0) AS BIGINT), \
+                    CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT)";
+                // Each (agent, day) once: a pair named twice would count its runs twice.
+                let asked: BTreeSet<(&str, i64)> =
+                    days.iter().map(|(agent, since)| (agent.as_str(), since.as_millisecond())).collect();
+                let asked: Vec<(&str, i64)> = asked.into_iter().collect();
+                let mut spent: BTreeMap<(String, i64), DaySpend> = BTreeMap::new();
+                let mut tx = self.snapshot_tx().await?;
+                for chunk in asked.chunks(STORE_BATCH_ROWS_MAX) {
+                    let mut select = QueryBuilder::<$db>::new(format!("SELECT v.column1, v.column2, {SUMS} FROM ("));
+                    select.push_values(chunk, |mut row, (agent, since)| {
+                        row.push_bind(*agent).push_bind(*since);
+                    });
+                    select.push(
+                        ") AS v JOIN executions e ON e.agent_id = v.column1 AND e.finished_at_ms >= v.column2 \
+                         AND e.llm_calls > 0 GROUP BY v.column1, v.column2",
+                    );
+                    let rows: Vec<(String, i64, i64, i64, i64)> = select.build_query_as().fetch_all(&mut *tx).await?;
+                    for (agent, since, calls, tokens, cost_micros) in rows {
+                        spent.insert((agent, since), spend_from((calls, tokens, cost_micros)));
+                    }
+                }
+                // The named runs, each beside every day asked of its agent (normally one).
+                let shares: Vec<(&HeartbeatKey, i64, i64)> = excluding
+                    .iter()
+                    .flat_map(|(key, slot)| {
+                        asked
+                            .iter()
+                            .filter(move |(agent, _)| *agent == key.agent.as_str())
+                            .map(move |(_, since)| (key, slot.as_millisecond(), *since))
+                    })
+                    .collect();
+                for chunk in shares.chunks(STORE_BATCH_ROWS_MAX) {
+                    let mut select = QueryBuilder::<$db>::new(format!("SELECT v.column1, v.column4, {SUMS} FROM ("));
+                    select.push_values(chunk, |mut row, (key, slot, since)| {
+                        row.push_bind(key.agent.as_str())
+                            .push_bind(key.heartbeat.as_str())
+                            .push_bind(*slot)
+                            .push_bind(*since);
+                    });
+                    select.push(
+                        ") AS v JOIN executions e ON e.agent_id = v.column1 AND e.heartbeat_id = v.column2 \
+                         AND e.slot_ms = v.column3 WHERE e.llm_calls > 0 AND e.finished_at_ms >= v.column4 \
+                         GROUP BY v.column1, v.column4",
+                    );
+                    let rows: Vec<(String, i64, i64, i64, i64)> = select.build_query_as().fetch_all(&mut *tx).await?;
+                    for (agent, since, calls, tokens, cost_micros) in rows {
+                        let share = spend_from((calls, tokens, cost_micros));
+                        let total = spent.entry((agent, since)).or_default();
+                        total.calls = total.calls.saturating_sub(share.calls);
+                        total.tokens = total.tokens.saturating_sub(share.tokens);
+                        total.cost_micros = total.cost_micros.saturating_sub(share.cost_micros);
+                    }
+                }
+                tx.commit().await?;
+                Ok(days
+                    .iter()
+                    .map(|(agent, since)| {
+                        spent.get(&(agent.to_string(), since.as_millisecond())).copied().unwrap_or_default()
+                    })
+                    .collect())
+            }
+
             /// `Store::claim_slots` as multi-row statements through sqlx (the backend's
             /// `write_claims` may take another way).
             #[allow(dead_code)] // SQLite claims by its direct writer
@@ -793,6 +864,17 @@ macro_rules! sql_store {
                 }
                 tx.commit().await?;
                 Ok(spent)
+            }
+
+            async fn spent_since_each(
+                &self,
+                days: &[(AgentId, Timestamp)],
+                excluding: &[(HeartbeatKey, Timestamp)],
+            ) -> Vec<Result<DaySpend, StoreError>> {
+                match self.read_spent_each(days, excluding).await {
+                    Ok(spent) => spent.into_iter().map(Ok).collect(),
+                    Err(error) => vec![Err(error); days.len()],
+                }
             }
 
             async fn transcript(&self, key: &HeartbeatKey, slot: Timestamp) -> Result<Option<String>, StoreError> {

@@ -41,39 +41,55 @@ impl Driver {
             return spent;
         }
         let global = self.global_cap_reached(now).await;
+        self.read_ledgers(&agents, now).await;
         for agent in agents {
             let settings = self.context.settings(&agent);
-            let ledger = match self.ledgers.get(&agent) {
-                // Still its day (a wall clock jump back before it is a new read).
-                Some((ledger, day_end)) if (ledger.day..*day_end).contains(&now.wall) => Some(*ledger),
-                _ => {
-                    let zone = TimeZone::get(&settings.timezone).unwrap_or(TimeZone::UTC);
-                    let day = day_start(now.wall, &zone);
-                    let day_end = next_day_start(now.wall, &zone).unwrap_or(Timestamp::MAX);
-                    // Its runs in flight count when the driver hears of them (below), even
-                    // those the store recorded already.
-                    let in_flight: Vec<(HeartbeatKey, Timestamp)> =
-                        self.runs.keys().filter(|(key, _)| key.agent == agent).cloned().collect();
-                    match self.context.store.spent_since(Some(&agent), day, &in_flight).await {
-                        Ok(spent) => {
-                            let ledger = DayLedger { day, spent };
-                            self.ledgers.insert(agent.clone(), (ledger, day_end));
-                            Some(ledger)
-                        }
-                        Err(error) => {
-                            // Runs go on unchecked rather than all stopping on a store hiccup.
-                            let consequence = "the daily caps are not checked until the store answers";
-                            self.store_failed("spent_since", error.to_string(), consequence);
-                            None
-                        }
-                    }
-                }
-            };
-            if let Some(cap) = ledger.and_then(|ledger| ledger.reached(settings.day_caps())).or(global) {
+            let ledger =
+                self.ledgers.get(&agent).filter(|(ledger, day_end)| (ledger.day..*day_end).contains(&now.wall));
+            if let Some(cap) = ledger.and_then(|(ledger, _)| ledger.reached(settings.day_caps())).or(global) {
                 spent.insert(agent, cap);
             }
         }
         spent
+    }
+
+    /// Reads the day's spending of each of `agents` whose ledger is not of its day now (its
+    /// first slot today, or a wall clock jump back before its day), all in one store call.
+    /// An agent whose read fails goes on unchecked, rather than all runs stopping on a
+    /// store hiccup.
+    async fn read_ledgers(&mut self, agents: &BTreeSet<AgentId>, now: Now) {
+        let mut days = Vec::new();
+        let mut day_ends = Vec::new();
+        for agent in agents {
+            // Still its day (a wall clock jump back before it is a new read).
+            if self.ledgers.get(agent).is_some_and(|(ledger, day_end)| (ledger.day..*day_end).contains(&now.wall)) {
+                continue;
+            }
+            let zone = TimeZone::get(&self.context.settings(agent).timezone).unwrap_or(TimeZone::UTC);
+            days.push((agent.clone(), day_start(now.wall, &zone)));
+            day_ends.push(next_day_start(now.wall, &zone).unwrap_or(Timestamp::MAX));
+        }
+        if days.is_empty() {
+            return;
+        }
+        // Their runs in flight count when the driver hears of them, even those the store
+        // recorded already.
+        let asked: BTreeSet<&AgentId> = days.iter().map(|(agent, _)| agent).collect();
+        let in_flight: Vec<(HeartbeatKey, Timestamp)> =
+            self.runs.keys().filter(|(key, _)| asked.contains(&key.agent)).cloned().collect();
+        drop(asked);
+        let answers = self.context.store.spent_since_each(&days, &in_flight).await;
+        for (((agent, day), day_end), answer) in days.into_iter().zip(day_ends).zip(answers) {
+            match answer {
+                Ok(spent) => {
+                    self.ledgers.insert(agent, (DayLedger { day, spent }, day_end));
+                }
+                Err(error) => {
+                    let consequence = "the daily caps are not checked until the store answers";
+                    self.store_failed("spent_since", error.to_string(), consequence);
+                }
+            }
+        }
     }
 
     /// The global cap all agents' spending today reached, if any. All agents' spending is
