@@ -74,10 +74,10 @@ impl Driver {
         }
         // Their runs in flight count when the driver hears of them, even those the store
         // recorded already.
-        let asked: BTreeSet<&AgentId> = days.iter().map(|(agent, _)| agent).collect();
-        let in_flight: Vec<(HeartbeatKey, Timestamp)> =
-            self.runs.keys().filter(|(key, _)| asked.contains(&key.agent)).cloned().collect();
-        drop(asked);
+        let in_flight: Vec<(HeartbeatKey, Timestamp)> = {
+            let asked: BTreeSet<&AgentId> = days.iter().map(|(agent, _)| agent).collect();
+            self.runs.keys().filter(|(key, _)| asked.contains(&key.agent)).cloned().collect()
+        };
         let answers = self.context.store.spent_since_each(&days, &in_flight).await;
         for (((agent, day), day_end), answer) in days.into_iter().zip(day_ends).zip(answers) {
             match answer {
