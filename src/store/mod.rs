@@ -10,6 +10,8 @@ pub mod postgres;
 #[cfg(not(madsim))]
 pub mod postgres_leases;
 #[cfg(not(madsim))]
+mod slot_batch;
+#[cfg(not(madsim))]
 mod sql_rows;
 #[cfg(not(madsim))]
 mod sql_store;

@@ -45,6 +45,7 @@ macro_rules! sql_store {
             use crate::core::retention::RunRetention;
             use crate::core::schedule::Schedule;
             use crate::store::config_keys::ConfigKeys;
+            use crate::store::slot_batch;
             use crate::store::text_check;
             use crate::core::system_events::{self, SystemEvent};
             use crate::limits::STORE_BATCH_ROWS_MAX;
@@ -254,12 +255,7 @@ macro_rules! sql_store {
                     };
                     outcomes.push(outcome);
                 }
-                let claimed: Vec<&SlotClaim> = claims
-                    .iter()
-                    .zip(&outcomes)
-                    .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
-                    .map(|(claim, _)| claim)
-                    .collect();
+                let claimed = slot_batch::won(claims, &outcomes);
                 let next_slots: Vec<(&HeartbeatKey, &NextSlot)> =
                     claimed.iter().map(|claim| (&claim.key, &claim.next_slot)).collect();
                 update_next_slots(&mut tx, &next_slots).await?;
@@ -1189,12 +1185,7 @@ macro_rules! sql_store {
         ) -> Result<(), StoreError> {
             // One row per heartbeat, its highest slot: an UPDATE joined to two rows of one
             // key applies one of them, which one unsaid.
-            let mut highest: BTreeMap<&HeartbeatKey, Timestamp> = BTreeMap::new();
-            for (key, slot) in logged {
-                let kept = highest.entry(key).or_insert(slot);
-                *kept = (*kept).max(slot);
-            }
-            let highest: Vec<(&HeartbeatKey, Timestamp)> = highest.into_iter().collect();
+            let highest = slot_batch::highest_slots(logged);
             for chunk in highest.chunks(STORE_BATCH_ROWS_MAX) {
                 let mut update = QueryBuilder::<$db>::new("UPDATE heartbeats SET latest_slot_ms = v.column3 FROM (");
                 update.push_values(chunk, |mut row, (key, slot)| {

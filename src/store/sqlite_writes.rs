@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 
 use super::breaker_batch::{self, StoredBreaker};
+use super::slot_batch;
 use super::sql_rows::{millis, stored_count};
 use super::sqlite_direct::{Direct, Value};
 use crate::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
@@ -84,12 +85,7 @@ pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<Cla
         };
         outcomes.push(outcome);
     }
-    let claimed: Vec<&SlotClaim> = claims
-        .iter()
-        .zip(&outcomes)
-        .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
-        .map(|(claim, _)| claim)
-        .collect();
+    let claimed = slot_batch::won(claims, &outcomes);
     if claimed.is_empty() {
         return Ok(outcomes);
     }
@@ -122,13 +118,8 @@ fn raise_latest_slots<'k>(
     direct: &Direct<'_>,
     logged: impl Iterator<Item = (&'k HeartbeatKey, Timestamp)>,
 ) -> Result<(), StoreError> {
-    let mut highest: BTreeMap<&HeartbeatKey, Timestamp> = BTreeMap::new();
-    for (key, slot) in logged {
-        let kept = highest.entry(key).or_insert(slot);
-        *kept = (*kept).max(slot);
-    }
     let mut raise = direct.prepare(LATEST_SLOT_SQL)?;
-    for (key, slot) in highest {
+    for (key, slot) in slot_batch::highest_slots(logged) {
         let key = key_values(key);
         raise.execute(&[key[0], key[1], slot.as_millisecond().into()])?;
     }
