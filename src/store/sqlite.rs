@@ -1,6 +1,7 @@
 //! The SQLite store, through sqlx: WAL, embedded migrations, a busy timeout, and
-//! multi-row statements for every batch write. The statements themselves are shared with
-//! PostgreSQL ([`super::sql_store`]); this file holds what only SQLite does.
+//! multi-row statements for batch writes, shared with PostgreSQL ([`super::sql_store`]);
+//! this file holds what only SQLite does, among it the dispatch path's claims and results,
+//! which run on its direct writer (`sqlite_writes.rs`, ADR 0033).
 
 use std::path::Path;
 use std::str::FromStr;
