@@ -22,6 +22,7 @@ use crate::ports::store::{
     SeedReport, SkipRecord, SlotClaim, Store, StoreError, INTERRUPTED_ERROR_TEXT,
 };
 use crate::store::config_keys::ConfigKeys;
+use crate::store::seed_threads;
 use crate::store::text_check;
 
 #[derive(Debug, Clone)]
@@ -278,30 +279,10 @@ fn config_row(def: &HeartbeatDef, fingerprint: [u8; 32], at: Timestamp) -> Box<R
     Box::new(Row { heartbeat: Heartbeat { def: stored, state: fresh }, config_fingerprint: Some(fingerprint) })
 }
 
-/// Definitions a thread builds rows for, at the least: fewer are not worth a thread.
-const SEED_ROWS_PER_THREAD_MIN: usize = 50_000;
-
-/// The rows of `defs` in their order, built on as many threads as the machine has cores
-/// when there are many: copying and hashing a million definitions was most of a first
-/// seed, and each row is built alone (the same rows, in the same order, on any machine).
+/// The rows of `defs` in their order, built on every core when there are many: copying
+/// and hashing a million definitions was most of a first seed.
 fn config_rows(defs: &[HeartbeatDef], at: Timestamp) -> Vec<(HeartbeatKey, Box<Row>)> {
-    let build = |def: &HeartbeatDef| (def.key.clone(), config_row(def, def.fingerprint_digest(), at));
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let threads = cores.min(defs.len() / SEED_ROWS_PER_THREAD_MIN);
-    if threads <= 1 {
-        return defs.iter().map(build).collect();
-    }
-    let part = defs.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let parts: Vec<_> =
-            defs.chunks(part).map(|chunk| scope.spawn(move || chunk.iter().map(build).collect::<Vec<_>>())).collect();
-        let mut rows = Vec::with_capacity(defs.len());
-        for part in parts {
-            // Building a row cannot fail; a panic there is a bug, and stays one.
-            rows.extend(part.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
-        }
-        rows
-    })
+    seed_threads::map_in_order(defs, |def| (def.key.clone(), config_row(def, def.fingerprint_digest(), at)))
 }
 
 #[async_trait]

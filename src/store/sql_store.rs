@@ -45,6 +45,7 @@ macro_rules! sql_store {
             use crate::core::retention::RunRetention;
             use crate::core::schedule::Schedule;
             use crate::store::config_keys::ConfigKeys;
+            use crate::store::seed_threads;
             use crate::store::slot_batch;
             use crate::store::text_check;
             use crate::core::system_events::{self, SystemEvent};
@@ -377,10 +378,15 @@ macro_rules! sql_store {
                 let mut changed: Vec<(usize, String)> = Vec::new();
                 // Each key once, at its last place (one statement may not upsert a key twice).
                 let config = ConfigKeys::of(defs);
-                for (index, def) in config.kept() {
-                    let fingerprint = def.fingerprint();
-                    let id = (def.key.agent.to_string(), def.key.heartbeat.to_string());
-                    match existing.get(&id) {
+                let kept: Vec<(usize, &HeartbeatDef)> = config.kept().collect();
+                let fingerprints = seed_threads::map_in_order(&kept, |(_, def)| def.fingerprint());
+                for ((index, def), fingerprint) in kept.into_iter().zip(fingerprints) {
+                    // A first seed finds nothing stored, and copies no key to look.
+                    let stored = match existing.is_empty() {
+                        true => None,
+                        false => existing.get(&(def.key.agent.to_string(), def.key.heartbeat.to_string())),
+                    };
+                    match stored {
                         Some((_, stored)) if stored.as_deref() == Some(fingerprint.as_str()) => {
                             report.unchanged.push(def.key.clone());
                             continue;
@@ -394,14 +400,23 @@ macro_rules! sql_store {
                 // start-up's load needs, which then has nothing to sort. The keys are distinct
                 // (each kept at its last place): an unstable sort gives the same order, faster.
                 changed.sort_unstable_by(|(a, _), (b, _)| defs[*a].key.cmp(&defs[*b].key));
-                for chunk in changed.chunks(UPSERT_ROWS_MAX) {
-                    let rows: Vec<(HeartbeatDef, Option<String>)> = chunk
-                        .iter()
-                        .map(|(index, fingerprint)| {
-                            (HeartbeatDef { origin: Origin::Config, ..defs[*index].clone() }, Some(fingerprint.clone()))
-                        })
-                        .collect();
-                    upsert(&mut tx, &rows, at).await?;
+                let mut statements = changed.chunks(UPSERT_ROWS_MAX).map(|chunk| {
+                    let rows = chunk.iter().map(|(index, fingerprint)| UpsertRow {
+                        def: &defs[*index],
+                        origin: Origin::Config,
+                        fingerprint: Some(fingerprint),
+                    });
+                    upsert_statement(rows, at)
+                });
+                let mut next = statements.next();
+                while let Some(mut statement) = next {
+                    let written = upsert(&mut tx, &mut statement);
+                    // Polled first, the write hands its statement to the database's thread;
+                    // the next statement is built here meanwhile (it was a quarter of a seed).
+                    let following = async { statements.next() };
+                    let (written, following) = tokio::join!(written, following);
+                    written?;
+                    next = following;
                 }
                 // Hashed, not sorted (a million keys took seconds to sort), and only when the
                 // store has config rows that might have left the config.
@@ -431,7 +446,8 @@ macro_rules! sql_store {
                 // An operator's or a model's change: a node that lost the agent must not
                 // acknowledge one the agent's engine never hears of.
                 self.fence(&mut tx, std::iter::once(&def.key.agent)).await?;
-                upsert(&mut tx, &[(def.clone(), None)], at).await?;
+                let row = UpsertRow { def, origin: def.origin, fingerprint: None };
+                upsert(&mut tx, &mut upsert_statement(std::iter::once(row), at)).await?;
                 tx.commit().await?;
                 Ok(())
             }
@@ -1042,24 +1058,29 @@ macro_rules! sql_store {
         /// Rows one multi-row upsert writes: 25 parameters each, under SQLite's 32,766.
         const UPSERT_ROWS_MAX: usize = 1_000;
 
-        /// Inserts or replaces definitions (at most [`UPSERT_ROWS_MAX`], each key once), in one
-        /// statement. A replaced heartbeat is re-enabled with a clean breaker and no armed slot.
-        /// A fingerprint `None` keeps the stored config fingerprint.
-        async fn upsert(
-            tx: &mut Transaction<'_, $db>,
-            defs: &[(HeartbeatDef, Option<String>)],
-            at: Timestamp,
-        ) -> Result<(), StoreError> {
-            if defs.is_empty() {
-                return Ok(());
-            }
+        /// A definition as an upsert stores it.
+        struct UpsertRow<'d> {
+            def: &'d HeartbeatDef,
+            /// The row's origin (a seed stores every definition as config).
+            origin: Origin,
+            /// `None` keeps the stored config fingerprint.
+            fingerprint: Option<&'d str>,
+        }
+
+        /// The upsert statement of some definitions (at most [`UPSERT_ROWS_MAX`], each key
+        /// once): built apart from its execution, so that a seed builds the next while the
+        /// database writes this one. A replaced heartbeat is re-enabled with a clean breaker
+        /// and no armed slot.
+        fn upsert_statement<'d>(rows: impl Iterator<Item = UpsertRow<'d>>, at: Timestamp) -> UpsertStatement<'d> {
+            let mut keys = Vec::new();
             let mut insert = QueryBuilder::<$db>::new(
                 "INSERT INTO heartbeats (agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, \
                  cron_timezone, at_ms, catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, dedup, \
                  delivery_target, active_start, active_end, active_timezone, timeout_ms, origin, config_fingerprint, \
                  tools, model, created_at_ms, updated_at_ms, enabled, disabled_reason, consecutive_failures, next_slot_ms) ",
             );
-            insert.push_values(defs, |mut row, (def, fingerprint)| {
+            insert.push_values(rows, |mut row, UpsertRow { def, origin, fingerprint }| {
+                keys.push(&def.key);
                 let window = def.active_hours.as_ref();
                 let (every_ms, cron, at_ms) = match &def.schedule {
                     Schedule::Every(interval) => (Some(millis(*interval)), None, None),
@@ -1086,8 +1107,8 @@ macro_rules! sql_store {
                     .push_bind(window.map(|window| window.end_text()))
                     .push_bind(window.map(|window| window.zone_name().to_owned()))
                     .push_bind(millis(def.timeout))
-                    .push_bind(def.origin.as_str())
-                    .push_bind(fingerprint.clone())
+                    .push_bind(origin.as_str())
+                    .push_bind(fingerprint.map(str::to_owned))
                     .push_bind(def.tools.to_json())
                     .push_bind(def.model.clone())
                     .push_bind(at.as_millisecond())
@@ -1109,7 +1130,21 @@ macro_rules! sql_store {
                  enabled = 1, disabled_reason = NULL, consecutive_failures = 0, next_slot_ms = excluded.next_slot_ms, \
                  breaker_opened_at_ms = NULL, updated_at_ms = excluded.updated_at_ms",
             );
-            insert.build().execute(&mut **tx).await?;
+            UpsertStatement { insert, keys }
+        }
+
+        /// An upsert's statement and the keys it writes.
+        struct UpsertStatement<'d> {
+            insert: QueryBuilder<'d, $db>,
+            keys: Vec<&'d HeartbeatKey>,
+        }
+
+        /// Runs an upsert's statement (none without rows).
+        async fn upsert(tx: &mut Transaction<'_, $db>, statement: &mut UpsertStatement<'_>) -> Result<(), StoreError> {
+            if statement.keys.is_empty() {
+                return Ok(());
+            }
+            statement.insert.build().execute(&mut **tx).await?;
             // A key that had a row before (deleted, then stored again) still has its log: its
             // new row starts from the latest slot there (ADR 0031). A store with no log at all
             // (a first seed) has none to find, and saves a statement per chunk.
@@ -1120,8 +1155,8 @@ macro_rules! sql_store {
                      FROM (SELECT v.column1 AS agent_id, v.column2 AS heartbeat_id, ",
                 );
                 update.push(LOGGED_LATEST_SLOT_OF_V).push(" AS latest FROM (");
-                update.push_values(defs, |mut row, (def, _)| {
-                    row.push_bind(def.key.agent.as_str()).push_bind(def.key.heartbeat.as_str());
+                update.push_values(&statement.keys, |mut row, key| {
+                    row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str());
                 });
                 update.push(
                     ") AS v) AS l WHERE heartbeats.agent_id = l.agent_id AND heartbeats.heartbeat_id = l.heartbeat_id \
