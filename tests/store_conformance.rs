@@ -921,6 +921,12 @@ async fn the_latest_logged_slot_only_rises_and_outlives_a_schedule_change_and_a_
         assert_eq!((latest[&a], latest[&b]), (Some(at(120)), Some(at(60))), "the log's latest, kept");
         let read = store.latest_slots(&[a.clone(), b.clone()]).await.expect("latest slots");
         assert_eq!((read.get(&a), read.get(&b)), (Some(&at(120)), Some(&at(60))), "the same, read by key");
+        // Deleted, then seeded again: the seed's new row starts from the log as well.
+        assert!(store.delete_heartbeat(&b).await.expect("delete"));
+        let report =
+            store.seed_config(&[def("main", "a", 60), def("main", "b", 30)], at(300)).await.expect("seeded again");
+        assert_eq!(report.inserted, vec![b.clone()]);
+        assert_eq!(armed_latest_slots(&*store).await[&b], Some(at(60)), "b's log, found by the seed");
     })
     .await;
 }
