@@ -511,7 +511,11 @@ impl Driver {
             Some(next) => self.arm(key.clone(), next),
             None => self.announce_armed(&key, armed.next_slot),
         }
-        fired.run.last().map(|latest| (key, *latest))
+        // The slot it catches up to may be one an operator's backfill holds (explicit,
+        // waiting its turn): that one runs there, once, and stands for this one as the
+        // latest would (seed 1927870817135: it was offered twice, and its second claim lost).
+        let latest = fired.run.last().copied().filter(|latest| !self.explicit.contains(&(key.clone(), *latest)))?;
+        Some((key, latest))
     }
 
     /// Everything due now: slots an operator triggered, slots waiting behind a finished
