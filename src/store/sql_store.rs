@@ -39,6 +39,7 @@ macro_rules! sql_store {
             use crate::store::breaker_batch::{self, BreakerUpdate, StoredBreaker};
             use crate::core::budget::DaySpend;
             use crate::core::heartbeat::{Heartbeat, HeartbeatDef, JobKind, Origin};
+            use crate::core::hex::lower_hex;
             use crate::core::ids::{AgentId, HeartbeatKey};
             use crate::core::pause::PauseRecord;
             use crate::core::reply::ReplyKind;
@@ -384,11 +385,12 @@ macro_rules! sql_store {
                 // resident memory (44 bytes a heartbeat after a start).
                 let digests = seed_threads::map_in_order(&kept, |(_, def)| def.fingerprint_digest());
                 for ((index, def), digest) in kept.into_iter().zip(digests) {
-                    let fingerprint = crate::core::hex::lower_hex(&digest);
+                    let fingerprint = lower_hex(&digest);
                     // A first seed finds nothing stored, and copies no key to look.
-                    let stored = match existing.is_empty() {
-                        true => None,
-                        false => existing.get(&(def.key.agent.to_string(), def.key.heartbeat.to_string())),
+                    let stored = if existing.is_empty() {
+                        None
+                    } else {
+                        existing.get(&(def.key.agent.to_string(), def.key.heartbeat.to_string()))
                     };
                     match stored {
                         Some((_, stored)) if stored.as_deref() == Some(fingerprint.as_str()) => {
