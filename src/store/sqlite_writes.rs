@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 
-use super::breaker_batch::{self, StoredBreaker};
+use super::breaker_batch::{self, BreakerUpdate, StoredBreaker};
 use super::slot_batch;
 use super::sql_rows::{millis, stored_count};
 use super::sqlite_direct::{Direct, Value};
@@ -26,16 +26,17 @@ const CLAIM_SQL: &str = "INSERT INTO executions (agent_id, heartbeat_id, slot_ms
 
 const HEARTBEAT_EXISTS_SQL: &str = "SELECT 1 FROM heartbeats WHERE agent_id = ?1 AND heartbeat_id = ?2";
 
-/// A next slot, stored where the row still has the schedule that gave it (`NextSlot`).
-const NEXT_SLOT_SQL: &str = "UPDATE heartbeats SET next_slot_ms = ?3 \
-     WHERE agent_id = ?1 AND heartbeat_id = ?2 AND schedule_kind = ?4 \
-     AND (?5 IS NULL OR every_ms = ?5) \
-     AND (?6 IS NULL OR (cron_expr = ?6 AND cron_timezone = ?7)) \
-     AND (?8 IS NULL OR at_ms = ?8)";
-
-/// The row's latest logged slot, only ever raised (ADR 0031).
-const LATEST_SLOT_SQL: &str = "UPDATE heartbeats SET latest_slot_ms = ?3 \
-     WHERE agent_id = ?1 AND heartbeat_id = ?2 AND (latest_slot_ms IS NULL OR latest_slot_ms < ?3)";
+/// What a claim changes in its heartbeat's row, in one statement: the next slot, stored
+/// where the row still has the schedule that gave it (`NextSlot`: the kind, then the kind's
+/// own columns), and the latest logged slot, only ever raised (ADR 0031). One statement,
+/// not two: each is prepared again in every transaction, and stepped once a claim.
+const CLAIMED_ROW_SQL: &str = "UPDATE heartbeats SET \
+     next_slot_ms = CASE WHEN schedule_kind = ?4 \
+         AND (?5 IS NULL OR every_ms = ?5) \
+         AND (?6 IS NULL OR (cron_expr = ?6 AND cron_timezone = ?7)) \
+         AND (?8 IS NULL OR at_ms = ?8) THEN ?3 ELSE next_slot_ms END, \
+     latest_slot_ms = CASE WHEN latest_slot_ms IS NULL OR latest_slot_ms < ?9 THEN ?9 ELSE latest_slot_ms END \
+     WHERE agent_id = ?1 AND heartbeat_id = ?2";
 
 const RESULT_SQL: &str = "UPDATE executions SET finished_at_ms = ?4, status = ?5, delivery = ?6, duration_ms = ?7, \
      error = ?8, output_preview = ?9, stop_reason = ?10, reply = ?11, reply_digest = ?12, llm_calls = ?13, \
@@ -43,8 +44,8 @@ const RESULT_SQL: &str = "UPDATE executions SET finished_at_ms = ?4, status = ?5
      cost_micros = ?19, unpriced_calls = ?20, transcript = ?21 \
      WHERE agent_id = ?1 AND heartbeat_id = ?2 AND slot_ms = ?3";
 
-const BREAKER_READ_SQL: &str =
-    "SELECT consecutive_failures, enabled, disabled_reason FROM heartbeats WHERE agent_id = ?1 AND heartbeat_id = ?2";
+const BREAKER_READ_SQL: &str = "SELECT consecutive_failures, enabled, disabled_reason, \
+     breaker_opened_at_ms IS NULL FROM heartbeats WHERE agent_id = ?1 AND heartbeat_id = ?2";
 
 const BREAKER_WRITE_SQL: &str = "UPDATE heartbeats SET consecutive_failures = ?3, \
      enabled = CASE WHEN ?4 = 1 THEN 0 ELSE enabled END, \
@@ -89,7 +90,8 @@ pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<Cla
     if claimed.is_empty() {
         return Ok(outcomes);
     }
-    let mut next_slot = direct.prepare(NEXT_SLOT_SQL)?;
+    // In claim order: the last claim's next slot stands, the highest slot is the latest.
+    let mut claimed_row = direct.prepare(CLAIMED_ROW_SQL)?;
     for claim in &claimed {
         let next = &claim.next_slot;
         let (every_ms, cron, at_ms) = match &next.schedule {
@@ -98,7 +100,7 @@ pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<Cla
             Schedule::At(at) => (None, None, Some(at.as_millisecond())),
         };
         let key = key_values(&claim.key);
-        next_slot.execute(&[
+        claimed_row.execute(&[
             key[0],
             key[1],
             next.at.as_millisecond().into(),
@@ -107,23 +109,10 @@ pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<Cla
             cron.map(|cron| cron.expression()).into(),
             cron.map(|cron| cron.zone_name()).into(),
             at_ms.into(),
+            claim.slot.as_millisecond().into(),
         ])?;
     }
-    raise_latest_slots(direct, claimed.iter().map(|claim| (&claim.key, claim.slot)))?;
     Ok(outcomes)
-}
-
-/// Raises each heartbeat's latest logged slot to the highest of `logged` for it.
-fn raise_latest_slots<'k>(
-    direct: &Direct<'_>,
-    logged: impl Iterator<Item = (&'k HeartbeatKey, Timestamp)>,
-) -> Result<(), StoreError> {
-    let mut raise = direct.prepare(LATEST_SLOT_SQL)?;
-    for (key, slot) in slot_batch::highest_slots(logged) {
-        let key = key_values(key);
-        raise.execute(&[key[0], key[1], slot.as_millisecond().into()])?;
-    }
-    Ok(())
 }
 
 /// Records `runs`' results, steps the breaker through them in order, and consumes the
@@ -163,21 +152,42 @@ pub(super) fn finish(
     }
     let mut read = direct.prepare(BREAKER_READ_SQL)?;
     let mut stored = BTreeMap::new();
+    // Each row's count and whether it has no cooldown: an update that changes neither is
+    // not written (runs that succeed after successes, most of them).
+    let mut as_stored: BTreeMap<&HeartbeatKey, (u32, bool)> = BTreeMap::new();
     for key in runs.iter().map(|run| &run.key).collect::<BTreeSet<_>>() {
         let row = read.query_row(&key_values(key), |row| {
-            Ok(StoredBreaker {
+            let breaker = StoredBreaker {
                 consecutive_failures: u32::try_from(row.int(0)).unwrap_or(u32::MAX),
                 enabled: row.int(1) != 0,
                 disabled_reason: row.text(2)?,
-            })
+            };
+            Ok((breaker, row.int(3) != 0))
         })?;
-        if let Some(row) = row {
+        if let Some((row, no_cooldown)) = row {
+            as_stored.insert(key, (row.consecutive_failures, no_cooldown));
             stored.insert(key.clone(), row);
         }
     }
     let (steps, updates) = breaker_batch::step_batch(runs, stored, breaker_failures_max);
-    let mut write = direct.prepare(BREAKER_WRITE_SQL)?;
-    for (key, step, opened_at) in &updates {
+    let changes = |(key, step, opened_at): &&BreakerUpdate| {
+        let unchanged = as_stored.get(key).is_some_and(|(count, no_cooldown)| {
+            step.consecutive_failures == *count
+                && !step.tripped
+                && match opened_at {
+                    None => true,
+                    Some(None) => *no_cooldown,
+                    Some(Some(_)) => false,
+                }
+        });
+        !unchanged
+    };
+    let mut write = None;
+    for (key, step, opened_at) in updates.iter().filter(changes) {
+        let write = match &mut write {
+            Some(statement) => statement,
+            None => write.insert(direct.prepare(BREAKER_WRITE_SQL)?),
+        };
         let key = key_values(key);
         write.execute(&[
             key[0],
