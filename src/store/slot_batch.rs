@@ -1,5 +1,7 @@
-//! What the SQL stores' claim and skip writes compute from a batch before writing it, for
-//! the shared statements and SQLite's direct writer alike (ADR 0033).
+//! What the SQL stores' claim and skip writes compute from a batch before writing it: the
+//! claims that won (the shared statements and SQLite's direct writer alike, ADR 0033), and
+//! each heartbeat's highest logged slot (the shared statements; SQLite's direct writer
+//! raises it a claim at a time, in the claim's own statement).
 
 use std::collections::BTreeMap;
 
