@@ -19,7 +19,11 @@ mod sql_store;
 #[cfg(not(madsim))]
 pub mod sqlite;
 #[cfg(not(madsim))]
+mod sqlite_busy;
+#[cfg(not(madsim))]
 mod sqlite_direct;
+#[cfg(not(madsim))]
+mod sqlite_dispatch_writer;
 #[cfg(not(madsim))]
 mod sqlite_writes;
 mod text_check;

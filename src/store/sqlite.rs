@@ -1,7 +1,7 @@
 //! The SQLite store, through sqlx: WAL, embedded migrations, a busy timeout, and
 //! multi-row statements for batch writes, shared with PostgreSQL ([`super::sql_store`]);
 //! this file holds what only SQLite does, among it the dispatch path's claims and results,
-//! which run on its direct writer (`sqlite_writes.rs`, ADR 0033).
+//! which run on a writer thread of their own (`sqlite_dispatch_writer.rs`, ADR 0034).
 
 use std::path::Path;
 use std::str::FromStr;
@@ -11,8 +11,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::sql_store::sql_store;
-use super::sqlite_direct::Direct;
-use super::sqlite_writes;
+use super::sqlite_busy::wait_briefly_when_busy;
+use super::sqlite_dispatch_writer::DispatchWriter;
 use crate::core::breaker::BreakerStep;
 use crate::core::ids::AgentId;
 use crate::limits::{SQLITE_BUSY_TIMEOUT_MS, SQLITE_OPEN_BUSY_ATTEMPTS_MAX, SQLITE_OPEN_BUSY_RETRY_MS};
@@ -30,6 +30,10 @@ pub struct SqliteStore {
     /// over 400 such sleeps in 10,000 runs; performance.md). Another process's writes
     /// (the CLI's) still take turns through the busy timeout.
     writer: SqlitePool,
+    /// The dispatch path's claims and results, on a connection and thread of their own
+    /// (ADR 0034). They meet `writer` only at the rarer writes beside dispatch (a skip, a
+    /// pause, an edit), through the busy timeout.
+    dispatch: DispatchWriter,
 }
 
 impl SqliteStore {
@@ -47,8 +51,18 @@ impl SqliteStore {
             .busy_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS))
             .foreign_keys(true);
         // A writer waits for the writer's connection as long as SQLite would for its lock.
-        let writer_options =
-            SqlitePoolOptions::new().max_connections(1).acquire_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS));
+        let writer_options = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS))
+            // It meets the dispatch writer at the write lock: short waits (ADR 0034).
+            .after_connect(|connection, _| {
+                Box::pin(async move {
+                    let mut handle = connection.lock_handle().await?;
+                    // SAFETY: the connection is locked to this task while the handle lives.
+                    unsafe { wait_briefly_when_busy(handle.as_raw_handle()) };
+                    Ok(())
+                })
+            });
         let writer = connect_pool(path, &options, writer_options).await?;
         // sqlx takes no lock for SQLite migrations, so two processes opening a new or old
         // database at once (the daemon and `heartbeat list`) could both apply one; a lock
@@ -57,7 +71,8 @@ impl SqliteStore {
         sqlx::migrate!("src/store/migrations").run(&writer).await?;
         drop(lock);
         let pool = connect_pool(path, &options, SqlitePoolOptions::new().max_connections(READ_CONNECTIONS_MAX)).await?;
-        Ok(Self { pool, writer })
+        let dispatch = DispatchWriter::start(path).await?;
+        Ok(Self { pool, writer, dispatch })
     }
 
     /// A transaction that holds the write lock from its first statement.
@@ -93,31 +108,18 @@ impl SqliteStore {
         String::new()
     }
 
-    /// A pass's claims on the direct writer (ADR 0033): the connection locked once for
-    /// every row, the commit (and its `fsync`) on sqlx's thread.
+    /// A pass's claims, one transaction on the dispatch writer's thread (ADR 0034).
     async fn write_claims(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
-        let mut tx = self.write_tx().await?;
-        let outcomes = {
-            let mut handle = tx.lock_handle().await?;
-            sqlite_writes::claim(&Direct::new(&mut handle), claims)?
-        };
-        tx.commit().await?;
-        Ok(outcomes)
+        self.dispatch.claim(claims).await
     }
 
-    /// A group commit of results on the direct writer, as `write_claims`.
+    /// A group commit of results, one transaction on the dispatch writer's thread.
     async fn write_results(
         &self,
         runs: &[RunRecord],
         breaker_failures_max: u32,
     ) -> Result<Vec<BreakerStep>, StoreError> {
-        let mut tx = self.write_tx().await?;
-        let steps = {
-            let mut handle = tx.lock_handle().await?;
-            sqlite_writes::finish(&Direct::new(&mut handle), runs, breaker_failures_max)?
-        };
-        tx.commit().await?;
-        Ok(steps)
+        self.dispatch.finish(runs, breaker_failures_max).await
     }
 }
 

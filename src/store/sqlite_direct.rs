@@ -1,29 +1,103 @@
-//! Statements run straight on the SQLite writer's connection, from the calling thread,
-//! inside a transaction sqlx began and commits (ADR 0033).
+//! Statements run straight on a SQLite connection from the calling thread, with none of
+//! sqlx's thread crossings (ADR 0033, ADR 0034).
 //!
 //! sqlx runs every SQLite statement on the connection's own thread: each statement, and
 //! each row it returns, crosses between threads (a futex wake and a context switch a time).
-//! On the dispatch path that crossing was a third of the writer's CPU. Here the connection
-//! is locked once (`lock_handle`), one prepared statement per kind of write is stepped
-//! once per row, and the lock is handed back before the commit, which sqlx still runs on
-//! its own thread (its `fsync` included).
+//! On the dispatch path that crossing was a third of the writer's CPU. The dispatch writer
+//! (`sqlite_dispatch_writer.rs`) owns a [`Connection`] on a thread of its own, and steps
+//! one prepared statement per kind of write once per row; its statements stay prepared
+//! from one transaction to the next.
 //!
-//! Nothing here awaits: a `Direct` lives inside one synchronous call, so no future holds
-//! the raw connection across a suspension point.
+//! Nothing here awaits, and a `Connection` never leaves the thread that opened it.
 
-use std::ffi::{c_char, c_int, CStr};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, CStr, CString};
 use std::marker::PhantomData;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::ptr::{self, NonNull};
 
 use libsqlite3_sys as ffi;
-use sqlx::sqlite::LockedSqliteHandle;
 
+use super::sqlite_busy::wait_briefly_when_busy;
 use crate::ports::store::StoreError;
 
-/// The locked writer connection, for the length of one synchronous call.
+/// Prepared statements a connection keeps between transactions: the dispatch writer uses
+/// about eight kinds; more than this at once are finalized after use instead.
+const STATEMENTS_CACHED_MAX: usize = 32;
+
+/// A SQLite connection of this process's own (not sqlx's), used by the thread that opened
+/// it. Its statements stay prepared; they are finalized, and the connection closed, when it
+/// drops.
+pub(crate) struct Connection {
+    db: NonNull<ffi::sqlite3>,
+    cached: StatementCache,
+}
+
+/// Prepared statements not in use, by their text.
+type StatementCache = RefCell<Vec<(String, NonNull<ffi::sqlite3_stmt>)>>;
+
+impl Connection {
+    /// Opens the existing database at `path` for reading and writing; a locked database
+    /// is waited for as `sqlite_busy` says. Foreign keys on, `synchronous = FULL`, as the
+    /// store's sqlx connections (the journal mode, WAL, is the file's own).
+    pub(crate) fn open(path: &Path) -> Result<Self, StoreError> {
+        let name = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| StoreError::Backend(format!("the database path {} holds a NUL", path.display())))?;
+        let mut db = ptr::null_mut();
+        // SAFETY: `name` is NUL-terminated; SQLite sets `db` even when the open fails.
+        // NOMUTEX: the connection is only ever used by one thread at a time.
+        let rc = unsafe {
+            ffi::sqlite3_open_v2(
+                name.as_ptr(),
+                &mut db,
+                ffi::SQLITE_OPEN_READWRITE | ffi::SQLITE_OPEN_NOMUTEX,
+                ptr::null(),
+            )
+        };
+        let db =
+            NonNull::new(db).ok_or_else(|| StoreError::Backend("SQLite could not allocate a connection".to_owned()))?;
+        // From here `connection` closes the handle on every path out.
+        let connection = Self { db, cached: RefCell::new(Vec::new()) };
+        if rc != ffi::SQLITE_OK {
+            let problem = connection.direct().error_message();
+            return Err(StoreError::Backend(format!("cannot open the database {}: {problem}", path.display())));
+        }
+        // SAFETY: a live connection this thread owns.
+        unsafe {
+            ffi::sqlite3_extended_result_codes(db.as_ptr(), 1);
+            wait_briefly_when_busy(db);
+        }
+        let direct = connection.direct();
+        direct.prepare("PRAGMA foreign_keys = ON")?.execute(&[])?;
+        direct.prepare("PRAGMA synchronous = FULL")?.execute(&[])?;
+        Ok(connection)
+    }
+
+    /// Statements on this connection, kept prepared after use.
+    pub(crate) fn direct(&self) -> Direct<'_> {
+        Direct { db: self.db, cached: &self.cached }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // SAFETY: every `Statement` borrowed this connection and is gone; each cached one
+        // is finalized once, then the connection closes with nothing left open.
+        unsafe {
+            for (_, stmt) in self.cached.get_mut().drain(..) {
+                ffi::sqlite3_finalize(stmt.as_ptr());
+            }
+            ffi::sqlite3_close(self.db.as_ptr());
+        }
+    }
+}
+
+/// A connection this thread holds, for the length of one synchronous call.
 pub(crate) struct Direct<'h> {
     db: NonNull<ffi::sqlite3>,
-    _locked: PhantomData<&'h mut ()>,
+    /// Where a statement goes back after use.
+    cached: &'h StatementCache,
 }
 
 /// A value bound to a statement's parameter.
@@ -53,25 +127,36 @@ impl<'a, T: Into<Value<'a>>> From<Option<T>> for Value<'a> {
 }
 
 impl<'h> Direct<'h> {
-    /// The connection behind `handle`, which stays locked while this lives.
-    pub(crate) fn new(handle: &'h mut LockedSqliteHandle<'_>) -> Self {
-        Self { db: handle.as_raw_handle(), _locked: PhantomData }
-    }
-
-    /// Prepares `sql` (one statement, parameters `?1`, `?2`...).
-    pub(crate) fn prepare(&self, sql: &str) -> Result<Statement<'_>, StoreError> {
+    /// Prepares `sql` (one statement, parameters `?1`, `?2`...), or takes it from the
+    /// connection's cache.
+    pub(crate) fn prepare<'d>(&'d self, sql: &'d str) -> Result<Statement<'d>, StoreError> {
+        {
+            let mut cached = self.cached.borrow_mut();
+            if let Some(index) = cached.iter().position(|(text, _)| text == sql) {
+                let (text, stmt) = cached.swap_remove(index);
+                return Ok(Statement { stmt, direct: self, sql, cache_key: text });
+            }
+        }
         let length = c_int::try_from(sql.len()).map_err(|_| backend(sql, "statement too long".to_owned()))?;
         let mut stmt = ptr::null_mut();
         // SAFETY: `db` is a live connection this thread holds locked for `'h`; `sql` is
         // valid for `length` bytes, which SQLite reads without needing a NUL.
+        // PERSISTENT: a statement kept for many uses, which SQLite allocates accordingly.
         let rc = unsafe {
-            ffi::sqlite3_prepare_v2(self.db.as_ptr(), sql.as_ptr().cast::<c_char>(), length, &mut stmt, ptr::null_mut())
+            ffi::sqlite3_prepare_v3(
+                self.db.as_ptr(),
+                sql.as_ptr().cast::<c_char>(),
+                length,
+                ffi::SQLITE_PREPARE_PERSISTENT,
+                &mut stmt,
+                ptr::null_mut(),
+            )
         };
         if rc != ffi::SQLITE_OK {
             return Err(backend(sql, self.error_message()));
         }
         let stmt = NonNull::new(stmt).ok_or_else(|| backend(sql, "no statement in the text".to_owned()))?;
-        Ok(Statement { stmt, direct: self, sql_head: head(sql) })
+        Ok(Statement { stmt, direct: self, sql, cache_key: sql.to_owned() })
     }
 
     /// Rows the last finished `INSERT`, `UPDATE` or `DELETE` changed.
@@ -87,12 +172,15 @@ impl<'h> Direct<'h> {
     }
 }
 
-/// A prepared statement, stepped once per row of a batch; finalized when dropped.
+/// A prepared statement, stepped once per row of a batch; when dropped, back to its
+/// connection's cache or finalized.
 pub(crate) struct Statement<'d> {
     stmt: NonNull<ffi::sqlite3_stmt>,
     direct: &'d Direct<'d>,
-    /// The statement's start, for errors.
-    sql_head: String,
+    /// Its text, for errors.
+    sql: &'d str,
+    /// Its text as the cache keeps it.
+    cache_key: String,
 }
 
 impl Statement<'_> {
@@ -164,15 +252,27 @@ impl Statement<'_> {
     }
 
     fn error(&self, problem: String) -> StoreError {
-        StoreError::Backend(format!("{}: {problem}", self.sql_head))
+        StoreError::Backend(format!("{}: {problem}", head(self.sql)))
     }
 }
 
 impl Drop for Statement<'_> {
     fn drop(&mut self) {
-        // SAFETY: finalized exactly once, here; its connection is still locked.
+        let stmt = self.stmt.as_ptr();
+        let mut cached = self.direct.cached.borrow_mut();
+        if cached.len() < STATEMENTS_CACHED_MAX {
+            // SAFETY: a live statement; reset ends its run (and any read it holds open),
+            // and its parameters are let go before it waits in the cache.
+            unsafe {
+                ffi::sqlite3_reset(stmt);
+                ffi::sqlite3_clear_bindings(stmt);
+            }
+            cached.push((std::mem::take(&mut self.cache_key), self.stmt));
+            return;
+        }
+        // SAFETY: finalized exactly once, here, on the thread that holds its connection.
         unsafe {
-            ffi::sqlite3_finalize(self.stmt.as_ptr());
+            ffi::sqlite3_finalize(stmt);
         }
     }
 }
@@ -222,15 +322,12 @@ fn backend(sql: &str, problem: String) -> StoreError {
 
 #[cfg(test)]
 mod tests {
-    use sqlx::{Connection, SqliteConnection};
-
     use super::*;
 
-    #[tokio::test]
-    async fn values_round_trip_and_a_failing_statement_names_itself() {
-        let mut connection = SqliteConnection::connect("sqlite::memory:").await.expect("an in-memory database opens");
-        let mut handle = connection.lock_handle().await.expect("the connection locks");
-        let direct = Direct::new(&mut handle);
+    #[test]
+    fn values_round_trip_and_a_failing_statement_names_itself() {
+        let connection = Connection::open(Path::new(":memory:")).expect("an in-memory database opens");
+        let direct = connection.direct();
         direct
             .prepare("CREATE TABLE t (n INTEGER NOT NULL, s TEXT, UNIQUE (n))")
             .and_then(|mut create| create.execute(&[]))
@@ -257,5 +354,41 @@ mod tests {
             panic!("a statement on a missing table does not prepare");
         };
         assert!(message.contains("no such table: nowhere"), "{message}");
+    }
+
+    #[test]
+    fn a_statement_is_kept_prepared_and_comes_back_reset() {
+        let connection = Connection::open(Path::new(":memory:")).expect("an in-memory database opens");
+        let direct = connection.direct();
+        direct.prepare("CREATE TABLE t (n INTEGER)").and_then(|mut create| create.execute(&[])).expect("created");
+        for n in 1..=3 {
+            direct.prepare("INSERT INTO t (n) VALUES (?1)").and_then(|mut s| s.execute(&[Value::Int(n)])).expect("in");
+        }
+        let select = "SELECT n FROM t ORDER BY n";
+        let first = {
+            let mut statement = direct.prepare(select).expect("it prepares");
+            // Left on its first row: the cache must reset it before it is used again.
+            assert_eq!(statement.query_row(&[], |row| Ok(row.int(0))).expect("read"), Some(1));
+            statement.stmt
+        };
+        let mut again = direct.prepare(select).expect("from the cache");
+        assert_eq!(again.stmt, first, "the same prepared statement, not a new one");
+        assert_eq!(again.query_row(&[], |row| Ok(row.int(0))).expect("read"), Some(1));
+        // While one is in use, the same text prepares another; both go back to the cache.
+        let other = direct.prepare(select).expect("a second one");
+        assert_ne!(other.stmt, first);
+        drop((again, other));
+        let cached = connection.cached.borrow();
+        assert_eq!(cached.iter().filter(|(text, _)| text == select).count(), 2, "both selects wait in the cache");
+        assert_eq!(cached.iter().filter(|(text, _)| text.starts_with("INSERT")).count(), 1, "one insert, used thrice");
+    }
+
+    #[test]
+    fn a_missing_database_is_not_created() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let Err(StoreError::Backend(message)) = Connection::open(&dir.path().join("missing.db")) else {
+            panic!("a database that does not exist does not open");
+        };
+        assert!(message.contains("missing.db"), "{message}");
     }
 }

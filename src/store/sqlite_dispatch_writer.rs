@@ -1,0 +1,140 @@
+//! SQLite's dispatch writes, a pass's claims and a group commit of results, on a thread
+//! of their own with a connection of their own (ADR 0034).
+//!
+//! Through sqlx, each such transaction crossed to sqlx's connection thread four times: to
+//! begin, to lock the connection for the direct statements, to commit, and the pool's
+//! ping when the connection went back; and its statements were prepared again every
+//! time, since sqlx panics when it closes a connection that has one still prepared. Here
+//! one message carries the whole transaction to a thread that begins, writes with
+//! statements it keeps prepared, and commits (its `fsync` included), then answers once.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use tokio::sync::oneshot;
+
+use super::sqlite_direct::{Connection, Direct};
+use super::sqlite_writes;
+use crate::core::breaker::BreakerStep;
+use crate::ports::store::{ClaimOutcome, RunRecord, SlotClaim, StoreError};
+
+/// The thread that writes claims and results, and the way to it.
+pub(crate) struct DispatchWriter {
+    commands: Option<mpsc::Sender<Command>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// One transaction for the writer thread, and where its answer goes.
+enum Command {
+    Claim {
+        claims: Vec<SlotClaim>,
+        answer: oneshot::Sender<Result<Vec<ClaimOutcome>, StoreError>>,
+    },
+    Finish {
+        runs: Vec<RunRecord>,
+        breaker_failures_max: u32,
+        answer: oneshot::Sender<Result<Vec<BreakerStep>, StoreError>>,
+    },
+}
+
+impl DispatchWriter {
+    /// Starts the thread on the database at `path`, which must exist with its tables.
+    ///
+    /// # Errors
+    /// When the thread cannot start or the database cannot be opened.
+    pub(crate) async fn start(path: &Path) -> Result<Self, StoreError> {
+        let (commands, received) = mpsc::channel::<Command>();
+        let (opened, open_answer) = oneshot::channel();
+        let path = path.to_owned();
+        let thread = std::thread::Builder::new()
+            .name("systole-sqlite-writer".to_owned())
+            .spawn(move || {
+                let connection = match Connection::open(&path) {
+                    Ok(connection) => {
+                        let _ = opened.send(Ok(()));
+                        connection
+                    }
+                    Err(error) => {
+                        let _ = opened.send(Err(error));
+                        return;
+                    }
+                };
+                // Ends when the store drops its sender.
+                for command in received {
+                    run(&connection, command);
+                }
+            })
+            .map_err(|error| StoreError::Backend(format!("cannot start the SQLite writer thread: {error}")))?;
+        let writer = Self { commands: Some(commands), thread: Some(thread) };
+        open_answer.await.map_err(|_| thread_gone())??;
+        Ok(writer)
+    }
+
+    /// Claims `claims` in one transaction (`sqlite_writes::claim`).
+    pub(crate) async fn claim(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+        let (answer, answered) = oneshot::channel();
+        self.send(Command::Claim { claims: claims.to_vec(), answer })?;
+        answered.await.map_err(|_| thread_gone())?
+    }
+
+    /// Records `runs` in one transaction (`sqlite_writes::finish`).
+    pub(crate) async fn finish(
+        &self,
+        runs: &[RunRecord],
+        breaker_failures_max: u32,
+    ) -> Result<Vec<BreakerStep>, StoreError> {
+        let (answer, answered) = oneshot::channel();
+        self.send(Command::Finish { runs: runs.to_vec(), breaker_failures_max, answer })?;
+        answered.await.map_err(|_| thread_gone())?
+    }
+
+    fn send(&self, command: Command) -> Result<(), StoreError> {
+        self.commands.as_ref().ok_or_else(thread_gone)?.send(command).map_err(|_| thread_gone())
+    }
+}
+
+impl Drop for DispatchWriter {
+    /// Waits for the transaction under way, so that the database is closed when the store
+    /// is (a test or the CLI may open the file again at once).
+    fn drop(&mut self) {
+        drop(self.commands.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(connection: &Connection, command: Command) {
+    let direct = connection.direct();
+    match command {
+        Command::Claim { claims, answer } => {
+            let _ = answer.send(in_transaction(&direct, |direct| sqlite_writes::claim(direct, &claims)));
+        }
+        Command::Finish { runs, breaker_failures_max, answer } => {
+            let written = in_transaction(&direct, |direct| sqlite_writes::finish(direct, &runs, breaker_failures_max));
+            let _ = answer.send(written);
+        }
+    }
+}
+
+/// `write` between `BEGIN IMMEDIATE` and `COMMIT`; rolled back when it or the commit fails.
+fn in_transaction<T>(
+    direct: &Direct<'_>,
+    write: impl FnOnce(&Direct<'_>) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    direct.prepare("BEGIN IMMEDIATE")?.execute(&[])?;
+    let written = write(direct).and_then(|value| {
+        direct.prepare("COMMIT")?.execute(&[])?;
+        Ok(value)
+    });
+    if written.is_err() {
+        // Nothing to roll back when the failure already ended the transaction.
+        let _ = direct.prepare("ROLLBACK").and_then(|mut rollback| rollback.execute(&[]));
+    }
+    written
+}
+
+fn thread_gone() -> StoreError {
+    StoreError::Backend("the SQLite writer thread has stopped".to_owned())
+}
