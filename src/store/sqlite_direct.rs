@@ -139,7 +139,7 @@ impl<'h> Direct<'h> {
         }
         let length = c_int::try_from(sql.len()).map_err(|_| backend(sql, "statement too long".to_owned()))?;
         let mut stmt = ptr::null_mut();
-        // SAFETY: `db` is a live connection this thread holds locked for `'h`; `sql` is
+        // SAFETY: `db` is a live connection only this thread uses, for `'h`; `sql` is
         // valid for `length` bytes, which SQLite reads without needing a NUL.
         // PERSISTENT: a statement kept for many uses, which SQLite allocates accordingly.
         let rc = unsafe {
@@ -161,13 +161,13 @@ impl<'h> Direct<'h> {
 
     /// Rows the last finished `INSERT`, `UPDATE` or `DELETE` changed.
     fn changes(&self) -> i64 {
-        // SAFETY: a live, locked connection.
+        // SAFETY: a live connection only this thread uses.
         i64::from(unsafe { ffi::sqlite3_changes(self.db.as_ptr()) })
     }
 
     fn error_message(&self) -> String {
-        // SAFETY: a live, locked connection; SQLite returns a NUL-terminated UTF-8 text it
-        // owns until the next call on the connection, copied here at once.
+        // SAFETY: a live connection only this thread uses; SQLite returns a NUL-terminated
+        // UTF-8 text it owns until the next call on the connection, copied here at once.
         unsafe { CStr::from_ptr(ffi::sqlite3_errmsg(self.db.as_ptr())) }.to_string_lossy().into_owned()
     }
 }
@@ -243,7 +243,7 @@ impl Statement<'_> {
 
     /// One step: `true` when it produced a row.
     fn step(&mut self) -> Result<bool, StoreError> {
-        // SAFETY: `stmt` is live and its connection locked by this thread.
+        // SAFETY: `stmt` is live and its connection used by this thread alone.
         match unsafe { ffi::sqlite3_step(self.stmt.as_ptr()) } {
             ffi::SQLITE_ROW => Ok(true),
             ffi::SQLITE_DONE => Ok(false),
