@@ -1331,6 +1331,10 @@ impl Model<'_> {
                     let gap = *at - previous;
                     return fail(LIVENESS, format!("{key}: {gap:?} without a decision, more than {bound:?}"));
                 }
+                // A slot that waited for a place started late, less than an interval before
+                // this decision; its run may still be going when the next slot comes due.
+                let after_a_wait = *at < previous + interval
+                    && self.admission.full_within(previous.saturating_sub(bound), previous) > Duration::ZERO;
                 previous = *at;
                 let open = def.active_hours.as_ref().is_none_or(|window| window_contains(window, *wall));
                 match decision {
@@ -1352,6 +1356,10 @@ impl Model<'_> {
                     // `:cost-cap` and the global ones check it was reached); a target that
                     // shows nothing never runs (`visibility`).
                     Decision::Skip(reason) if reason.is_day_cap() => {}
+                    // The overlap that wait made (ADR 0023): a healed world's runs are fast,
+                    // but one that started late can outlast its heartbeat's next due slot.
+                    // `skip-justified:overlap` checks a run of it was going.
+                    Decision::Skip(SkipReason::Overlap) if after_a_wait => {}
                     Decision::Skip(SkipReason::AlertsDisabled) if reference::shows_nothing(self.options.visibility) => {
                     }
                     Decision::Skip(reason) if *reason != SkipReason::QuietHours => {

@@ -240,3 +240,39 @@ fn a_cap_reached_twice_a_day_or_announced_unowed_is_caught() {
     let twice = [reached(10), reached(20)];
     assert_eq!(check(&options, &twice).violation.map(|v| v.invariant), Some(guards::CAP_ANNOUNCED));
 }
+
+/// After healing, a one-minute heartbeat whose run started a second before its next slot
+/// came due, with `overlap = skip`: the skip of that slot is a lost slot (liveness) unless
+/// the run started late because it waited for a place (seed 1927870895655).
+#[test]
+fn an_overlap_skip_after_healing_is_excused_only_after_a_wait_for_a_place() {
+    let mut options = options_without_window();
+    options.runs_in_flight_max = 1;
+    options.heartbeats[0].schedule = Schedule::Every(Duration::from_secs(60));
+    options.heartbeats[0].policy.overlap = Overlap::Skip;
+    let key = options.heartbeats[0].key.clone();
+    let other = options.heartbeats[1].key.clone();
+    let slot = |secs: i64| Timestamp::from_second(secs).expect("in range");
+    let engine = |secs, event| entry(secs, Event::Engine { life: 1, event });
+    let overlap_after = |waited: bool| {
+        let mut entries = vec![entry(0, Event::Healed)];
+        if waited {
+            // Another heartbeat's run holds the only place while the slot is due.
+            entries.push(engine(330, EngineEvent::RunStarted { key: other.clone(), slot: slot(330) }));
+            entries.push(engine(399, EngineEvent::RunLost { key: other.clone(), slot: slot(330) }));
+        }
+        // Its slot (due at 340) starts late after the wait, on time without one.
+        let start = if waited { 400 } else { 340 };
+        entries.push(engine(start, EngineEvent::RunStarted { key: key.clone(), slot: slot(340) }));
+        let skipped = EngineEvent::Skipped { key: key.clone(), slot: slot(400), reason: SkipReason::Overlap };
+        entries.push(engine(start + 1, skipped));
+        entries.push(entry(430, Event::End { heartbeats: vec![(key.clone(), true)] }));
+        entries
+    };
+    let violation = |entries: &[Entry]| check(&options, entries).violation.map(|v| (v.invariant, v.message));
+    assert_eq!(violation(&overlap_after(true)), None);
+    let (invariant, message) =
+        violation(&overlap_after(false)).expect("a run that did not wait outlasted its interval");
+    assert_eq!(invariant, LIVENESS, "{message}");
+    assert!(message.contains("skipped (overlap)"), "{message}");
+}
