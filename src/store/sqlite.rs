@@ -32,7 +32,7 @@ pub struct SqliteStore {
     writer: SqlitePool,
     /// The dispatch path's claims and results, on a connection and thread of their own
     /// (ADR 0034). They meet `writer` only at the rarer writes beside dispatch (a skip, a
-    /// pause, an edit), through the busy timeout.
+    /// pause, an edit), where either waits for the other in short sleeps (`sqlite_busy`).
     dispatch: DispatchWriter,
 }
 
