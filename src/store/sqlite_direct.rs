@@ -129,12 +129,12 @@ impl<'a, T: Into<Value<'a>>> From<Option<T>> for Value<'a> {
 impl<'h> Direct<'h> {
     /// Prepares `sql` (one statement, parameters `?1`, `?2`...), or takes it from the
     /// connection's cache.
-    pub(crate) fn prepare<'d>(&'d self, sql: &'d str) -> Result<Statement<'d>, StoreError> {
+    pub(crate) fn prepare(&self, sql: &str) -> Result<Statement<'_>, StoreError> {
         {
             let mut cached = self.cached.borrow_mut();
             if let Some(index) = cached.iter().position(|(text, _)| text == sql) {
                 let (text, stmt) = cached.swap_remove(index);
-                return Ok(Statement { stmt, direct: self, sql, cache_key: text });
+                return Ok(Statement { stmt, direct: self, sql: text });
             }
         }
         let length = c_int::try_from(sql.len()).map_err(|_| backend(sql, "statement too long".to_owned()))?;
@@ -156,7 +156,7 @@ impl<'h> Direct<'h> {
             return Err(backend(sql, self.error_message()));
         }
         let stmt = NonNull::new(stmt).ok_or_else(|| backend(sql, "no statement in the text".to_owned()))?;
-        Ok(Statement { stmt, direct: self, sql, cache_key: sql.to_owned() })
+        Ok(Statement { stmt, direct: self, sql: sql.to_owned() })
     }
 
     /// Rows the last finished `INSERT`, `UPDATE` or `DELETE` changed.
@@ -177,10 +177,8 @@ impl<'h> Direct<'h> {
 pub(crate) struct Statement<'d> {
     stmt: NonNull<ffi::sqlite3_stmt>,
     direct: &'d Direct<'d>,
-    /// Its text, for errors.
-    sql: &'d str,
-    /// Its text as the cache keeps it.
-    cache_key: String,
+    /// Its text: the cache's key, and named in its errors.
+    sql: String,
 }
 
 impl Statement<'_> {
@@ -252,7 +250,7 @@ impl Statement<'_> {
     }
 
     fn error(&self, problem: String) -> StoreError {
-        StoreError::Backend(format!("{}: {problem}", head(self.sql)))
+        StoreError::Backend(format!("{}: {problem}", head(&self.sql)))
     }
 }
 
@@ -267,7 +265,7 @@ impl Drop for Statement<'_> {
                 ffi::sqlite3_reset(stmt);
                 ffi::sqlite3_clear_bindings(stmt);
             }
-            cached.push((std::mem::take(&mut self.cache_key), self.stmt));
+            cached.push((std::mem::take(&mut self.sql), self.stmt));
             return;
         }
         // SAFETY: finalized exactly once, here, on the thread that holds its connection.

@@ -1,6 +1,7 @@
-//! The dispatch path's two writes on SQLite's direct writer (ADR 0033): a pass's claims,
-//! and a group commit of results. Each is one prepared statement per kind of write,
-//! stepped once per row, in a transaction the caller began and commits. They do what the
+//! The dispatch path's two writes on SQLite's direct writer (ADRs 0033, 0034): a pass's
+//! claims, and a group commit of results. Each is one prepared statement per kind of
+//! write (kept prepared by the writer's connection), stepped once per row, in a
+//! transaction the caller began and commits. They do what the
 //! shared multi-row statements do on PostgreSQL (`sql_store`), and the store conformance
 //! suite holds both to one behaviour.
 
@@ -29,7 +30,7 @@ const HEARTBEAT_EXISTS_SQL: &str = "SELECT 1 FROM heartbeats WHERE agent_id = ?1
 /// What a claim changes in its heartbeat's row, in one statement: the next slot, stored
 /// where the row still has the schedule that gave it (`NextSlot`: the kind, then the kind's
 /// own columns), and the latest logged slot, only ever raised (ADR 0031). One statement,
-/// not two: each is prepared again in every transaction, and stepped once a claim.
+/// not two: one step a claim.
 const CLAIMED_ROW_SQL: &str = "UPDATE heartbeats SET \
      next_slot_ms = CASE WHEN schedule_kind = ?4 \
          AND (?5 IS NULL OR every_ms = ?5) \
@@ -60,7 +61,7 @@ const CONSUME_EVENT_SQL: &str = "UPDATE system_events SET state = 'consumed', le
 /// claimed heartbeat's next slot and raises its latest logged slot.
 pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
     let mut insert = direct.prepare(CLAIM_SQL)?;
-    let mut exists = None;
+    let mut exists = direct.prepare(HEARTBEAT_EXISTS_SQL)?;
     let mut outcomes = Vec::with_capacity(claims.len());
     for claim in claims {
         let key = key_values(&claim.key);
@@ -73,16 +74,10 @@ pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<Cla
         ])?;
         let outcome = if inserted > 0 {
             ClaimOutcome::Claimed
+        } else if exists.query_row(&key, |_| Ok(()))?.is_some() {
+            ClaimOutcome::AlreadyClaimed
         } else {
-            let exists = match &mut exists {
-                Some(statement) => statement,
-                None => exists.insert(direct.prepare(HEARTBEAT_EXISTS_SQL)?),
-            };
-            if exists.query_row(&key, |_| Ok(()))?.is_some() {
-                ClaimOutcome::AlreadyClaimed
-            } else {
-                ClaimOutcome::Gone
-            }
+            ClaimOutcome::Gone
         };
         outcomes.push(outcome);
     }
@@ -182,12 +177,8 @@ pub(super) fn finish(
         });
         !unchanged
     };
-    let mut write = None;
+    let mut write = direct.prepare(BREAKER_WRITE_SQL)?;
     for (key, step, opened_at) in updates.iter().filter(changes) {
-        let write = match &mut write {
-            Some(statement) => statement,
-            None => write.insert(direct.prepare(BREAKER_WRITE_SQL)?),
-        };
         let key = key_values(key);
         write.execute(&[
             key[0],
@@ -205,14 +196,10 @@ pub(super) fn finish(
 
 /// An event leaves the queue exactly when a run that processed it is recorded.
 fn consume_system_events(direct: &Direct<'_>, runs: &[RunRecord]) -> Result<(), StoreError> {
-    let mut consume = None;
+    let mut consume = direct.prepare(CONSUME_EVENT_SQL)?;
     for run in runs.iter().filter(|run| run.status == ExecutionStatus::Succeeded) {
         for id in &run.consumes {
-            let statement = match &mut consume {
-                Some(statement) => statement,
-                None => consume.insert(direct.prepare(CONSUME_EVENT_SQL)?),
-            };
-            statement.execute(&[
+            consume.execute(&[
                 run.finished_at.as_millisecond().into(),
                 i64::try_from(*id).unwrap_or(i64::MAX).into(),
                 run.key.agent.as_str().into(),
