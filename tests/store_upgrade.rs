@@ -1,6 +1,7 @@
 //! Upgrading an older database: one made before schedule kinds keeps every row (as an
 //! `every` heartbeat with the default policies and its runtime state); one made before
-//! rows kept their latest logged slot has it filled from the log.
+//! rows kept their latest logged slot has it filled from the log; one made before the
+//! checks were written as comparisons keeps every row, rowid and id counter.
 
 use std::path::Path;
 use std::time::Duration;
@@ -121,4 +122,123 @@ async fn a_database_from_before_kept_latest_slots_has_them_from_its_log() {
     };
     let read = store.latest_slots(std::slice::from_ref(&key)).await.expect("latest slots");
     assert_eq!(read.get(&key).map(|slot| slot.as_millisecond()), Some(1_767_225_660_000));
+}
+
+/// The first migration that writes the checks' lists as comparisons (ADR 0035).
+const CHECKS_AS_COMPARISONS_MIGRATION: &str = "20261203000000_checks_as_comparisons.sql";
+
+/// Every row of `table` with its rowid, each as one JSON array, in rowid order.
+async fn rows_of(pool: &sqlx::SqlitePool, table: &str) -> Vec<String> {
+    let columns: Vec<String> =
+        sqlx::query_scalar(&format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"))
+            .fetch_all(pool)
+            .await
+            .expect("columns");
+    let select = format!("SELECT json_array(rowid, {}) FROM {table} ORDER BY rowid", columns.join(", "));
+    sqlx::query_scalar(&select).fetch_all(pool).await.expect("rows")
+}
+
+#[tokio::test]
+async fn rewriting_the_checks_keeps_every_row_its_rowid_and_the_event_counter() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let old_migrations = dir.path().join("old-migrations");
+    std::fs::create_dir(&old_migrations).expect("dir");
+    let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store/migrations");
+    for entry in std::fs::read_dir(&migrations).expect("migrations") {
+        let name = entry.expect("entry").file_name();
+        if name.to_string_lossy().as_ref() < CHECKS_AS_COMPARISONS_MIGRATION {
+            std::fs::copy(migrations.join(&name), old_migrations.join(&name)).expect("copy an old migration");
+        }
+    }
+    let db = dir.path().join("old.db");
+    let options = SqliteConnectOptions::new().filename(&db).create_if_missing(true);
+    let pool = SqlitePoolOptions::new().connect_with(options.clone()).await.expect("open");
+    Migrator::new(old_migrations.as_path()).await.expect("old migrations").run(&pool).await.expect("old schema");
+    // Rowids out of key order, a cron row with a window and tools, a disabled one.
+    let heartbeats = [
+        "(7, 'main', 'b-inbox', 'heartbeat', 'Check.', 'every', 60000, NULL, NULL, NULL, 'skip', 86400000, 'skip', 0, 0, \
+          'stdout', NULL, NULL, NULL, 120000, 'runtime', NULL, 1, NULL, 0, 1767225600000, 1, 2, 1, NULL, NULL, NULL, NULL)",
+        "(3, 'main', 'a-digest', 'cron', 'Sum up.', 'cron', NULL, '0 9 * * *', 'Europe/Paris', NULL, 'all', 3600000, \
+          'buffer_one', 5000, 1, 'webhook:ops', '08:00', '18:00', 'Europe/Paris', 60000, 'config', 'abc', 0, \
+          'circuit-breaker', 3, NULL, 1, 2, 0, 1767225000000, '{\"allow\":[\"x\"]}', 'small', 1767225500000)",
+    ];
+    for row in heartbeats {
+        sqlx::query(&format!(
+            "INSERT INTO heartbeats (rowid, agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, \
+             cron_timezone, at_ms, catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, \
+             delivery_target, active_start, active_end, active_timezone, timeout_ms, origin, config_fingerprint, \
+             enabled, disabled_reason, consecutive_failures, next_slot_ms, created_at_ms, updated_at_ms, dedup, \
+             breaker_opened_at_ms, tools, model, latest_slot_ms) VALUES {row}"
+        ))
+        .execute(&pool)
+        .await
+        .expect("an old heartbeat");
+    }
+    sqlx::query(
+        "INSERT INTO executions (id, agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, delivery, \
+         duration_ms, error, output_preview, stop_reason, reply, reply_digest, llm_calls, tool_use, input_tokens, \
+         cached_tokens, output_tokens, reasoning_tokens, cost_micros, unpriced_calls, transcript) VALUES \
+         (11, 'main', 'b-inbox', 1767225600000, 1767225600001, 1767225600900, 'succeeded', 'delivered', 899, NULL, \
+          'All quiet.', 'answered', 'sent', 'd1', 2, '{\"calls\":1}', 100, 10, 20, 5, 1234, 0, '{\"messages\":[]}'), \
+         (12, 'main', 'a-digest', 1767225000000, 1767225000001, NULL, 'running', NULL, NULL, NULL, NULL, NULL, NULL, \
+          NULL, 0, NULL, 0, 0, 0, 0, 0, 0, NULL)",
+    )
+    .execute(&pool)
+    .await
+    .expect("old runs");
+    for text in ["first", "second", "third"] {
+        sqlx::query("INSERT INTO system_events (agent_id, text, queued_at_ms) VALUES ('main', $1, 1)")
+            .bind(text)
+            .execute(&pool)
+            .await
+            .expect("an event");
+    }
+    // The newest event is gone; its id must still never come back.
+    sqlx::query("DELETE FROM system_events WHERE text = 'third'").execute(&pool).await.expect("deleted");
+    let tables = ["heartbeats", "executions", "system_events"];
+    let mut before = Vec::new();
+    for table in tables {
+        before.push(rows_of(&pool, table).await);
+    }
+    pool.close().await;
+
+    let store = SqliteStore::open(&db).await.expect("upgrade");
+    let pool = SqlitePoolOptions::new().connect_with(options).await.expect("open again");
+    for (table, rows) in tables.into_iter().zip(before) {
+        assert_eq!(rows_of(&pool, table).await, rows, "{table}: every row, every column, its rowid");
+    }
+    let indexes: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("indexes");
+    assert_eq!(
+        indexes,
+        [
+            "executions_agent_finished",
+            "executions_finished_spend",
+            "executions_reply_digest",
+            "executions_running",
+            "system_events_pending"
+        ]
+    );
+    let agent = AgentId::new("main").expect("an id");
+    let queued = store.queue_system_event(&agent, "fourth", jiff::Timestamp::UNIX_EPOCH).await.expect("queued");
+    let ids: Vec<i64> =
+        sqlx::query_scalar("SELECT id FROM system_events ORDER BY id").fetch_all(&pool).await.expect("ids");
+    assert_eq!(ids, [1, 2, 4], "the next id goes on past the deleted third ({queued:?})");
+    // The checks still refuse what they refused.
+    for bad in [
+        "UPDATE executions SET status = 'lost' WHERE id = 11",
+        "UPDATE executions SET delivery = 'maybe' WHERE id = 11",
+        "UPDATE executions SET reply = 'loud' WHERE id = 11",
+        "UPDATE heartbeats SET kind = 'job' WHERE heartbeat_id = 'b-inbox'",
+        "UPDATE heartbeats SET overlap = 'queue' WHERE heartbeat_id = 'b-inbox'",
+        "UPDATE heartbeats SET catch_up = 'some' WHERE heartbeat_id = 'b-inbox'",
+        "UPDATE system_events SET state = 'lost' WHERE id = 1",
+    ] {
+        let refused = sqlx::query(bad).execute(&pool).await.expect_err(bad);
+        assert!(refused.to_string().contains("CHECK constraint failed"), "{bad}: {refused}");
+    }
 }

@@ -212,3 +212,44 @@ fn consume_system_events(direct: &Direct<'_>, runs: &[RunRecord]) -> Result<(), 
 fn key_values(key: &HeartbeatKey) -> [Value<'_>; 2] {
     [key.agent.as_str().into(), key.heartbeat.as_str().into()]
 }
+
+#[cfg(test)]
+mod tests {
+    use sqlx::sqlite::SqliteConnectOptions;
+    use sqlx::{Row, SqlitePool};
+
+    use super::*;
+    use crate::store::sqlite::SqliteStore;
+
+    /// SQLite builds a temporary table for a check's `IN` list of more than two texts once
+    /// an execution, and these statements run once a row (ADR 0035): none may need one.
+    #[tokio::test]
+    async fn the_dispatch_statements_build_no_temporary_table_a_row() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("explain.db");
+        let store = SqliteStore::open(&path).await.expect("a new store");
+        let pool = SqlitePool::connect_with(SqliteConnectOptions::new().filename(&path)).await.expect("a reader");
+        let statements = [
+            CLAIM_SQL,
+            HEARTBEAT_EXISTS_SQL,
+            CLAIMED_ROW_SQL,
+            RESULT_SQL,
+            BREAKER_READ_SQL,
+            BREAKER_WRITE_SQL,
+            CONSUME_EVENT_SQL,
+        ];
+        for sql in statements {
+            let program = sqlx::query(&format!("EXPLAIN {sql}")).fetch_all(&pool).await.expect("explained");
+            let opcodes: Vec<String> = program.iter().map(|row| row.get::<String, _>("opcode")).collect();
+            assert!(opcodes.iter().any(|opcode| opcode == "Halt"), "a whole program: {opcodes:?}");
+            assert!(!opcodes.iter().any(|opcode| opcode == "OpenEphemeral"), "{sql}: {opcodes:?}");
+        }
+        // The rule is the schema's, not these statements': a list of three still builds one.
+        let listed = sqlx::query("EXPLAIN SELECT 1 FROM executions WHERE status IN ('a', 'b', 'c')")
+            .fetch_all(&pool)
+            .await
+            .expect("explained");
+        assert!(listed.iter().any(|row| row.get::<String, _>("opcode") == "OpenEphemeral"));
+        drop(store);
+    }
+}
