@@ -71,7 +71,7 @@ impl SqliteStore {
         sqlx::migrate!("src/store/migrations").run(&writer).await?;
         drop(lock);
         let pool = connect_pool(path, &options, SqlitePoolOptions::new().max_connections(READ_CONNECTIONS_MAX)).await?;
-        let dispatch = DispatchWriter::start(path).await?;
+        let dispatch = DispatchWriter::new(path);
         Ok(Self { pool, writer, dispatch })
     }
 

@@ -7,20 +7,28 @@
 //! time, since sqlx panics when it closes a connection that has one still prepared. Here
 //! one message carries the whole transaction to a thread that begins, writes with
 //! statements it keeps prepared, and commits (its `fsync` included), then answers once.
+//!
+//! The thread starts with the first write it is given: a process that only reads (the
+//! CLI's `heartbeat list`) never opens its connection.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, OnceCell};
 
 use super::sqlite_direct::{Connection, Direct};
 use super::sqlite_writes;
 use crate::core::breaker::BreakerStep;
 use crate::ports::store::{ClaimOutcome, RunRecord, SlotClaim, StoreError};
 
-/// The thread that writes claims and results, and the way to it.
+/// The thread that writes claims and results, once started, and the way to it.
 pub(crate) struct DispatchWriter {
+    path: PathBuf,
+    started: OnceCell<Started>,
+}
+
+struct Started {
     commands: Option<mpsc::Sender<Command>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -39,11 +47,42 @@ enum Command {
 }
 
 impl DispatchWriter {
-    /// Starts the thread on the database at `path`, which must exist with its tables.
+    /// The writer of the database at `path`, which must exist with its tables by the first
+    /// write; its thread is not started yet.
+    pub(crate) fn new(path: &Path) -> Self {
+        Self { path: path.to_owned(), started: OnceCell::new() }
+    }
+
+    /// Starts the thread, once; a start that failed is tried again by the next write.
+    async fn started(&self) -> Result<&Started, StoreError> {
+        self.started.get_or_try_init(|| Started::on(&self.path)).await
+    }
+
+    /// Claims `claims` in one transaction (`sqlite_writes::claim`).
+    pub(crate) async fn claim(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+        let (answer, answered) = oneshot::channel();
+        self.started().await?.send(Command::Claim { claims: claims.to_vec(), answer })?;
+        answered.await.map_err(|_| thread_gone())?
+    }
+
+    /// Records `runs` in one transaction (`sqlite_writes::finish`).
+    pub(crate) async fn finish(
+        &self,
+        runs: &[RunRecord],
+        breaker_failures_max: u32,
+    ) -> Result<Vec<BreakerStep>, StoreError> {
+        let (answer, answered) = oneshot::channel();
+        self.started().await?.send(Command::Finish { runs: runs.to_vec(), breaker_failures_max, answer })?;
+        answered.await.map_err(|_| thread_gone())?
+    }
+}
+
+impl Started {
+    /// Starts the thread on the database at `path` and waits for its connection.
     ///
     /// # Errors
     /// When the thread cannot start or the database cannot be opened.
-    pub(crate) async fn start(path: &Path) -> Result<Self, StoreError> {
+    async fn on(path: &Path) -> Result<Self, StoreError> {
         let (commands, received) = mpsc::channel::<Command>();
         let (opened, open_answer) = oneshot::channel();
         let path = path.to_owned();
@@ -66,27 +105,10 @@ impl DispatchWriter {
                 }
             })
             .map_err(|error| StoreError::Backend(format!("cannot start the SQLite writer thread: {error}")))?;
-        let writer = Self { commands: Some(commands), thread: Some(thread) };
+        // Dropped on a failed open below, it joins the thread that already ended.
+        let started = Self { commands: Some(commands), thread: Some(thread) };
         open_answer.await.map_err(|_| thread_gone())??;
-        Ok(writer)
-    }
-
-    /// Claims `claims` in one transaction (`sqlite_writes::claim`).
-    pub(crate) async fn claim(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
-        let (answer, answered) = oneshot::channel();
-        self.send(Command::Claim { claims: claims.to_vec(), answer })?;
-        answered.await.map_err(|_| thread_gone())?
-    }
-
-    /// Records `runs` in one transaction (`sqlite_writes::finish`).
-    pub(crate) async fn finish(
-        &self,
-        runs: &[RunRecord],
-        breaker_failures_max: u32,
-    ) -> Result<Vec<BreakerStep>, StoreError> {
-        let (answer, answered) = oneshot::channel();
-        self.send(Command::Finish { runs: runs.to_vec(), breaker_failures_max, answer })?;
-        answered.await.map_err(|_| thread_gone())?
+        Ok(started)
     }
 
     fn send(&self, command: Command) -> Result<(), StoreError> {
@@ -94,7 +116,7 @@ impl DispatchWriter {
     }
 }
 
-impl Drop for DispatchWriter {
+impl Drop for Started {
     /// Waits for the transaction under way, so that the database is closed when the store
     /// is (a test or the CLI may open the file again at once).
     fn drop(&mut self) {
@@ -137,4 +159,41 @@ fn in_transaction<T>(
 
 fn thread_gone() -> StoreError {
     StoreError::Backend("the SQLite writer thread has stopped".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use jiff::Timestamp;
+
+    use super::*;
+    use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
+    use crate::core::schedule::Schedule;
+    use crate::ports::store::NextSlot;
+    use crate::store::sqlite::SqliteStore;
+
+    fn claim_of_nothing() -> SlotClaim {
+        let key = HeartbeatKey {
+            agent: AgentId::new("main").expect("an id"),
+            heartbeat: HeartbeatId::new("gone").expect("an id"),
+        };
+        let at = Timestamp::UNIX_EPOCH;
+        let next_slot = NextSlot { at, schedule: Schedule::At(at) };
+        SlotClaim { key, slot: at, claimed_at: at, next_slot }
+    }
+
+    #[tokio::test]
+    async fn the_thread_starts_with_the_first_write_and_a_failed_start_is_tried_again() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("later.db");
+        let writer = DispatchWriter::new(&path);
+        assert!(!writer.started.initialized(), "no thread before a write");
+        let missing = writer.claim(&[claim_of_nothing()]).await.expect_err("no database yet");
+        assert!(missing.to_string().contains("later.db"), "{missing}");
+        assert!(!writer.started.initialized(), "a failed start leaves nothing started");
+        let store = SqliteStore::open(&path).await.expect("the database, now");
+        let outcomes = writer.claim(&[claim_of_nothing()]).await.expect("written once the database is there");
+        assert_eq!(outcomes, [ClaimOutcome::Gone]);
+        assert!(writer.started.initialized());
+        drop((writer, store));
+    }
 }
