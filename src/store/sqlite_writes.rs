@@ -222,9 +222,10 @@ mod tests {
     use crate::store::sqlite::SqliteStore;
 
     /// SQLite builds a temporary table for a check's `IN` list of more than two texts once
-    /// an execution, and these statements run once a row (ADR 0035): none may need one.
+    /// an execution, and these statements run once a row (ADR 0035): none may need one, and
+    /// no table's check may list more than two values.
     #[tokio::test]
-    async fn the_dispatch_statements_build_no_temporary_table_a_row() {
+    async fn no_dispatch_statement_or_check_builds_a_temporary_table() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("explain.db");
         let store = SqliteStore::open(&path).await.expect("a new store");
@@ -250,6 +251,17 @@ mod tests {
             .await
             .expect("explained");
         assert!(listed.iter().any(|row| row.get::<String, _>("opcode") == "OpenEphemeral"));
+        // Nor may any table's check list more than two values, whatever writes the table.
+        let tables: Vec<String> = sqlx::query_scalar("SELECT sql FROM sqlite_master WHERE type = 'table'")
+            .fetch_all(&pool)
+            .await
+            .expect("the schema");
+        for table in &tables {
+            for listed in table.split(" IN (").skip(1) {
+                let values = listed.split(')').next().unwrap_or_default();
+                assert!(values.matches(',').count() < 2, "a check lists ({values}) in {table}");
+            }
+        }
         drop(store);
     }
 }
