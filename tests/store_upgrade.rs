@@ -3,11 +3,12 @@
 //! rows kept their latest logged slot has it filled from the log; one made before the
 //! checks were written as comparisons keeps every row, rowid and id counter.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::SqlitePool;
 
 use systole::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use systole::core::policy::RunPolicy;
@@ -15,22 +16,12 @@ use systole::core::schedule::Schedule;
 use systole::ports::store::Store;
 use systole::store::sqlite::SqliteStore;
 
-const BEFORE_SCHEDULE_KINDS: [&str; 2] =
-    ["20261121000000_heartbeats_and_executions.sql", "20261122000000_pauses_and_stop_reasons.sql"];
+/// The first migration with schedule kinds.
+const SCHEDULE_KINDS_MIGRATION: &str = "20261123000000_schedule_kinds.sql";
 
 #[tokio::test]
 async fn a_database_from_before_schedule_kinds_keeps_its_heartbeats() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let old_migrations = dir.path().join("old-migrations");
-    std::fs::create_dir(&old_migrations).expect("dir");
-    for name in BEFORE_SCHEDULE_KINDS {
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store/migrations").join(name);
-        std::fs::copy(&source, old_migrations.join(name)).expect("copy an old migration");
-    }
-    let db = dir.path().join("old.db");
-    let options = SqliteConnectOptions::new().filename(&db).create_if_missing(true);
-    let pool = SqlitePoolOptions::new().connect_with(options).await.expect("open");
-    Migrator::new(old_migrations.as_path()).await.expect("old migrations").run(&pool).await.expect("old schema");
+    let (_dir, db, pool) = database_before(SCHEDULE_KINDS_MIGRATION).await;
     sqlx::query(
         "INSERT INTO heartbeats (agent_id, heartbeat_id, prompt, interval_ms, delivery_target, timeout_ms, origin, \
          config_fingerprint, enabled, disabled_reason, consecutive_failures, next_slot_ms, created_at_ms, updated_at_ms) \
@@ -57,25 +48,35 @@ async fn a_database_from_before_schedule_kinds_keeps_its_heartbeats() {
     assert_eq!(heartbeat.state.next_slot.map(|slot| slot.as_millisecond()), Some(1_767_225_600_000));
 }
 
-/// The first migration whose rows keep their latest logged slot (ADR 0031).
-const LATEST_SLOT_MIGRATION: &str = "20261202000000_latest_slot.sql";
-
-#[tokio::test]
-async fn a_database_from_before_kept_latest_slots_has_them_from_its_log() {
+/// A new database in a temporary directory with every migration before `first_left_out`
+/// applied, and a connection to it.
+async fn database_before(first_left_out: &str) -> (tempfile::TempDir, PathBuf, SqlitePool) {
     let dir = tempfile::tempdir().expect("temp dir");
     let old_migrations = dir.path().join("old-migrations");
     std::fs::create_dir(&old_migrations).expect("dir");
     let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store/migrations");
     for entry in std::fs::read_dir(&migrations).expect("migrations") {
         let name = entry.expect("entry").file_name();
-        if name.to_string_lossy().as_ref() < LATEST_SLOT_MIGRATION {
+        if name.to_string_lossy().as_ref() < first_left_out {
             std::fs::copy(migrations.join(&name), old_migrations.join(&name)).expect("copy an old migration");
         }
     }
     let db = dir.path().join("old.db");
-    let options = SqliteConnectOptions::new().filename(&db).create_if_missing(true);
-    let pool = SqlitePoolOptions::new().connect_with(options).await.expect("open");
+    let pool = SqlitePoolOptions::new().connect_with(options(&db)).await.expect("open");
     Migrator::new(old_migrations.as_path()).await.expect("old migrations").run(&pool).await.expect("old schema");
+    (dir, db, pool)
+}
+
+fn options(db: &Path) -> SqliteConnectOptions {
+    SqliteConnectOptions::new().filename(db).create_if_missing(true)
+}
+
+/// The first migration whose rows keep their latest logged slot (ADR 0031).
+const LATEST_SLOT_MIGRATION: &str = "20261202000000_latest_slot.sql";
+
+#[tokio::test]
+async fn a_database_from_before_kept_latest_slots_has_them_from_its_log() {
+    let (_dir, db, pool) = database_before(LATEST_SLOT_MIGRATION).await;
     for heartbeat in ["logged", "quiet"] {
         sqlx::query(
             "INSERT INTO heartbeats (agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, catch_up, \
@@ -128,7 +129,7 @@ async fn a_database_from_before_kept_latest_slots_has_them_from_its_log() {
 const CHECKS_AS_COMPARISONS_MIGRATION: &str = "20261203000000_checks_as_comparisons.sql";
 
 /// Every row of `table` with its rowid, each as one JSON array, in rowid order.
-async fn rows_of(pool: &sqlx::SqlitePool, table: &str) -> Vec<String> {
+async fn rows_of(pool: &SqlitePool, table: &str) -> Vec<String> {
     let columns: Vec<String> =
         sqlx::query_scalar(&format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"))
             .fetch_all(pool)
@@ -140,20 +141,7 @@ async fn rows_of(pool: &sqlx::SqlitePool, table: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn rewriting_the_checks_keeps_every_row_its_rowid_and_the_event_counter() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let old_migrations = dir.path().join("old-migrations");
-    std::fs::create_dir(&old_migrations).expect("dir");
-    let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store/migrations");
-    for entry in std::fs::read_dir(&migrations).expect("migrations") {
-        let name = entry.expect("entry").file_name();
-        if name.to_string_lossy().as_ref() < CHECKS_AS_COMPARISONS_MIGRATION {
-            std::fs::copy(migrations.join(&name), old_migrations.join(&name)).expect("copy an old migration");
-        }
-    }
-    let db = dir.path().join("old.db");
-    let options = SqliteConnectOptions::new().filename(&db).create_if_missing(true);
-    let pool = SqlitePoolOptions::new().connect_with(options.clone()).await.expect("open");
-    Migrator::new(old_migrations.as_path()).await.expect("old migrations").run(&pool).await.expect("old schema");
+    let (_dir, db, pool) = database_before(CHECKS_AS_COMPARISONS_MIGRATION).await;
     // Rowids out of key order, a cron row with a window and tools, a disabled one.
     let heartbeats = [
         "(7, 'main', 'b-inbox', 'heartbeat', 'Check.', 'every', 60000, NULL, NULL, NULL, 'skip', 86400000, 'skip', 0, 0, \
@@ -203,7 +191,7 @@ async fn rewriting_the_checks_keeps_every_row_its_rowid_and_the_event_counter() 
     pool.close().await;
 
     let store = SqliteStore::open(&db).await.expect("upgrade");
-    let pool = SqlitePoolOptions::new().connect_with(options).await.expect("open again");
+    let pool = SqlitePoolOptions::new().connect_with(options(&db)).await.expect("open again");
     for (table, rows) in tables.into_iter().zip(before) {
         assert_eq!(rows_of(&pool, table).await, rows, "{table}: every row, every column, its rowid");
     }
