@@ -78,7 +78,10 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            let records: Vec<RunRecord> = batch.iter().map(|request| request.record.clone()).collect();
+            // The records go to the store by reference and on to the driver after it: not
+            // copied (a record holds the run's transcript).
+            let (records, answers): (Vec<RunRecord>, Vec<(Option<Withheld>, oneshot::Sender<()>)>) =
+                batch.into_iter().map(|Request { record, withheld, written }| (record, (withheld, written))).unzip();
             let mut steps: Vec<Option<BreakerStep>> = match self
                 .store
                 .finish_runs(&records, self.breaker_failures_max)
@@ -91,13 +94,12 @@ impl Writer {
                     let event =
                         EngineEvent::StoreFailed { operation: "finish_runs", error: error.to_string(), consequence };
                     self.events.emit(self.clock.wall(), &event);
-                    vec![None; batch.len()]
+                    vec![None; records.len()]
                 }
             };
             // One step per run is the store's contract; a short answer counts as not written.
-            steps.resize(batch.len(), None);
-            for (request, breaker) in batch.into_iter().zip(steps) {
-                let Request { record, withheld, written } = request;
+            steps.resize(records.len(), None);
+            for ((record, (withheld, written)), breaker) in records.into_iter().zip(answers).zip(steps) {
                 let _ = self.completions.send(FinishedRun { record, breaker, withheld });
                 let _ = written.send(());
             }
