@@ -71,7 +71,8 @@ impl Writer {
     async fn write_batches(self, mut receiver: mpsc::UnboundedReceiver<Request>) {
         while let Some(first) = receiver.recv().await {
             // Everything that queued while the last batch was being written goes in this one.
-            let mut batch = vec![first];
+            let mut batch = Vec::with_capacity((receiver.len() + 1).min(STORE_BATCH_ROWS_MAX));
+            batch.push(first);
             while batch.len() < STORE_BATCH_ROWS_MAX {
                 match receiver.try_recv() {
                     Ok(request) => batch.push(request),
@@ -80,8 +81,12 @@ impl Writer {
             }
             // The records go to the store by reference and on to the driver after it: not
             // copied (a record holds the run's transcript).
-            let (records, answers): (Vec<RunRecord>, Vec<(Option<Withheld>, oneshot::Sender<()>)>) =
-                batch.into_iter().map(|Request { record, withheld, written }| (record, (withheld, written))).unzip();
+            let mut records = Vec::with_capacity(batch.len());
+            let mut answers = Vec::with_capacity(batch.len());
+            for Request { record, withheld, written } in batch {
+                records.push(record);
+                answers.push((withheld, written));
+            }
             let mut steps: Vec<Option<BreakerStep>> = match self
                 .store
                 .finish_runs(&records, self.breaker_failures_max)
