@@ -94,7 +94,9 @@ impl Conversation {
         // reallocations.
         const HEAD: &[u8] = b"{\"messages\":[";
         let texts: usize = self.steps.iter().map(Step::text_bytes).sum();
-        let mut out = Vec::with_capacity(HEAD.len() + texts + STEP_KEYS_BYTES * self.steps.len() + 2);
+        let wanted = HEAD.len() + texts + STEP_KEYS_BYTES * self.steps.len() + 2;
+        // No more than a bounded transcript takes, whatever a long conversation holds.
+        let mut out = Vec::with_capacity(wanted.min(TRANSCRIPT_BUFFER_BYTES_MAX));
         out.extend_from_slice(HEAD);
         let mut used = 0usize;
         let mut left_out = 0usize;
@@ -141,6 +143,11 @@ impl Step {
         }
     }
 }
+
+/// The most a transcript's buffer is sized for at first: the whole bound and one more
+/// message past it, in characters of two bytes (it grows if escapes or wider characters
+/// need more).
+const TRANSCRIPT_BUFFER_BYTES_MAX: usize = 2 * (TRANSCRIPT_CHARS_MAX + TRANSCRIPT_MESSAGE_CHARS_MAX);
 
 /// A step's keys, quotes and role, about (`{"content":"","role":"assistant"}` is 34).
 const STEP_KEYS_BYTES: usize = 48;
