@@ -13,6 +13,8 @@ mod seed_threads;
 #[cfg(not(madsim))]
 mod slot_batch;
 #[cfg(not(madsim))]
+mod sql_lists;
+#[cfg(not(madsim))]
 mod sql_rows;
 #[cfg(not(madsim))]
 mod sql_store;

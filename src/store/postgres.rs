@@ -212,6 +212,10 @@ async fn serialize_on(tx: &mut Transaction<'_, Postgres>, scope: &str) -> Result
 /// (an operator's enable on another node) waits instead of being overwritten.
 const LOCK_READ_ROWS: &str = " FOR UPDATE";
 
+/// The elements of the JSON array bound as `$1` (sqlx binds it as text), as rows of one
+/// column, `value`.
+const JSON_ELEMENTS: &str = "jsonb_array_elements(CAST(CAST($1 AS TEXT) AS JSONB))";
+
 /// A page in key order, and its last row's key (the next page starts after it).
 fn load_page_sql(columns: &str, selected: &str, owned: &str) -> String {
     format!(

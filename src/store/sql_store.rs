@@ -15,6 +15,8 @@
 //! - `load_page_sql(columns, selected, owned)`: one page of heartbeats as one JSON array,
 //!   its row count and where the next page resumes (two texts, `$1` and `$2`);
 //! - `LOCK_READ_ROWS`: the suffix that locks rows read before they are rewritten;
+//! - `JSON_ELEMENTS`: the elements of the JSON array bound as `$1`, as rows of one column
+//!   `value` (a batched read's list, `sql_lists`);
 //! - `write_claims(&self, claims)` and `write_results(&self, runs, max)`: the dispatch
 //!   path's two writes (PostgreSQL: the shared `claim_slots_by_statements` and
 //!   `finish_runs_by_statements`; SQLite: its direct writer, ADR 0033).
@@ -27,13 +29,14 @@ macro_rules! sql_store {
         /// The shared statements, expanded for this backend (see `store::sql_store`).
         mod shared_sql {
             use std::collections::{BTreeMap, BTreeSet, HashSet};
+            use std::sync::LazyLock;
 
             use async_trait::async_trait;
             use jiff::Timestamp;
             use sqlx::{QueryBuilder, Row, Transaction};
 
             // The backend's hooks: write_tx, snapshot_tx, fence, serialize_on,
-            // load_page_sql, LOCK_READ_ROWS.
+            // load_page_sql, LOCK_READ_ROWS, JSON_ELEMENTS.
             use super::*;
             use crate::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
             use crate::store::breaker_batch::{self, BreakerUpdate, StoredBreaker};
@@ -48,6 +51,7 @@ macro_rules! sql_store {
             use crate::store::config_keys::ConfigKeys;
             use crate::store::seed_threads;
             use crate::store::slot_batch;
+            use crate::store::sql_lists::{listed_rows, listed_rows_sql, Field};
             use crate::store::text_check;
             use crate::core::system_events::{self, SystemEvent};
             use crate::limits::STORE_BATCH_ROWS_MAX;
@@ -158,45 +162,42 @@ macro_rules! sql_store {
                     days.iter().map(|(agent, since)| (agent.as_str(), since.as_millisecond())).collect();
                 let asked: Vec<(&str, i64)> = asked.into_iter().collect();
                 let mut spent: BTreeMap<(String, i64), DaySpend> = BTreeMap::new();
+                static DAYS_SQL: LazyLock<String> = LazyLock::new(|| {
+                    format!(
+                        "SELECT v.column1, v.column2, {SUMS} FROM {} AS v JOIN executions e ON e.agent_id = v.column1 \
+                         AND e.finished_at_ms >= v.column2 AND e.llm_calls > 0 GROUP BY v.column1, v.column2",
+                        listed_rows_sql(JSON_ELEMENTS, &[Field::Text, Field::Integer])
+                    )
+                });
+                static SHARES_SQL: LazyLock<String> = LazyLock::new(|| {
+                    format!(
+                        "SELECT v.column1, v.column4, {SUMS} FROM {} AS v JOIN executions e ON e.agent_id = v.column1 \
+                         AND e.heartbeat_id = v.column2 AND e.slot_ms = v.column3 WHERE e.llm_calls > 0 \
+                         AND e.finished_at_ms >= v.column4 GROUP BY v.column1, v.column4",
+                        listed_rows_sql(JSON_ELEMENTS, &[Field::Text, Field::Text, Field::Integer, Field::Integer])
+                    )
+                });
                 let mut tx = self.snapshot_tx().await?;
                 for chunk in asked.chunks(STORE_BATCH_ROWS_MAX) {
-                    let mut select = QueryBuilder::<$db>::new(format!("SELECT v.column1, v.column2, {SUMS} FROM ("));
-                    select.push_values(chunk, |mut row, (agent, since)| {
-                        row.push_bind(*agent).push_bind(*since);
-                    });
-                    select.push(
-                        ") AS v JOIN executions e ON e.agent_id = v.column1 AND e.finished_at_ms >= v.column2 \
-                         AND e.llm_calls > 0 GROUP BY v.column1, v.column2",
-                    );
-                    let rows: Vec<(String, i64, i64, i64, i64)> = select.build_query_as().fetch_all(&mut *tx).await?;
+                    let rows: Vec<(String, i64, i64, i64, i64)> =
+                        sqlx::query_as(&DAYS_SQL).bind(listed_rows(chunk)?).fetch_all(&mut *tx).await?;
                     for (agent, since, calls, tokens, cost_micros) in rows {
                         spent.insert((agent, since), spend_from((calls, tokens, cost_micros)));
                     }
                 }
                 // The named runs, each beside every day asked of its agent (normally one).
-                let shares: Vec<(&HeartbeatKey, i64, i64)> = excluding
+                let shares: Vec<(&str, &str, i64, i64)> = excluding
                     .iter()
                     .flat_map(|(key, slot)| {
                         asked
                             .iter()
                             .filter(move |(agent, _)| *agent == key.agent.as_str())
-                            .map(move |(_, since)| (key, slot.as_millisecond(), *since))
+                            .map(move |(_, since)| (key.agent.as_str(), key.heartbeat.as_str(), slot.as_millisecond(), *since))
                     })
                     .collect();
                 for chunk in shares.chunks(STORE_BATCH_ROWS_MAX) {
-                    let mut select = QueryBuilder::<$db>::new(format!("SELECT v.column1, v.column4, {SUMS} FROM ("));
-                    select.push_values(chunk, |mut row, (key, slot, since)| {
-                        row.push_bind(key.agent.as_str())
-                            .push_bind(key.heartbeat.as_str())
-                            .push_bind(*slot)
-                            .push_bind(*since);
-                    });
-                    select.push(
-                        ") AS v JOIN executions e ON e.agent_id = v.column1 AND e.heartbeat_id = v.column2 \
-                         AND e.slot_ms = v.column3 WHERE e.llm_calls > 0 AND e.finished_at_ms >= v.column4 \
-                         GROUP BY v.column1, v.column4",
-                    );
-                    let rows: Vec<(String, i64, i64, i64, i64)> = select.build_query_as().fetch_all(&mut *tx).await?;
+                    let rows: Vec<(String, i64, i64, i64, i64)> =
+                        sqlx::query_as(&SHARES_SQL).bind(listed_rows(chunk)?).fetch_all(&mut *tx).await?;
                     for (agent, since, calls, tokens, cost_micros) in rows {
                         let share = spend_from((calls, tokens, cost_micros));
                         let total = spent.entry((agent, since)).or_default();
@@ -677,14 +678,16 @@ macro_rules! sql_store {
                     }
                     return Ok(latest);
                 }
+                static SQL: LazyLock<String> = LazyLock::new(|| {
+                    format!(
+                        "SELECT v.column1, v.column2, {LOGGED_LATEST_SLOT_OF_V} FROM {} AS v",
+                        listed_rows_sql(JSON_ELEMENTS, &[Field::Text, Field::Text])
+                    )
+                });
                 for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
-                    let mut select = QueryBuilder::<$db>::new("SELECT v.column1, v.column2, ");
-                    select.push(LOGGED_LATEST_SLOT_OF_V).push(" FROM (");
-                    select.push_values(chunk, |mut row, key| {
-                        row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str());
-                    });
-                    select.push(") AS v");
-                    for row in select.build().fetch_all(&self.pool).await? {
+                    let listed: Vec<(&str, &str)> =
+                        chunk.iter().map(|key| (key.agent.as_str(), key.heartbeat.as_str())).collect();
+                    for row in sqlx::query(&SQL).bind(listed_rows(&listed)?).fetch_all(&self.pool).await? {
                         let Some(slot_ms) = row.try_get::<Option<i64>, _>(2)? else { continue };
                         let key = key_from_parts(row.try_get(0)?, row.try_get(1)?)?;
                         let slot = timestamp(slot_ms, &format!("latest slot of {key}"))?;
@@ -743,19 +746,22 @@ macro_rules! sql_store {
                 &self,
                 keys: &[HeartbeatKey],
             ) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
-                let (columns, selected) = whole_row_columns("h.");
-                let (head, tail) = json_rows_sql(&columns);
+                // The rows as one JSON value, decoded as the start-up load decodes its pages.
+                static SQL: LazyLock<String> = LazyLock::new(|| {
+                    let (columns, selected) = whole_row_columns("h.");
+                    let (head, tail) = json_rows_sql(&columns);
+                    format!(
+                        "{head}SELECT {selected} FROM {} AS v JOIN heartbeats h ON h.agent_id = v.column1 \
+                         AND h.heartbeat_id = v.column2{tail}",
+                        listed_rows_sql(JSON_ELEMENTS, &[Field::Text, Field::Text])
+                    )
+                });
                 let mut definitions = BTreeMap::new();
                 let mut shared = SharedTexts::default();
                 for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
-                    // The rows as one JSON value, decoded as the start-up load decodes its pages.
-                    let mut select = QueryBuilder::<$db>::new(format!("{head}SELECT {selected} FROM ("));
-                    select.push_values(chunk, |mut row, key| {
-                        row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str());
-                    });
-                    select.push(") AS v JOIN heartbeats h ON h.agent_id = v.column1 AND h.heartbeat_id = v.column2");
-                    select.push(tail);
-                    let page: String = select.build().fetch_one(&self.pool).await?.try_get(0)?;
+                    let listed: Vec<(&str, &str)> =
+                        chunk.iter().map(|key| (key.agent.as_str(), key.heartbeat.as_str())).collect();
+                    let page: String = sqlx::query_scalar(&SQL).bind(listed_rows(&listed)?).fetch_one(&self.pool).await?;
                     each_heartbeat_row(&page, &mut |row| {
                         let heartbeat = heartbeat_from_row(row, &mut shared)?;
                         definitions.insert(heartbeat.def.key.clone(), heartbeat.def);
@@ -766,23 +772,38 @@ macro_rules! sql_store {
             }
 
             async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {
+                // Each query's position comes back once if it matches: one read for the chunk,
+                // and no temporary table to make positions distinct.
+                static SQL: LazyLock<String> = LazyLock::new(|| {
+                    format!(
+                        "SELECT v.column5 FROM {} AS v WHERE EXISTS (SELECT 1 FROM executions e \
+                         WHERE e.agent_id = v.column1 AND e.heartbeat_id = v.column2 AND e.reply_digest = v.column3 \
+                         AND e.finished_at_ms >= v.column4)",
+                        listed_rows_sql(
+                            JSON_ELEMENTS,
+                            &[Field::Text, Field::Text, Field::Text, Field::Integer, Field::Integer]
+                        )
+                    )
+                });
                 let mut found = vec![false; queries.len()];
                 for (chunk_index, chunk) in queries.chunks(STORE_BATCH_ROWS_MAX).enumerate() {
                     let first = chunk_index * STORE_BATCH_ROWS_MAX;
-                    // Each query's position comes back with its match: one read for the chunk.
-                    let mut select = QueryBuilder::<$db>::new("SELECT DISTINCT v.column5 FROM (");
-                    select.push_values(chunk.iter().enumerate(), |mut row, (index, query)| {
-                        row.push_bind(query.key.agent.as_str())
-                            .push_bind(query.key.heartbeat.as_str())
-                            .push_bind(query.digest.as_str())
-                            .push_bind(query.since.as_millisecond())
-                            .push_bind(i64::try_from(first + index).unwrap_or(i64::MAX));
-                    });
-                    select.push(
-                        ") AS v JOIN executions e ON e.agent_id = v.column1 AND e.heartbeat_id = v.column2 \
-                         AND e.reply_digest = v.column3 AND e.finished_at_ms >= v.column4",
-                    );
-                    for position in select.build_query_scalar::<i64>().fetch_all(&self.pool).await? {
+                    let listed: Vec<(&str, &str, &str, i64, i64)> = chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(index, query)| {
+                            (
+                                query.key.agent.as_str(),
+                                query.key.heartbeat.as_str(),
+                                query.digest.as_str(),
+                                query.since.as_millisecond(),
+                                i64::try_from(first + index).unwrap_or(i64::MAX),
+                            )
+                        })
+                        .collect();
+                    let positions: Vec<i64> =
+                        sqlx::query_scalar(&SQL).bind(listed_rows(&listed)?).fetch_all(&self.pool).await?;
+                    for position in positions {
                         if let Some(found) = usize::try_from(position).ok().and_then(|position| found.get_mut(position)) {
                             *found = true;
                         }
@@ -857,24 +878,28 @@ macro_rules! sql_store {
                 }
                 let total: (i64, i64, i64) = select.build_query_as().fetch_one(&mut *tx).await?;
                 let mut spent = spend_from(total);
-                for chunk in excluding.chunks(STORE_BATCH_ROWS_MAX) {
-                    let mut select = QueryBuilder::<$db>::new(
+                // The named runs' share; an agent's read names only its own runs' rows.
+                static SHARE_SQL: LazyLock<String> = LazyLock::new(|| {
+                    format!(
                         "SELECT CAST(COALESCE(SUM(e.llm_calls), 0) AS BIGINT), \
                          CAST(COALESCE(SUM(e.input_tokens + e.output_tokens), 0) AS BIGINT), \
-                         CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT) FROM executions e JOIN (",
-                    );
-                    select.push_values(chunk, |mut row, (key, slot)| {
-                        row.push_bind(key.agent.as_str()).push_bind(key.heartbeat.as_str()).push_bind(slot.as_millisecond());
-                    });
-                    select.push(
-                        ") AS v ON e.agent_id = v.column1 AND e.heartbeat_id = v.column2 AND e.slot_ms = v.column3 \
-                         WHERE e.llm_calls > 0 AND e.finished_at_ms >= ",
-                    );
-                    select.push_bind(since.as_millisecond());
-                    if let Some(agent) = agent {
-                        select.push(" AND e.agent_id = ").push_bind(agent.as_str());
-                    }
-                    let share: (i64, i64, i64) = select.build_query_as().fetch_one(&mut *tx).await?;
+                         CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT) FROM executions e JOIN {} AS v \
+                         ON e.agent_id = v.column1 AND e.heartbeat_id = v.column2 AND e.slot_ms = v.column3 \
+                         WHERE e.llm_calls > 0 AND e.finished_at_ms >= $2 AND ($3 IS NULL OR e.agent_id = $3)",
+                        listed_rows_sql(JSON_ELEMENTS, &[Field::Text, Field::Text, Field::Integer])
+                    )
+                });
+                for chunk in excluding.chunks(STORE_BATCH_ROWS_MAX) {
+                    let listed: Vec<(&str, &str, i64)> = chunk
+                        .iter()
+                        .map(|(key, slot)| (key.agent.as_str(), key.heartbeat.as_str(), slot.as_millisecond()))
+                        .collect();
+                    let share: (i64, i64, i64) = sqlx::query_as(&SHARE_SQL)
+                        .bind(listed_rows(&listed)?)
+                        .bind(since.as_millisecond())
+                        .bind(agent.map(AgentId::as_str))
+                        .fetch_one(&mut *tx)
+                        .await?;
                     let share = spend_from(share);
                     spent.calls = spent.calls.saturating_sub(share.calls);
                     spent.tokens = spent.tokens.saturating_sub(share.tokens);

@@ -158,6 +158,9 @@ async fn serialize_on(_tx: &mut Transaction<'_, Sqlite>, _scope: &str) -> Result
 /// SQLite has no row locks; the write transaction holds the whole database.
 const LOCK_READ_ROWS: &str = "";
 
+/// The elements of the JSON array bound as `$1`, as rows of one column, `value`.
+const JSON_ELEMENTS: &str = "json_each($1)";
+
 /// Pages in rowid order, the table's own: key order walked the primary key's index and read
 /// each row from wherever the table held it (1,000,000 rows: 5.6 s of SQLite's time against
 /// 2.2 s). A page is a range of rowids: it resumes after the previous page's last rowid
