@@ -15,8 +15,8 @@
 //! - `load_page_sql(columns, selected, owned)`: one page of heartbeats as one JSON array,
 //!   its row count and where the next page resumes (two texts, `$1` and `$2`);
 //! - `LOCK_READ_ROWS`: the suffix that locks rows read before they are rewritten;
-//! - `JSON_ELEMENTS`: the elements of the JSON array bound as `$1`, as rows of one column
-//!   `value` (a batched read's list, `sql_lists`);
+//! - `push_listed(query, rows)`: a batched read's list, the source `v` of its rows
+//!   (`sql_lists`, ADR 0036);
 //! - `write_claims(&self, claims)` and `write_results(&self, runs, max)`: the dispatch
 //!   path's two writes (PostgreSQL: the shared `claim_slots_by_statements` and
 //!   `finish_runs_by_statements`; SQLite: its direct writer, ADR 0033).
@@ -29,14 +29,13 @@ macro_rules! sql_store {
         /// The shared statements, expanded for this backend (see `store::sql_store`).
         mod shared_sql {
             use std::collections::{BTreeMap, BTreeSet, HashSet};
-            use std::sync::LazyLock;
 
             use async_trait::async_trait;
             use jiff::Timestamp;
             use sqlx::{QueryBuilder, Row, Transaction};
 
             // The backend's hooks: write_tx, snapshot_tx, fence, serialize_on,
-            // load_page_sql, LOCK_READ_ROWS, JSON_ELEMENTS.
+            // load_page_sql, LOCK_READ_ROWS, push_listed.
             use super::*;
             use crate::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
             use crate::store::breaker_batch::{self, BreakerUpdate, StoredBreaker};
@@ -51,7 +50,7 @@ macro_rules! sql_store {
             use crate::store::config_keys::ConfigKeys;
             use crate::store::seed_threads;
             use crate::store::slot_batch;
-            use crate::store::sql_lists::{listed_rows, listed_rows_sql, Field};
+            use crate::store::sql_lists::Listed;
             use crate::store::text_check;
             use crate::core::system_events::{self, SystemEvent};
             use crate::limits::STORE_BATCH_ROWS_MAX;
@@ -64,6 +63,99 @@ macro_rules! sql_store {
                 timestamp, each_heartbeat_row, whole_row_columns, SharedTexts, ARMING_COLUMNS, LATEST_SLOT_COLUMN, LOAD_PAGE_ROWS,
                 LOGGED_LATEST_SLOT_OF_V,
             };
+
+        // The batched reads (ADR 0036): each a function of its list, so its statement is
+        // written once; the store's `push_listed` writes the list.
+
+        /// A spending's sums: calls, tokens, cost.
+        const SUMS: &str = "CAST(COALESCE(SUM(e.llm_calls), 0) AS BIGINT), \
+            CAST(COALESCE(SUM(e.input_tokens + e.output_tokens), 0) AS BIGINT), \
+            CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT)";
+
+        /// Keys as listed rows (agent, heartbeat).
+        fn listed_keys(keys: &[HeartbeatKey]) -> Vec<[Listed<'_>; 2]> {
+            keys.iter().map(|key| [Listed::Text(key.agent.as_str()), Listed::Text(key.heartbeat.as_str())]).collect()
+        }
+
+        /// Each listed agent's spending since its listed day began (agent, since).
+        pub(crate) fn each_day_spent_read<'a>(days: &[[Listed<'a>; 2]]) -> Result<QueryBuilder<'a, $db>, StoreError> {
+            let mut select = QueryBuilder::new(format!("SELECT v.column1, v.column2, {SUMS} FROM "));
+            push_listed(&mut select, days)?;
+            select.push(
+                " AS v JOIN executions e ON e.agent_id = v.column1 AND e.finished_at_ms >= v.column2 \
+                 AND e.llm_calls > 0 GROUP BY v.column1, v.column2",
+            );
+            Ok(select)
+        }
+
+        /// The listed runs' share of their agents' days (agent, heartbeat, slot, since).
+        pub(crate) fn each_day_runs_share_read<'a>(
+            shares: &[[Listed<'a>; 4]],
+        ) -> Result<QueryBuilder<'a, $db>, StoreError> {
+            let mut select = QueryBuilder::new(format!("SELECT v.column1, v.column4, {SUMS} FROM "));
+            push_listed(&mut select, shares)?;
+            select.push(
+                " AS v JOIN executions e ON e.agent_id = v.column1 AND e.heartbeat_id = v.column2 \
+                 AND e.slot_ms = v.column3 WHERE e.llm_calls > 0 AND e.finished_at_ms >= v.column4 \
+                 GROUP BY v.column1, v.column4",
+            );
+            Ok(select)
+        }
+
+        /// Each listed heartbeat's latest logged slot (agent, heartbeat).
+        pub(crate) fn latest_slots_read<'a>(keys: &[[Listed<'a>; 2]]) -> Result<QueryBuilder<'a, $db>, StoreError> {
+            let mut select = QueryBuilder::new(format!("SELECT v.column1, v.column2, {LOGGED_LATEST_SLOT_OF_V} FROM "));
+            push_listed(&mut select, keys)?;
+            select.push(" AS v");
+            Ok(select)
+        }
+
+        /// The listed heartbeats' whole rows as one JSON value (agent, heartbeat), decoded as
+        /// the start-up load decodes its pages.
+        pub(crate) fn definitions_read<'a>(keys: &[[Listed<'a>; 2]]) -> Result<QueryBuilder<'a, $db>, StoreError> {
+            let (columns, selected) = whole_row_columns("h.");
+            let (head, tail) = json_rows_sql(&columns);
+            let mut select = QueryBuilder::new(format!("{head}SELECT {selected} FROM "));
+            push_listed(&mut select, keys)?;
+            select.push(" AS v JOIN heartbeats h ON h.agent_id = v.column1 AND h.heartbeat_id = v.column2");
+            select.push(tail);
+            Ok(select)
+        }
+
+        /// The positions of the listed replies delivered since their times (agent, heartbeat,
+        /// digest, since, position): each once, by `EXISTS`, with no temporary table to make
+        /// them distinct.
+        pub(crate) fn delivered_since_read<'a>(
+            queries: &[[Listed<'a>; 5]],
+        ) -> Result<QueryBuilder<'a, $db>, StoreError> {
+            let mut select = QueryBuilder::new("SELECT v.column5 FROM ");
+            push_listed(&mut select, queries)?;
+            select.push(
+                " AS v WHERE EXISTS (SELECT 1 FROM executions e WHERE e.agent_id = v.column1 \
+                 AND e.heartbeat_id = v.column2 AND e.reply_digest = v.column3 AND e.finished_at_ms >= v.column4)",
+            );
+            Ok(select)
+        }
+
+        /// The listed runs' share (agent, heartbeat, slot) of a spending since `since`, of
+        /// `agent`'s alone if it is named.
+        pub(crate) fn runs_share_read<'a>(
+            runs: &[[Listed<'a>; 3]],
+            since: i64,
+            agent: Option<&'a str>,
+        ) -> Result<QueryBuilder<'a, $db>, StoreError> {
+            let mut select = QueryBuilder::new(format!("SELECT {SUMS} FROM executions e JOIN "));
+            push_listed(&mut select, runs)?;
+            select.push(
+                " AS v ON e.agent_id = v.column1 AND e.heartbeat_id = v.column2 AND e.slot_ms = v.column3 \
+                 WHERE e.llm_calls > 0 AND e.finished_at_ms >= ",
+            );
+            select.push_bind(since);
+            if let Some(agent) = agent {
+                select.push(" AND e.agent_id = ").push_bind(agent);
+            }
+            Ok(select)
+        }
 
         impl $store {
             /// Every heartbeat of this store (this node's), `selected` read as `columns`.
@@ -154,50 +246,38 @@ macro_rules! sql_store {
                 days: &[(AgentId, Timestamp)],
                 excluding: &[(HeartbeatKey, Timestamp)],
             ) -> Result<Vec<DaySpend>, StoreError> {
-                const SUMS: &str = "CAST(COALESCE(SUM(e.llm_calls), 0) AS BIGINT), \
-                    CAST(COALESCE(SUM(e.input_tokens + e.output_tokens), 0) AS BIGINT), \
-                    CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT)";
                 // Each (agent, day) once: a pair named twice would count its runs twice.
                 let asked: BTreeSet<(&str, i64)> =
                     days.iter().map(|(agent, since)| (agent.as_str(), since.as_millisecond())).collect();
                 let asked: Vec<(&str, i64)> = asked.into_iter().collect();
                 let mut spent: BTreeMap<(String, i64), DaySpend> = BTreeMap::new();
-                static DAYS_SQL: LazyLock<String> = LazyLock::new(|| {
-                    format!(
-                        "SELECT v.column1, v.column2, {SUMS} FROM {} AS v JOIN executions e ON e.agent_id = v.column1 \
-                         AND e.finished_at_ms >= v.column2 AND e.llm_calls > 0 GROUP BY v.column1, v.column2",
-                        listed_rows_sql(JSON_ELEMENTS, &[Field::Text, Field::Integer])
-                    )
-                });
-                static SHARES_SQL: LazyLock<String> = LazyLock::new(|| {
-                    format!(
-                        "SELECT v.column1, v.column4, {SUMS} FROM {} AS v JOIN executions e ON e.agent_id = v.column1 \
-                         AND e.heartbeat_id = v.column2 AND e.slot_ms = v.column3 WHERE e.llm_calls > 0 \
-                         AND e.finished_at_ms >= v.column4 GROUP BY v.column1, v.column4",
-                        listed_rows_sql(JSON_ELEMENTS, &[Field::Text, Field::Text, Field::Integer, Field::Integer])
-                    )
-                });
                 let mut tx = self.snapshot_tx().await?;
                 for chunk in asked.chunks(STORE_BATCH_ROWS_MAX) {
+                    let listed: Vec<[Listed; 2]> =
+                        chunk.iter().map(|(agent, since)| [Listed::Text(agent), Listed::Integer(*since)]).collect();
                     let rows: Vec<(String, i64, i64, i64, i64)> =
-                        sqlx::query_as(&DAYS_SQL).bind(listed_rows(chunk)?).fetch_all(&mut *tx).await?;
+                        each_day_spent_read(&listed)?.build_query_as().fetch_all(&mut *tx).await?;
                     for (agent, since, calls, tokens, cost_micros) in rows {
                         spent.insert((agent, since), spend_from((calls, tokens, cost_micros)));
                     }
                 }
                 // The named runs, each beside every day asked of its agent (normally one).
-                let shares: Vec<(&str, &str, i64, i64)> = excluding
+                let shares: Vec<[Listed; 4]> = excluding
                     .iter()
                     .flat_map(|(key, slot)| {
-                        asked
-                            .iter()
-                            .filter(move |(agent, _)| *agent == key.agent.as_str())
-                            .map(move |(_, since)| (key.agent.as_str(), key.heartbeat.as_str(), slot.as_millisecond(), *since))
+                        asked.iter().filter(move |(agent, _)| *agent == key.agent.as_str()).map(move |(_, since)| {
+                            [
+                                Listed::Text(key.agent.as_str()),
+                                Listed::Text(key.heartbeat.as_str()),
+                                Listed::Integer(slot.as_millisecond()),
+                                Listed::Integer(*since),
+                            ]
+                        })
                     })
                     .collect();
                 for chunk in shares.chunks(STORE_BATCH_ROWS_MAX) {
                     let rows: Vec<(String, i64, i64, i64, i64)> =
-                        sqlx::query_as(&SHARES_SQL).bind(listed_rows(chunk)?).fetch_all(&mut *tx).await?;
+                        each_day_runs_share_read(chunk)?.build_query_as().fetch_all(&mut *tx).await?;
                     for (agent, since, calls, tokens, cost_micros) in rows {
                         let share = spend_from((calls, tokens, cost_micros));
                         let total = spent.entry((agent, since)).or_default();
@@ -678,16 +758,9 @@ macro_rules! sql_store {
                     }
                     return Ok(latest);
                 }
-                static SQL: LazyLock<String> = LazyLock::new(|| {
-                    format!(
-                        "SELECT v.column1, v.column2, {LOGGED_LATEST_SLOT_OF_V} FROM {} AS v",
-                        listed_rows_sql(JSON_ELEMENTS, &[Field::Text, Field::Text])
-                    )
-                });
                 for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
-                    let listed: Vec<(&str, &str)> =
-                        chunk.iter().map(|key| (key.agent.as_str(), key.heartbeat.as_str())).collect();
-                    for row in sqlx::query(&SQL).bind(listed_rows(&listed)?).fetch_all(&self.pool).await? {
+                    let listed = listed_keys(chunk);
+                    for row in latest_slots_read(&listed)?.build().fetch_all(&self.pool).await? {
                         let Some(slot_ms) = row.try_get::<Option<i64>, _>(2)? else { continue };
                         let key = key_from_parts(row.try_get(0)?, row.try_get(1)?)?;
                         let slot = timestamp(slot_ms, &format!("latest slot of {key}"))?;
@@ -746,22 +819,11 @@ macro_rules! sql_store {
                 &self,
                 keys: &[HeartbeatKey],
             ) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
-                // The rows as one JSON value, decoded as the start-up load decodes its pages.
-                static SQL: LazyLock<String> = LazyLock::new(|| {
-                    let (columns, selected) = whole_row_columns("h.");
-                    let (head, tail) = json_rows_sql(&columns);
-                    format!(
-                        "{head}SELECT {selected} FROM {} AS v JOIN heartbeats h ON h.agent_id = v.column1 \
-                         AND h.heartbeat_id = v.column2{tail}",
-                        listed_rows_sql(JSON_ELEMENTS, &[Field::Text, Field::Text])
-                    )
-                });
                 let mut definitions = BTreeMap::new();
                 let mut shared = SharedTexts::default();
                 for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
-                    let listed: Vec<(&str, &str)> =
-                        chunk.iter().map(|key| (key.agent.as_str(), key.heartbeat.as_str())).collect();
-                    let page: String = sqlx::query_scalar(&SQL).bind(listed_rows(&listed)?).fetch_one(&self.pool).await?;
+                    let listed = listed_keys(chunk);
+                    let page: String = definitions_read(&listed)?.build().fetch_one(&self.pool).await?.try_get(0)?;
                     each_heartbeat_row(&page, &mut |row| {
                         let heartbeat = heartbeat_from_row(row, &mut shared)?;
                         definitions.insert(heartbeat.def.key.clone(), heartbeat.def);
@@ -772,37 +834,25 @@ macro_rules! sql_store {
             }
 
             async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {
-                // Each query's position comes back once if it matches: one read for the chunk,
-                // and no temporary table to make positions distinct.
-                static SQL: LazyLock<String> = LazyLock::new(|| {
-                    format!(
-                        "SELECT v.column5 FROM {} AS v WHERE EXISTS (SELECT 1 FROM executions e \
-                         WHERE e.agent_id = v.column1 AND e.heartbeat_id = v.column2 AND e.reply_digest = v.column3 \
-                         AND e.finished_at_ms >= v.column4)",
-                        listed_rows_sql(
-                            JSON_ELEMENTS,
-                            &[Field::Text, Field::Text, Field::Text, Field::Integer, Field::Integer]
-                        )
-                    )
-                });
+                // Each query's position comes back once if it matches: one read for the chunk.
                 let mut found = vec![false; queries.len()];
                 for (chunk_index, chunk) in queries.chunks(STORE_BATCH_ROWS_MAX).enumerate() {
                     let first = chunk_index * STORE_BATCH_ROWS_MAX;
-                    let listed: Vec<(&str, &str, &str, i64, i64)> = chunk
+                    let listed: Vec<[Listed; 5]> = chunk
                         .iter()
                         .enumerate()
                         .map(|(index, query)| {
-                            (
-                                query.key.agent.as_str(),
-                                query.key.heartbeat.as_str(),
-                                query.digest.as_str(),
-                                query.since.as_millisecond(),
-                                i64::try_from(first + index).unwrap_or(i64::MAX),
-                            )
+                            [
+                                Listed::Text(query.key.agent.as_str()),
+                                Listed::Text(query.key.heartbeat.as_str()),
+                                Listed::Text(query.digest.as_str()),
+                                Listed::Integer(query.since.as_millisecond()),
+                                Listed::Integer(i64::try_from(first + index).unwrap_or(i64::MAX)),
+                            ]
                         })
                         .collect();
                     let positions: Vec<i64> =
-                        sqlx::query_scalar(&SQL).bind(listed_rows(&listed)?).fetch_all(&self.pool).await?;
+                        delivered_since_read(&listed)?.build_query_scalar().fetch_all(&self.pool).await?;
                     for position in positions {
                         if let Some(found) = usize::try_from(position).ok().and_then(|position| found.get_mut(position)) {
                             *found = true;
@@ -878,28 +928,22 @@ macro_rules! sql_store {
                 }
                 let total: (i64, i64, i64) = select.build_query_as().fetch_one(&mut *tx).await?;
                 let mut spent = spend_from(total);
-                // The named runs' share; an agent's read names only its own runs' rows.
-                static SHARE_SQL: LazyLock<String> = LazyLock::new(|| {
-                    format!(
-                        "SELECT CAST(COALESCE(SUM(e.llm_calls), 0) AS BIGINT), \
-                         CAST(COALESCE(SUM(e.input_tokens + e.output_tokens), 0) AS BIGINT), \
-                         CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT) FROM executions e JOIN {} AS v \
-                         ON e.agent_id = v.column1 AND e.heartbeat_id = v.column2 AND e.slot_ms = v.column3 \
-                         WHERE e.llm_calls > 0 AND e.finished_at_ms >= $2 AND ($3 IS NULL OR e.agent_id = $3)",
-                        listed_rows_sql(JSON_ELEMENTS, &[Field::Text, Field::Text, Field::Integer])
-                    )
-                });
                 for chunk in excluding.chunks(STORE_BATCH_ROWS_MAX) {
-                    let listed: Vec<(&str, &str, i64)> = chunk
+                    let listed: Vec<[Listed; 3]> = chunk
                         .iter()
-                        .map(|(key, slot)| (key.agent.as_str(), key.heartbeat.as_str(), slot.as_millisecond()))
+                        .map(|(key, slot)| {
+                            [
+                                Listed::Text(key.agent.as_str()),
+                                Listed::Text(key.heartbeat.as_str()),
+                                Listed::Integer(slot.as_millisecond()),
+                            ]
+                        })
                         .collect();
-                    let share: (i64, i64, i64) = sqlx::query_as(&SHARE_SQL)
-                        .bind(listed_rows(&listed)?)
-                        .bind(since.as_millisecond())
-                        .bind(agent.map(AgentId::as_str))
-                        .fetch_one(&mut *tx)
-                        .await?;
+                    let share: (i64, i64, i64) =
+                        runs_share_read(&listed, since.as_millisecond(), agent.map(AgentId::as_str))?
+                            .build_query_as()
+                            .fetch_one(&mut *tx)
+                            .await?;
                     let share = spend_from(share);
                     spent.calls = spent.calls.saturating_sub(share.calls);
                     spent.tokens = spent.tokens.saturating_sub(share.tokens);

@@ -8,8 +8,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::{QueryBuilder, Sqlite, SqlitePool, Transaction};
 
+use super::sql_lists::{json_list, json_list_sql, Listed};
 use super::sql_store::sql_store;
 use super::sqlite_busy::wait_briefly_when_busy;
 use super::sqlite_dispatch_writer::DispatchWriter;
@@ -158,8 +159,18 @@ async fn serialize_on(_tx: &mut Transaction<'_, Sqlite>, _scope: &str) -> Result
 /// SQLite has no row locks; the write transaction holds the whole database.
 const LOCK_READ_ROWS: &str = "";
 
-/// The elements of the JSON array bound as `$1`, as rows of one column, `value`.
-const JSON_ELEMENTS: &str = "json_each($1)";
+/// Writes `rows` as the source of a batched read: one JSON text, so the statement is one
+/// text whatever the list's length and is prepared once (ADR 0036).
+fn push_listed<'a, const N: usize>(
+    query: &mut QueryBuilder<'a, Sqlite>,
+    rows: &[[Listed<'a>; N]],
+) -> Result<(), StoreError> {
+    // The fields' types from the first row: the rows of one list have the same shape.
+    let fields = rows.first().copied().unwrap_or([Listed::Text(""); N]);
+    let (head, tail) = json_list_sql(&fields);
+    query.push(head).push_bind(json_list(rows)?).push(tail);
+    Ok(())
+}
 
 /// Pages in rowid order, the table's own: key order walked the primary key's index and read
 /// each row from wherever the table held it (1,000,000 rows: 5.6 s of SQLite's time against
@@ -237,5 +248,72 @@ mod tests {
         assert!(is_busy(&locked), "{locked}");
         let missing = other.execute("SELECT * FROM no_such_table").await.expect_err("no such table");
         assert!(!is_busy(&missing), "{missing}");
+    }
+
+    /// The batched reads find their rows through an index, whatever their list holds: a
+    /// scan of `heartbeats` or `executions` would read every row on every dispatch pass.
+    /// Their text does not change with the list's length (ADR 0036), and the duplicate
+    /// check, read for every delivery, builds no temporary table.
+    #[tokio::test]
+    async fn batched_reads_search_an_index_in_one_text_and_the_duplicate_check_builds_no_table() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("plans.db");
+        let store = SqliteStore::open(&path).await.expect("a new store");
+        let pool = sqlx::SqlitePool::connect_with(SqliteConnectOptions::new().filename(&path)).await.expect("a reader");
+        let key = || [Listed::Text("a"), Listed::Text("h")];
+        let reads = [
+            shared_sql::each_day_spent_read(&[[Listed::Text("a"), Listed::Integer(0)]]),
+            shared_sql::each_day_runs_share_read(&[[
+                Listed::Text("a"),
+                Listed::Text("h"),
+                Listed::Integer(0),
+                Listed::Integer(0),
+            ]]),
+            shared_sql::latest_slots_read(&[key()]),
+            shared_sql::definitions_read(&[key()]),
+            shared_sql::delivered_since_read(&[[
+                Listed::Text("a"),
+                Listed::Text("h"),
+                Listed::Text("digest"),
+                Listed::Integer(0),
+                Listed::Integer(0),
+            ]]),
+            shared_sql::runs_share_read(&[[Listed::Text("a"), Listed::Text("h"), Listed::Integer(0)]], 0, Some("a")),
+        ];
+        for read in reads {
+            let sql = read.expect("a read").into_sql();
+            // Its list as a one-row list's text; the other parameters unbound (NULL).
+            let plan: Vec<String> = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .bind(r#"[["a","h",0]]"#)
+                .fetch_all(&pool)
+                .await
+                .unwrap_or_else(|error| panic!("{sql}: {error}"))
+                .iter()
+                .map(|row| sqlx::Row::get::<String, _>(row, "detail"))
+                .collect();
+            assert!(plan.iter().any(|step| step.contains("USING") && step.contains("INDEX")), "{sql}: {plan:?}");
+            assert!(
+                !plan.iter().any(|step| step.starts_with("SCAN ") && !step.contains("VIRTUAL TABLE")),
+                "{sql}: {plan:?}"
+            );
+        }
+        // The same text for a list of any length: prepared once.
+        let one = shared_sql::definitions_read(&[key()]).expect("a read").into_sql();
+        let three = shared_sql::definitions_read(&[key(), key(), key()]).expect("a read").into_sql();
+        assert_eq!(one, three);
+        let delivered = shared_sql::delivered_since_read(&[[
+            Listed::Text("a"),
+            Listed::Text("h"),
+            Listed::Text("digest"),
+            Listed::Integer(0),
+            Listed::Integer(0),
+        ]])
+        .expect("a read")
+        .into_sql();
+        let program = sqlx::query(&format!("EXPLAIN {delivered}")).fetch_all(&pool).await.expect("explained");
+        let opcodes: Vec<String> = program.iter().map(|row| sqlx::Row::get::<String, _>(row, "opcode")).collect();
+        assert!(opcodes.iter().any(|opcode| opcode == "Halt"), "a whole program: {opcodes:?}");
+        assert!(!opcodes.iter().any(|opcode| opcode == "OpenEphemeral"), "{opcodes:?}");
+        drop(store);
     }
 }
