@@ -180,6 +180,38 @@ fn start() -> Timestamp {
     common::start()
 }
 
+/// Under `allow-all`, two slots of one heartbeat can be claimed in one pass: here an
+/// operator's trigger and a backfilled slot, both waiting for the places two slow runs
+/// hold. Each run gets the heartbeat's definition; the second used to fail with "it is no
+/// longer stored", the definition having gone to the first.
+#[tokio::test(start_paused = true)]
+async fn two_slots_of_one_heartbeat_claimed_together_both_run() {
+    let rig = Rig::new();
+    let mut both = def("main", "both", 3_600);
+    both.policy = RunPolicy { overlap: Overlap::AllowAll, ..RunPolicy::default() };
+    for blocker in ["b1", "b2"] {
+        rig.llm.set(blocker, Behaviour::Slow(Duration::from_secs(25), "done".to_owned()));
+    }
+    let engine = rig
+        .start_with(
+            &[def("main", "b1", 10), def("main", "b2", 10), both.clone()],
+            systole::driver::EngineOptions { runs_in_flight_max: 2, ..options() },
+        )
+        .await;
+    rig.advance(15).await;
+    // Both places are taken until 35: the trigger and the backfill wait for them together.
+    let past = start().checked_add(SignedDuration::from_secs(1)).expect("in range");
+    engine.trigger(&both.key).await.expect("triggered");
+    engine.backfill(&both.key, vec![past]).await.expect("backfilled");
+    assert!(rig.starts("main", "both").is_empty(), "no place yet");
+    rig.advance(30).await;
+    let started = rig.starts("main", "both");
+    assert_eq!(started.len(), 2, "{started:?}");
+    assert_eq!(started[0].0, started[1].0, "claimed in one pass");
+    assert_eq!(rig.statuses("main", "both").await, [ExecutionStatus::Succeeded, ExecutionStatus::Succeeded]);
+    engine.shutdown(Duration::from_secs(60)).await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn failures_back_off_30_s_then_60_s_before_the_breaker_trips() {
     let rig = Rig::new();

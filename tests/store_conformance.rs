@@ -135,6 +135,38 @@ async fn a_slot_is_claimed_once_within_and_across_batches() {
     .await;
 }
 
+/// A pass's claims come back with the definitions of the heartbeats they won, and only
+/// theirs: not a lost claim's, not a deleted heartbeat's; one for a heartbeat with two
+/// slots won (ADR 0037: SQLite reads them on its writer's thread, the others in a second
+/// call).
+#[tokio::test]
+async fn claims_come_back_with_the_definitions_of_the_heartbeats_they_won() {
+    with_each_store(|store| async move {
+        let (a, b, c) =
+            (def("main", "a", 60), cron_def("main", "b", "0 9 * * *", "Europe/Berlin"), def("ops", "c", 60));
+        store.seed_config(&[a.clone(), b.clone(), c.clone()], at(0)).await.expect("seed");
+        store.claim_slots(&[claim(&c.key, 60)]).await.expect("c's slot, claimed before");
+        let gone = def("main", "gone", 60);
+        store.put_heartbeat(&gone, at(0)).await.expect("put");
+        assert!(store.delete_heartbeat(&gone.key).await.expect("delete"));
+        let claims =
+            [claim(&a.key, 60), claim(&a.key, 120), claim(&b.key, 60), claim(&c.key, 60), claim(&gone.key, 60)];
+        let claimed = store.claim_and_read(&claims).await.expect("claims");
+        use ClaimOutcome::{AlreadyClaimed, Claimed, Gone};
+        assert_eq!(claimed.outcomes, [Claimed, Claimed, Claimed, AlreadyClaimed, Gone]);
+        let definitions = claimed.definitions.expect("the definitions");
+        assert_eq!(definitions.keys().collect::<Vec<_>>(), [&a.key, &b.key], "those won, each once");
+        assert_eq!((&definitions[&a.key], &definitions[&b.key]), (&a, &b), "as stored");
+        let stored = store.executions(&a.key, 10).await.expect("a's runs");
+        assert_eq!(stored.len(), 2, "the claims were written");
+        // Nothing won, nothing read.
+        let again = store.claim_and_read(&claims[..1]).await.expect("claims");
+        assert_eq!(again.outcomes, [AlreadyClaimed]);
+        assert!(again.definitions.expect("nothing to read").is_empty());
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_seed_in_any_order_stores_each_key_once_and_keeps_its_last_definition() {
     with_each_store(|store| async move {

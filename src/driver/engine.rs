@@ -37,7 +37,7 @@ use crate::limits::{
     AT_RETRY_AFTER_HOLD_SECS_MIN, DRIVER_SLEEP_SECS_MAX, DUE_PER_WAKE_MAX, RUNS_PRUNE_FIRST_DELAY_SECS,
 };
 use crate::ports::clock::{Mono, Now};
-use crate::ports::store::{ClaimOutcome, ExecutionStatus, NextSlot, SkipRecord, SlotClaim};
+use crate::ports::store::{ClaimOutcome, ClaimedSlots, ExecutionStatus, NextSlot, SkipRecord, SlotClaim};
 use arming::{Arming, Commons};
 
 /// Why a heartbeat whose schedule ran out (a past `at`, a cron with no future occurrence)
@@ -687,8 +687,9 @@ impl Driver {
     }
 
     async fn claim_and_start(&mut self, claims: Vec<SlotClaim>, now: Now) {
-        let outcomes = match self.context.store.claim_slots(&claims).await {
-            Ok(outcomes) => outcomes,
+        // The claims, and the definitions their runs need, in one call (ADR 0037).
+        let ClaimedSlots { outcomes, definitions } = match self.context.store.claim_and_read(&claims).await {
+            Ok(claimed) => claimed,
             Err(error) => {
                 self.store_failed("claim_slots", error.to_string(), "the slots are not run: a run needs a claim");
                 let first = self.context.error_backoff.first().copied().unwrap_or(Duration::ZERO);
@@ -703,14 +704,31 @@ impl Driver {
                 return;
             }
         };
-        let mut definitions = self.claimed_definitions(&claims, &outcomes).await;
+        // If the read failed, each claimed run fails at once with the store's error (ADR
+        // 0026): its slot is claimed, and a claimed slot ends with a result.
+        let mut definitions = definitions.map_err(|error| {
+            self.store_failed("definitions", error.to_string(), "the claimed runs fail without calling the model");
+            error.to_string()
+        });
+        // Runs a heartbeat has in this pass (more than one under overlap `allow-all`): each
+        // gets its definition, the last takes it.
+        let mut runs_of_key: BTreeMap<HeartbeatKey, usize> = BTreeMap::new();
+        for (claim, outcome) in claims.iter().zip(&outcomes) {
+            if *outcome == ClaimOutcome::Claimed {
+                *runs_of_key.entry(claim.key.clone()).or_default() += 1;
+            }
+        }
         for (claim, outcome) in claims.into_iter().zip(outcomes) {
             match outcome {
                 ClaimOutcome::Claimed => {
+                    let last_of_key = runs_of_key.get_mut(&claim.key).is_none_or(|left| {
+                        *left -= 1;
+                        *left == 0
+                    });
+                    let gone = || "it is no longer stored".to_owned();
                     let def = match &mut definitions {
-                        Ok(definitions) => {
-                            definitions.remove(&claim.key).ok_or_else(|| "it is no longer stored".to_owned())
-                        }
+                        Ok(definitions) if last_of_key => definitions.remove(&claim.key).ok_or_else(gone),
+                        Ok(definitions) => definitions.get(&claim.key).cloned().ok_or_else(gone),
                         Err(error) => Err(error.clone()),
                     };
                     self.start_run(claim, def, now);
@@ -727,29 +745,6 @@ impl Driver {
                 }
             }
         }
-    }
-
-    /// The definitions of the claimed slots' heartbeats as the store holds them, read in
-    /// one call (ADR 0026). If the read fails, each of those runs fails at once with the
-    /// store's error: its slot is claimed, and a claimed slot ends with a result.
-    async fn claimed_definitions(
-        &self,
-        claims: &[SlotClaim],
-        outcomes: &[ClaimOutcome],
-    ) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, String> {
-        let keys: Vec<HeartbeatKey> = claims
-            .iter()
-            .zip(outcomes)
-            .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
-            .map(|(claim, _)| claim.key.clone())
-            .collect();
-        if keys.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        self.context.store.definitions(&keys).await.map_err(|error| {
-            self.store_failed("definitions", error.to_string(), "the claimed runs fail without calling the model");
-            error.to_string()
-        })
     }
 
     /// Starts the run of a claimed slot. `def`: its heartbeat's stored definition, or why

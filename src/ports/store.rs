@@ -64,6 +64,37 @@ pub enum ClaimOutcome {
     Gone,
 }
 
+/// A pass's claims as the store answered them ([`Store::claim_and_read`]).
+#[derive(Debug)]
+pub struct ClaimedSlots {
+    /// Each claim's outcome, in order.
+    pub outcomes: Vec<ClaimOutcome>,
+    /// The stored definitions of the heartbeats whose slots were claimed, or why they could
+    /// not be read: the claims stand either way.
+    pub definitions: Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError>,
+}
+
+/// The heartbeats of `claims` whose claim was won (`outcomes` in the same order).
+pub fn claimed_keys(claims: &[SlotClaim], outcomes: &[ClaimOutcome]) -> Vec<HeartbeatKey> {
+    claims
+        .iter()
+        .zip(outcomes)
+        .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
+        .map(|(claim, _)| claim.key.clone())
+        .collect()
+}
+
+/// [`Store::claim_and_read`] as two calls: the claims, then the definitions of those won.
+///
+/// # Errors
+/// When the claims cannot be written; a failed read is in the answer instead.
+pub async fn claim_then_read<S: Store + ?Sized>(store: &S, claims: &[SlotClaim]) -> Result<ClaimedSlots, StoreError> {
+    let outcomes = store.claim_slots(claims).await?;
+    let keys = claimed_keys(claims, &outcomes);
+    let definitions = if keys.is_empty() { Ok(BTreeMap::new()) } else { store.definitions(&keys).await };
+    Ok(ClaimedSlots { outcomes, definitions })
+}
+
 /// A due slot the guards skipped, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SkipRecord {
@@ -397,6 +428,19 @@ pub trait Store: Send + Sync + 'static {
 
     /// Claims slots before running them, in one transaction; the outcome of each claim in order.
     async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError>;
+
+    /// Claims `claims` as [`Store::claim_slots`] does, then reads the definitions of the
+    /// heartbeats whose claims were won, as [`Store::definitions`] does: what a dispatch
+    /// pass needs before its runs start. A store that can answers both in one round trip
+    /// (SQLite reads them on its writer's thread, right after the claims commit, ADR 0037);
+    /// a wrapper that adds to either call keeps this default, which goes through its own.
+    ///
+    /// # Errors
+    /// When the claims cannot be written; a read that fails leaves the claims made, and
+    /// is in the answer.
+    async fn claim_and_read(&self, claims: &[SlotClaim]) -> Result<ClaimedSlots, StoreError> {
+        claim_then_read(self, claims).await
+    }
 
     /// Records skipped slots (a slot already recorded is left as it was).
     async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError>;

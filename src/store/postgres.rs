@@ -15,7 +15,7 @@ use crate::core::breaker::BreakerStep;
 use crate::core::ids::AgentId;
 use crate::core::partition::{partition_of, PARTITIONS_COUNT};
 use crate::ports::leases::Lease;
-use crate::ports::store::{ClaimOutcome, RunRecord, SlotClaim, StoreError};
+use crate::ports::store::{claim_then_read, ClaimOutcome, ClaimedSlots, RunRecord, SlotClaim, StoreError};
 
 /// Connections one process keeps open to the database.
 pub const POSTGRES_CONNECTIONS_MAX: u32 = 8;
@@ -190,6 +190,11 @@ impl PostgresStore {
     /// A pass's claims: the shared multi-row statements.
     async fn write_claims(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
         self.claim_slots_by_statements(claims).await
+    }
+
+    /// A pass's claims, then the definitions of those won: two calls, as any store.
+    async fn write_claims_and_read(&self, claims: &[SlotClaim]) -> Result<ClaimedSlots, StoreError> {
+        claim_then_read(self, claims).await
     }
 
     /// A group commit of results: the shared multi-row statements.

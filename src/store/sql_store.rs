@@ -19,7 +19,9 @@
 //!   (`sql_lists`, ADR 0036);
 //! - `write_claims(&self, claims)` and `write_results(&self, runs, max)`: the dispatch
 //!   path's two writes (PostgreSQL: the shared `claim_slots_by_statements` and
-//!   `finish_runs_by_statements`; SQLite: its direct writer, ADR 0033).
+//!   `finish_runs_by_statements`; SQLite: its direct writer, ADR 0033);
+//! - `write_claims_and_read(&self, claims)`: the claims and their definitions
+//!   (PostgreSQL: one call after the other; SQLite: both on its writer's thread, ADR 0037).
 //!
 //! A generic function over `sqlx::Database` would need a dozen higher-ranked bounds on
 //! every helper; a macro keeps the SQL readable and still written once.
@@ -55,7 +57,7 @@ macro_rules! sql_store {
             use crate::core::system_events::{self, SystemEvent};
             use crate::limits::STORE_BATCH_ROWS_MAX;
             use crate::ports::store::{
-                Armable, ClaimOutcome, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport,
+                Armable, ClaimOutcome, ClaimedSlots, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport,
                 SkipRecord, SlotClaim, StopReason, Store, StoreError, INTERRUPTED_ERROR_TEXT,
             };
             use crate::store::sql_rows::{
@@ -120,6 +122,20 @@ macro_rules! sql_store {
             select.push(" AS v JOIN heartbeats h ON h.agent_id = v.column1 AND h.heartbeat_id = v.column2");
             select.push(tail);
             Ok(select)
+        }
+
+        /// The definitions in pages that [`definitions_read`] answered.
+        pub(crate) fn definitions_of_pages(pages: &[String]) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
+            let mut definitions = BTreeMap::new();
+            let mut shared = SharedTexts::default();
+            for page in pages {
+                each_heartbeat_row(page, &mut |row| {
+                    let heartbeat = heartbeat_from_row(row, &mut shared)?;
+                    definitions.insert(heartbeat.def.key.clone(), heartbeat.def);
+                    Ok(())
+                })?;
+            }
+            Ok(definitions)
         }
 
         /// The positions of the listed replies delivered since their times (agent, heartbeat,
@@ -819,18 +835,16 @@ macro_rules! sql_store {
                 &self,
                 keys: &[HeartbeatKey],
             ) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
-                let mut definitions = BTreeMap::new();
-                let mut shared = SharedTexts::default();
+                let mut pages = Vec::new();
                 for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
                     let listed = listed_keys(chunk);
-                    let page: String = definitions_read(&listed)?.build().fetch_one(&self.pool).await?.try_get(0)?;
-                    each_heartbeat_row(&page, &mut |row| {
-                        let heartbeat = heartbeat_from_row(row, &mut shared)?;
-                        definitions.insert(heartbeat.def.key.clone(), heartbeat.def);
-                        Ok(())
-                    })?;
+                    pages.push(definitions_read(&listed)?.build().fetch_one(&self.pool).await?.try_get::<String, _>(0)?);
                 }
-                Ok(definitions)
+                definitions_of_pages(&pages)
+            }
+
+            async fn claim_and_read(&self, claims: &[SlotClaim]) -> Result<ClaimedSlots, StoreError> {
+                self.write_claims_and_read(claims).await
             }
 
             async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {

@@ -17,7 +17,7 @@ use super::sqlite_dispatch_writer::DispatchWriter;
 use crate::core::breaker::BreakerStep;
 use crate::core::ids::AgentId;
 use crate::limits::{SQLITE_BUSY_TIMEOUT_MS, SQLITE_OPEN_BUSY_ATTEMPTS_MAX, SQLITE_OPEN_BUSY_RETRY_MS};
-use crate::ports::store::{ClaimOutcome, RunRecord, SlotClaim, StoreError};
+use crate::ports::store::{ClaimOutcome, ClaimedSlots, RunRecord, SlotClaim, StoreError};
 
 /// Connections that read beside the writer (WAL: readers never wait for it).
 const READ_CONNECTIONS_MAX: u32 = 4;
@@ -72,7 +72,7 @@ impl SqliteStore {
         sqlx::migrate!("src/store/migrations").run(&writer).await?;
         drop(lock);
         let pool = connect_pool(path, &options, SqlitePoolOptions::new().max_connections(READ_CONNECTIONS_MAX)).await?;
-        let dispatch = DispatchWriter::new(path);
+        let dispatch = DispatchWriter::new(path, definitions_sql()?);
         Ok(Self { pool, writer, dispatch })
     }
 
@@ -114,6 +114,14 @@ impl SqliteStore {
         self.dispatch.claim(claims).await
     }
 
+    /// A pass's claims and the definitions of those won, on the dispatch writer's thread
+    /// (ADR 0037); the definitions are decoded here, off that thread.
+    async fn write_claims_and_read(&self, claims: &[SlotClaim]) -> Result<ClaimedSlots, StoreError> {
+        let (outcomes, pages) = self.dispatch.claim_and_read(claims).await?;
+        let definitions = pages.and_then(|pages| shared_sql::definitions_of_pages(&pages));
+        Ok(ClaimedSlots { outcomes, definitions })
+    }
+
     /// A group commit of results, one transaction on the dispatch writer's thread.
     async fn write_results(
         &self,
@@ -122,6 +130,11 @@ impl SqliteStore {
     ) -> Result<Vec<BreakerStep>, StoreError> {
         self.dispatch.finish(runs, breaker_failures_max).await
     }
+}
+
+/// The batched definitions read's text, for the dispatch writer's own connection.
+pub(crate) fn definitions_sql() -> Result<String, StoreError> {
+    Ok(shared_sql::definitions_read(&[])?.sql().to_owned())
 }
 
 /// A pool on the database at `path`; a database another process holds locked while it

@@ -20,11 +20,13 @@ use tokio::sync::{oneshot, OnceCell};
 use super::sqlite_direct::{Connection, Direct};
 use super::sqlite_writes;
 use crate::core::breaker::BreakerStep;
-use crate::ports::store::{ClaimOutcome, RunRecord, SlotClaim, StoreError};
+use crate::ports::store::{claimed_keys, ClaimOutcome, RunRecord, SlotClaim, StoreError};
 
 /// The thread that writes claims and results, once started, and the way to it.
 pub(crate) struct DispatchWriter {
     path: PathBuf,
+    /// The store's read of claimed heartbeats' definitions, its list one JSON parameter.
+    definitions_sql: String,
     started: OnceCell<Started>,
 }
 
@@ -33,11 +35,20 @@ struct Started {
     thread: Option<JoinHandle<()>>,
 }
 
+/// A pass's claim outcomes, and the definitions of the heartbeats it won as the store's
+/// definitions read answers them (pages of JSON), or why that read failed.
+pub(crate) type ClaimedPages = (Vec<ClaimOutcome>, Result<Vec<String>, StoreError>);
+
 /// One transaction for the writer thread, and where its answer goes.
 enum Command {
     Claim {
         claims: Vec<SlotClaim>,
         answer: oneshot::Sender<Result<Vec<ClaimOutcome>, StoreError>>,
+    },
+    /// Claims, then the definitions of those won, read once they are committed.
+    ClaimAndRead {
+        claims: Vec<SlotClaim>,
+        answer: oneshot::Sender<Result<ClaimedPages, StoreError>>,
     },
     Finish {
         runs: Vec<RunRecord>,
@@ -48,20 +59,29 @@ enum Command {
 
 impl DispatchWriter {
     /// The writer of the database at `path`, which must exist with its tables by the first
-    /// write; its thread is not started yet.
-    pub(crate) fn new(path: &Path) -> Self {
-        Self { path: path.to_owned(), started: OnceCell::new() }
+    /// write; its thread is not started yet. `definitions_sql` reads the definitions of
+    /// the heartbeats whose slots it claims (`sqlite_writes::definitions_pages`).
+    pub(crate) fn new(path: &Path, definitions_sql: String) -> Self {
+        Self { path: path.to_owned(), definitions_sql, started: OnceCell::new() }
     }
 
     /// Starts the thread, once; a start that failed is tried again by the next write.
     async fn started(&self) -> Result<&Started, StoreError> {
-        self.started.get_or_try_init(|| Started::on(&self.path)).await
+        self.started.get_or_try_init(|| Started::on(&self.path, &self.definitions_sql)).await
     }
 
     /// Claims `claims` in one transaction (`sqlite_writes::claim`).
     pub(crate) async fn claim(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
         let (answer, answered) = oneshot::channel();
         self.started().await?.send(Command::Claim { claims: claims.to_vec(), answer })?;
+        answered.await.map_err(|_| thread_gone())?
+    }
+
+    /// Claims `claims` in one transaction, then reads the definitions of the heartbeats
+    /// whose claims were won, on the same thread: the pass's one round trip (ADR 0037).
+    pub(crate) async fn claim_and_read(&self, claims: &[SlotClaim]) -> Result<ClaimedPages, StoreError> {
+        let (answer, answered) = oneshot::channel();
+        self.started().await?.send(Command::ClaimAndRead { claims: claims.to_vec(), answer })?;
         answered.await.map_err(|_| thread_gone())?
     }
 
@@ -78,14 +98,16 @@ impl DispatchWriter {
 }
 
 impl Started {
-    /// Starts the thread on the database at `path` and waits for its connection.
+    /// Starts the thread on the database at `path` and waits for its connection; the
+    /// thread reads definitions with `definitions_sql`.
     ///
     /// # Errors
     /// When the thread cannot start or the database cannot be opened.
-    async fn on(path: &Path) -> Result<Self, StoreError> {
+    async fn on(path: &Path, definitions_sql: &str) -> Result<Self, StoreError> {
         let (commands, received) = mpsc::channel::<Command>();
         let (opened, open_answer) = oneshot::channel();
         let path = path.to_owned();
+        let definitions_sql = definitions_sql.to_owned();
         let thread = std::thread::Builder::new()
             .name("systole-sqlite-writer".to_owned())
             .spawn(move || {
@@ -101,7 +123,7 @@ impl Started {
                 };
                 // Ends when the store drops its sender.
                 for command in received {
-                    run(&connection, command);
+                    run(&connection, &definitions_sql, command);
                 }
             })
             .map_err(|error| StoreError::Backend(format!("cannot start the SQLite writer thread: {error}")))?;
@@ -127,11 +149,20 @@ impl Drop for Started {
     }
 }
 
-fn run(connection: &Connection, command: Command) {
+fn run(connection: &Connection, definitions_sql: &str, command: Command) {
     let direct = connection.direct();
     match command {
         Command::Claim { claims, answer } => {
             let _ = answer.send(in_transaction(&direct, |direct| sqlite_writes::claim(direct, &claims)));
+        }
+        Command::ClaimAndRead { claims, answer } => {
+            let claimed = in_transaction(&direct, |direct| sqlite_writes::claim(direct, &claims));
+            // Read after the commit: a read that fails leaves the claims made.
+            let _ = answer.send(claimed.map(|outcomes| {
+                let won = claimed_keys(&claims, &outcomes);
+                let pages = sqlite_writes::definitions_pages(&direct, definitions_sql, &won);
+                (outcomes, pages)
+            }));
         }
         Command::Finish { runs, breaker_failures_max, answer } => {
             let written = in_transaction(&direct, |direct| sqlite_writes::finish(direct, &runs, breaker_failures_max));
@@ -185,7 +216,7 @@ mod tests {
     async fn the_thread_starts_with_the_first_write_and_a_failed_start_is_tried_again() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("later.db");
-        let writer = DispatchWriter::new(&path);
+        let writer = DispatchWriter::new(&path, crate::store::sqlite::definitions_sql().expect("its text"));
         assert!(!writer.started.initialized(), "no thread before a write");
         let missing = writer.claim(&[claim_of_nothing()]).await.expect_err("no database yet");
         assert!(missing.to_string().contains("later.db"), "{missing}");

@@ -11,12 +11,14 @@ use jiff::Timestamp;
 
 use super::breaker_batch::{self, BreakerUpdate, StoredBreaker};
 use super::slot_batch;
+use super::sql_lists::{json_list, Listed};
 use super::sql_rows::{millis, stored_count};
 use super::sqlite_direct::{Direct, Value};
 use crate::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
 use crate::core::ids::HeartbeatKey;
 use crate::core::reply::ReplyKind;
 use crate::core::schedule::Schedule;
+use crate::limits::STORE_BATCH_ROWS_MAX;
 use crate::ports::store::{ClaimOutcome, ExecutionStatus, RunRecord, SlotClaim, StopReason, StoreError};
 
 /// A claim: the slot's row, written only while its heartbeat is stored (one deleted while
@@ -108,6 +110,27 @@ pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<Cla
         ])?;
     }
     Ok(outcomes)
+}
+
+/// The stored definitions of `keys`' heartbeats as `definitions_sql` (the store's batched
+/// definitions read, its list one JSON parameter) answers them: a page of JSON rows for
+/// each batch of keys, decoded by the caller, off this thread.
+pub(super) fn definitions_pages(
+    direct: &Direct<'_>,
+    definitions_sql: &str,
+    keys: &[HeartbeatKey],
+) -> Result<Vec<String>, StoreError> {
+    let mut read = direct.prepare(definitions_sql)?;
+    let mut pages = Vec::new();
+    for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
+        let listed: Vec<[Listed<'_>; 2]> =
+            chunk.iter().map(|key| [Listed::Text(key.agent.as_str()), Listed::Text(key.heartbeat.as_str())]).collect();
+        let list = json_list(&listed)?;
+        // An aggregate: one row, an empty array when none of them is stored.
+        let page = read.query_row(&[Value::Text(&list)], |row| row.text(0))?.flatten();
+        pages.push(page.unwrap_or_else(|| "[]".to_owned()));
+    }
+    Ok(pages)
 }
 
 /// Records `runs`' results, steps the breaker through them in order, and consumes the
