@@ -304,6 +304,9 @@ async fn apply(store: &dyn Store, op: &Op) -> String {
         Op::SetEnabled(k, enabled, reason) => answer(store.set_enabled(k, *enabled, *reason).await),
         Op::HalfOpen(k) => answer(store.half_open_breaker(k).await),
         Op::SetNextSlots(slots) => answer(store.set_next_slots(slots).await),
+        // A batch of more than one claim also reads what its claims won, as a dispatch pass
+        // does (ADR 0037: SQLite's writer reads it itself); one alone is a plain claim.
+        Op::Claim(claims) if claims.len() > 1 => answer(store.claim_and_read(claims).await),
         Op::Claim(claims) => answer(store.claim_slots(claims).await),
         Op::Skip(skips) => answer(store.record_skips(skips).await),
         Op::Finish(runs) => answer(store.finish_runs(runs, BREAKER_FAILURES_MAX).await),
