@@ -21,7 +21,8 @@ pub(super) enum Listed<'a> {
 }
 
 /// The text around a JSON list's parameter: `(SELECT CAST(v.value ->> 0 AS TEXT) AS
-/// column1, .. FROM json_each(` and `) AS v)`, each field cast to the type of `fields`'.
+/// column1, .. FROM json_each(` and `) AS v)`, each field cast to the type of the same
+/// field of `fields`.
 pub(super) fn json_list_sql(fields: &[Listed<'_>]) -> (String, &'static str) {
     let columns: Vec<String> = fields
         .iter()
