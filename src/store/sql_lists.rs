@@ -10,6 +10,7 @@
 
 use serde::Serialize;
 
+use crate::core::ids::HeartbeatKey;
 use crate::ports::store::StoreError;
 
 /// One field of a listed row.
@@ -36,6 +37,11 @@ pub(super) fn json_list_sql(fields: &[Listed<'_>]) -> (String, &'static str) {
         })
         .collect();
     (format!("(SELECT {} FROM json_each(", columns.join(", ")), ") AS v)")
+}
+
+/// Keys as listed rows (agent, heartbeat).
+pub(super) fn listed_keys(keys: &[HeartbeatKey]) -> Vec<[Listed<'_>; 2]> {
+    keys.iter().map(|key| [Listed::Text(key.agent.as_str()), Listed::Text(key.heartbeat.as_str())]).collect()
 }
 
 /// The JSON text of `rows`, each an array of its fields.

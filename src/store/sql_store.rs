@@ -52,7 +52,7 @@ macro_rules! sql_store {
             use crate::store::config_keys::ConfigKeys;
             use crate::store::seed_threads;
             use crate::store::slot_batch;
-            use crate::store::sql_lists::Listed;
+            use crate::store::sql_lists::{listed_keys, Listed};
             use crate::store::text_check;
             use crate::core::system_events::{self, SystemEvent};
             use crate::limits::STORE_BATCH_ROWS_MAX;
@@ -73,11 +73,6 @@ macro_rules! sql_store {
         const SUMS: &str = "CAST(COALESCE(SUM(e.llm_calls), 0) AS BIGINT), \
             CAST(COALESCE(SUM(e.input_tokens + e.output_tokens), 0) AS BIGINT), \
             CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT)";
-
-        /// Keys as listed rows (agent, heartbeat).
-        fn listed_keys(keys: &[HeartbeatKey]) -> Vec<[Listed<'_>; 2]> {
-            keys.iter().map(|key| [Listed::Text(key.agent.as_str()), Listed::Text(key.heartbeat.as_str())]).collect()
-        }
 
         /// Each listed agent's spending since its listed day began (agent, since).
         pub(crate) fn each_day_spent_read<'a>(days: &[[Listed<'a>; 2]]) -> Result<QueryBuilder<'a, $db>, StoreError> {

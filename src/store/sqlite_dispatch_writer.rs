@@ -1,5 +1,6 @@
 //! SQLite's dispatch writes, a pass's claims and a group commit of results, on a thread
-//! of their own with a connection of their own (ADR 0034).
+//! of their own with a connection of their own (ADR 0034); after a pass's claims, the same
+//! thread reads the definitions of the heartbeats they won (ADR 0037).
 //!
 //! Through sqlx, each such transaction crossed to sqlx's connection thread four times: to
 //! begin, to lock the connection for the direct statements, to commit, and the pool's

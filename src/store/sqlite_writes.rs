@@ -3,7 +3,8 @@
 //! write (kept prepared by the writer's connection), stepped once per row, in a
 //! transaction the caller began and commits. They do what the
 //! shared multi-row statements do on PostgreSQL (`sql_store`), and the store conformance
-//! suite holds both to one behaviour.
+//! suite holds both to one behaviour. After a pass's claims commit, the writer reads the
+//! definitions they won here too, with the store's own read (ADR 0037).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,7 +12,7 @@ use jiff::Timestamp;
 
 use super::breaker_batch::{self, BreakerUpdate, StoredBreaker};
 use super::slot_batch;
-use super::sql_lists::{json_list, Listed};
+use super::sql_lists::{json_list, listed_keys};
 use super::sql_rows::{millis, stored_count};
 use super::sqlite_direct::{Direct, Value};
 use crate::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
@@ -123,9 +124,7 @@ pub(super) fn definitions_pages(
     let mut read = direct.prepare(definitions_sql)?;
     let mut pages = Vec::new();
     for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
-        let listed: Vec<[Listed<'_>; 2]> =
-            chunk.iter().map(|key| [Listed::Text(key.agent.as_str()), Listed::Text(key.heartbeat.as_str())]).collect();
-        let list = json_list(&listed)?;
+        let list = json_list(&listed_keys(chunk))?;
         // An aggregate: one row, an empty array when none of them is stored.
         let page = read.query_row(&[Value::Text(&list)], |row| row.text(0))?.flatten();
         pages.push(page.unwrap_or_else(|| "[]".to_owned()));
