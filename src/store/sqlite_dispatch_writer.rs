@@ -42,15 +42,9 @@ pub(crate) type ClaimedPages = (Vec<ClaimOutcome>, Result<Vec<String>, StoreErro
 
 /// One transaction for the writer thread, and where its answer goes.
 enum Command {
-    Claim {
-        claims: Vec<SlotClaim>,
-        answer: oneshot::Sender<Result<Vec<ClaimOutcome>, StoreError>>,
-    },
-    /// Claims, then the definitions of those won, read once they are committed.
-    ClaimAndRead {
-        claims: Vec<SlotClaim>,
-        answer: oneshot::Sender<Result<ClaimedPages, StoreError>>,
-    },
+    /// A pass's claims; with `read_definitions`, then the definitions of those won, read
+    /// once they are committed (none otherwise).
+    Claim { claims: Vec<SlotClaim>, read_definitions: bool, answer: oneshot::Sender<Result<ClaimedPages, StoreError>> },
     Finish {
         runs: Vec<RunRecord>,
         breaker_failures_max: u32,
@@ -74,15 +68,16 @@ impl DispatchWriter {
     /// Claims `claims` in one transaction (`sqlite_writes::claim`).
     pub(crate) async fn claim(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
         let (answer, answered) = oneshot::channel();
-        self.started().await?.send(Command::Claim { claims: claims.to_vec(), answer })?;
-        answered.await.map_err(|_| thread_gone())?
+        self.started().await?.send(Command::Claim { claims: claims.to_vec(), read_definitions: false, answer })?;
+        let (outcomes, _) = answered.await.map_err(|_| thread_gone())??;
+        Ok(outcomes)
     }
 
     /// Claims `claims` in one transaction, then reads the definitions of the heartbeats
     /// whose claims were won, on the same thread: the pass's one round trip (ADR 0037).
     pub(crate) async fn claim_and_read(&self, claims: &[SlotClaim]) -> Result<ClaimedPages, StoreError> {
         let (answer, answered) = oneshot::channel();
-        self.started().await?.send(Command::ClaimAndRead { claims: claims.to_vec(), answer })?;
+        self.started().await?.send(Command::Claim { claims: claims.to_vec(), read_definitions: true, answer })?;
         answered.await.map_err(|_| thread_gone())?
     }
 
@@ -153,15 +148,16 @@ impl Drop for Started {
 fn run(connection: &Connection, definitions_sql: &str, command: Command) {
     let direct = connection.direct();
     match command {
-        Command::Claim { claims, answer } => {
-            let _ = answer.send(in_transaction(&direct, |direct| sqlite_writes::claim(direct, &claims)));
-        }
-        Command::ClaimAndRead { claims, answer } => {
+        Command::Claim { claims, read_definitions, answer } => {
             let claimed = in_transaction(&direct, |direct| sqlite_writes::claim(direct, &claims));
             // Read after the commit: a read that fails leaves the claims made.
             let _ = answer.send(claimed.map(|outcomes| {
-                let won = claimed_keys(&claims, &outcomes);
-                let pages = sqlite_writes::definitions_pages(&direct, definitions_sql, &won);
+                let pages = if read_definitions {
+                    let won = claimed_keys(&claims, &outcomes);
+                    sqlite_writes::definitions_pages(&direct, definitions_sql, &won)
+                } else {
+                    Ok(Vec::new())
+                };
                 (outcomes, pages)
             }));
         }
