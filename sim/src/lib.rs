@@ -459,7 +459,7 @@ fn print_stats(results: &[SeedResult]) {
     for path in RarePath::ALL {
         let total: u64 = results.iter().map(|result| result.paths.get(&path).copied().unwrap_or(0)).sum();
         let seeds = results.iter().filter(|result| result.paths.get(&path).is_some_and(|count| *count > 0)).count();
-        println!("  {:<28} {total:>9} {seeds:>6}", path.name());
+        println!("  {:<34} {total:>9} {seeds:>6}", path.name());
     }
     println!("invariants checked:");
     for (name, count) in &checks {

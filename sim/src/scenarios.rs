@@ -19,7 +19,10 @@
 //!   triggered by an operator in bursts, so its triggers and grid slots wait for places
 //!   together, and is sometimes disabled and enabled while they wait (issue 28);
 //! - grid chorus: beside the grid-finishing heartbeat, another ends on the same grid and
-//!   always repeats one alert, so one duplicate-check read answers both ways (ADR 0027).
+//!   always repeats one alert, so one duplicate-check read answers both ways (ADR 0027);
+//! - twin claims: in an engine of a few places, an `allow_all` heartbeat whose runs end on
+//!   the grid is triggered more times than there are places, so when its runs end together
+//!   one pass claims several of its waiting slots, each needing the definition (ADR 0037).
 
 use std::time::Duration;
 
@@ -90,6 +93,19 @@ const QUEUED_TRIGGERS_DISABLED_PROBABILITY: f64 = 0.3;
 /// The seconds between two triggers of a burst, at most, and a burst's whole span.
 const QUEUED_TRIGGER_GAP_SECS_MAX: u64 = 5;
 const QUEUED_TRIGGER_SPAN_SECS_MAX: u64 = QUEUED_TRIGGER_GAP_SECS_MAX * QUEUED_TRIGGERS_PER_BURST as u64 + 1;
+
+/// Twin claims: the triggers of a burst beyond the engine's places wait for them; the runs
+/// that took the places end together at a grid instant, and one pass claims the waiting
+/// ones (two runs of one heartbeat in one pass: stop 62 found the second failing as "no
+/// longer stored"). Its own schedule is slow, so it adds load only through its bursts.
+const TWIN_CLAIMS_PROBABILITY: f64 = 0.8;
+const TWIN_CLAIMS_PLACES_MIN: usize = 2;
+const TWIN_CLAIMS_INTERVAL_SECS: u64 = 3_600;
+const TWIN_CLAIM_BURSTS_MIN: usize = 2;
+const TWIN_CLAIM_BURSTS_MAX: usize = 4;
+/// Triggers of a burst beyond the places, and the seconds between two triggers.
+const TWIN_CLAIMS_WAITING: usize = 2;
+const TWIN_CLAIM_GAP_SECS: u64 = 1;
 
 /// Makes `def` a slow-repeat heartbeat: `allow_all`, every minute, each run longer.
 fn make_slow_repeat(def: &mut HeartbeatDef) {
@@ -225,6 +241,24 @@ pub fn plant(
         // One run a grid interval is enough to meet the other's runs at each grid instant.
         make_grid_runner(def, GRID_FINISH_SECS, GRID_CHORUS_MARKER);
         def.dedup = true;
+    }
+    // Drawn after all the above, which a seed keeps as it had them.
+    let plain: Vec<usize> = calling.iter().copied().filter(|&i| !heartbeats[i].prompt.ends_with(']')).collect();
+    if (TWIN_CLAIMS_PLACES_MIN..=QUEUED_TRIGGERS_PLACES_MAX).contains(&runs_in_flight_max)
+        && !plain.is_empty()
+        && rng.random_bool(TWIN_CLAIMS_PROBABILITY)
+    {
+        let def = &mut heartbeats[plain[rng.random_range(0..plain.len())]];
+        make_grid_runner(def, TWIN_CLAIMS_INTERVAL_SECS, GRID_FINISH_MARKER);
+        let triggers = runs_in_flight_max + TWIN_CLAIMS_WAITING;
+        let span = TWIN_CLAIM_GAP_SECS * triggers as u64;
+        for _ in 0..rng.random_range(TWIN_CLAIM_BURSTS_MIN..=TWIN_CLAIM_BURSTS_MAX) {
+            let start = at(rng, span + 1);
+            for index in 0..triggers {
+                let after = start + Duration::from_secs(TWIN_CLAIM_GAP_SECS * index as u64);
+                planted.ops.push(ScheduledOp { after, op: Op::Trigger(def.key.clone()) });
+            }
+        }
     }
     planted
 }

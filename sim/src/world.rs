@@ -68,10 +68,13 @@ pub enum RarePath {
     SharedDuplicateCheck,
     /// A start-up's load failed after the engine had armed some of its pages.
     LoadFailedMidway,
+    /// One pass won several slots of one heartbeat (`allow-all`): each run needs the
+    /// definition.
+    ClaimsOfOneHeartbeatInAPass,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 8] = [
+    pub const ALL: [RarePath; 9] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -80,6 +83,7 @@ impl RarePath {
         RarePath::TriggerAheadOfWaitingSlot,
         RarePath::SharedDuplicateCheck,
         RarePath::LoadFailedMidway,
+        RarePath::ClaimsOfOneHeartbeatInAPass,
     ];
 
     pub fn name(self) -> &'static str {
@@ -92,6 +96,7 @@ impl RarePath {
             RarePath::TriggerAheadOfWaitingSlot => "trigger-ahead-of-waiting-slot",
             RarePath::SharedDuplicateCheck => "duplicate-check-read-shared",
             RarePath::LoadFailedMidway => "load-failed-midway",
+            RarePath::ClaimsOfOneHeartbeatInAPass => "claims-of-one-heartbeat-in-a-pass",
         }
     }
 }

@@ -31,7 +31,7 @@ use crate::core::slots::{add, truncate_to_millis, SlotTimer};
 use crate::core::timer_queue::TimerQueue;
 use crate::core::wake::{PendingWake, WakeReason};
 use crate::driver::events::EngineEvent;
-use crate::driver::run::{run_claimed, Claimed, FinishedRun, RunContext};
+use crate::driver::run::{run_claimed, Claimed, FinishedRun, RunContext, DEFINITION_GONE};
 use crate::driver::run_events::RunEvent;
 use crate::limits::{
     AT_RETRY_AFTER_HOLD_SECS_MIN, DRIVER_SLEEP_SECS_MAX, DUE_PER_WAKE_MAX, RUNS_PRUNE_FIRST_DELAY_SECS,
@@ -725,7 +725,7 @@ impl Driver {
                         *left -= 1;
                         *left == 0
                     });
-                    let gone = || "it is no longer stored".to_owned();
+                    let gone = || DEFINITION_GONE.to_owned();
                     let def = match &mut definitions {
                         Ok(definitions) if last_of_key => definitions.remove(&claim.key).ok_or_else(gone),
                         Ok(definitions) => definitions.get(&claim.key).cloned().ok_or_else(gone),

@@ -100,6 +100,8 @@ pub const ACK_SHOWN_TEXT: &str = "OK";
 /// How the error of a run begins whose definition could not be read from the store: it
 /// failed before choosing its tools or calling the model.
 pub const DEFINITION_UNREADABLE: &str = "its definition could not be read from the store";
+/// Why, when the store no longer held it (a delete landed between the claim and the read).
+pub const DEFINITION_GONE: &str = "it is no longer stored";
 
 /// What a claimed slot runs: its heartbeat's definition as the store holds it (read with
 /// its pass's claims, ADR 0026), or why that read failed.

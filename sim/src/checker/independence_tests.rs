@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// What the checker may name from the engine: types it reads and constants it compares
 /// against. A path is allowed when it equals an entry or lies under one ending in `::`.
-const ALLOWED: [&str; 20] = [
+const ALLOWED: [&str; 21] = [
     "systole::core::ids::",
     "systole::core::heartbeat::HeartbeatDef",
     "systole::core::heartbeat::JobKind",
@@ -22,6 +22,7 @@ const ALLOWED: [&str; 20] = [
     "systole::driver::events::EngineEvent",
     "systole::driver::run::ACK_SHOWN_TEXT",
     "systole::driver::run::DEFINITION_UNREADABLE",
+    "systole::driver::run::DEFINITION_GONE",
     "systole::limits::",
     "systole::ports::messenger::DeliveryKind",
     "systole::ports::store::ExecutionStatus",

@@ -21,7 +21,9 @@ use systole::driver::events::EngineEvent;
 use systole::limits::{AGENT_LOOP_ITERATIONS_MAX_DEFAULT, DRIVER_SLEEP_SECS_MAX, PAUSE_MINUTES_MAX_DEFAULT};
 use systole::ports::messenger::DeliveryKind;
 
+use crate::faults::FaultKind;
 use crate::options::SimOptions;
+use crate::ports::store::DEFINITIONS_READ;
 use crate::trace::{DurableWrite, Entry, Event};
 use crate::workload::Op;
 
@@ -42,6 +44,7 @@ mod skips;
 mod tests;
 mod tools;
 pub mod traces;
+mod unreadable;
 
 pub const ACTIVE_HOURS: &str = "active-hours";
 pub const SLOT_ONCE: &str = "slot-once";
@@ -90,8 +93,9 @@ pub const TRIGGER_DROPPED: &str = "trigger-dropped";
 /// a claimed slot whose prompt could not be read fails instead of running (ADR 0025).
 pub const PROMPT_SENT: &str = "prompt-sent";
 
-pub const INVARIANTS: [&str; 75] = [
+pub const INVARIANTS: [&str; 76] = [
     NO_SLOT_OFFERED_TWICE,
+    unreadable::UNREADABLE_JUSTIFIED,
     PROMPT_SENT,
     admission::RUN_ADMITTED,
     admission::CLAIM_STARTS,
@@ -399,6 +403,7 @@ struct Model<'a> {
     /// The reference's parsed crons.
     crons: reference::CronCache,
     first_slots: first_slots::FirstSlotModel,
+    unreadable: unreadable::UnreadableModel,
 }
 
 /// Checks every invariant over `entries`; stops at the first violation.
@@ -450,6 +455,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         trigger_runs: BTreeSet::new(),
         crons: reference::CronCache::default(),
         first_slots: first_slots::FirstSlotModel::default(),
+        unreadable: unreadable::UnreadableModel::default(),
         run_defs: BTreeMap::new(),
         run_read_defs: BTreeMap::new(),
         previous_defs: BTreeMap::new(),
@@ -595,6 +601,10 @@ impl Model<'_> {
                 self.events_processed(entry.elapsed, heartbeats)?;
                 self.liveness(entry.elapsed, heartbeats)?;
                 self.slots_expected(entry, heartbeats)
+            }
+            Event::Fault { kind: FaultKind::StoreReadError, detail } if detail == DEFINITIONS_READ => {
+                self.unreadable.read_failed();
+                Ok(())
             }
             Event::Fault { .. } | Event::Restart { .. } | Event::StartFailed { .. } | Event::OpFailed { .. } => Ok(()),
             Event::WorkspaceChanged { agent, content } => {
@@ -1058,6 +1068,8 @@ impl Model<'_> {
                 let count = |invariant| *checks.entry(invariant).or_default() += 1;
                 self.tools.recorded(count, key, *slot, *status, error.as_deref(), tools.as_ref(), def)?;
                 let count = |invariant| *checks.entry(invariant).or_default() += 1;
+                self.unreadable.finished(count, key, *slot, error.as_deref())?;
+                let count = |invariant| *checks.entry(invariant).or_default() += 1;
                 // System events the run carried: consumed by a success; a failed agent
                 // heartbeat's run may have carried some too (they stay queued).
                 let agent_failed = def.is_some_and(|def| def.kind == systole::core::heartbeat::JobKind::Agent)
@@ -1192,6 +1204,7 @@ impl Model<'_> {
             DurableWrite::Delete { key } => {
                 self.breaker.forget(entry, key);
                 self.first_slots.deleted(key);
+                self.unreadable.deleted(key);
                 self.catch_up_due.remove(key);
                 self.present.remove(key);
                 // A later heartbeat of the same id starts a new sequence of slots.
@@ -1201,6 +1214,7 @@ impl Model<'_> {
             DurableWrite::Claimed { key, slot } => {
                 self.count(admission::CLAIM_STARTS);
                 self.admission.claimed(entry.elapsed, life, key, *slot);
+                self.unreadable.claimed(key, *slot);
             }
             DurableWrite::Pause { agent, until, minutes } => {
                 let end = entry.elapsed + Duration::from_secs(u64::from(*minutes) * 60);

@@ -27,6 +27,10 @@ use crate::faults::FaultKind;
 use crate::trace::{DurableWrite, Event, LoggedRow};
 use crate::world::{Life, RarePath, World};
 
+/// The fault detail of a definitions read that failed by injection (the checker's
+/// `unreadable-justified` excuses claimed runs failing after one).
+pub const DEFINITIONS_READ: &str = "definitions";
+
 pub struct SimStore {
     pub world: Arc<World>,
     pub life: Arc<Life>,
@@ -144,8 +148,17 @@ impl Store for SimStore {
 
     async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
         let durable = |outcomes: &Vec<ClaimOutcome>| {
-            let claimed = claims.iter().zip(outcomes).filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed);
-            claimed.map(|(claim, _)| DurableWrite::Claimed { key: claim.key.clone(), slot: claim.slot }).collect()
+            let claimed: Vec<&SlotClaim> = claims
+                .iter()
+                .zip(outcomes)
+                .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
+                .map(|(claim, _)| claim)
+                .collect();
+            let keys: BTreeSet<&HeartbeatKey> = claimed.iter().map(|claim| &claim.key).collect();
+            if keys.len() < claimed.len() {
+                self.world.took(RarePath::ClaimsOfOneHeartbeatInAPass);
+            }
+            claimed.iter().map(|claim| DurableWrite::Claimed { key: claim.key.clone(), slot: claim.slot }).collect()
         };
         self.write("claim_slots", self.world.durable.claim_slots(claims), durable).await
     }
@@ -272,7 +285,7 @@ impl Store for SimStore {
     async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
         self.life.ensure_alive().await;
         if self.world.injector.roll(FaultKind::StoreReadError) {
-            self.world.fault(FaultKind::StoreReadError, "definitions");
+            self.world.fault(FaultKind::StoreReadError, DEFINITIONS_READ);
             return Err(StoreError::Backend("injected store error in definitions".to_owned()));
         }
         self.world.durable.definitions(keys).await
