@@ -28,9 +28,79 @@ use crate::store::text_check;
 #[derive(Debug, Clone)]
 struct Row {
     heartbeat: Heartbeat,
-    /// The digest, not its text: 40 bytes of the row where a text took 112 with its
-    /// allocation.
-    config_fingerprint: Option<[u8; 32]>,
+    seeded: Seeded,
+}
+
+/// The config definition a row was last seeded from, which a later seed compares with
+/// its own to tell whether the config changed (as the SQL stores' fingerprint column).
+#[derive(Debug, Clone)]
+enum Seeded {
+    /// Never seeded: a heartbeat made at run time.
+    Never,
+    /// The row's own definition: nothing replaced it since. Its fingerprint is taken only
+    /// when a later seed or edit needs it; hashing every definition was most of a first
+    /// seed's time.
+    AsStored,
+    /// A definition a run-time edit has since replaced, by its fingerprint (boxed: few
+    /// rows have one, and the others stay 16 bytes smaller).
+    Fingerprint(Box<[u8; 32]>),
+}
+
+impl Seeded {
+    /// Whether a seed of `def` finds the config as `row` was seeded from it. The same
+    /// answer as comparing fingerprints, which leave out only `origin`: equal definitions
+    /// have equal fingerprints, so only unequal ones are hashed.
+    fn unchanged(row: &Row, def: &HeartbeatDef) -> bool {
+        match &row.seeded {
+            Seeded::Never => false,
+            Seeded::AsStored => {
+                let stored = &row.heartbeat.def;
+                same_but_origin(stored, def) || stored.fingerprint_digest() == def.fingerprint_digest()
+            }
+            Seeded::Fingerprint(fingerprint) => **fingerprint == def.fingerprint_digest(),
+        }
+    }
+
+    /// What a row keeps when a run-time edit replaces the definition of `row`.
+    fn after_edit(row: &Row) -> Self {
+        match &row.seeded {
+            Seeded::Never => Seeded::Never,
+            Seeded::AsStored => Seeded::Fingerprint(Box::new(row.heartbeat.def.fingerprint_digest())),
+            Seeded::Fingerprint(fingerprint) => Seeded::Fingerprint(fingerprint.clone()),
+        }
+    }
+}
+
+/// Whether two definitions are equal in every field the fingerprint reads (all but
+/// `origin`); written out field by field, so a new field must be placed here.
+fn same_but_origin(a: &HeartbeatDef, b: &HeartbeatDef) -> bool {
+    let HeartbeatDef {
+        key,
+        kind,
+        prompt,
+        schedule,
+        policy,
+        delete_after_run,
+        dedup,
+        target,
+        active_hours,
+        timeout,
+        origin: _,
+        tools,
+        model,
+    } = a;
+    *key == b.key
+        && *kind == b.kind
+        && *prompt == b.prompt
+        && *schedule == b.schedule
+        && *policy == b.policy
+        && *delete_after_run == b.delete_after_run
+        && *dedup == b.dedup
+        && *target == b.target
+        && *active_hours == b.active_hours
+        && *timeout == b.timeout
+        && *tools == b.tools
+        && *model == b.model
 }
 
 /// Everything the memory store holds. Cloneable, so a simulator can snapshot it.
@@ -273,16 +343,16 @@ fn set_next_slot(state: &mut MemoryState, key: &HeartbeatKey, next: &NextSlot) {
 }
 
 /// A configured definition's row as a seed stores it.
-fn config_row(def: &HeartbeatDef, fingerprint: [u8; 32], at: Timestamp) -> Box<Row> {
+fn config_row(def: &HeartbeatDef, at: Timestamp) -> Box<Row> {
     let fresh = HeartbeatState::stored_at(&def.schedule, at);
     let stored = HeartbeatDef { origin: Origin::Config, ..def.clone() };
-    Box::new(Row { heartbeat: Heartbeat { def: stored, state: fresh }, config_fingerprint: Some(fingerprint) })
+    Box::new(Row { heartbeat: Heartbeat { def: stored, state: fresh }, seeded: Seeded::AsStored })
 }
 
 /// The rows of `defs` in their order, built on every core when there are many: copying
-/// and hashing a million definitions was most of a first seed.
+/// a million definitions is most of a first seed.
 fn config_rows(defs: &[HeartbeatDef], at: Timestamp) -> Vec<(HeartbeatKey, Box<Row>)> {
-    seed_threads::map_in_order(defs, |def| (def.key.clone(), config_row(def, def.fingerprint_digest(), at)))
+    seed_threads::map_in_order(defs, |def| (def.key.clone(), config_row(def, at)))
 }
 
 #[async_trait]
@@ -351,14 +421,13 @@ impl Store for MemoryStore {
         let config_rows = state.heartbeats.values().any(|row| row.heartbeat.def.origin == Origin::Config);
         let config = ConfigKeys::of(defs);
         for (_, def) in config.kept() {
-            let fingerprint = def.fingerprint_digest();
             // One search a definition, and a copy only of what is stored.
             match state.heartbeats.entry(def.key.clone()) {
-                btree_map::Entry::Occupied(row) if row.get().config_fingerprint == Some(fingerprint) => {
+                btree_map::Entry::Occupied(row) if Seeded::unchanged(row.get(), def) => {
                     report.unchanged.push(def.key.clone());
                 }
                 entry => {
-                    let row = config_row(def, fingerprint, at);
+                    let row = config_row(def, at);
                     match entry {
                         btree_map::Entry::Occupied(mut occupied) => {
                             occupied.insert(row);
@@ -393,9 +462,9 @@ impl Store for MemoryStore {
         text_check::defs([def])?;
         let mut state = self.lock();
         self.fence(&state, std::iter::once(&def.key.agent))?;
-        let config_fingerprint = state.heartbeats.get(&def.key).and_then(|row| row.config_fingerprint);
+        let seeded = state.heartbeats.get(&def.key).map_or(Seeded::Never, |row| Seeded::after_edit(row));
         let fresh = HeartbeatState::stored_at(&def.schedule, at);
-        let row = Box::new(Row { heartbeat: Heartbeat { def: def.clone(), state: fresh }, config_fingerprint });
+        let row = Box::new(Row { heartbeat: Heartbeat { def: def.clone(), state: fresh }, seeded });
         state.heartbeats.insert(def.key.clone(), row);
         Ok(())
     }
