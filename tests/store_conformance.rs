@@ -365,21 +365,21 @@ async fn seeding_never_overwrites_runtime_state_unless_the_config_changed() {
 async fn a_run_time_edit_of_a_config_heartbeat_survives_seeds_of_the_same_config() {
     with_each_store(|store| async move {
         let seeded = def("main", "a", 60);
-        store.seed_config(&[seeded.clone()], at(0)).await.expect("seed");
+        store.seed_config(std::slice::from_ref(&seeded), at(0)).await.expect("seed");
         let edited = HeartbeatDef { prompt: "edited at run time".to_owned(), ..seeded.clone() };
         store.put_heartbeat(&edited, at(10)).await.expect("edit");
         for second in [20, 30] {
-            let report = store.seed_config(&[seeded.clone()], at(second)).await.expect("seed again");
+            let report = store.seed_config(std::slice::from_ref(&seeded), at(second)).await.expect("seed again");
             assert_eq!(report.unchanged, vec![seeded.key.clone()], "the config did not change");
             let stored = store.load_heartbeats().await.expect("load");
             assert_eq!(stored[0].def.prompt, "edited at run time", "the edit stays");
         }
         // An edit back to the config's own text is still an edit: the same config stays unchanged.
         store.put_heartbeat(&seeded, at(40)).await.expect("edit back");
-        let report = store.seed_config(&[seeded.clone()], at(50)).await.expect("seed again");
+        let report = store.seed_config(std::slice::from_ref(&seeded), at(50)).await.expect("seed again");
         assert_eq!(report.unchanged, vec![seeded.key.clone()]);
         let changed = HeartbeatDef { prompt: "the config's new prompt".to_owned(), ..seeded.clone() };
-        let report = store.seed_config(&[changed.clone()], at(60)).await.expect("seed a change");
+        let report = store.seed_config(std::slice::from_ref(&changed), at(60)).await.expect("seed a change");
         assert_eq!(report.updated, vec![seeded.key.clone()]);
         assert_eq!(store.load_heartbeats().await.expect("load")[0].def.prompt, "the config's new prompt");
         let report = store.seed_config(&[changed], at(70)).await.expect("seed the change again");
