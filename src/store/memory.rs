@@ -349,10 +349,11 @@ fn config_row(def: &HeartbeatDef, at: Timestamp) -> Box<Row> {
     Box::new(Row { heartbeat: Heartbeat { def: stored, state: fresh }, seeded: Seeded::AsStored })
 }
 
-/// The rows of `defs` in their order, built on every core when there are many: copying
-/// a million definitions is most of a first seed.
+/// The rows of `defs` in key order (of one key named twice, the later comes last), built
+/// and sorted on every core when there are many: copying and sorting a million
+/// definitions is most of a first seed.
 fn config_rows(defs: &[HeartbeatDef], at: Timestamp) -> Vec<(HeartbeatKey, Box<Row>)> {
-    seed_threads::map_in_order(defs, |def| (def.key.clone(), config_row(def, at)))
+    seed_threads::map_sorted(defs, |def| (def.key.clone(), config_row(def, at)), |row| &row.0)
 }
 
 #[async_trait]
