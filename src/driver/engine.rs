@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::core::breaker::Cooldown;
+use crate::core::breaker::{cooldown_length, Cooldown};
 use crate::core::budget::DayLedger;
 use crate::core::flood::FloodGuard;
 use crate::core::guard::{self, GuardInput, SkipReason};
@@ -877,6 +877,15 @@ impl Driver {
                 self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key: key.clone() });
                 let failures = self.backoff_from_store(&key, now).await;
                 if self.tripped_after_write(&key, failures) {
+                    // The run that tripped it may have ended while its id had no entry
+                    // (deleted and made again while it ran), and its completion started
+                    // no cooldown: it starts now, so the probe comes (seed 1927871094531).
+                    if !self.cooldowns.contains_key(&key) {
+                        let ladder = &self.context.breaker_cooldown;
+                        if let Some(length) = cooldown_length(ladder, failures, self.context.breaker_failures_max) {
+                            self.cooldowns.insert(key.clone(), Cooldown::start(now, now.wall, length));
+                        }
+                    }
                     self.lift_past_claims(&key).await;
                     return;
                 }
