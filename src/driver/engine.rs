@@ -876,16 +876,7 @@ impl Driver {
                 self.entries.insert(key.clone(), entry);
                 self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key: key.clone() });
                 let failures = self.backoff_from_store(&key, now).await;
-                if self.tripped_after_write(&key, failures) {
-                    // The run that tripped it may have ended while its id had no entry
-                    // (deleted and made again while it ran), and its completion started
-                    // no cooldown: it starts now, so the probe comes (seed 1927871094531).
-                    if !self.cooldowns.contains_key(&key) {
-                        let ladder = &self.context.breaker_cooldown;
-                        if let Some(length) = cooldown_length(ladder, failures, self.context.breaker_failures_max) {
-                            self.cooldowns.insert(key.clone(), Cooldown::start(now, now.wall, length));
-                        }
-                    }
+                if self.tripped_after_write(&key, failures, now) {
                     self.lift_past_claims(&key).await;
                     return;
                 }
@@ -956,7 +947,7 @@ impl Driver {
                     let failed_before =
                         entry.with_rare(|rare| rare.backoff_until.take()).is_some() || !entry.last_succeeded;
                     let failures = self.backoff_from_store(&key, now).await;
-                    if self.tripped_after_write(&key, failures) {
+                    if self.tripped_after_write(&key, failures, now) {
                         return;
                     }
                     self.enable_entry(&key, now, floor, failed_before).await;
@@ -1043,10 +1034,18 @@ impl Driver {
     /// the breaker again (a refusal trips at once). The driver heard of that run first, so
     /// the heartbeat stays as the store has it: disabled by its breaker, its cooldown kept,
     /// not armed (seed 313834002827: a reload re-armed it and it ran in the cooldown).
-    fn tripped_after_write(&mut self, key: &HeartbeatKey, failures: u32) -> bool {
+    /// With no cooldown known (the run that tripped it ended while its id had no entry,
+    /// deleted and made again while it ran; or an enable dropped the one it started), one
+    /// starts now, so the probe comes (seed 1927871094531).
+    fn tripped_after_write(&mut self, key: &HeartbeatKey, failures: u32, now: Now) -> bool {
         let max = self.context.breaker_failures_max;
         if max == 0 || failures < max {
             return false;
+        }
+        if !self.cooldowns.contains_key(key) {
+            if let Some(length) = cooldown_length(&self.context.breaker_cooldown, failures, max) {
+                self.cooldowns.insert(key.clone(), Cooldown::start(now, now.wall, length));
+            }
         }
         if let Some(entry) = self.entries.get_mut(key) {
             entry.enabled = false;
