@@ -531,3 +531,67 @@ async fn a_reloaded_file_stops_the_config_heartbeats_it_lacks_and_keeps_those_ma
     assert!(rig.llm.calls_for("kept") >= 5, "the file's heartbeat kept running");
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+/// Options for the late-answer tests: one cooldown of ten minutes, no error backoff.
+fn ten_minute_cooldown() -> EngineOptions {
+    EngineOptions { breaker_cooldown: vec![Duration::from_secs(600)], ..options_without_backoff() }
+}
+
+/// After the run that tripped its breaker, the probe comes after the cooldown and closes it
+/// (called 85 s after the start, ten seconds after the late write's answer).
+async fn probe_comes_and_closes(rig: &Rig, prompt: &str) {
+    rig.llm.set(prompt, Behaviour::Silent);
+    rig.advance(500).await;
+    assert_eq!(rig.llm.calls_for(prompt), 1, "nothing runs in the cooldown");
+    // The cooldown runs from the write's answer (85 s - 10 s): half-open at 675 s, the
+    // probe one interval later.
+    rig.advance(155).await;
+    assert_eq!(rig.llm.calls_for(prompt), 2, "the probe after the cooldown");
+    let stored = rig.store.load_heartbeats().await.expect("read");
+    let state = &stored.iter().find(|heartbeat| heartbeat.def.key.heartbeat.as_str() == prompt).expect("stored").state;
+    assert_eq!((state.enabled, state.consecutive_failures), (true, 0), "the probe closed the breaker");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_enable_answered_after_a_refused_run_tripped_the_breaker_still_ends_in_a_probe() {
+    // The operator's enable is written (clearing the count), then a run that was going is
+    // refused and trips the breaker, and the engine hears of the run before the enable:
+    // the enable must not drop the cooldown the trip started and leave no probe.
+    let rig = Rig::new();
+    let late = common::late_answers::LateAnswers::new(rig.store.clone(), rig.clock.clone());
+    rig.llm.set("flaky", Behaviour::SlowFail(Duration::from_secs(10), 401));
+    let engine = rig.start_on(late.clone(), &[def("main", "flaky", 60)], ten_minute_cooldown()).await;
+    rig.advance(65).await;
+    assert_eq!(rig.llm.calls_for("flaky"), 1, "its first run is going");
+    *late.delay.lock().expect("lock") = Some(Duration::from_secs(10));
+    let flaky = key("main", "flaky");
+    let (enabled, ()) = tokio::join!(engine.set_enabled(&flaky, true), rig.advance(20));
+    assert!(enabled.expect("enable"));
+    let stored = rig.store.load_heartbeats().await.expect("read");
+    assert!(!stored[0].state.enabled, "the refusal after the enable's write opened the breaker");
+    probe_comes_and_closes(&rig, "flaky").await;
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_heartbeat_made_again_while_a_run_of_its_predecessor_is_refused_still_ends_in_a_probe() {
+    // Deleted while a run goes, made again under the same id: the run is refused after the
+    // new row is written and trips its breaker, and the engine hears of the run while the
+    // id has no entry (seed 1927871094531). The replace must start the cooldown itself.
+    let rig = Rig::new();
+    let late = common::late_answers::LateAnswers::new(rig.store.clone(), rig.clock.clone());
+    rig.llm.set("twin", Behaviour::SlowFail(Duration::from_secs(10), 401));
+    let engine = rig.start_on(late.clone(), &[], ten_minute_cooldown()).await;
+    let made = HeartbeatDef { origin: systole::core::heartbeat::Origin::Runtime, ..def("main", "twin", 60) };
+    engine.upsert(made.clone()).await.expect("made");
+    rig.advance(65).await;
+    assert_eq!(rig.llm.calls_for("twin"), 1, "its first run is going");
+    assert!(engine.delete(&key("main", "twin")).await.expect("delete"));
+    *late.delay.lock().expect("lock") = Some(Duration::from_secs(10));
+    let (made_again, ()) = tokio::join!(engine.upsert(made), rig.advance(20));
+    made_again.expect("made again");
+    let stored = rig.store.load_heartbeats().await.expect("read");
+    assert!(!stored[0].state.enabled, "the predecessor's refusal opened the new row's breaker");
+    probe_comes_and_closes(&rig, "twin").await;
+    engine.shutdown(Duration::from_secs(1)).await;
+}

@@ -1,6 +1,7 @@
 //! Test doubles behind the real ports, for driving the engine on virtual time.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod late_answers;
 pub mod postgres_server;
 
 use std::collections::BTreeMap;
@@ -69,6 +70,8 @@ pub enum Behaviour {
     Fail,
     /// Answers after this much virtual time.
     Slow(Duration, String),
+    /// Fails with this HTTP status after this much virtual time.
+    SlowFail(Duration, u16),
     /// Calls this tool with these arguments once; after the tool's result, stays silent.
     CallOnce(String, String),
     /// Calls this tool on every turn, never answering.
@@ -136,6 +139,10 @@ impl Llm for ScriptedByPrompt {
             Behaviour::Slow(delay, text) => {
                 self.clock.sleep(delay).await;
                 Ok(ChatResponse { text: Some(text), tool_calls: Vec::new(), usage: None })
+            }
+            Behaviour::SlowFail(delay, status) => {
+                self.clock.sleep(delay).await;
+                Err(LlmError::Status { status, body: "refused".to_owned() })
             }
             Behaviour::CallOnce(_, _) if has_tool_result => Ok(ChatResponse::default()),
             Behaviour::CallOnce(name, arguments) | Behaviour::CallForever(name, arguments) => call(name, arguments),
@@ -221,12 +228,17 @@ impl Rig {
     }
 
     pub async fn start_with(&self, defs: &[HeartbeatDef], options: EngineOptions) -> EngineHandle {
-        self.store.seed_config(defs, self.clock.wall()).await.expect("seed");
+        self.start_on(self.store.clone(), defs, options).await
+    }
+
+    /// Starts the engine on `store` (a wrapper of the rig's own) instead of the rig's store.
+    pub async fn start_on(&self, store: Arc<dyn Store>, defs: &[HeartbeatDef], options: EngineOptions) -> EngineHandle {
+        store.seed_config(defs, self.clock.wall()).await.expect("seed");
         let ports = Ports {
             clock: self.clock.clone(),
             llm: self.llm.clone(),
             messenger: self.messenger.clone(),
-            store: self.store.clone(),
+            store,
             events: self.events.clone(),
             workspace: self.workspace.clone(),
             tools: self.tools.clone(),
