@@ -128,6 +128,11 @@ pub const PROMPT_CHARS_MAX: usize = 16_384;
 pub const STORE_BATCH_ROWS_MAX: usize = 1_000;
 /// How long SQLite waits on a locked database before failing a statement.
 pub const SQLITE_BUSY_TIMEOUT_MS: u64 = 5_000;
+/// How long a write waits for its turn at the process's one SQLite writer connection.
+/// Several writes may be ahead of it, each allowed `SQLITE_BUSY_TIMEOUT_MS` for the lock,
+/// so this is longer: at the busy timeout itself, writes queued behind commits slowed by
+/// a busy disk failed with "pool timed out" though none had waited that long for the lock.
+pub const SQLITE_WRITE_QUEUE_TIMEOUT_MS: u64 = 30_000;
 /// Opening a SQLite file another process writes may answer "database is locked" at once,
 /// without the busy wait (its set-up pragmas); the open tries again this often, this far
 /// apart: the busy timeout again in all.

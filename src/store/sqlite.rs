@@ -16,7 +16,9 @@ use super::sqlite_busy::wait_briefly_when_busy;
 use super::sqlite_dispatch_writer::DispatchWriter;
 use crate::core::breaker::BreakerStep;
 use crate::core::ids::AgentId;
-use crate::limits::{SQLITE_BUSY_TIMEOUT_MS, SQLITE_OPEN_BUSY_ATTEMPTS_MAX, SQLITE_OPEN_BUSY_RETRY_MS};
+use crate::limits::{
+    SQLITE_BUSY_TIMEOUT_MS, SQLITE_OPEN_BUSY_ATTEMPTS_MAX, SQLITE_OPEN_BUSY_RETRY_MS, SQLITE_WRITE_QUEUE_TIMEOUT_MS,
+};
 use crate::ports::store::{ClaimOutcome, ClaimedSlots, RunRecord, SlotClaim, StoreError};
 
 /// Connections that read beside the writer (WAL: readers never wait for it).
@@ -51,10 +53,10 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS))
             .foreign_keys(true);
-        // A writer waits for the writer's connection as long as SQLite would for its lock.
+        // A write waits for the writer's connection behind the writes queued before it.
         let writer_options = SqlitePoolOptions::new()
             .max_connections(1)
-            .acquire_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS))
+            .acquire_timeout(Duration::from_millis(SQLITE_WRITE_QUEUE_TIMEOUT_MS))
             // It meets the dispatch writer at the write lock: short waits (ADR 0034).
             .after_connect(|connection, _| {
                 Box::pin(async move {
