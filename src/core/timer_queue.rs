@@ -99,6 +99,10 @@ impl PackedTimer {
     }
 }
 
+/// Entries a start-up's load must have before its map is built on a thread beside its
+/// indexes: fewer are built sooner on one (and the simulator's small loads stay on one).
+const LOAD_ENTRIES_PER_THREAD_MIN: usize = 50_000;
+
 /// What a start-up loads into a [`TimerQueue`], gathered a page at a time: each page is
 /// sorted as it comes, while the store reads the next one, so that building the queue merges
 /// sorted runs. Sorting a million keys and due times only once the load had ended took half
@@ -231,8 +235,11 @@ impl<V> TimerQueue<V> {
     /// whole, their nodes full: filled one at a time, a B-tree's nodes split and stay half
     /// full in key order, two-thirds in due order. A key given twice keeps its last entry
     /// and timer.
-    pub fn load(&mut self, loaded: QueueLoad<V>) {
-        let QueueLoad { mut entries, mut by_wall, mut by_mono } = loaded;
+    pub fn load(&mut self, loaded: QueueLoad<V>)
+    where
+        V: Send,
+    {
+        let QueueLoad { entries, by_wall, by_mono } = loaded;
         if !self.entries.is_empty() {
             for (key, timed) in entries {
                 self.insert(key.clone(), timed.value);
@@ -242,25 +249,43 @@ impl<V> TimerQueue<V> {
             }
             return;
         }
+        let given = entries.len();
         // Each page's run came sorted: a stable sort merges the runs (a key given twice
         // stays in the order it came, and the map keeps the last of equal keys).
-        entries.sort_by(|(a, _), (b, _)| a.cmp(b));
-        by_wall.sort();
-        by_mono.sort();
-        let given = entries.len();
-        self.entries = entries.into_iter().collect();
+        let build_entries = |mut entries: Vec<(HeartbeatKey, Timed<V>)>| -> BTreeMap<HeartbeatKey, Timed<V>> {
+            entries.sort_by(|(a, _), (b, _)| a.cmp(b));
+            entries.into_iter().collect()
+        };
+        let build_indexes = |mut by_wall: Vec<(i64, HeartbeatKey)>, mut by_mono: Vec<(u64, HeartbeatKey)>| {
+            by_wall.sort();
+            by_mono.sort();
+            (by_wall.into_iter().collect::<BTreeSet<_>>(), by_mono.into_iter().collect::<BTreeSet<_>>())
+        };
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let (entries, (mut by_wall, mut by_mono)) = if cores > 1 && given >= LOAD_ENTRIES_PER_THREAD_MIN {
+            // The map on a thread of its own, the indexes on this one: the two halves took
+            // about as long as each other, one after the other, on one core (2026-12-02).
+            std::thread::scope(|scope| {
+                let entries = scope.spawn(move || build_entries(entries));
+                let indexes = build_indexes(by_wall, by_mono);
+                // Sorting and collecting cannot fail; a panic there is a bug, and stays one.
+                (entries.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), indexes)
+            })
+        } else {
+            (build_entries(entries), build_indexes(by_wall, by_mono))
+        };
         // A key given twice keeps its last timer: its other index entries go.
-        if self.entries.len() < given {
-            let entries = &self.entries;
+        if entries.len() < given {
             let timer = |key: &HeartbeatKey| entries.get(key).and_then(|timed| timed.timer.unpack());
             by_wall.retain(|(due, key)| timer(key).is_some_and(|timer| wall_nanos(timer.due_wall()) == *due));
             by_mono.retain(|(mono, key)| {
                 timer(key).is_some_and(|timer| timer.next_mono.is_some_and(|next| mono_nanos(next) == *mono))
             });
         }
-        self.by_wall = by_wall.into_iter().collect();
-        self.by_mono = by_mono.into_iter().collect();
-        self.armed = self.by_wall.len();
+        self.entries = entries;
+        self.armed = by_wall.len();
+        self.by_wall = by_wall;
+        self.by_mono = by_mono;
     }
 
     pub fn timer(&self, key: &HeartbeatKey) -> Option<SlotTimer> {
@@ -482,18 +507,33 @@ mod tests {
     /// page, the queue is the one that inserting and arming each in turn builds.
     #[test]
     fn loading_in_pages_is_inserting_and_arming_each_in_turn() {
+        paged_load_is_one_at_a_time(6, 10);
+    }
+
+    /// A load as large as a start-up's builds its map on a thread beside its indexes.
+    #[test]
+    fn a_large_load_in_pages_is_inserting_and_arming_each_in_turn() {
+        paged_load_is_one_at_a_time(7, (LOAD_ENTRIES_PER_THREAD_MIN / 6) as u64);
+    }
+
+    /// `pages` pages of `per_page` rows each and one more, loaded, are the queue that
+    /// inserting and arming each in turn builds.
+    fn paged_load_is_one_at_a_time(pages: u64, per_page: u64) {
         // Keys out of order within and across pages, due times that tie, a key given again in
-        // a later page (with another timer, then with none) and within one page.
-        let name = |index: u64| format!("h{:02}", (index * 37) % 60);
-        let given: Vec<Vec<(HeartbeatKey, u64, Option<SlotTimer>)>> = (0..6)
+        // a later page (with another timer, then with none) and within one page. 37 and the
+        // number of keys share no factor, so each index names another key.
+        let keys = pages * per_page;
+        assert!(!keys.is_multiple_of(37));
+        let name = |index: u64| format!("h{:06}", (index * 37) % keys);
+        let given: Vec<Vec<(HeartbeatKey, u64, Option<SlotTimer>)>> = (0..pages)
             .map(|page| {
-                let mut rows: Vec<_> = (page * 10..page * 10 + 10)
+                let mut rows: Vec<_> = (page * per_page..(page + 1) * per_page)
                     .map(|index| {
                         let timer = (index % 5 != 0).then(|| timer(at(index % 3), 1 + index % 4));
                         (key(&name(index)), index, timer)
                     })
                     .collect();
-                rows.push((key(&name(page)), 1_000 + page, (page % 2 == 0).then(|| timer(at(0), 2))));
+                rows.push((key(&name(page)), 1_000_000 + page, (page % 2 == 0).then(|| timer(at(0), 2))));
                 rows
             })
             .collect();
