@@ -706,6 +706,29 @@ async fn pauses_are_stored_replaced_and_cleared_per_agent() {
     .await;
 }
 
+/// A seed of many heartbeats leaves an empty WAL: left full (500 MB after a million),
+/// every start-up until the next write rebuilt the WAL's index from the whole file and read
+/// each page through it, and that write copied it all into the database again. A small
+/// seed leaves its pages to SQLite's own checkpoints.
+#[tokio::test]
+async fn sqlite_a_large_seed_leaves_an_empty_wal() {
+    use systole::store::sqlite::SQLITE_SEED_ROWS_CHECKPOINT_MIN;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("seeded.db");
+    let store = SqliteStore::open(&path).await.expect("open sqlite");
+    let wal_bytes = || std::fs::metadata(dir.path().join("seeded.db-wal")).map_or(0, |wal| wal.len());
+    let defs = |count: usize| -> Vec<HeartbeatDef> {
+        (0..count).map(|index| def(&format!("agent-{}", index % 10), &format!("h{index:06}"), 60)).collect()
+    };
+    store.seed_config(&defs(10), at(0)).await.expect("a small seed");
+    assert!(wal_bytes() > 0, "a small seed's pages wait in the WAL");
+    let report = store.seed_config(&defs(SQLITE_SEED_ROWS_CHECKPOINT_MIN + 10), at(0)).await.expect("a large seed");
+    assert_eq!(report.inserted.len(), SQLITE_SEED_ROWS_CHECKPOINT_MIN);
+    assert_eq!(wal_bytes(), 0, "the large seed's pages are in the database, the WAL empty");
+    let reopened = SqliteStore::open(&path).await.expect("open again");
+    assert_eq!(reopened.load_heartbeats().await.expect("load").len(), SQLITE_SEED_ROWS_CHECKPOINT_MIN + 10);
+}
+
 /// Writers of every kind at once, from two pools on one file (as the daemon and a CLI, or
 /// the driver's concurrent runs, would): none may fail with "database is locked" at once.
 /// A deferred transaction that reads and then writes cannot upgrade in WAL mode once

@@ -172,6 +172,9 @@ impl PostgresStore {
         }
     }
 
+    /// Nothing to do after a seed: PostgreSQL's checkpoints are its own.
+    async fn after_seed_wrote(&self, _rows: usize) {}
+
     fn owns(&self, agent: &AgentId) -> bool {
         self.fence.as_ref().is_none_or(|lease| partition_of(agent, PARTITIONS_COUNT) == lease.partition)
     }

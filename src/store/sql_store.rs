@@ -498,6 +498,7 @@ macro_rules! sql_store {
                 // start-up's load needs, which then has nothing to sort. The keys are distinct
                 // (each kept at its last place): an unstable sort gives the same order, faster.
                 changed.sort_unstable_by(|(a, _), (b, _)| defs[*a].key.cmp(&defs[*b].key));
+                let written = changed.len();
                 let mut statements = changed.chunks(UPSERT_ROWS_MAX).map(|chunk| {
                     let rows = chunk.iter().map(|(index, fingerprint)| UpsertRow {
                         def: &defs[*index],
@@ -535,6 +536,7 @@ macro_rules! sql_store {
                     }
                 }
                 tx.commit().await?;
+                self.after_seed_wrote(written + report.removed.len()).await;
                 Ok(report)
             }
 

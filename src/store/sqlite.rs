@@ -24,6 +24,10 @@ use crate::ports::store::{ClaimOutcome, ClaimedSlots, RunRecord, SlotClaim, Stor
 /// Connections that read beside the writer (WAL: readers never wait for it).
 const READ_CONNECTIONS_MAX: u32 = 4;
 
+/// Rows a seed must write before it empties the WAL (`after_seed_wrote`): an autocheckpoint
+/// (1,000 pages) keeps the WAL of smaller writes short.
+pub const SQLITE_SEED_ROWS_CHECKPOINT_MIN: usize = 10_000;
+
 pub struct SqliteStore {
     /// Reads: snapshots and single statements.
     pool: SqlitePool,
@@ -105,6 +109,23 @@ impl SqliteStore {
 
     fn owns(&self, _agent: &AgentId) -> bool {
         true
+    }
+
+    /// Empties the WAL after a seed that wrote `rows`, when they were many: a first seed of
+    /// a million heartbeats leaves them all in a WAL of 500 MB besides the database. Left
+    /// there until a later write starts the WAL over, every start-up before then rebuilt
+    /// its index from the whole file and read every page through it, and the first write
+    /// after such a start copied it all again (2026-12-02, `docs/performance.md`). The
+    /// seed's commit has already copied the pages into the database, so this only
+    /// truncates the file. Best effort: a reader that holds an older snapshot keeps the
+    /// WAL as it is, and the seed has landed either way.
+    async fn after_seed_wrote(&self, rows: usize) {
+        if rows < SQLITE_SEED_ROWS_CHECKPOINT_MIN {
+            return;
+        }
+        if let Err(error) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&self.writer).await {
+            tracing::warn!(%error, rows, "the WAL was not emptied after a large seed; the next start-ups read through it");
+        }
     }
 
     fn owned_rows_sql(&self) -> String {
