@@ -43,7 +43,8 @@ if [ "$#" -gt 0 ]; then
 else
     # Mutants of one file one after the other: a lane's next build then recompiles the code
     # its last one touched anyway, instead of that code and a second part of the engine
-    # (a driver mutant's rebuild is the slow kind, a pure function's a fast one).
+    # (a driver mutant's rebuild is the slow kind, a pure function's a fast one). A `+++`
+    # line may end in a tab and a date, hence the cut.
     mapfile -t patches < <(for patch in "$repo"/sim/mutants/*.patch; do
         printf '%s\t%s\n' "$(sed -n 's|^+++ b/||p' "$patch" | head -n1 | cut -f1)" "$patch"
     done | sort | cut -f2)
