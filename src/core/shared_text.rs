@@ -5,6 +5,11 @@
 //! to 16 bytes fits the allocator's 32-byte block where `ArcStr`'s header put it in a 48-byte
 //! one (`docs/performance.md`, 2026-11-27). Ids are at most 64 characters, so neither count
 //! nor length needs more than 32 bits; a count that could wrap aborts, as `Arc`'s does.
+//!
+//! The text is followed by zero bytes up to a multiple of 8, so that two texts compare a
+//! word at a time, inline, where `memcmp` was a call for each of the twenty comparisons of a
+//! map lookup (a tenth of a burst's CPU, `docs/performance.md`). The padding costs no memory:
+//! the allocator's blocks hold 8 bytes more than a multiple of 16.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::cmp::Ordering;
@@ -14,7 +19,8 @@ use std::ops::Deref;
 use std::ptr::NonNull;
 use std::sync::atomic::{self, AtomicU32};
 
-/// The text's bytes follow the header in one allocation.
+/// The text's bytes follow the header in one allocation, then zeros up to a multiple of
+/// [`WORD_BYTES`].
 #[repr(C)]
 struct Header {
     count: AtomicU32,
@@ -24,6 +30,9 @@ struct Header {
 /// Far below `u32::MAX`, so that the threads that pass it before one of them aborts cannot
 /// wrap the count (the margin `Arc` keeps).
 const COUNT_MAX: u32 = i32::MAX as u32;
+
+/// Texts are compared this many bytes at a time.
+const WORD_BYTES: usize = 8;
 
 pub struct SharedText {
     header: NonNull<Header>,
@@ -43,10 +52,12 @@ impl SharedText {
         let raw = unsafe { alloc(layout) };
         let Some(header) = NonNull::new(raw.cast::<Header>()) else { handle_alloc_error(layout) };
         // SAFETY: `raw` is a fresh allocation of `layout`, aligned for the header, followed by
-        // room for `len` bytes (`layout`); `text` cannot overlap it.
+        // room for `len` bytes rounded up to whole words (`layout`); `text` cannot overlap it.
         unsafe {
             header.as_ptr().write(Header { count: AtomicU32::new(1), len });
-            std::ptr::copy_nonoverlapping(text.as_ptr(), raw.add(std::mem::size_of::<Header>()), text.len());
+            let bytes = raw.add(std::mem::size_of::<Header>());
+            std::ptr::write_bytes(bytes, 0, words(text.len()) * WORD_BYTES);
+            std::ptr::copy_nonoverlapping(text.as_ptr(), bytes, text.len());
         }
         Some(Self { header })
     }
@@ -70,11 +81,34 @@ impl SharedText {
         // SAFETY: the allocation lives while any clone does, and this is one.
         unsafe { self.header.as_ref() }
     }
+
+    /// The text's `index`th word, its bytes in order from the most significant (zeros past
+    /// the text's end), so that words order as the bytes they hold.
+    fn word(&self, index: usize) -> u64 {
+        debug_assert!(index < words(self.header().len as usize));
+        // SAFETY: `index` is below the text's word count (every caller's loop bound), and the
+        // allocation holds that many whole words after the header (`layout`), written in `new`.
+        let bytes = unsafe {
+            self.header
+                .as_ptr()
+                .cast::<u8>()
+                .add(std::mem::size_of::<Header>() + index * WORD_BYTES)
+                .cast::<[u8; WORD_BYTES]>()
+                .read_unaligned()
+        };
+        u64::from_be_bytes(bytes)
+    }
+}
+
+/// Whole words a text of `len` bytes spans.
+fn words(len: usize) -> usize {
+    len.div_ceil(WORD_BYTES)
 }
 
 /// The allocation of a text of `len` bytes; `None` only when its size overflows.
 fn layout(len: usize) -> Option<Layout> {
-    let (layout, _) = Layout::new::<Header>().extend(Layout::array::<u8>(len).ok()?).ok()?;
+    let padded = words(len).checked_mul(WORD_BYTES)?;
+    let (layout, _) = Layout::new::<Header>().extend(Layout::array::<u8>(padded).ok()?).ok()?;
     Some(layout.pad_to_align())
 }
 
@@ -114,7 +148,10 @@ impl Deref for SharedText {
 
 impl PartialEq for SharedText {
     fn eq(&self, other: &Self) -> bool {
-        Self::ptr_eq(self, other) || self.as_str() == other.as_str()
+        let len = self.header().len;
+        Self::ptr_eq(self, other)
+            || (len == other.header().len
+                && (0..words(len as usize)).all(|index| self.word(index) == other.word(index)))
     }
 }
 
@@ -123,10 +160,19 @@ impl Eq for SharedText {}
 impl Ord for SharedText {
     fn cmp(&self, other: &Self) -> Ordering {
         if Self::ptr_eq(self, other) {
-            Ordering::Equal
-        } else {
-            self.as_str().cmp(other.as_str())
+            return Ordering::Equal;
         }
+        // The first unequal word orders them as their first unequal byte would. When the
+        // shorter text's words are all equal to the longer's, it is a prefix of the longer
+        // (whose bytes over its padding are zeros too), so the shorter comes first.
+        let (len, other_len) = (self.header().len, other.header().len);
+        for index in 0..words(len.min(other_len) as usize) {
+            match self.word(index).cmp(&other.word(index)) {
+                Ordering::Equal => continue,
+                unequal => return unequal,
+            }
+        }
+        len.cmp(&other_len)
     }
 }
 
@@ -169,7 +215,8 @@ mod tests {
     fn is_a_thin_pointer_with_a_header_of_eight_bytes() {
         assert_eq!(std::mem::size_of::<SharedText>(), 8);
         assert_eq!(std::mem::size_of::<Option<SharedText>>(), 8);
-        assert_eq!(layout(12).map(|layout| layout.size()), Some(20), "check-999999: 8 + 12 bytes");
+        assert_eq!(layout(12).map(|layout| layout.size()), Some(24), "check-999999: 8 + 12 bytes + 4 of padding");
+        assert_eq!(layout(16).map(|layout| layout.size()), Some(24), "an id of 16 bytes is not padded");
         assert_eq!(layout(0).map(|layout| (layout.size(), layout.align())), Some((8, 4)));
     }
 
@@ -195,6 +242,56 @@ mod tests {
         let copy = a.clone();
         assert!(SharedText::ptr_eq(&a, &copy));
         assert_eq!(a.cmp(&copy), Ordering::Equal);
+    }
+
+    #[test]
+    fn orders_and_equals_as_its_bytes_across_words_lengths_and_nuls() {
+        // Texts that share prefixes across a word's boundary, differ only past it, end in
+        // NULs (which the padding also holds), or hold bytes past 0x7f.
+        let mut texts: Vec<String> = [
+            "",
+            "a",
+            "a\0",
+            "a\0\0",
+            "a\0b",
+            "ab",
+            "abcdefg",
+            "abcdefgh",
+            "abcdefgh\0",
+            "abcdefghi",
+            "abcdefgi",
+            "abcdefgh-2",
+            "abcdefgh-10",
+            "check-inbox",
+            "check-inbox-2",
+            "check-inbox-10",
+            "é",
+            "zz",
+            "\u{7f}",
+        ]
+        .iter()
+        .map(|text| text.to_string())
+        .collect();
+        let mut next = 0x2545_f491_u32;
+        for _ in 0..300 {
+            // A fixed sequence of short texts over a small alphabet, so that most pairs share a prefix.
+            next ^= next << 13;
+            next ^= next >> 17;
+            next ^= next << 5;
+            let len = (next % 20) as usize;
+            texts.push((0..len).map(|at| ['a', 'b', '\0', '-'][((next >> (at % 16)) & 3) as usize]).collect());
+        }
+        let shared: Vec<SharedText> = texts.iter().map(|text| SharedText::new(text).expect("short")).collect();
+        for (one, one_text) in shared.iter().zip(&texts) {
+            for (other, other_text) in shared.iter().zip(&texts) {
+                assert_eq!(
+                    one.cmp(other),
+                    one_text.as_bytes().cmp(other_text.as_bytes()),
+                    "{one_text:?} against {other_text:?}"
+                );
+                assert_eq!(one == other, one_text == other_text, "{one_text:?} against {other_text:?}");
+            }
+        }
     }
 
     #[test]
