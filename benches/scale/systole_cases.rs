@@ -53,8 +53,15 @@ impl StoreKind {
     }
 }
 
+/// The key of the `index`th heartbeat. Its agent's id is one shared text, as the daemon's
+/// config gives every heartbeat of an agent (`config_jobs`) and a SQL store's load shares
+/// them: a text of its own for each heartbeat made the driver's key comparisons read a
+/// hundred thousand agent texts where a process holds a thousand.
 pub fn key(index: usize) -> HeartbeatKey {
-    let agent = AgentId::new(format!("agent-{}", index % AGENTS)).expect("a valid agent id");
+    static AGENT_IDS: std::sync::LazyLock<Vec<AgentId>> = std::sync::LazyLock::new(|| {
+        (0..AGENTS).map(|agent| AgentId::new(format!("agent-{agent}")).expect("a valid agent id")).collect()
+    });
+    let agent = AGENT_IDS[index % AGENTS].clone();
     let heartbeat = HeartbeatId::new(format!("check-{index}")).expect("a valid heartbeat id");
     HeartbeatKey { agent, heartbeat }
 }
