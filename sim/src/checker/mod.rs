@@ -74,6 +74,11 @@ pub const CLAIM_GONE_JUSTIFIED: &str = "claim-gone-justified";
 /// (A trigger or a backfill may name a decided slot itself.)
 pub const NO_SLOT_OFFERED_TWICE: &str = "no-slot-offered-twice";
 pub const AT_RETRIES: &str = "at-retries";
+/// A failed one-shot that is still there, enabled and not stopped by its breaker has a
+/// retry armed when the world has healed: a timer above the failed run's slot. Without
+/// it, a one-shot whose retry was never armed just stays unarmed, which `at-retries`
+/// (a retirement after a failure) does not see.
+pub const AT_RETRY_ARMED: &str = "at-retry-armed";
 /// An operator's trigger is an explicit request: a pause, quiet hours and a backoff never
 /// skip it (the budget, the overlap policy, a disable and a silent target may).
 pub const TRIGGER_EXPLICIT: &str = "trigger-explicit";
@@ -93,7 +98,7 @@ pub const TRIGGER_DROPPED: &str = "trigger-dropped";
 /// a claimed slot whose prompt could not be read fails instead of running (ADR 0025).
 pub const PROMPT_SENT: &str = "prompt-sent";
 
-pub const INVARIANTS: [&str; 76] = [
+pub const INVARIANTS: [&str; 77] = [
     NO_SLOT_OFFERED_TWICE,
     unreadable::UNREADABLE_JUSTIFIED,
     PROMPT_SENT,
@@ -167,6 +172,7 @@ pub const INVARIANTS: [&str; 76] = [
     NO_DUPLICATE_DAY,
     CLAIM_GONE_JUSTIFIED,
     AT_RETRIES,
+    AT_RETRY_ARMED,
     TRIGGER_EXPLICIT,
     TRIGGER_DECIDED,
     TRIGGER_DROPPED,
@@ -348,6 +354,8 @@ struct Model<'a> {
     /// along (after the restart the row says `interrupted`, an outcome not known).
     unrecorded_failures: BTreeSet<HeartbeatKey>,
     last_finished: BTreeMap<HeartbeatKey, Duration>,
+    /// The slot of that latest run.
+    last_run_slot: BTreeMap<HeartbeatKey, Timestamp>,
     /// When a heartbeat was first disabled since it was last enabled or put (elapsed).
     disabled_at: BTreeMap<HeartbeatKey, Duration>,
     /// A failure's backoff: (when the failure became durable, when the backoff ends).
@@ -438,6 +446,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         last_failed: BTreeMap::new(),
         unrecorded_failures: BTreeSet::new(),
         last_finished: BTreeMap::new(),
+        last_run_slot: BTreeMap::new(),
         disabled_at: BTreeMap::new(),
         agents: agents::AgentModel::default(),
         guards: guards::GuardModel::default(),
@@ -599,6 +608,7 @@ impl Model<'_> {
                 self.triggers_decided(entry.elapsed)?;
                 self.probes_due(entry.elapsed)?;
                 self.events_processed(entry.elapsed, heartbeats)?;
+                self.failed_one_shots_rearmed(heartbeats)?;
                 self.liveness(entry.elapsed, heartbeats)?;
                 self.slots_expected(entry, heartbeats)
             }
@@ -845,6 +855,7 @@ impl Model<'_> {
                         self.unrecorded_failures.remove(key);
                     }
                     self.last_finished.insert(key.clone(), entry.elapsed);
+                    self.last_run_slot.insert(key.clone(), *slot);
                 }
                 if let Some(OpenRun { calls, shared: false }) = self.open_runs.remove(&(life, key.clone(), *slot)) {
                     self.count(LOOP_CAP);
@@ -1312,6 +1323,36 @@ impl Model<'_> {
 
     /// Every enabled heartbeat, after the system healed and settled, decides a slot at
     /// least once per interval (plus slack), and runs every slot its window allows.
+    /// `at-retry-armed`, at the end of a healed world with the engine running: every failure
+    /// it knows of has been through its completion, or through a start-up that found it in
+    /// the run log, and each of those arms the retry (or retires, disables or trips it,
+    /// which the conditions below leave out).
+    fn failed_one_shots_rearmed(&mut self, heartbeats: &[(HeartbeatKey, bool)]) -> Step {
+        if self.healed_at.is_none() || !self.engine_running {
+            return Ok(());
+        }
+        for (key, _) in heartbeats.iter().filter(|(_, enabled)| *enabled) {
+            let one_shot = self.defs.get(key).is_some_and(|def| matches!(def.schedule, Schedule::At(_)));
+            let failed = self.last_failed.get(key) == Some(&true);
+            let standing = self.present.get(key) == Some(&true) && !self.stopped.contains_key(key);
+            let Some(failed_slot) = self.last_run_slot.get(key).copied().filter(|_| one_shot && failed && standing)
+            else {
+                continue;
+            };
+            self.count(AT_RETRY_ARMED);
+            let latest_armed = self.armed.get(key).and_then(|armed| armed.last()).map(|(_, next_slot)| *next_slot);
+            if latest_armed.is_none_or(|next_slot| next_slot <= failed_slot) {
+                let armed =
+                    latest_armed.map_or("never armed".to_owned(), |next_slot| format!("last armed for {next_slot}"));
+                return fail(
+                    AT_RETRY_ARMED,
+                    format!("{key} (at) failed its run of {failed_slot} and has no retry armed ({armed})"),
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn liveness(&mut self, end: Duration, heartbeats: &[(HeartbeatKey, bool)]) -> Step {
         let Some(healed_at) = self.healed_at else { return Ok(()) };
         let from = healed_at + Duration::from_secs(SETTLE_SECS);

@@ -276,3 +276,82 @@ fn an_overlap_skip_after_healing_is_excused_only_after_a_wait_for_a_place() {
     assert_eq!(invariant, LIVENESS, "{message}");
     assert!(message.contains("skipped (overlap)"), "{message}");
 }
+
+/// A one-shot due at 60 s that ran and failed, in a world healed right after, with the
+/// timers the engine armed after that run (none, or one at `rearmed_secs`).
+fn a_failed_one_shot(rearmed_secs: Option<i64>) -> (SimOptions, Vec<Entry>) {
+    let mut options = options_without_window();
+    let slot = Timestamp::from_second(60).expect("in range");
+    options.heartbeats[0].schedule = Schedule::At(slot);
+    // No check tool to gate the model (`check-gates-model`).
+    options.heartbeats[0].tools = Default::default();
+    let key = options.heartbeats[0].key.clone();
+    let engine = |secs, event| entry(secs, Event::Engine { life: 1, event });
+    let all: Vec<(HeartbeatKey, bool)> = options.heartbeats.iter().map(|def| (def.key.clone(), true)).collect();
+    let finished = EngineEvent::RunFinished {
+        key: key.clone(),
+        slot,
+        status: systole::ports::store::ExecutionStatus::Failed,
+        delivery: systole::ports::store::DeliveryStatus::NotNeeded,
+        duration: Duration::ZERO,
+        error: Some("injected".into()),
+        reply: None,
+        recorded: true,
+        llm_calls: 1,
+        finished_at: slot,
+        usage: Default::default(),
+    };
+    let recorded = DurableWrite::Finish {
+        consumed: Vec::new(),
+        llm_calls: 1,
+        tokens: 0,
+        cost_micros: 0,
+        error: Some("injected".into()),
+        tools: None,
+        stop_reason: None,
+        key: key.clone(),
+        slot,
+        status: systole::ports::store::ExecutionStatus::Failed,
+        finished_at: slot,
+        consecutive_failures: 1,
+        tripped: false,
+        opened: false,
+        closed: false,
+    };
+    let mut entries = vec![
+        entry(0, Event::Started { life: 1, running_rows: 0, heartbeats: all.clone() }),
+        engine(0, EngineEvent::Armed { key: key.clone(), next_slot: slot }),
+        engine(60, EngineEvent::RunStarted { key: key.clone(), slot }),
+        entry(
+            60,
+            Event::RunTraced {
+                life: 1,
+                key: key.clone(),
+                slot,
+                trace: traces::Traced { duration: Duration::ZERO, children: Vec::new(), completions: 1 },
+            },
+        ),
+        entry(60, Event::Durable { life: 1, write: recorded }),
+        engine(60, finished),
+    ];
+    if let Some(secs) = rearmed_secs {
+        let next_slot = Timestamp::from_second(secs).expect("in range");
+        entries.push(engine(60, EngineEvent::Armed { key: key.clone(), next_slot }));
+    }
+    entries.push(entry(61, Event::Healed));
+    entries.push(entry(62, Event::End { heartbeats: all }));
+    (options, entries)
+}
+
+#[test]
+fn a_failed_one_shot_left_without_a_retry_is_caught() {
+    let (options, unarmed) = a_failed_one_shot(None);
+    let verdict = check(&options, &unarmed);
+    assert_eq!(verdict.violation.map(|v| v.invariant), Some(AT_RETRY_ARMED));
+    let (options, armed_again_at_its_slot) = a_failed_one_shot(Some(60));
+    assert_eq!(check(&options, &armed_again_at_its_slot).violation.map(|v| v.invariant), Some(AT_RETRY_ARMED));
+    let (options, retrying) = a_failed_one_shot(Some(90));
+    let verdict = check(&options, &retrying);
+    assert_eq!(verdict.violation.map(|v| v.invariant), None);
+    assert_eq!(verdict.checks[AT_RETRY_ARMED], 1);
+}
