@@ -268,3 +268,22 @@ async fn a_replaced_definition_never_runs_below_slots_already_run_after_a_restar
     assert!(slots.windows(2).all(|pair| pair[0] < pair[1]), "slots only move forward: {slots:?}");
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+/// A recurring job replaced by a one-shot whose instant comes before the slot the job's
+/// timer had armed runs at that instant, as a start-up would arm it; the armed slot was
+/// never decided (seed 1927871251589: it was found out of slots at once).
+#[tokio::test(start_paused = true)]
+async fn a_job_replaced_by_a_one_shot_before_its_next_slot_runs_at_the_instant() {
+    let rig = Rig::new();
+    let hourly = HeartbeatDef { origin: Origin::Runtime, ..def("main", "tick", 3_600) };
+    let engine = rig.start(&[]).await;
+    engine.upsert(hourly.clone()).await.expect("create");
+    rig.advance(60).await;
+    assert!(rig.starts("main", "tick").is_empty(), "its first slot is an hour away");
+    let instant = rig.clock.wall().checked_add(SignedDuration::from_secs(600)).expect("in range");
+    let once = HeartbeatDef { schedule: Schedule::At(instant), ..hourly };
+    engine.upsert(once).await.expect("replace");
+    rig.advance(601).await;
+    assert_eq!(slots(&rig.starts("main", "tick")), vec![instant], "it ran at its instant, once");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
