@@ -867,10 +867,10 @@ impl Driver {
                 let runs_in_flight = self.runs.keys().filter(|(run_key, _)| *run_key == key).count();
                 // A one-shot has one slot, its instant: the slot the old definition's timer
                 // had armed, not decided, says nothing of it (the slots the store decided
-                // still lift it, below), as a start-up arms it. Kept as its floor, it found
-                // a one-shot whose instant a backward wall jump had put below that slot out
-                // of slots at once, and the id's failed run of the old definition then had it
-                // "retry" before its instant (seed 1927871251589).
+                // still lift it, below), as a start-up arms it. Kept as its floor, a one-shot
+                // whose instant came before that slot had no slot at once and never ran; and
+                // with a failed run of the old definition in the log, it "retried" before its
+                // instant (seed 1927871251589).
                 let floor = if matches!(def.schedule, Schedule::At(_)) { None } else { self.slot_floor(&key) };
                 // What waited under the old definition goes with it, as its backlog does.
                 self.unqueue(&key);

@@ -1321,8 +1321,6 @@ impl Model<'_> {
         Ok(())
     }
 
-    /// Every enabled heartbeat, after the system healed and settled, decides a slot at
-    /// least once per interval (plus slack), and runs every slot its window allows.
     /// `at-retry-armed`, at the end of a healed world with the engine running: every failure
     /// it knows of has been through its completion, or through a start-up that found it in
     /// the run log, and each of those arms the retry (or retires, disables or trips it,
@@ -1353,6 +1351,8 @@ impl Model<'_> {
         Ok(())
     }
 
+    /// Every enabled heartbeat, after the system healed and settled, decides a slot at
+    /// least once per interval (plus slack), and runs every slot its window allows.
     fn liveness(&mut self, end: Duration, heartbeats: &[(HeartbeatKey, bool)]) -> Step {
         let Some(healed_at) = self.healed_at else { return Ok(()) };
         let from = healed_at + Duration::from_secs(SETTLE_SECS);
