@@ -27,6 +27,34 @@ fn options_without_window() -> SimOptions {
     options
 }
 
+/// A failed run's durable finish: `failures` in a row, the breaker tripped (and opened) or not.
+fn failed_finish(
+    key: &HeartbeatKey,
+    slot: Timestamp,
+    llm_calls: u32,
+    error: Option<&str>,
+    failures: u32,
+    tripped: bool,
+) -> DurableWrite {
+    DurableWrite::Finish {
+        consumed: Vec::new(),
+        llm_calls,
+        tokens: 0,
+        cost_micros: 0,
+        error: error.map(str::to_owned),
+        tools: None,
+        stop_reason: None,
+        key: key.clone(),
+        slot,
+        status: systole::ports::store::ExecutionStatus::Failed,
+        finished_at: slot,
+        consecutive_failures: failures,
+        tripped,
+        opened: tripped,
+        closed: false,
+    }
+}
+
 #[test]
 fn a_slot_started_twice_is_caught_even_across_lives() {
     let options = options_without_window();
@@ -72,23 +100,8 @@ fn a_breaker_count_that_restarts_from_zero_is_caught() {
     let options = options_without_window();
     let key = options.heartbeats[0].key.clone();
     let finish = |secs: u64, failures| {
-        let write = DurableWrite::Finish {
-            consumed: Vec::new(),
-            llm_calls: 0,
-            tokens: 0,
-            cost_micros: 0,
-            error: None,
-            tools: None,
-            stop_reason: None,
-            key: key.clone(),
-            slot: Timestamp::from_second(secs as i64).expect("in range"),
-            status: systole::ports::store::ExecutionStatus::Failed,
-            finished_at: Timestamp::from_second(secs as i64).expect("in range"),
-            consecutive_failures: failures,
-            tripped: false,
-            opened: false,
-            closed: false,
-        };
+        let slot = Timestamp::from_second(secs as i64).expect("in range");
+        let write = failed_finish(&key, slot, 0, None, failures, false);
         entry(secs, Event::Durable { life: 1, write })
     };
     let verdict = check(&options, &[finish(60, 1), finish(120, 1)]);
@@ -103,23 +116,7 @@ fn three_failures(options: &SimOptions) -> Vec<Entry> {
             let secs = u64::from(failures) * 60;
             let at = Timestamp::from_second(secs as i64).expect("in range");
             let tripped = failures == 3;
-            let write = DurableWrite::Finish {
-                consumed: Vec::new(),
-                llm_calls: 0,
-                tokens: 0,
-                cost_micros: 0,
-                error: None,
-                tools: None,
-                stop_reason: None,
-                key: key.clone(),
-                slot: at,
-                status: systole::ports::store::ExecutionStatus::Failed,
-                finished_at: at,
-                consecutive_failures: failures,
-                tripped,
-                opened: tripped,
-                closed: false,
-            };
+            let write = failed_finish(&key, at, 0, None, failures, tripped);
             entry(secs, Event::Durable { life: 1, write })
         })
         .collect()
@@ -191,23 +188,9 @@ fn a_provider_s_refusal_must_open_the_breaker_on_the_first_failure() {
     let options = options_without_window();
     let key = options.heartbeats[0].key.clone();
     let refused = |failures, tripped| {
-        let write = DurableWrite::Finish {
-            consumed: Vec::new(),
-            llm_calls: 1,
-            tokens: 0,
-            cost_micros: 0,
-            error: Some("LLM endpoint answered HTTP 402: spend cap reached".to_owned()),
-            tools: None,
-            stop_reason: None,
-            key: key.clone(),
-            slot: Timestamp::from_second(60).expect("in range"),
-            status: systole::ports::store::ExecutionStatus::Failed,
-            finished_at: Timestamp::from_second(60).expect("in range"),
-            consecutive_failures: failures,
-            tripped,
-            opened: tripped,
-            closed: false,
-        };
+        let slot = Timestamp::from_second(60).expect("in range");
+        let error = Some("LLM endpoint answered HTTP 402: spend cap reached");
+        let write = failed_finish(&key, slot, 1, error, failures, tripped);
         vec![entry(60, Event::Durable { life: 1, write })]
     };
     let counted_as_one = check(&options, &refused(1, false));
@@ -301,23 +284,7 @@ fn a_failed_one_shot(rearmed_secs: Option<i64>) -> (SimOptions, Vec<Entry>) {
         finished_at: slot,
         usage: Default::default(),
     };
-    let recorded = DurableWrite::Finish {
-        consumed: Vec::new(),
-        llm_calls: 1,
-        tokens: 0,
-        cost_micros: 0,
-        error: Some("injected".into()),
-        tools: None,
-        stop_reason: None,
-        key: key.clone(),
-        slot,
-        status: systole::ports::store::ExecutionStatus::Failed,
-        finished_at: slot,
-        consecutive_failures: 1,
-        tripped: false,
-        opened: false,
-        closed: false,
-    };
+    let recorded = failed_finish(&key, slot, 1, Some("injected"), 1, false);
     let mut entries = vec![
         entry(0, Event::Started { life: 1, running_rows: 0, heartbeats: all.clone() }),
         engine(0, EngineEvent::Armed { key: key.clone(), next_slot: slot }),
