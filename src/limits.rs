@@ -66,6 +66,11 @@ pub const ACK_MAX_CHARS_LIMIT: usize = 10_000;
 /// How many runs may be in flight at once across all heartbeats.
 pub const RUNS_IN_FLIGHT_MAX_DEFAULT: usize = 64;
 
+/// Runs done working whose results wait for their write, per place of
+/// `runs_in_flight_max`: they hold no place (ADR 0042), but a store that writes slowly
+/// must still hold back new runs, so their number is bounded.
+pub const RESULTS_WAITING_PER_PLACE_MAX: usize = 1;
+
 /// The driver never sleeps longer than this before re-reading the wall clock, so a wall
 /// clock step or a suspended machine is noticed (field notes, section 2).
 pub const DRIVER_SLEEP_SECS_MAX: u64 = 30;

@@ -507,6 +507,37 @@ async fn a_full_engine_claims_only_what_it_can_start_and_a_stop_abandons_only_st
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_run_waiting_for_its_results_write_holds_no_place_and_such_runs_are_bounded() {
+    // One place; each run works 5 s; each group commit of results answers 30 s late.
+    let rig = Rig::new();
+    let late = common::late_answers::LateAnswers::new(rig.store.clone(), rig.clock.clone());
+    *late.results_delay.lock().expect("lock") = Some(Duration::from_secs(30));
+    let names = ["a", "b", "c"];
+    for name in names {
+        rig.llm.set(name, Behaviour::Slow(Duration::from_secs(5), "done".into()));
+    }
+    let defs: Vec<HeartbeatDef> = names.iter().map(|name| def("main", name, 600)).collect();
+    let one_place = EngineOptions { runs_in_flight_max: 1, ..options() };
+    let engine = rig.start_on(late.clone(), &defs, one_place).await;
+    rig.advance(700).await;
+    let started_after = |name: &str| -> Vec<i64> {
+        rig.starts("main", name).iter().map(|(at, _)| at.duration_since(start()).as_secs()).collect()
+    };
+    let mut first_starts: Vec<i64> = names.iter().map(|name| started_after(name)[0]).collect();
+    first_starts.sort_unstable();
+    // The first run's place frees when its work ends (605 s), though its result is
+    // written only at 635 s; the third must wait for that write: one result at most may
+    // wait per place (`RESULTS_WAITING_PER_PLACE_MAX`).
+    assert_eq!(first_starts, [600, 605, 635], "started after the start, in seconds");
+    let done = rig.events.matching(|e| matches!(e, EngineEvent::RunWorkDone { .. }));
+    assert!(done.len() >= 3, "each run said its work was done: {done:?}");
+    for name in names {
+        assert_eq!(rig.statuses("main", name).await[0], ExecutionStatus::Succeeded, "{name} ran and was recorded");
+    }
+    engine.shutdown(Duration::from_secs(60)).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_reloaded_file_stops_the_config_heartbeats_it_lacks_and_keeps_those_made_at_run_time() {
     // A cluster node that missed a reload can run a heartbeat its own file never had
     // (its partition loaded it from the store); a later reload that drops it names no

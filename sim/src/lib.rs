@@ -438,10 +438,12 @@ fn print_stats(results: &[SeedResult]) {
     let mut fired: BTreeMap<FaultKind, u64> = FaultKind::ALL.into_iter().map(|kind| (kind, 0)).collect();
     let mut seeds_with: BTreeMap<FaultKind, u64> = BTreeMap::new();
     let mut checks: BTreeMap<&str, u64> = checker::INVARIANTS.iter().map(|name| (*name, 0)).collect();
-    let (mut full, mut seeds_full) = (0, 0);
+    let (mut full, mut seeds_full, mut freed, mut seeds_freed) = (0, 0, 0, 0);
     for result in results {
         full += result.verdict.engine_full;
         seeds_full += u64::from(result.verdict.engine_full > 0);
+        freed += result.verdict.freed_place_starts;
+        seeds_freed += u64::from(result.verdict.freed_place_starts > 0);
         for (kind, count) in &result.faults_fired {
             *fired.entry(*kind).or_default() += count;
             *seeds_with.entry(*kind).or_default() += u64::from(*count > 0);
@@ -455,6 +457,7 @@ fn print_stats(results: &[SeedResult]) {
         println!("  {:<22} {:>9} {:>6}", kind.name(), count, seeds_with.get(kind).copied().unwrap_or(0));
     }
     println!("engine full (every run place taken, due slots waiting): {full} times in {seeds_full} seeds");
+    println!("starts in a place freed by a result waiting for its write: {freed} times in {seeds_freed} seeds");
     println!("rare paths taken (total, in how many seeds):");
     for path in RarePath::ALL {
         let total: u64 = results.iter().map(|result| result.paths.get(&path).copied().unwrap_or(0)).sum();

@@ -511,6 +511,9 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         EngineEvent::RunLost { key, slot } => {
             w.tag(32).key(key).time(*slot);
         }
+        EngineEvent::RunWorkDone { key, slot } => {
+            w.tag(33).key(key).time(*slot);
+        }
         EngineEvent::ClaimGone { key, slot } => {
             w.tag(22).key(key).time(*slot);
         }
@@ -717,6 +720,7 @@ fn describe_engine_event(event: &EngineEvent) -> String {
             format!("retired {key}: no more slots ({})", if *deleted { "deleted" } else { "disabled" })
         }
         EngineEvent::RunStarted { key, slot } => format!("run started {key} slot {slot}"),
+        EngineEvent::RunWorkDone { key, slot } => format!("run done working {key} slot {slot}: its place is free"),
         EngineEvent::RunLost { key, slot } => format!("run lost {key} slot {slot}: its task ended without a result"),
         EngineEvent::Triggered { key, slot } => format!("triggered {key} under slot {slot}"),
         EngineEvent::DefinitionApplied { key } => format!("definition of {key} applied"),

@@ -31,10 +31,12 @@ use crate::core::slots::{add, truncate_to_millis, SlotTimer};
 use crate::core::timer_queue::TimerQueue;
 use crate::core::wake::{PendingWake, WakeReason};
 use crate::driver::events::EngineEvent;
+use crate::driver::group_commit::RunNews;
 use crate::driver::run::{run_claimed, Claimed, FinishedRun, RunContext, DEFINITION_GONE};
 use crate::driver::run_events::RunEvent;
 use crate::limits::{
-    AT_RETRY_AFTER_HOLD_SECS_MIN, DRIVER_SLEEP_SECS_MAX, DUE_PER_WAKE_MAX, RUNS_PRUNE_FIRST_DELAY_SECS,
+    AT_RETRY_AFTER_HOLD_SECS_MIN, DRIVER_SLEEP_SECS_MAX, DUE_PER_WAKE_MAX, RESULTS_WAITING_PER_PLACE_MAX,
+    RUNS_PRUNE_FIRST_DELAY_SECS,
 };
 use crate::ports::clock::{Mono, Now};
 use crate::ports::store::{ClaimOutcome, ClaimedSlots, ExecutionStatus, NextSlot, SkipRecord, SlotClaim};
@@ -218,7 +220,11 @@ pub(crate) struct Driver {
     pauses: BTreeMap<AgentId, Pause>,
     /// Heartbeats the breaker disabled, until each one's probe.
     cooldowns: BTreeMap<HeartbeatKey, Cooldown>,
-    runs: BTreeMap<(HeartbeatKey, Timestamp), JoinHandle<()>>,
+    /// Every run started and not yet heard finished (its result committed).
+    runs: BTreeMap<(HeartbeatKey, Timestamp), RunTask>,
+    /// How many of `runs` are done working and wait for their result to be written: they
+    /// hold no place among `runs_in_flight_max` (ADR 0042).
+    writing: usize,
     /// Agent heartbeat wakes asked for and not yet decided, per agent.
     wakes: BTreeMap<AgentId, PendingWake>,
     /// The agent heartbeat's flood guard, per agent (this process's starts).
@@ -262,8 +268,15 @@ pub(crate) struct Driver {
     /// catching it up would decide one of those again.
     decided_past_held: BTreeMap<HeartbeatKey, Timestamp>,
     commands: mpsc::Receiver<Command>,
-    /// Finished runs, in the order the store committed their results (see `group_commit`).
-    completions: mpsc::UnboundedReceiver<FinishedRun>,
+    /// Runs done working, and finished runs in the order the store committed their
+    /// results (see `group_commit`).
+    completions: mpsc::UnboundedReceiver<RunNews>,
+}
+
+/// A run's task, and whether its work is done and only its result's write is left.
+struct RunTask {
+    task: JoinHandle<()>,
+    writing: bool,
 }
 
 impl Driver {
@@ -271,7 +284,7 @@ impl Driver {
         context: RunContext,
         runs_in_flight_max: usize,
         commands: mpsc::Receiver<Command>,
-        completions: mpsc::UnboundedReceiver<FinishedRun>,
+        completions: mpsc::UnboundedReceiver<RunNews>,
     ) -> Self {
         let next_prune = context.clock.monotonic() + Duration::from_secs(RUNS_PRUNE_FIRST_DELAY_SECS);
         Self {
@@ -280,6 +293,7 @@ impl Driver {
             pauses: BTreeMap::new(),
             cooldowns: BTreeMap::new(),
             runs: BTreeMap::new(),
+            writing: 0,
             wakes: BTreeMap::new(),
             floods: BTreeMap::new(),
             prepared: BTreeMap::new(),
@@ -321,13 +335,13 @@ impl Driver {
             let clock = Arc::clone(&self.context.clock);
             tokio::select! {
                 biased;
-                Some(record) = self.completions.recv() => {
-                    self.complete(record).await;
+                Some(news) = self.completions.recv() => {
+                    self.hear(news).await;
                     // The rest of its group commit is in the channel already: heard before
                     // the next decision, which must not judge by half of one commit (a
                     // backoff skip after a success the store had counted, seed 1225000007955).
-                    while let Ok(record) = self.completions.try_recv() {
-                        self.complete(record).await;
+                    while let Ok(news) = self.completions.try_recv() {
+                        self.hear(news).await;
                     }
                 }
                 command = self.commands.recv() => match command {
@@ -775,7 +789,31 @@ impl Driver {
         // Admitted before its claim: it starts now, within `runs_in_flight_max`.
         self.context.events.emit(now.wall, &EngineEvent::RunStarted { key: claim.key.clone(), slot });
         let task = tokio::spawn(run_claimed(context, claimed, slot, consumes));
-        self.runs.insert((claim.key, slot), task);
+        self.runs.insert((claim.key, slot), RunTask { task, writing: false });
+    }
+
+    async fn hear(&mut self, news: RunNews) {
+        match news {
+            RunNews::Writing { key, slot } => {
+                let run_id = (key, slot);
+                let Some(run) = self.runs.get_mut(&run_id) else { return };
+                if run.writing {
+                    return;
+                }
+                run.writing = true;
+                self.writing += 1;
+                let (key, slot) = run_id;
+                self.context.events.emit(self.context.clock.wall(), &EngineEvent::RunWorkDone { key, slot });
+            }
+            RunNews::Finished(finished) => self.complete(finished).await,
+        }
+    }
+
+    /// Forgets a run that ended (finished, lost or abandoned).
+    fn forget_run(&mut self, key: &HeartbeatKey, slot: Timestamp) {
+        if self.runs.remove(&(key.clone(), slot)).is_some_and(|run| run.writing) {
+            self.writing -= 1;
+        }
     }
 
     async fn complete(&mut self, finished: FinishedRun) {
@@ -789,7 +827,7 @@ impl Driver {
             .get(&record.key)
             .is_none_or(|entry| self.context.visibility.resolve(&entry.def.common.target).use_indicator);
         self.context.run_events.publish(RunEvent::finished(&record, withheld, use_indicator));
-        self.runs.remove(&(record.key.clone(), record.slot));
+        self.forget_run(&record.key, record.slot);
         let now = self.context.clock.now();
         self.context.events.emit(
             now.wall,
@@ -1246,9 +1284,14 @@ impl Driver {
         }
     }
 
-    /// How many more runs can start now.
+    /// How many more runs can start now: a place among `runs_in_flight_max` is held while
+    /// a run works, and as many results again may wait for their write (ADR 0042).
     fn room(&self) -> usize {
-        self.runs_in_flight_max.saturating_sub(self.runs.len())
+        let working = self.runs.len().saturating_sub(self.writing);
+        let places = self.runs_in_flight_max.saturating_sub(working);
+        let writes = self.runs_in_flight_max.saturating_mul(1 + RESULTS_WAITING_PER_PLACE_MAX);
+        let writes = writes.saturating_sub(self.runs.len());
+        places.min(writes)
     }
 
     /// Forgets runs whose task ended without a completion (it panicked, which a run must
@@ -1259,9 +1302,9 @@ impl Driver {
             return;
         }
         let lost: Vec<(HeartbeatKey, Timestamp)> =
-            self.runs.iter().filter(|(_, task)| task.is_finished()).map(|(run, _)| run.clone()).collect();
+            self.runs.iter().filter(|(_, run)| run.task.is_finished()).map(|(run, _)| run.clone()).collect();
         for (key, slot) in lost {
-            self.runs.remove(&(key.clone(), slot));
+            self.forget_run(&key, slot);
             if let Some(entry) = self.entries.get_mut(&key) {
                 entry.set_runs_in_flight(entry.runs_in_flight().saturating_sub(1));
             }
@@ -1407,7 +1450,7 @@ impl Driver {
         while !self.runs.is_empty() {
             tokio::select! {
                 biased;
-                Some(record) = self.completions.recv() => self.complete(record).await,
+                Some(news) = self.completions.recv() => self.hear(news).await,
                 // A run's tool may be waiting on a change; apply it so the run can finish.
                 Some(command) = self.commands.recv() => match command {
                     Command::Change { change, applied } => {
@@ -1427,9 +1470,10 @@ impl Driver {
             }
         }
         let abandoned = self.runs.len();
-        for (_, task) in std::mem::take(&mut self.runs) {
-            task.abort();
+        for (_, run) in std::mem::take(&mut self.runs) {
+            run.task.abort();
         }
+        self.writing = 0;
         abandoned
     }
 

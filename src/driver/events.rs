@@ -78,6 +78,12 @@ pub enum EngineEvent {
         key: HeartbeatKey,
         slot: Timestamp,
     },
+    /// The run's work is done (model, tools, delivery) and its result waits for its write:
+    /// its place among `runs_in_flight_max` is free (ADR 0042). `RunFinished` follows.
+    RunWorkDone {
+        key: HeartbeatKey,
+        slot: Timestamp,
+    },
     RunFinished {
         key: HeartbeatKey,
         slot: Timestamp,
@@ -228,6 +234,9 @@ impl EventSink for TracingSink {
                 tracing::info!(%at, heartbeat = %key, %slot, "triggered by an operator; runs now")
             }
             EngineEvent::RunStarted { key, slot } => tracing::info!(%at, heartbeat = %key, %slot, "run started"),
+            EngineEvent::RunWorkDone { key, slot } => {
+                tracing::debug!(%at, heartbeat = %key, %slot, "run done working; its result is being written")
+            }
             EngineEvent::RunFinished {
                 key,
                 slot,

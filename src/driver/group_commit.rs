@@ -10,14 +10,26 @@
 
 use std::sync::Arc;
 
+use jiff::Timestamp;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::core::breaker::BreakerStep;
+use crate::core::ids::HeartbeatKey;
 use crate::driver::events::{EngineEvent, EventSink};
 use crate::driver::run::{FinishedRun, Withheld};
 use crate::limits::STORE_BATCH_ROWS_MAX;
 use crate::ports::clock::Clock;
 use crate::ports::store::{RunRecord, Store};
+
+/// What the driver hears of a run that started, in order.
+#[allow(clippy::large_enum_variant, reason = "every run sends one of each; a box would be an allocation a run")]
+pub enum RunNews {
+    /// Its work is done (model, tools, delivery) and its result waits to be written: its
+    /// place among `runs_in_flight_max` is free (ADR 0042). Always before its `Finished`.
+    Writing { key: HeartbeatKey, slot: Timestamp },
+    /// Its result was committed (or failed to be), in commit order.
+    Finished(FinishedRun),
+}
 
 struct Request {
     record: RunRecord,
@@ -29,6 +41,8 @@ struct Request {
 #[derive(Clone)]
 pub struct ResultWriter {
     requests: mpsc::UnboundedSender<Request>,
+    /// The driver's queue, where a run says its work is done before its result is queued.
+    news: mpsc::UnboundedSender<RunNews>,
 }
 
 /// What the writer needs besides the queue.
@@ -37,7 +51,7 @@ struct Writer {
     breaker_failures_max: u32,
     events: Arc<dyn EventSink>,
     clock: Arc<dyn Clock>,
-    completions: mpsc::UnboundedSender<FinishedRun>,
+    completions: mpsc::UnboundedSender<RunNews>,
 }
 
 impl ResultWriter {
@@ -48,17 +62,20 @@ impl ResultWriter {
         breaker_failures_max: u32,
         events: Arc<dyn EventSink>,
         clock: Arc<dyn Clock>,
-        completions: mpsc::UnboundedSender<FinishedRun>,
+        completions: mpsc::UnboundedSender<RunNews>,
     ) -> Self {
         let (requests, receiver) = mpsc::unbounded_channel();
+        let news = completions.clone();
         let writer = Writer { store, breaker_failures_max, events, clock, completions };
         tokio::spawn(writer.write_batches(receiver));
-        Self { requests }
+        Self { requests, news }
     }
 
     /// Writes one run's result and its breaker step, and returns once it is durable (or
     /// the write failed) and the driver has it.
     pub async fn finish(&self, record: RunRecord, withheld: Option<Withheld>) {
+        // Sent before the request, on the channel its completion takes: heard before it.
+        let _ = self.news.send(RunNews::Writing { key: record.key.clone(), slot: record.slot });
         let (written, answered) = oneshot::channel();
         if self.requests.send(Request { record, withheld, written }).is_ok() {
             // An error here means the writer is gone: the engine is stopping.
@@ -105,7 +122,7 @@ impl Writer {
             // One step per run is the store's contract; a short answer counts as not written.
             steps.resize(records.len(), None);
             for ((record, (withheld, written)), breaker) in records.into_iter().zip(answers).zip(steps) {
-                let _ = self.completions.send(FinishedRun { record, breaker, withheld });
+                let _ = self.completions.send(RunNews::Finished(FinishedRun { record, breaker, withheld }));
                 let _ = written.send(());
             }
         }

@@ -1,6 +1,7 @@
 //! A store whose answer to an operator's write (a put, an enable) comes late: the write is
 //! made at once, the answer after a delay on the virtual clock, as a slow commit's would.
-//! Runs that end meanwhile reach the engine before the write's change does.
+//! Runs that end meanwhile reach the engine before the write's change does. Run results
+//! can be made slow the same way (`results_delay`), as a slow group commit's.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -29,11 +30,13 @@ pub struct LateAnswers {
     pub clock: Arc<VirtualClock>,
     /// How late the next operator writes answer (none: at once).
     pub delay: Mutex<Option<Duration>>,
+    /// How late the next group commits of run results answer (none: at once).
+    pub results_delay: Mutex<Option<Duration>>,
 }
 
 impl LateAnswers {
     pub fn new(inner: Arc<MemoryStore>, clock: Arc<VirtualClock>) -> Arc<Self> {
-        Arc::new(Self { inner, clock, delay: Mutex::new(None) })
+        Arc::new(Self { inner, clock, delay: Mutex::new(None), results_delay: Mutex::new(None) })
     }
 
     async fn answer_late(&self) {
@@ -81,7 +84,12 @@ impl Store for LateAnswers {
         self.inner.record_skips(skips).await
     }
     async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
-        self.inner.finish_runs(runs, breaker_failures_max).await
+        let written = self.inner.finish_runs(runs, breaker_failures_max).await;
+        let delay = *self.results_delay.lock().expect("lock");
+        if let Some(delay) = delay {
+            self.clock.sleep(delay).await;
+        }
+        written
     }
     async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {
         self.inner.recover_interrupted(at).await

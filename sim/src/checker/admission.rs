@@ -1,13 +1,16 @@
 //! Admission before the claim (ADR 0023): a slot is claimed only when its run can start,
-//! so the runs going at once in one life never outnumber `runs_in_flight_max`, and every
-//! `RunStarted` is a run that started. Judged from the engine's own start and end events.
+//! so the runs working at once in one life never outnumber `runs_in_flight_max`, and every
+//! `RunStarted` is a run that started. A run done working holds no place while its result
+//! waits for its write, but those waiting are bounded too (ADR 0042). Judged from the
+//! engine's own start, work-done and end events.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
 
 use systole::core::ids::HeartbeatKey;
+use systole::limits::RESULTS_WAITING_PER_PLACE_MAX;
 
 use super::{fail, Step, PASS_SLACK};
 
@@ -17,10 +20,14 @@ pub const CLAIM_STARTS: &str = "claimed-slot-starts";
 #[derive(Debug)]
 pub struct AdmissionModel {
     max: usize,
-    /// Runs started and not yet reported ended, by life.
-    going: BTreeMap<u32, BTreeSet<(HeartbeatKey, Timestamp)>>,
+    /// Runs started and not yet reported ended, by life, each with whether its work is
+    /// done (its result waiting for its write).
+    going: BTreeMap<u32, BTreeMap<(HeartbeatKey, Timestamp), bool>>,
     /// Starts that took the last free place: how often a seed ran its engine full.
     pub filled: u64,
+    /// Starts that found every place's run still going, some only waiting for its result's
+    /// write: the places those had freed (ADR 0042).
+    pub freed_place_starts: u64,
     /// When the engine has been full since (no run could start), by the trace's clock.
     full_since: Option<Duration>,
     /// Every span it was full, earliest first.
@@ -37,6 +44,7 @@ impl AdmissionModel {
             max: max.max(1),
             going: BTreeMap::new(),
             filled: 0,
+            freed_place_starts: 0,
             full_since: None,
             full_spans: Vec::new(),
             claimed: BTreeMap::new(),
@@ -60,28 +68,57 @@ impl AdmissionModel {
         }
     }
 
+    /// Runs of `life` working, and all of its runs not yet ended.
+    fn counts(&self, life: u32) -> (usize, usize) {
+        let Some(going) = self.going.get(&life) else { return (0, 0) };
+        (going.values().filter(|writing| !**writing).count(), going.len())
+    }
+
+    /// Whether no run of `life` could start: every place is taken, or as many results
+    /// wait for their write as may.
+    fn full(&self, life: u32) -> bool {
+        let (working, all) = self.counts(life);
+        working >= self.max || all >= self.max * (1 + RESULTS_WAITING_PER_PLACE_MAX)
+    }
+
     pub fn started(&mut self, at: Duration, life: u32, key: &HeartbeatKey, slot: Timestamp) -> Step {
-        let going = self.going.entry(life).or_default();
-        let in_life = going.len();
-        if in_life >= self.max {
+        let (working, all) = self.counts(life);
+        if self.full(life) {
             return fail(
                 RUN_ADMITTED,
-                format!("{key} slot {slot} started while {in_life} runs were going; at most {} may", self.max),
+                format!(
+                    "{key} slot {slot} started while {working} runs were working and {} results waited for their write; at most {} may work, and {} wait",
+                    all - working,
+                    self.max,
+                    self.max * RESULTS_WAITING_PER_PLACE_MAX
+                ),
             );
         }
-        going.insert((key.clone(), slot));
+        self.freed_place_starts += u64::from(all >= self.max);
+        self.going.entry(life).or_default().insert((key.clone(), slot), false);
         self.claimed.remove(&(life, key.clone(), slot));
-        if in_life + 1 == self.max {
+        if self.full(life) {
             self.filled += 1;
             self.full_since = Some(at);
         }
         Ok(())
     }
 
+    /// The driver heard the run's work done: its place is free.
+    pub fn work_done(&mut self, at: Duration, life: u32, key: &HeartbeatKey, slot: Timestamp) {
+        let Some(writing) = self.going.get_mut(&life).and_then(|going| going.get_mut(&(key.clone(), slot))) else {
+            return;
+        };
+        *writing = true;
+        if !self.full(life) {
+            self.not_full(at);
+        }
+    }
+
     /// The driver heard the run end (its result, or its task lost).
     pub fn ended(&mut self, at: Duration, life: u32, key: &HeartbeatKey, slot: Timestamp) {
         if let Some(going) = self.going.get_mut(&life) {
-            if going.remove(&(key.clone(), slot)) {
+            if going.remove(&(key.clone(), slot)).is_some() && !self.full(life) {
                 self.not_full(at);
             }
         }

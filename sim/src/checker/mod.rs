@@ -219,6 +219,8 @@ pub struct Verdict {
     /// How often the engine ran full (a start took its last place), so slots waited for
     /// admission (ADR 0023).
     pub engine_full: u64,
+    /// Starts in a place that a run waiting for its result's write had freed (ADR 0042).
+    pub freed_place_starts: u64,
 }
 
 /// Why a heartbeat must not start runs any more.
@@ -473,11 +475,12 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
     for (index, entry) in entries.iter().enumerate() {
         if let Err((invariant, message)) = model.step(entry) {
             let violation = Violation { invariant, index, elapsed: entry.elapsed, wall: entry.wall, message };
-            let engine_full = model.admission.filled;
-            return Verdict { checks: model.checks, violation: Some(violation), engine_full };
+            let (engine_full, freed_place_starts) = (model.admission.filled, model.admission.freed_place_starts);
+            return Verdict { checks: model.checks, violation: Some(violation), engine_full, freed_place_starts };
         }
     }
-    Verdict { engine_full: model.admission.filled, checks: model.checks, violation: None }
+    let (engine_full, freed_place_starts) = (model.admission.filled, model.admission.freed_place_starts);
+    Verdict { engine_full, freed_place_starts, checks: model.checks, violation: None }
 }
 
 type Step = Result<(), (&'static str, String)>;
@@ -779,6 +782,10 @@ impl Model<'_> {
             }
             EngineEvent::RunLost { key, slot } => {
                 self.admission.ended(entry.elapsed, life, key, *slot);
+                Ok(())
+            }
+            EngineEvent::RunWorkDone { key, slot } => {
+                self.admission.work_done(entry.elapsed, life, key, *slot);
                 Ok(())
             }
             EngineEvent::StoreFailed { operation: "clear_pause", .. } => {
