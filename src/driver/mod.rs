@@ -105,6 +105,8 @@ pub struct EngineOptions {
     pub breaker_cooldown: Vec<Duration>,
     /// Where the breaker's announcements go; `None`: each heartbeat's own target.
     pub alerts_target: Option<DeliveryTarget>,
+    /// Runs working at once (model, tools, delivery); as many more may wait for their
+    /// result's write (ADR 0042).
     pub runs_in_flight_max: usize,
     pub system_prompt: String,
     /// Overrides the LLM provider's default model.
