@@ -170,3 +170,40 @@ impl AdmissionModel {
         self.full_spans.get(first..).unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use systole::core::ids::{AgentId, HeartbeatId};
+
+    fn run(name: &str) -> (HeartbeatKey, Timestamp) {
+        let key = HeartbeatKey {
+            agent: AgentId::new("main").expect("an id"),
+            heartbeat: HeartbeatId::new(name).expect("an id"),
+        };
+        (key, Timestamp::from_second(60).expect("in range"))
+    }
+
+    /// One place: a run frees it when its work is done, and one result at most may wait
+    /// for its write beside the run that took the place (ADR 0042).
+    #[test]
+    fn a_place_frees_at_work_done_and_results_waiting_are_bounded() {
+        let mut admission = AdmissionModel::new(1);
+        let at = Duration::from_secs(1);
+        let [(a, slot), (b, _), (c, _)] = [run("a"), run("b"), run("c")];
+        admission.started(at, 1, &a, slot).expect("the first takes the place");
+        let (invariant, _) = admission.started(at, 1, &b, slot).expect_err("the place is taken");
+        assert_eq!(invariant, RUN_ADMITTED);
+        admission.work_done(at, 1, &a, slot);
+        admission.started(at, 1, &b, slot).expect("a's work is done: its place is free");
+        assert_eq!(admission.freed_place_starts, 1);
+        admission.work_done(at, 1, &b, slot);
+        let (invariant, message) = admission.started(at, 1, &c, slot).expect_err("two results wait already");
+        assert_eq!(invariant, RUN_ADMITTED);
+        assert!(message.contains("2 results waited"), "{message}");
+        admission.ended(at, 1, &a, slot);
+        admission.started(at, 1, &c, slot).expect("a's result is written");
+        // Another life's runs hold nothing in this one.
+        admission.started(at, 2, &a, slot).expect("a new life has its own places");
+    }
+}
