@@ -223,7 +223,8 @@ pub(crate) struct Driver {
     /// Every run started and not yet heard finished (its result committed).
     runs: BTreeMap<(HeartbeatKey, Timestamp), RunTask>,
     /// How many of `runs` are done working and wait for their result to be written: they
-    /// hold no place among `runs_in_flight_max` (ADR 0042).
+    /// hold no place among `runs_in_flight_max` (ADR 0042). Counted, not derived: every
+    /// pass asks for the room, and `runs` may hold up to twice a limit of 10,000.
     writing: usize,
     /// Agent heartbeat wakes asked for and not yet decided, per agent.
     wakes: BTreeMap<AgentId, PendingWake>,

@@ -475,15 +475,21 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
     for (index, entry) in entries.iter().enumerate() {
         if let Err((invariant, message)) = model.step(entry) {
             let violation = Violation { invariant, index, elapsed: entry.elapsed, wall: entry.wall, message };
-            let (engine_full, freed_place_starts) = (model.admission.filled, model.admission.freed_place_starts);
-            return Verdict { checks: model.checks, violation: Some(violation), engine_full, freed_place_starts };
+            return model.verdict(Some(violation));
         }
     }
-    let (engine_full, freed_place_starts) = (model.admission.filled, model.admission.freed_place_starts);
-    Verdict { engine_full, freed_place_starts, checks: model.checks, violation: None }
+    model.verdict(None)
 }
 
 type Step = Result<(), (&'static str, String)>;
+
+impl Model<'_> {
+    /// What the check found, with the counts `--stats` reports.
+    fn verdict(self, violation: Option<Violation>) -> Verdict {
+        let (engine_full, freed_place_starts) = (self.admission.filled, self.admission.freed_place_starts);
+        Verdict { checks: self.checks, violation, engine_full, freed_place_starts }
+    }
+}
 
 fn fail(invariant: &'static str, message: String) -> Step {
     Err((invariant, message))
