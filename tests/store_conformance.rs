@@ -23,7 +23,8 @@ use systole::core::policy::{CatchUp, Overlap, RunPolicy};
 use systole::core::reply::ReplyKind;
 use systole::core::schedule::Schedule;
 use systole::core::system_events::SystemEvent;
-use systole::core::tool_policy::JobTools;
+use systole::core::active_hours::ActiveHours;
+use systole::core::tool_policy::{JobTools, ToolName, ToolPattern};
 use systole::core::usage::{RunUsage, TokenUsage};
 use systole::limits::SQLITE_BUSY_TIMEOUT_MS;
 use systole::ports::store::{
@@ -189,6 +190,57 @@ async fn a_seed_in_any_order_stores_each_key_once_and_keeps_its_last_definition(
         let report = store.seed_config(&defs, at(10)).await.expect("seed again");
         assert_eq!(sorted(&report.unchanged), ["main/a", "main/b", "main/c"], "each key reported once");
         assert!(report.updated.is_empty() && report.inserted.is_empty(), "{report:?}");
+    })
+    .await;
+}
+
+/// Every field of a definition, set to what no default has, comes back as seeded: first
+/// as a new row, then through the replacing upsert of a changed one. Among more rows
+/// than SQLite's seed writes a turn (5,000), so that turns follow one another.
+#[tokio::test]
+async fn a_seed_stores_every_field_of_a_definition_as_given_new_or_replaced() {
+    with_each_store(|store| async move {
+        let full = |prompt: &str| {
+            let mut tools = JobTools::default();
+            tools.allow = Some(vec![ToolPattern::parse("files/*").expect("a pattern")]);
+            tools.write = vec![ToolPattern::parse("files/write").expect("a pattern")];
+            tools.required = vec![ToolName::new("files", "read")];
+            HeartbeatDef {
+                kind: JobKind::Cron,
+                prompt: prompt.to_owned(),
+                policy: RunPolicy {
+                    catch_up: CatchUp::All,
+                    catch_up_window: Duration::from_secs(7_200),
+                    overlap: Overlap::AllowAll,
+                    jitter_max: Duration::from_secs(30),
+                },
+                delete_after_run: true,
+                dedup: false,
+                target: DeliveryTarget::parse("webhook:ops").expect("a target"),
+                active_hours: Some(ActiveHours::new("22:00", "06:00", "Europe/Berlin").expect("a window")),
+                timeout: Duration::from_secs(45),
+                tools,
+                model: Some("small-model".to_owned()),
+                ..cron_def("main", "full", "*/5 * * * *", "Asia/Tokyo")
+            }
+        };
+        let mut defs: Vec<HeartbeatDef> = (0..6_000).map(|n| def("bulk", &format!("n{n:04}"), 60)).collect();
+        defs.push(full("first prompt, with a quote ' and a ✓"));
+        store.seed_config(&defs, at(0)).await.expect("seed");
+        let stored = |loaded: Vec<systole::core::heartbeat::Heartbeat>| {
+            loaded.into_iter().map(|row| (row.def.key.clone(), row.def)).collect::<BTreeMap<_, _>>()
+        };
+        let loaded = stored(store.load_heartbeats().await.expect("load"));
+        assert_eq!(loaded.len(), 6_001);
+        assert!(defs.iter().all(|def| loaded.get(&def.key) == Some(def)), "each as seeded");
+        let changed = full("second prompt");
+        let last = defs.len() - 1;
+        defs[last] = changed.clone();
+        let report = store.seed_config(&defs, at(10)).await.expect("seed again");
+        assert_eq!(report.updated, [changed.key.clone()]);
+        assert_eq!(report.unchanged.len(), 6_000);
+        let loaded = stored(store.load_heartbeats().await.expect("load"));
+        assert_eq!(loaded.get(&changed.key), Some(&changed), "replaced whole");
     })
     .await;
 }

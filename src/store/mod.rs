@@ -27,5 +27,7 @@ mod sqlite_direct;
 #[cfg(not(madsim))]
 mod sqlite_dispatch_writer;
 #[cfg(not(madsim))]
+mod sqlite_seed;
+#[cfg(not(madsim))]
 mod sqlite_writes;
 mod text_check;

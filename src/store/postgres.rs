@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use jiff::Timestamp;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, QueryBuilder, Transaction};
 
@@ -12,6 +13,7 @@ use super::sql_lists::Listed;
 use super::sql_store::sql_store;
 use crate::cluster::LEASE_LOCK_WAIT_MS_MAX;
 use crate::core::breaker::BreakerStep;
+use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::AgentId;
 use crate::core::partition::{partition_of, PARTITIONS_COUNT};
 use crate::ports::leases::Lease;
@@ -170,6 +172,17 @@ impl PostgresStore {
             Some((Some(owner), current_term)) if owner == lease.node && current_term == term => Ok(()),
             _ => Err(refused),
         }
+    }
+
+    /// A seed's changed rows: the shared multi-row upserts.
+    async fn write_seed_rows(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        defs: &[HeartbeatDef],
+        changed: &[(usize, String)],
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        shared_sql::seed_rows_by_statements(tx, defs, changed, at).await
     }
 
     /// Nothing to do after a seed: PostgreSQL's checkpoints are its own.

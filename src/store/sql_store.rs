@@ -22,9 +22,33 @@
 //!   `finish_runs_by_statements`; SQLite: its direct writer, ADR 0033);
 //! - `write_claims_and_read(&self, claims)`: the claims and their definitions
 //!   (PostgreSQL: one call after the other; SQLite: both on its writer's thread, ADR 0037).
+//! - `write_seed_rows(&self, tx, defs, changed, at)`: a seed's changed rows (PostgreSQL:
+//!   the shared `seed_rows_by_statements`; SQLite: one prepared upsert stepped a row,
+//!   `sqlite_seed`).
 //!
 //! A generic function over `sqlx::Database` would need a dozen higher-ranked bounds on
 //! every helper; a macro keeps the SQL readable and still written once.
+
+/// A definition's upsert, up to its rows: the columns, each row's thirty values following
+/// (`push_values` on sqlx, one row of `?n` on SQLite's direct seed).
+pub(crate) const UPSERT_HEAD_SQL: &str = "INSERT INTO heartbeats (agent_id, heartbeat_id, kind, prompt, schedule_kind, \
+     every_ms, cron_expr, cron_timezone, at_ms, catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, \
+     dedup, delivery_target, active_start, active_end, active_timezone, timeout_ms, origin, config_fingerprint, tools, \
+     model, created_at_ms, updated_at_ms, enabled, disabled_reason, consecutive_failures, next_slot_ms) ";
+
+/// A replaced definition: the new one, re-enabled with a clean breaker and its first slot;
+/// a seed's fingerprint kept where the row has none of its own (a run-time edit's).
+pub(crate) const UPSERT_CONFLICT_SQL: &str = " ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET kind = excluded.kind, \
+     prompt = excluded.prompt, schedule_kind = excluded.schedule_kind, every_ms = excluded.every_ms, \
+     cron_expr = excluded.cron_expr, cron_timezone = excluded.cron_timezone, at_ms = excluded.at_ms, \
+     catch_up = excluded.catch_up, catch_up_window_ms = excluded.catch_up_window_ms, overlap = excluded.overlap, \
+     jitter_max_ms = excluded.jitter_max_ms, delete_after_run = excluded.delete_after_run, dedup = excluded.dedup, \
+     delivery_target = excluded.delivery_target, active_start = excluded.active_start, active_end = excluded.active_end, \
+     active_timezone = excluded.active_timezone, timeout_ms = excluded.timeout_ms, origin = excluded.origin, \
+     tools = excluded.tools, model = excluded.model, \
+     config_fingerprint = COALESCE(excluded.config_fingerprint, heartbeats.config_fingerprint), \
+     enabled = 1, disabled_reason = NULL, consecutive_failures = 0, next_slot_ms = excluded.next_slot_ms, \
+     breaker_opened_at_ms = NULL, updated_at_ms = excluded.updated_at_ms";
 
 macro_rules! sql_store {
     ($store:ident, $db:ty) => {
@@ -499,24 +523,7 @@ macro_rules! sql_store {
                 // (each kept at its last place): an unstable sort gives the same order, faster.
                 changed.sort_unstable_by(|(a, _), (b, _)| defs[*a].key.cmp(&defs[*b].key));
                 let written = changed.len();
-                let mut statements = changed.chunks(UPSERT_ROWS_MAX).map(|chunk| {
-                    let rows = chunk.iter().map(|(index, fingerprint)| UpsertRow {
-                        def: &defs[*index],
-                        origin: Origin::Config,
-                        fingerprint: Some(fingerprint),
-                    });
-                    upsert_statement(rows, at)
-                });
-                let mut next = statements.next();
-                while let Some(mut statement) = next {
-                    let written = upsert(&mut tx, &mut statement);
-                    // Polled first, the write hands its statement to the database's thread;
-                    // the next statement is built here meanwhile (it was a quarter of a seed).
-                    let following = async { statements.next() };
-                    let (written, following) = tokio::join!(written, following);
-                    written?;
-                    next = following;
-                }
+                self.write_seed_rows(&mut tx, defs, &changed, at).await?;
                 // Hashed, not sorted (a million keys took seconds to sort), and only when the
                 // store has config rows that might have left the config.
                 let config_rows = existing.values().any(|(origin, _)| origin == Origin::Config.as_str());
@@ -1144,6 +1151,37 @@ macro_rules! sql_store {
         /// Rows one multi-row upsert writes: 25 parameters each, under SQLite's 32,766.
         const UPSERT_ROWS_MAX: usize = 1_000;
 
+        /// A seed's changed rows (`defs[index]` with its fingerprint, in key order) as
+        /// multi-row upserts through sqlx (the backend's `write_seed_rows` may take another
+        /// way): each statement built here while the database writes the one before.
+        #[allow(dead_code)] // SQLite steps one prepared upsert a row (`sqlite_seed`)
+        pub(crate) async fn seed_rows_by_statements(
+            tx: &mut Transaction<'_, $db>,
+            defs: &[HeartbeatDef],
+            changed: &[(usize, String)],
+            at: Timestamp,
+        ) -> Result<(), StoreError> {
+            let mut statements = changed.chunks(UPSERT_ROWS_MAX).map(|chunk| {
+                let rows = chunk.iter().map(|(index, fingerprint)| UpsertRow {
+                    def: &defs[*index],
+                    origin: Origin::Config,
+                    fingerprint: Some(fingerprint),
+                });
+                upsert_statement(rows, at)
+            });
+            let mut next = statements.next();
+            while let Some(mut statement) = next {
+                let written = upsert(tx, &mut statement);
+                // Polled first, the write hands its statement to the database's thread;
+                // the next statement is built here meanwhile (it was a quarter of a seed).
+                let following = async { statements.next() };
+                let (written, following) = tokio::join!(written, following);
+                written?;
+                next = following;
+            }
+            Ok(())
+        }
+
         /// A definition as an upsert stores it.
         struct UpsertRow<'d> {
             def: &'d HeartbeatDef,
@@ -1159,12 +1197,7 @@ macro_rules! sql_store {
         /// and no armed slot.
         fn upsert_statement<'d>(rows: impl Iterator<Item = UpsertRow<'d>>, at: Timestamp) -> UpsertStatement<'d> {
             let mut keys = Vec::new();
-            let mut insert = QueryBuilder::<$db>::new(
-                "INSERT INTO heartbeats (agent_id, heartbeat_id, kind, prompt, schedule_kind, every_ms, cron_expr, \
-                 cron_timezone, at_ms, catch_up, catch_up_window_ms, overlap, jitter_max_ms, delete_after_run, dedup, \
-                 delivery_target, active_start, active_end, active_timezone, timeout_ms, origin, config_fingerprint, \
-                 tools, model, created_at_ms, updated_at_ms, enabled, disabled_reason, consecutive_failures, next_slot_ms) ",
-            );
+            let mut insert = QueryBuilder::<$db>::new(crate::store::sql_store::UPSERT_HEAD_SQL);
             insert.push_values(rows, |mut row, UpsertRow { def, origin, fingerprint }| {
                 keys.push(&def.key);
                 let window = def.active_hours.as_ref();
@@ -1203,19 +1236,7 @@ macro_rules! sql_store {
                     // Stored with its first slot: a first start then arms without a write (ADR 0028).
                     .push_bind(def.schedule.first_slot(at).map(|slot| slot.as_millisecond()));
             });
-            insert.push(
-                " ON CONFLICT (agent_id, heartbeat_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, \
-                 schedule_kind = excluded.schedule_kind, every_ms = excluded.every_ms, cron_expr = excluded.cron_expr, \
-                 cron_timezone = excluded.cron_timezone, at_ms = excluded.at_ms, catch_up = excluded.catch_up, \
-                 catch_up_window_ms = excluded.catch_up_window_ms, overlap = excluded.overlap, \
-                 jitter_max_ms = excluded.jitter_max_ms, delete_after_run = excluded.delete_after_run, dedup = excluded.dedup, \
-                 delivery_target = excluded.delivery_target, \
-                 active_start = excluded.active_start, active_end = excluded.active_end, \
-                 active_timezone = excluded.active_timezone, timeout_ms = excluded.timeout_ms, origin = excluded.origin, \
-                 tools = excluded.tools, model = excluded.model, config_fingerprint = COALESCE(excluded.config_fingerprint, heartbeats.config_fingerprint), \
-                 enabled = 1, disabled_reason = NULL, consecutive_failures = 0, next_slot_ms = excluded.next_slot_ms, \
-                 breaker_opened_at_ms = NULL, updated_at_ms = excluded.updated_at_ms",
-            );
+            insert.push(crate::store::sql_store::UPSERT_CONFLICT_SQL);
             UpsertStatement { insert, keys }
         }
 

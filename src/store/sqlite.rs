@@ -7,6 +7,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
+use jiff::Timestamp;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Sqlite, SqlitePool, Transaction};
 
@@ -14,7 +15,9 @@ use super::sql_lists::{json_list, json_list_sql, Listed};
 use super::sql_store::sql_store;
 use super::sqlite_busy::wait_briefly_when_busy;
 use super::sqlite_dispatch_writer::DispatchWriter;
+use super::sqlite_seed;
 use crate::core::breaker::BreakerStep;
+use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::AgentId;
 use crate::limits::{
     SQLITE_BUSY_TIMEOUT_MS, SQLITE_OPEN_BUSY_ATTEMPTS_MAX, SQLITE_OPEN_BUSY_RETRY_MS, SQLITE_WRITE_QUEUE_TIMEOUT_MS,
@@ -130,6 +133,18 @@ impl SqliteStore {
 
     fn owned_rows_sql(&self) -> String {
         String::new()
+    }
+
+    /// A seed's changed rows: one prepared upsert stepped a row on the seed's connection
+    /// (`sqlite_seed`).
+    async fn write_seed_rows(
+        &self,
+        tx: &mut Transaction<'_, Sqlite>,
+        defs: &[HeartbeatDef],
+        changed: &[(usize, String)],
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        sqlite_seed::write_rows(tx, defs, changed, at).await
     }
 
     /// A pass's claims, one transaction on the dispatch writer's thread (ADR 0034).

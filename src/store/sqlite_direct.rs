@@ -93,6 +93,38 @@ impl Drop for Connection {
     }
 }
 
+/// Statements on a connection this module does not own (sqlx's, held through its lock
+/// handle) for one synchronous stretch: they are finalized when it drops, and the
+/// connection stays open, as its owner left it.
+pub(crate) struct Borrowed {
+    db: NonNull<ffi::sqlite3>,
+    cached: StatementCache,
+}
+
+impl Borrowed {
+    /// # Safety
+    /// `db` is a live connection that this thread alone uses until the `Borrowed` drops.
+    pub(crate) unsafe fn new(db: NonNull<ffi::sqlite3>) -> Self {
+        Self { db, cached: RefCell::new(Vec::new()) }
+    }
+
+    pub(crate) fn direct(&self) -> Direct<'_> {
+        Direct { db: self.db, cached: &self.cached }
+    }
+}
+
+impl Drop for Borrowed {
+    fn drop(&mut self) {
+        // SAFETY: every `Statement` borrowed this and is gone; each cached one is finalized
+        // once, on the thread that holds the connection (`new`'s contract).
+        unsafe {
+            for (_, stmt) in self.cached.get_mut().drain(..) {
+                ffi::sqlite3_finalize(stmt.as_ptr());
+            }
+        }
+    }
+}
+
 /// A connection this thread holds, for the length of one synchronous call.
 pub(crate) struct Direct<'h> {
     db: NonNull<ffi::sqlite3>,
@@ -185,7 +217,9 @@ impl Statement<'_> {
     /// Runs the statement with `values` to its end; returns the rows it changed.
     pub(crate) fn execute(&mut self, values: &[Value<'_>]) -> Result<i64, StoreError> {
         self.bind(values)?;
-        while self.step()? {}
+        let stepped = self.step_to_end();
+        self.unbind();
+        stepped?;
         Ok(self.direct.changes())
     }
 
@@ -196,25 +230,53 @@ impl Statement<'_> {
         read: impl FnOnce(&Row<'_>) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
         self.bind(values)?;
+        let row = self.first_row(read);
+        self.unbind();
+        row
+    }
+
+    fn first_row<T>(&mut self, read: impl FnOnce(&Row<'_>) -> Result<T, StoreError>) -> Result<Option<T>, StoreError> {
         if !self.step()? {
             return Ok(None);
         }
         let row = read(&Row { stmt: self.stmt, _statement: PhantomData })?;
-        while self.step()? {}
+        self.step_to_end()?;
         Ok(Some(row))
     }
 
-    fn bind(&mut self, values: &[Value<'_>]) -> Result<(), StoreError> {
+    fn step_to_end(&mut self) -> Result<(), StoreError> {
+        while self.step()? {}
+        Ok(())
+    }
+
+    /// Ends the run and lets go of the values bound to it: texts are bound without a copy
+    /// (`bind`), so none may stay bound once the call that lent them returns.
+    fn unbind(&mut self) {
         let stmt = self.stmt.as_ptr();
-        // SAFETY: `stmt` is this statement, not finalized; reset ends its last run.
+        // SAFETY: `stmt` is this statement, not finalized.
         unsafe {
             ffi::sqlite3_reset(stmt);
             ffi::sqlite3_clear_bindings(stmt);
         }
+    }
+
+    /// Binds `values` to a fresh run; none stays bound when one fails.
+    fn bind(&mut self, values: &[Value<'_>]) -> Result<(), StoreError> {
+        self.unbind();
+        let bound = self.bind_each(values);
+        if bound.is_err() {
+            self.unbind();
+        }
+        bound
+    }
+
+    fn bind_each(&mut self, values: &[Value<'_>]) -> Result<(), StoreError> {
+        let stmt = self.stmt.as_ptr();
         for (index, value) in values.iter().enumerate() {
             let index = c_int::try_from(index + 1).map_err(|_| self.error("too many parameters".to_owned()))?;
-            // SAFETY: `stmt` is live; a text is copied by SQLite (`SQLITE_TRANSIENT`)
-            // before the call returns, so its borrow need not outlive the call.
+            // SAFETY: `stmt` is live. A text is bound without a copy (`SQLITE_STATIC`):
+            // `execute` and `query_row` unbind every value before they return, on every
+            // path, so SQLite never holds a pointer past the borrow of `values`.
             let rc = unsafe {
                 match value {
                     Value::Int(int) => ffi::sqlite3_bind_int64(stmt, index, *int),
@@ -227,7 +289,7 @@ impl Statement<'_> {
                             index,
                             text.as_ptr().cast::<c_char>(),
                             length,
-                            ffi::SQLITE_TRANSIENT(),
+                            ffi::SQLITE_STATIC(),
                         )
                     }
                 }
