@@ -11,6 +11,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use common::postgres_server::{self, POSTGRES_TEST_PASSWORD};
 use common::{cron_def, def, key, start};
+use systole::core::active_hours::ActiveHours;
 use systole::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
 use systole::core::budget::DaySpend;
 use systole::core::cron::CronSchedule;
@@ -23,7 +24,6 @@ use systole::core::policy::{CatchUp, Overlap, RunPolicy};
 use systole::core::reply::ReplyKind;
 use systole::core::schedule::Schedule;
 use systole::core::system_events::SystemEvent;
-use systole::core::active_hours::ActiveHours;
 use systole::core::tool_policy::{JobTools, ToolName, ToolPattern};
 use systole::core::usage::{RunUsage, TokenUsage};
 use systole::limits::SQLITE_BUSY_TIMEOUT_MS;
