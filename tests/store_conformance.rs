@@ -201,10 +201,12 @@ async fn a_seed_in_any_order_stores_each_key_once_and_keeps_its_last_definition(
 async fn a_seed_stores_every_field_of_a_definition_as_given_new_or_replaced() {
     with_each_store(|store| async move {
         let full = |prompt: &str| {
-            let mut tools = JobTools::default();
-            tools.allow = Some(vec![ToolPattern::parse("files/*").expect("a pattern")]);
-            tools.write = vec![ToolPattern::parse("files/write").expect("a pattern")];
-            tools.required = vec![ToolName::new("files", "read")];
+            let tools = JobTools {
+                allow: Some(vec![ToolPattern::parse("files/*").expect("a pattern")]),
+                write: vec![ToolPattern::parse("files/write").expect("a pattern")],
+                required: vec![ToolName::new("files", "read")],
+                ..JobTools::default()
+            };
             HeartbeatDef {
                 kind: JobKind::Cron,
                 prompt: prompt.to_owned(),
@@ -237,7 +239,7 @@ async fn a_seed_stores_every_field_of_a_definition_as_given_new_or_replaced() {
         let last = defs.len() - 1;
         defs[last] = changed.clone();
         let report = store.seed_config(&defs, at(10)).await.expect("seed again");
-        assert_eq!(report.updated, [changed.key.clone()]);
+        assert_eq!(report.updated, std::slice::from_ref(&changed.key));
         assert_eq!(report.unchanged.len(), 6_000);
         let loaded = stored(store.load_heartbeats().await.expect("load"));
         assert_eq!(loaded.get(&changed.key), Some(&changed), "replaced whole");
