@@ -443,6 +443,38 @@ mod tests {
         assert_eq!(cached.iter().filter(|(text, _)| text.starts_with("INSERT")).count(), 1, "one insert, used thrice");
     }
 
+    /// Texts are bound without a copy, so none may stay bound after the call that lent it:
+    /// not after a run, a read, or a run that failed.
+    #[test]
+    fn no_value_stays_bound_after_a_call() {
+        let connection = Connection::open(Path::new(":memory:")).expect("an in-memory database opens");
+        let direct = connection.direct();
+        direct
+            .prepare("CREATE TABLE t (s TEXT NOT NULL CHECK (s <> 'refused'))")
+            .and_then(|mut create| create.execute(&[]))
+            .expect("created");
+        let bound = |statement: &Statement<'_>| {
+            // SAFETY: a live statement; SQLite returns a text it allocated, freed here.
+            unsafe {
+                let text = ffi::sqlite3_expanded_sql(statement.stmt.as_ptr());
+                let owned = CStr::from_ptr(text).to_string_lossy().into_owned();
+                ffi::sqlite3_free(text.cast());
+                owned
+            }
+        };
+        let mut insert = direct.prepare("INSERT INTO t (s) VALUES (?1)").expect("it prepares");
+        let text = String::from("lent");
+        insert.execute(&[Value::Text(&text)]).expect("inserted");
+        assert_eq!(bound(&insert), "INSERT INTO t (s) VALUES (NULL)");
+        let refused = String::from("refused");
+        insert.execute(&[Value::Text(&refused)]).expect_err("the check refuses it");
+        assert_eq!(bound(&insert), "INSERT INTO t (s) VALUES (NULL)");
+        let mut select = direct.prepare("SELECT s FROM t WHERE s = ?1").expect("it prepares");
+        let read = select.query_row(&[Value::Text(&text)], |row| row.text(0)).expect("read");
+        assert_eq!(read, Some(Some("lent".to_owned())));
+        assert_eq!(bound(&select), "SELECT s FROM t WHERE s = NULL");
+    }
+
     #[test]
     fn a_missing_database_is_not_created() {
         let dir = tempfile::tempdir().expect("temp dir");
