@@ -58,6 +58,11 @@ pub fn classify(raw: &str, ack_max_chars: usize) -> Reply {
     if trimmed.is_empty() {
         return Reply::Empty;
     }
+    // Markup only ever becomes spaces or leaves the ends, so a token that is not in the
+    // reply is not in its stripped text either: an alert (most replies) is not stripped.
+    if !trimmed.contains(HEARTBEAT_TOKEN) {
+        return Reply::Alert { text: trimmed.to_owned() };
+    }
     let mut text = strip_markup(trimmed).trim().to_owned();
     if !text.contains(HEARTBEAT_TOKEN) {
         return Reply::Alert { text: trimmed.to_owned() };

@@ -55,6 +55,23 @@ fn the_normal_form_ignores_case_and_whitespace() {
 }
 
 proptest! {
+    /// Markup becomes spaces or leaves the ends, so stripping it never makes a token out
+    /// of pieces: `classify` calls a reply without one an alert before stripping it.
+    #[test]
+    fn stripping_markup_makes_no_token_of_pieces(
+        parts in proptest::collection::vec(prop_oneof![
+            Just("HEARTBEAT".to_owned()), Just("_OK".to_owned()), Just("HEARTBEAT_".to_owned()), Just("OK".to_owned()),
+            Just("<b>".to_owned()), Just("</b>".to_owned()), Just("<".to_owned()), Just(">".to_owned()),
+            Just("&nbsp;".to_owned()), Just("&NBSP;".to_owned()), Just("**".to_owned()), Just("_".to_owned()),
+            Just("`".to_owned()), Just(" ".to_owned()),
+        ], 0..10),
+    ) {
+        let raw = parts.concat();
+        prop_assume!(!raw.contains(HEARTBEAT_TOKEN));
+        prop_assert!(!strip_markup(&raw).contains(HEARTBEAT_TOKEN), "{raw:?}");
+        prop_assert_eq!(classify(&raw, ACK_MAX), if raw.trim().is_empty() { Reply::Empty } else { alert(raw.trim()) });
+    }
+
     /// Whatever the model says, what would be delivered never starts or ends with the
     /// token, and an acknowledgement's note is short.
     #[test]

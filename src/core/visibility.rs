@@ -64,7 +64,9 @@ impl VisibilityRules {
         if let Some(adapter) = self.adapters.get(target.adapter()) {
             visibility = adapter.over(visibility);
         }
-        if let Some(own) = self.targets.get(&target.to_string()) {
+        // Looked up by the target's own text: a formatted copy was an allocation for each
+        // of the three reads a run makes.
+        if let Some(own) = self.targets.get(target.text().as_str()) {
             visibility = own.over(visibility);
         }
         visibility

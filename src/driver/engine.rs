@@ -211,7 +211,10 @@ impl Entry {
 }
 
 pub(crate) struct Driver {
-    context: RunContext,
+    /// Shared by every run behind one count: a run's copy of the context's thirty handles
+    /// was thirty counts raised as it started and lowered as it ended, each a cache line
+    /// the driver's and the runs' cores passed between them.
+    context: Arc<RunContext>,
     /// Each heartbeat's entry and, while it is armed, its one timer.
     entries: TimerQueue<Entry>,
     /// What the entries' arming records have in common, one copy of each.
@@ -289,7 +292,7 @@ impl Driver {
     ) -> Self {
         let next_prune = context.clock.monotonic() + Duration::from_secs(RUNS_PRUNE_FIRST_DELAY_SECS);
         Self {
-            context,
+            context: Arc::new(context),
             entries: TimerQueue::new(),
             pauses: BTreeMap::new(),
             cooldowns: BTreeMap::new(),
@@ -785,7 +788,7 @@ impl Driver {
                 (Claimed::Unreadable { key: claim.key.clone(), kind, error }, consumes)
             }
         };
-        let context = self.context.clone();
+        let context = Arc::clone(&self.context);
         let slot = claim.slot;
         // Admitted before its claim: it starts now, within `runs_in_flight_max`.
         self.context.events.emit(now.wall, &EngineEvent::RunStarted { key: claim.key.clone(), slot });

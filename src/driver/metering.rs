@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::core::usage::{PriceTable, RunUsage};
-use crate::driver::transcript::Conversation;
+use crate::driver::transcript::{Conversation, Redactor};
 use crate::ports::clock::{Clock, Mono};
 use crate::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError};
 use crate::ports::telemetry::CompletionSpan;
@@ -24,64 +24,58 @@ pub struct Metered {
 pub struct MeteringLlm {
     inner: Arc<dyn Llm>,
     prices: Arc<PriceTable>,
-    metered: Arc<Mutex<Metered>>,
-    conversation: Arc<Mutex<Conversation>>,
+    meter: Arc<Mutex<Meter>>,
     clock: Arc<dyn Clock>,
     /// The run's start: completions are timed from it.
     started: Mono,
-    completions: Arc<Mutex<Vec<CompletionSpan>>>,
+}
+
+/// What the meter keeps, in one place: one allocation a run and one lock a change.
+#[derive(Default)]
+struct Meter {
+    metered: Metered,
+    conversation: Conversation,
+    completions: Vec<CompletionSpan>,
 }
 
 impl MeteringLlm {
     pub fn new(inner: Arc<dyn Llm>, prices: Arc<PriceTable>, clock: Arc<dyn Clock>, started: Mono) -> Self {
-        Self {
-            inner,
-            prices,
-            metered: Arc::default(),
-            conversation: Arc::default(),
-            clock,
-            started,
-            completions: Arc::default(),
-        }
+        Self { inner, prices, meter: Arc::default(), clock, started }
     }
 
     /// A handle that reads the meter after the run (also after its loop was dropped).
     pub fn reader(&self) -> MeterReader {
-        MeterReader {
-            metered: Arc::clone(&self.metered),
-            conversation: Arc::clone(&self.conversation),
-            completions: Arc::clone(&self.completions),
-        }
+        MeterReader { meter: Arc::clone(&self.meter) }
     }
 
-    fn converse(&self, change: impl FnOnce(&mut Conversation)) {
-        change(&mut self.conversation.lock().unwrap_or_else(PoisonError::into_inner));
-    }
-
-    fn update(&self, change: impl FnOnce(&mut Metered)) {
-        change(&mut self.metered.lock().unwrap_or_else(PoisonError::into_inner));
+    fn change(&self, change: impl FnOnce(&mut Meter)) {
+        change(&mut self.meter.lock().unwrap_or_else(PoisonError::into_inner));
     }
 }
 
 pub struct MeterReader {
-    metered: Arc<Mutex<Metered>>,
-    conversation: Arc<Mutex<Conversation>>,
-    completions: Arc<Mutex<Vec<CompletionSpan>>>,
+    meter: Arc<Mutex<Meter>>,
 }
 
 impl MeterReader {
-    pub fn read(&self) -> Metered {
-        *self.metered.lock().unwrap_or_else(PoisonError::into_inner)
+    fn meter(&self) -> std::sync::MutexGuard<'_, Meter> {
+        self.meter.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The run's conversation so far (empty when it made no LLM call).
-    pub fn conversation(&self) -> Conversation {
-        self.conversation.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    pub fn read(&self) -> Metered {
+        self.meter().metered
+    }
+
+    /// The run's conversation so far as its transcript, `None` when it made no LLM call.
+    /// Rendered where it is kept: a copy of it was a copy of every text the run sent.
+    pub fn transcript(&self, redactor: &Redactor) -> Option<String> {
+        let meter = self.meter();
+        (!meter.conversation.is_empty()).then(|| meter.conversation.render(redactor))
     }
 
     /// The run's completions that ended, in order (one cut off by the budget is not here).
     pub fn completions(&self) -> Vec<CompletionSpan> {
-        self.completions.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.meter().completions.clone()
     }
 }
 
@@ -89,8 +83,10 @@ impl MeterReader {
 impl Llm for MeteringLlm {
     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
         let price = self.prices.price(request.model.as_deref());
-        self.update(|metered| metered.calls = metered.calls.saturating_add(1));
-        self.converse(|conversation| conversation.sent(&request.messages));
+        self.change(|meter| {
+            meter.metered.calls = meter.metered.calls.saturating_add(1);
+            meter.conversation.sent(&request.messages);
+        });
         // The model asked for; a request naming none goes to the endpoint's (`llm.model`).
         let model = request.model.clone().or_else(|| self.prices.default_model.clone());
         let start = self.clock.monotonic();
@@ -102,20 +98,20 @@ impl Llm for MeteringLlm {
             usage: result.as_ref().ok().and_then(|response| response.usage),
             error: result.as_ref().err().map(ToString::to_string),
         };
-        self.completions.lock().unwrap_or_else(PoisonError::into_inner).push(span);
-        match &result {
-            Ok(response) => self.converse(|conversation| conversation.answered(response)),
-            Err(error) => self.converse(|conversation| conversation.failed(error.to_string())),
-        }
-        match &result {
-            Ok(response) => {
-                // A provider that reports no usage adds no tokens; the call still counts.
-                let usage = response.usage.unwrap_or_default();
-                self.update(|metered| metered.usage.record(usage, price));
+        self.change(|meter| {
+            meter.completions.push(span);
+            match &result {
+                Ok(response) => {
+                    meter.conversation.answered(response);
+                    // A provider that reports no usage adds no tokens; the call still counts.
+                    meter.metered.usage.record(response.usage.unwrap_or_default(), price);
+                }
+                Err(error) => {
+                    meter.conversation.failed(error.to_string());
+                    meter.metered.refused |= error.needs_operator();
+                }
             }
-            Err(error) if error.needs_operator() => self.update(|metered| metered.refused = true),
-            Err(_) => {}
-        }
+        });
         result
     }
 }

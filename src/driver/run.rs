@@ -207,7 +207,7 @@ pub struct FinishedRun {
 /// system events the prompt lists: they leave the queue with the record of a success.
 /// A definition that could not be read fails the run at once, before any tool or model
 /// call.
-pub async fn run_claimed(context: RunContext, claimed: Claimed, slot: Timestamp, consumes: Vec<u64>) {
+pub async fn run_claimed(context: Arc<RunContext>, claimed: Claimed, slot: Timestamp, consumes: Vec<u64>) {
     let (key, kind, timeout) = match &claimed {
         Claimed::Read(def) => (def.key.clone(), def.kind, def.timeout),
         Claimed::Unreadable { key, kind, .. } => (key.clone(), *kind, Duration::ZERO),
@@ -254,8 +254,7 @@ pub async fn run_claimed(context: RunContext, claimed: Claimed, slot: Timestamp,
         },
     };
     let metered = meter.read();
-    let conversation = meter.conversation();
-    let transcript = (!conversation.is_empty()).then(|| conversation.render(&context.redactor));
+    let transcript = meter.transcript(&context.redactor);
     let record = RunRecord {
         key: key.clone(),
         slot,

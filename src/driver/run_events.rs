@@ -166,9 +166,12 @@ impl Default for RunEvents {
 impl RunEvents {
     pub(crate) fn publish(&self, event: RunEvent) {
         let mut last = self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        last.insert(event.key.agent.clone(), event.clone());
-        // No subscriber is not an error.
-        let _ = self.sender.send(event);
+        // Copied only for subscribers: most runs have none (and none is not an error).
+        let copy = (self.sender.receiver_count() > 0).then(|| event.clone());
+        last.insert(event.key.agent.clone(), event);
+        if let Some(copy) = copy {
+            let _ = self.sender.send(copy);
+        }
     }
 
     /// Every event from now on; a subscriber more than `RUN_EVENTS_BUFFERED_MAX` behind is
