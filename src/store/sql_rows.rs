@@ -40,6 +40,16 @@ pub(super) fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// A schedule as its kind's own columns: `every_ms`, the cron (its expression and zone),
+/// `at_ms`; exactly one is set.
+pub(super) fn schedule_columns(schedule: &Schedule) -> (Option<i64>, Option<&CronSchedule>, Option<i64>) {
+    match schedule {
+        Schedule::Every(interval) => (Some(millis(*interval)), None, None),
+        Schedule::Cron(cron) => (None, Some(cron), None),
+        Schedule::At(at) => (None, None, Some(at.as_millisecond())),
+    }
+}
+
 pub(super) fn corrupt(what: impl Into<String>, problem: impl ToString) -> StoreError {
     StoreError::Corrupt { what: what.into(), problem: problem.to_string() }
 }

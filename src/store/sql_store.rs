@@ -72,7 +72,6 @@ macro_rules! sql_store {
             use crate::core::pause::PauseRecord;
             use crate::core::reply::ReplyKind;
             use crate::core::retention::RunRetention;
-            use crate::core::schedule::Schedule;
             use crate::store::config_keys::ConfigKeys;
             use crate::store::seed_threads;
             use crate::store::slot_batch;
@@ -85,7 +84,7 @@ macro_rules! sql_store {
                 SkipRecord, SlotClaim, StopReason, Store, StoreError, INTERRUPTED_ERROR_TEXT,
             };
             use crate::store::sql_rows::{
-                armable_from_row, corrupt, execution_from_row, heartbeat_from_row, key_from_parts, millis, spend_from, stored_count,
+                armable_from_row, corrupt, execution_from_row, heartbeat_from_row, key_from_parts, millis, schedule_columns, spend_from, stored_count,
                 timestamp, each_heartbeat_row, whole_row_columns, SharedTexts, ARMING_COLUMNS, LATEST_SLOT_COLUMN, LOAD_PAGE_ROWS,
                 LOGGED_LATEST_SLOT_OF_V,
             };
@@ -1201,11 +1200,7 @@ macro_rules! sql_store {
             insert.push_values(rows, |mut row, UpsertRow { def, origin, fingerprint }| {
                 keys.push(&def.key);
                 let window = def.active_hours.as_ref();
-                let (every_ms, cron, at_ms) = match &def.schedule {
-                    Schedule::Every(interval) => (Some(millis(*interval)), None, None),
-                    Schedule::Cron(cron) => (None, Some(cron), None),
-                    Schedule::At(at) => (None, None, Some(at.as_millisecond())),
-                };
+                let (every_ms, cron, at_ms) = schedule_columns(&def.schedule);
                 row.push_bind(def.key.agent.as_str().to_owned())
                     .push_bind(def.key.heartbeat.as_str().to_owned())
                     .push_bind(def.kind.as_str())
@@ -1292,11 +1287,7 @@ macro_rules! sql_store {
             for chunk in slots.chunks(STORE_BATCH_ROWS_MAX) {
                 let mut update = QueryBuilder::<$db>::new("UPDATE heartbeats SET next_slot_ms = v.column3 FROM (");
                 update.push_values(chunk, |mut row, (key, next)| {
-                    let (every_ms, cron, at_ms) = match &next.schedule {
-                        Schedule::Every(interval) => (Some(millis(*interval)), None, None),
-                        Schedule::Cron(cron) => (None, Some(cron), None),
-                        Schedule::At(at) => (None, None, Some(at.as_millisecond())),
-                    };
+                    let (every_ms, cron, at_ms) = schedule_columns(&next.schedule);
                     row.push_bind(key.agent.as_str())
                         .push_bind(key.heartbeat.as_str())
                         .push_bind(next.at.as_millisecond())

@@ -82,12 +82,10 @@ impl Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        // SAFETY: every `Statement` borrowed this connection and is gone; each cached one
-        // is finalized once, then the connection closes with nothing left open.
+        finalize_cached(&mut self.cached);
+        // SAFETY: every statement of the connection is finalized; it closes with nothing
+        // left open.
         unsafe {
-            for (_, stmt) in self.cached.get_mut().drain(..) {
-                ffi::sqlite3_finalize(stmt.as_ptr());
-            }
             ffi::sqlite3_close(self.db.as_ptr());
         }
     }
@@ -115,12 +113,17 @@ impl Borrowed {
 
 impl Drop for Borrowed {
     fn drop(&mut self) {
-        // SAFETY: every `Statement` borrowed this and is gone; each cached one is finalized
-        // once, on the thread that holds the connection (`new`'s contract).
+        finalize_cached(&mut self.cached);
+    }
+}
+
+/// Finalizes a connection's cached statements, once each. Called as their holder drops:
+/// every `Statement` borrowed it and is gone, and the holder is on the connection's thread.
+fn finalize_cached(cached: &mut StatementCache) {
+    for (_, stmt) in cached.get_mut().drain(..) {
+        // SAFETY: a prepared statement no one else holds, finalized exactly once.
         unsafe {
-            for (_, stmt) in self.cached.get_mut().drain(..) {
-                ffi::sqlite3_finalize(stmt.as_ptr());
-            }
+            ffi::sqlite3_finalize(stmt.as_ptr());
         }
     }
 }

@@ -10,12 +10,11 @@
 use jiff::Timestamp;
 use sqlx::{Sqlite, Transaction};
 
-use super::sql_rows::millis;
+use super::sql_rows::{millis, schedule_columns};
 use super::sql_store::{UPSERT_CONFLICT_SQL, UPSERT_HEAD_SQL};
 use super::sqlite_direct::{Borrowed, Direct, Value};
 use crate::core::active_hours::ActiveHours;
 use crate::core::heartbeat::{HeartbeatDef, Origin};
-use crate::core::schedule::Schedule;
 use crate::ports::store::StoreError;
 
 /// Rows stepped in one turn on the connection before the seed's task yields: a turn keeps
@@ -131,11 +130,7 @@ fn row_values(def: &HeartbeatDef, fingerprint: &str, at: Timestamp, push: &mut i
     let window = def.active_hours.as_ref();
     let (start, end) = (window.map(ActiveHours::start_text), window.map(ActiveHours::end_text));
     let tools = def.tools.to_json();
-    let (every_ms, cron, at_ms) = match &def.schedule {
-        Schedule::Every(interval) => (Some(millis(*interval)), None, None),
-        Schedule::Cron(cron) => (None, Some(cron), None),
-        Schedule::At(at) => (None, None, Some(at.as_millisecond())),
-    };
+    let (every_ms, cron, at_ms) = schedule_columns(&def.schedule);
     let stored_at = at.as_millisecond();
     let values: [Value<'_>; UPSERT_VALUES] = [
         def.key.agent.as_str().into(),

@@ -13,12 +13,11 @@ use jiff::Timestamp;
 use super::breaker_batch::{self, BreakerUpdate, StoredBreaker};
 use super::slot_batch;
 use super::sql_lists::{json_list, listed_keys};
-use super::sql_rows::{millis, stored_count};
+use super::sql_rows::{schedule_columns, stored_count};
 use super::sqlite_direct::{Direct, Value};
 use crate::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
 use crate::core::ids::HeartbeatKey;
 use crate::core::reply::ReplyKind;
-use crate::core::schedule::Schedule;
 use crate::limits::STORE_BATCH_ROWS_MAX;
 use crate::ports::store::{ClaimOutcome, ExecutionStatus, RunRecord, SlotClaim, StopReason, StoreError};
 
@@ -92,11 +91,7 @@ pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<Cla
     let mut claimed_row = direct.prepare(CLAIMED_ROW_SQL)?;
     for claim in &claimed {
         let next = &claim.next_slot;
-        let (every_ms, cron, at_ms) = match &next.schedule {
-            Schedule::Every(interval) => (Some(millis(*interval)), None, None),
-            Schedule::Cron(cron) => (None, Some(cron), None),
-            Schedule::At(at) => (None, None, Some(at.as_millisecond())),
-        };
+        let (every_ms, cron, at_ms) = schedule_columns(&next.schedule);
         let key = key_values(&claim.key);
         claimed_row.execute(&[
             key[0],
