@@ -114,13 +114,13 @@ impl World {
 
     /// Whether a breaker's cooldown is running now, as the durable store holds it.
     pub fn cooldown_running(&self) -> bool {
-        self.durable.any_heartbeat(|job| !job.state.enabled && job.state.breaker_opened_at.is_some())
+        self.durable.any_heartbeat(|state| !state.enabled && state.breaker_opened_at.is_some())
     }
 
     /// Whether a breaker is half-open: enabled again at its failure limit, its probe to come.
     pub fn probe_pending(&self) -> bool {
         let limit = self.options.breaker_failures_max;
-        self.durable.any_heartbeat(|job| job.state.enabled && job.state.consecutive_failures >= limit)
+        self.durable.any_heartbeat(|state| state.enabled && state.consecutive_failures >= limit)
     }
 
     pub fn fault(&self, kind: FaultKind, detail: impl Into<String>) {

@@ -767,7 +767,7 @@ impl Driver {
 
     /// Starts the run of a claimed slot. `def`: its heartbeat's stored definition, or why
     /// it could not be read; an agent heartbeat runs the prompt its wake prepared.
-    fn start_run(&mut self, claim: SlotClaim, def: Result<HeartbeatDef, String>, now: Now) {
+    fn start_run(&mut self, claim: SlotClaim, def: Result<Arc<HeartbeatDef>, String>, now: Now) {
         let Some(entry) = self.entries.get_mut(&claim.key) else { return };
         entry.set_runs_in_flight(entry.runs_in_flight() + 1);
         if claim.key.heartbeat.is_reserved() {
@@ -779,10 +779,10 @@ impl Driver {
         let prepared = self.prepared.remove(&claim.key);
         let (claimed, consumes) = match (def, prepared) {
             (Ok(mut def), Some(prepared)) => {
-                def.prompt = prepared.prompt;
-                (Claimed::Read(Box::new(def)), prepared.consumes)
+                Arc::make_mut(&mut def).prompt = prepared.prompt;
+                (Claimed::Read(def), prepared.consumes)
             }
-            (Ok(def), None) => (Claimed::Read(Box::new(def)), Vec::new()),
+            (Ok(def), None) => (Claimed::Read(def), Vec::new()),
             (Err(error), prepared) => {
                 let consumes = prepared.map(|prepared| prepared.consumes).unwrap_or_default();
                 (Claimed::Unreadable { key: claim.key.clone(), kind, error }, consumes)

@@ -106,7 +106,7 @@ pub const DEFINITION_GONE: &str = "it is no longer stored";
 /// What a claimed slot runs: its heartbeat's definition as the store holds it (read with
 /// its pass's claims, ADR 0026), or why that read failed.
 pub enum Claimed {
-    Read(Box<HeartbeatDef>),
+    Read(Arc<HeartbeatDef>),
     /// The run fails at once with the error: its slot is claimed, so it ends with a result.
     Unreadable {
         key: HeartbeatKey,

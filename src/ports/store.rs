@@ -5,6 +5,7 @@
 //! reach hundreds of thousands of rows a second).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -64,6 +65,10 @@ pub enum ClaimOutcome {
     Gone,
 }
 
+/// Stored definitions by heartbeat, each shared: the run of a claimed slot holds a count
+/// of its definition, not a copy of its prompt and target (the memory store keeps them so).
+pub type Definitions = BTreeMap<HeartbeatKey, Arc<HeartbeatDef>>;
+
 /// A pass's claims as the store answered them ([`Store::claim_and_read`]).
 #[derive(Debug)]
 pub struct ClaimedSlots {
@@ -71,7 +76,7 @@ pub struct ClaimedSlots {
     pub outcomes: Vec<ClaimOutcome>,
     /// The stored definitions of the heartbeats whose slots were claimed, or why they could
     /// not be read: the claims stand either way.
-    pub definitions: Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError>,
+    pub definitions: Result<Definitions, StoreError>,
 }
 
 /// The heartbeats of `claims` whose claim was won (`outcomes` in the same order).
@@ -555,7 +560,7 @@ pub trait Store: Send + Sync + 'static {
     /// The stored definitions of those of `keys` that are stored: what their claimed slots
     /// run with (the driver keeps only what arming needs, ADR 0026). One statement per
     /// batch of keys.
-    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError>;
+    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<Definitions, StoreError>;
 
     /// For each query, in order: whether its heartbeat delivered a reply with its digest in
     /// a run that finished at or after its `since` (duplicate suppression). Many at once:

@@ -18,8 +18,8 @@ use crate::core::system_events::{self, SystemEvent};
 use crate::core::tool_policy::JobTools;
 use crate::core::usage::RunUsage;
 use crate::ports::store::{
-    Armable, ClaimOutcome, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord,
-    SeedReport, SkipRecord, SlotClaim, Store, StoreError, INTERRUPTED_ERROR_TEXT,
+    Armable, ClaimOutcome, DedupQuery, Definitions, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued,
+    RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError, INTERRUPTED_ERROR_TEXT,
 };
 use crate::store::config_keys::ConfigKeys;
 use crate::store::seed_threads;
@@ -27,8 +27,17 @@ use crate::store::text_check;
 
 #[derive(Debug, Clone)]
 struct Row {
-    heartbeat: Heartbeat,
+    /// Shared with the runs that read it (`definitions`): a claimed slot's run takes a
+    /// count, not a copy of its prompt and target. Replaced whole, never changed in place.
+    def: Arc<HeartbeatDef>,
+    state: HeartbeatState,
     seeded: Seeded,
+}
+
+impl Row {
+    fn heartbeat(&self) -> Heartbeat {
+        Heartbeat { def: HeartbeatDef::clone(&self.def), state: self.state.clone() }
+    }
 }
 
 /// The config definition a row was last seeded from, which a later seed compares with
@@ -54,7 +63,7 @@ impl Seeded {
         match &row.seeded {
             Seeded::Never => false,
             Seeded::AsStored => {
-                let stored = &row.heartbeat.def;
+                let stored = &row.def;
                 same_but_origin(stored, def) || stored.fingerprint_digest() == def.fingerprint_digest()
             }
             Seeded::Fingerprint(fingerprint) => **fingerprint == def.fingerprint_digest(),
@@ -65,7 +74,7 @@ impl Seeded {
     fn after_edit(row: &Row) -> Self {
         match &row.seeded {
             Seeded::Never => Seeded::Never,
-            Seeded::AsStored => Seeded::Fingerprint(Box::new(row.heartbeat.def.fingerprint_digest())),
+            Seeded::AsStored => Seeded::Fingerprint(Box::new(row.def.fingerprint_digest())),
             Seeded::Fingerprint(fingerprint) => Seeded::Fingerprint(fingerprint.clone()),
         }
     }
@@ -254,8 +263,8 @@ impl MemoryStore {
 
     /// Whether any stored heartbeat passes `test`, read in place (the simulator asks
     /// whether a breaker's cooldown is running when it injects a fault).
-    pub fn any_heartbeat(&self, test: impl Fn(&Heartbeat) -> bool) -> bool {
-        self.lock().heartbeats.values().any(|row| test(&row.heartbeat))
+    pub fn any_heartbeat(&self, test: impl Fn(&HeartbeatState) -> bool) -> bool {
+        self.lock().heartbeats.values().any(|row| test(&row.state))
     }
 
     /// Every row of the run log, by heartbeat and slot: the simulator reads it around a
@@ -280,10 +289,9 @@ impl MemoryStore {
     /// time to `take`, until it declines one.
     fn arming_pages(&self, state: &MemoryState, mut take: impl FnMut(Vec<Armable>) -> bool) {
         let mut page = Vec::with_capacity(ARMING_PAGE_ROWS);
-        for row in state.heartbeats.values().filter(|row| self.owns(&row.heartbeat.def.key.agent)) {
-            let heartbeat = &row.heartbeat;
-            let latest_slot = if heartbeat.state.enabled { state.latest_slot(&heartbeat.def.key) } else { None };
-            page.push(Armable { heartbeat: for_arming(heartbeat), latest_slot });
+        for row in state.heartbeats.values().filter(|row| self.owns(&row.def.key.agent)) {
+            let latest_slot = if row.state.enabled { state.latest_slot(&row.def.key) } else { None };
+            page.push(Armable { heartbeat: for_arming(&row.def, &row.state), latest_slot });
             if page.len() == ARMING_PAGE_ROWS
                 && !take(std::mem::replace(&mut page, Vec::with_capacity(ARMING_PAGE_ROWS)))
             {
@@ -311,8 +319,7 @@ const ARMING_PAGES_AHEAD: usize = 2;
 /// `heartbeat` as a load for arming gives it: what only a run reads left out, as the SQL
 /// stores' arming columns leave it (the prompt but an agent heartbeat's, dedup, timeout,
 /// tools, model), so the engine a simulator runs on this store arms what production's does.
-fn for_arming(heartbeat: &Heartbeat) -> Heartbeat {
-    let def = &heartbeat.def;
+fn for_arming(def: &HeartbeatDef, state: &HeartbeatState) -> Heartbeat {
     Heartbeat {
         def: HeartbeatDef {
             key: def.key.clone(),
@@ -329,15 +336,15 @@ fn for_arming(heartbeat: &Heartbeat) -> Heartbeat {
             tools: JobTools::default(),
             model: None,
         },
-        state: heartbeat.state.clone(),
+        state: state.clone(),
     }
 }
 
 /// Keeps `next` as the heartbeat's next slot while it still has the schedule that gave it.
 fn set_next_slot(state: &mut MemoryState, key: &HeartbeatKey, next: &NextSlot) {
     if let Some(row) = state.heartbeats.get_mut(key) {
-        if row.heartbeat.def.schedule == next.schedule {
-            row.heartbeat.state.next_slot = Some(next.at);
+        if row.def.schedule == next.schedule {
+            row.state.next_slot = Some(next.at);
         }
     }
 }
@@ -346,7 +353,7 @@ fn set_next_slot(state: &mut MemoryState, key: &HeartbeatKey, next: &NextSlot) {
 fn config_row(def: &HeartbeatDef, at: Timestamp) -> Box<Row> {
     let fresh = HeartbeatState::stored_at(&def.schedule, at);
     let stored = HeartbeatDef { origin: Origin::Config, ..def.clone() };
-    Box::new(Row { heartbeat: Heartbeat { def: stored, state: fresh }, seeded: Seeded::AsStored })
+    Box::new(Row { def: Arc::new(stored), state: fresh, seeded: Seeded::AsStored })
 }
 
 /// The rows of `defs` in key order (of one key named twice, the later comes last), built
@@ -360,18 +367,13 @@ fn config_rows(defs: &[HeartbeatDef], at: Timestamp) -> Vec<(HeartbeatKey, Box<R
 impl Store for MemoryStore {
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
         let state = self.lock();
-        Ok(state
-            .heartbeats
-            .values()
-            .filter(|row| self.owns(&row.heartbeat.def.key.agent))
-            .map(|row| row.heartbeat.clone())
-            .collect())
+        Ok(state.heartbeats.values().filter(|row| self.owns(&row.def.key.agent)).map(|row| row.heartbeat()).collect())
     }
 
     async fn load_for_arming(&self) -> Result<Vec<Heartbeat>, StoreError> {
         let state = self.lock();
-        let owned = state.heartbeats.values().filter(|row| self.owns(&row.heartbeat.def.key.agent));
-        Ok(owned.map(|row| for_arming(&row.heartbeat)).collect())
+        let owned = state.heartbeats.values().filter(|row| self.owns(&row.def.key.agent));
+        Ok(owned.map(|row| for_arming(&row.def, &row.state)).collect())
     }
 
     // One snapshot, as a SQL store's load: the pages are built and handed over under the
@@ -419,7 +421,7 @@ impl Store for MemoryStore {
             }
         }
         // Only a store that held config rows before can have some that left the config.
-        let config_rows = state.heartbeats.values().any(|row| row.heartbeat.def.origin == Origin::Config);
+        let config_rows = state.heartbeats.values().any(|row| row.def.origin == Origin::Config);
         let config = ConfigKeys::of(defs);
         for (_, def) in config.kept() {
             // One search a definition, and a copy only of what is stored.
@@ -446,7 +448,7 @@ impl Store for MemoryStore {
             state
                 .heartbeats
                 .iter()
-                .filter(|(key, row)| row.heartbeat.def.origin == Origin::Config && !config.contains(key))
+                .filter(|(key, row)| row.def.origin == Origin::Config && !config.contains(key))
                 .map(|(key, _)| key.clone())
                 .collect()
         } else {
@@ -465,13 +467,13 @@ impl Store for MemoryStore {
         self.fence(&state, std::iter::once(&def.key.agent))?;
         let seeded = state.heartbeats.get(&def.key).map_or(Seeded::Never, |row| Seeded::after_edit(row));
         let fresh = HeartbeatState::stored_at(&def.schedule, at);
-        let row = Box::new(Row { heartbeat: Heartbeat { def: def.clone(), state: fresh }, seeded });
+        let row = Box::new(Row { def: Arc::new(def.clone()), state: fresh, seeded });
         state.heartbeats.insert(def.key.clone(), row);
         Ok(())
     }
 
     async fn consecutive_failures(&self, key: &HeartbeatKey) -> Result<Option<u32>, StoreError> {
-        Ok(self.lock().heartbeats.get(key).map(|row| row.heartbeat.state.consecutive_failures))
+        Ok(self.lock().heartbeats.get(key).map(|row| row.state.consecutive_failures))
     }
 
     async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
@@ -484,7 +486,7 @@ impl Store for MemoryStore {
         let mut state = self.lock();
         self.fence(&state, std::iter::once(&key.agent))?;
         let Some(row) = state.heartbeats.get_mut(key) else { return Ok(false) };
-        let heartbeat_state = &mut row.heartbeat.state;
+        let heartbeat_state = &mut row.state;
         heartbeat_state.enabled = enabled;
         heartbeat_state.disabled_reason = if enabled { None } else { reason.map(str::to_owned) };
         if enabled {
@@ -498,7 +500,7 @@ impl Store for MemoryStore {
         let mut state = self.lock();
         self.fence(&state, std::iter::once(&key.agent))?;
         let Some(row) = state.heartbeats.get_mut(key) else { return Ok(false) };
-        let heartbeat_state = &mut row.heartbeat.state;
+        let heartbeat_state = &mut row.state;
         let open = !heartbeat_state.enabled && heartbeat_state.disabled_reason.as_deref() == Some(DISABLED_BY_BREAKER);
         if open {
             heartbeat_state.enabled = true;
@@ -598,7 +600,7 @@ impl Store for MemoryStore {
                 steps.push(BreakerStep::unchanged(0));
                 continue;
             };
-            let heartbeat_state = &mut row.heartbeat.state;
+            let heartbeat_state = &mut row.state;
             if breaker::is_open(heartbeat_state.enabled, heartbeat_state.disabled_reason.as_deref()) {
                 steps.push(BreakerStep::unchanged(heartbeat_state.consecutive_failures));
                 continue;
@@ -721,10 +723,10 @@ impl Store for MemoryStore {
         Ok(doomed.len() as u64)
     }
 
-    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
+    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<Definitions, StoreError> {
         let state = self.lock();
         let stored = keys.iter().filter_map(|key| state.heartbeats.get(key).map(|row| (key, row)));
-        Ok(stored.map(|(key, row)| (key.clone(), row.heartbeat.def.clone())).collect())
+        Ok(stored.map(|(key, row)| (key.clone(), Arc::clone(&row.def))).collect())
     }
 
     async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {

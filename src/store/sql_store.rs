@@ -80,7 +80,7 @@ macro_rules! sql_store {
             use crate::core::system_events::{self, SystemEvent};
             use crate::limits::STORE_BATCH_ROWS_MAX;
             use crate::ports::store::{
-                Armable, ClaimOutcome, ClaimedSlots, DedupQuery, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport,
+                Armable, ClaimOutcome, ClaimedSlots, DedupQuery, Definitions, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport,
                 SkipRecord, SlotClaim, StopReason, Store, StoreError, INTERRUPTED_ERROR_TEXT,
             };
             use crate::store::sql_rows::{
@@ -143,13 +143,13 @@ macro_rules! sql_store {
         }
 
         /// The definitions in pages that [`definitions_read`] answered.
-        pub(crate) fn definitions_of_pages(pages: &[String]) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
+        pub(crate) fn definitions_of_pages(pages: &[String]) -> Result<Definitions, StoreError> {
             let mut definitions = BTreeMap::new();
             let mut shared = SharedTexts::default();
             for page in pages {
                 each_heartbeat_row(page, &mut |row| {
                     let heartbeat = heartbeat_from_row(row, &mut shared)?;
-                    definitions.insert(heartbeat.def.key.clone(), heartbeat.def);
+                    definitions.insert(heartbeat.def.key.clone(), std::sync::Arc::new(heartbeat.def));
                     Ok(())
                 })?;
             }
@@ -837,7 +837,7 @@ macro_rules! sql_store {
             async fn definitions(
                 &self,
                 keys: &[HeartbeatKey],
-            ) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
+            ) -> Result<Definitions, StoreError> {
                 let mut pages = Vec::new();
                 for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
                     let listed = listed_keys(chunk);

@@ -20,8 +20,8 @@ use systole::core::retention::RunRetention;
 use systole::core::system_events::SystemEvent;
 use systole::ports::clock::Clock;
 use systole::ports::store::{
-    Armable, ClaimOutcome, ClaimedSlots, DedupQuery, Execution, NextSlot, Queued, RunRecord, SeedReport, SkipRecord,
-    SlotClaim, Store, StoreError,
+    Armable, ClaimOutcome, ClaimedSlots, DedupQuery, Definitions, Execution, NextSlot, Queued, RunRecord, SeedReport,
+    SkipRecord, SlotClaim, Store, StoreError,
 };
 use systole::store::memory::MemoryStore;
 
@@ -129,7 +129,7 @@ impl Store for LateAnswers {
     async fn load_for_arming_in_pages(&self, arm: &mut (dyn FnMut(Vec<Armable>) + Send)) -> Result<(), StoreError> {
         self.inner.load_for_arming_in_pages(arm).await
     }
-    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
+    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<Definitions, StoreError> {
         self.inner.definitions(keys).await
     }
     async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {

@@ -31,8 +31,8 @@ use systole::ports::leases::{Lease, Leases};
 use systole::ports::llm::{ChatRequest, ChatResponse, Llm, LlmError, Role, ToolCall};
 use systole::ports::messenger::Messenger;
 use systole::ports::store::{
-    ClaimOutcome, DedupQuery, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport, SkipRecord,
-    SlotClaim, Store, StoreError,
+    ClaimOutcome, DedupQuery, Definitions, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport,
+    SkipRecord, SlotClaim, Store, StoreError,
 };
 
 use super::freezes::{wait_for_row, Thawed};
@@ -214,7 +214,7 @@ impl Store for NodeStore {
         self.inner.executions_page(key, before, limit).await
     }
 
-    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
+    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<Definitions, StoreError> {
         self.link.check().await?;
         self.inner.definitions(keys).await
     }

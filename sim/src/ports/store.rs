@@ -2,7 +2,7 @@
 //! with faults on every write (an error, a crash before it, a crash after it) and on the
 //! prompt reads of claimed slots, and duplicate checks that take time to read.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,8 +19,8 @@ use systole::core::retention::RunRetention;
 use systole::core::system_events::SystemEvent;
 use systole::ports::clock::Clock;
 use systole::ports::store::{
-    Armable, ClaimOutcome, DedupQuery, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport, SkipRecord,
-    SlotClaim, Store, StoreError,
+    Armable, ClaimOutcome, DedupQuery, Definitions, Execution, ExecutionStatus, NextSlot, Queued, RunRecord,
+    SeedReport, SkipRecord, SlotClaim, Store, StoreError,
 };
 
 use crate::faults::FaultKind;
@@ -282,7 +282,7 @@ impl Store for SimStore {
         self.read(self.world.durable.executions_page(key, before, limit)).await
     }
 
-    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, HeartbeatDef>, StoreError> {
+    async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<Definitions, StoreError> {
         self.life.ensure_alive().await;
         if self.world.injector.roll(FaultKind::StoreReadError) {
             self.world.fault(FaultKind::StoreReadError, DEFINITIONS_READ);
