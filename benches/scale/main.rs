@@ -474,7 +474,10 @@ fn lateness_cell(figures: &Figures) -> String {
         fixed(figures.get("max_ms"), 1),
         whole(figures.get("lost")),
         match figures.get("early") {
-            Some(early) if *early > 0.0 => format!(", {} early", whole(Some(early))),
+            Some(early) if *early > 0.0 => {
+                let earliest_us = figures.get("earliest_ms").map(|ms| ms * 1000.0);
+                format!(", {} early (by up to {} µs)", whole(Some(early)), fixed(earliest_us.as_ref(), 1))
+            }
             _ => String::new(),
         }
     )

@@ -61,6 +61,10 @@ pub fn lateness_figures(mut late: Vec<f64>, expected: f64, cpu_secs: f64) -> Fig
         ("p99_ms".to_owned(), percentile(&mut late, 99.0)),
         ("max_ms".to_owned(), percentile(&mut late, 100.0)),
         ("early".to_owned(), late.iter().filter(|ms| **ms < 0.0).count() as f64),
+        // How far before its time the earliest start came (0 when none did): a start a few
+        // microseconds early is the wall clock slewed against the monotonic one timers use,
+        // one by a second is a wrong slot.
+        ("earliest_ms".to_owned(), late.iter().copied().fold(0.0, f64::min).abs()),
         ("lost".to_owned(), (expected - fired).max(0.0)),
         ("cpu_ms_per_run".to_owned(), cpu_secs * 1000.0 / fired.max(1.0)),
     ])
