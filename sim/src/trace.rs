@@ -117,6 +117,11 @@ pub enum Event {
         life: u32,
         write: DurableWrite,
     },
+    /// A definitions read failed by injection: the heartbeats it asked for, whose claimed
+    /// runs it leaves unreadable.
+    DefinitionsUnread {
+        keys: Vec<HeartbeatKey>,
+    },
     Healed,
     End {
         heartbeats: Vec<(HeartbeatKey, bool)>,
@@ -476,6 +481,12 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
         Event::WorkspaceChanged { agent, content } => {
             w.tag(14).str(agent.as_str()).bool(content.is_some()).str(content.as_deref().unwrap_or(""));
         }
+        Event::DefinitionsUnread { keys } => {
+            w.tag(18).u64(keys.len() as u64);
+            for key in keys {
+                w.key(key);
+            }
+        }
         Event::Healed => {
             w.tag(11);
         }
@@ -649,6 +660,10 @@ pub fn describe(entry: &Entry) -> String {
             Some(content) => format!("workspace of {agent}: HEARTBEAT.md = {content:?}"),
             None => format!("workspace of {agent}: HEARTBEAT.md removed"),
         },
+        Event::DefinitionsUnread { keys } => {
+            let keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
+            format!("definitions unread: {}", keys.join(", "))
+        }
         Event::Healed => "HEALED: faults off, liveness phase begins".to_owned(),
         Event::End { heartbeats } => format!("END with {} heartbeats", heartbeats.len()),
     };

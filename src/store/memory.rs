@@ -261,7 +261,7 @@ impl MemoryStore {
         self.lock().clone()
     }
 
-    /// Whether any stored heartbeat passes `test`, read in place (the simulator asks
+    /// Whether any stored heartbeat's state passes `test`, read in place (the simulator asks
     /// whether a breaker's cooldown is running when it injects a fault).
     pub fn any_heartbeat(&self, test: impl Fn(&HeartbeatState) -> bool) -> bool {
         self.lock().heartbeats.values().any(|row| test(&row.state))
@@ -316,8 +316,8 @@ const ARMING_PAGE_ROWS: usize = 10_000;
 /// Pages built ahead of the engine's arming, at the most (memory held for them: a page each).
 const ARMING_PAGES_AHEAD: usize = 2;
 
-/// `heartbeat` as a load for arming gives it: what only a run reads left out, as the SQL
-/// stores' arming columns leave it (the prompt but an agent heartbeat's, dedup, timeout,
+/// A row's heartbeat as a load for arming gives it: what only a run reads left out, as the
+/// SQL stores' arming columns leave it (the prompt but an agent heartbeat's, dedup, timeout,
 /// tools, model), so the engine a simulator runs on this store arms what production's does.
 fn for_arming(def: &HeartbeatDef, state: &HeartbeatState) -> Heartbeat {
     Heartbeat {

@@ -21,9 +21,7 @@ use systole::driver::events::EngineEvent;
 use systole::limits::{AGENT_LOOP_ITERATIONS_MAX_DEFAULT, DRIVER_SLEEP_SECS_MAX, PAUSE_MINUTES_MAX_DEFAULT};
 use systole::ports::messenger::DeliveryKind;
 
-use crate::faults::FaultKind;
 use crate::options::SimOptions;
-use crate::ports::store::DEFINITIONS_READ;
 use crate::trace::{DurableWrite, Entry, Event};
 use crate::workload::Op;
 
@@ -621,8 +619,8 @@ impl Model<'_> {
                 self.liveness(entry.elapsed, heartbeats)?;
                 self.slots_expected(entry, heartbeats)
             }
-            Event::Fault { kind: FaultKind::StoreReadError, detail } if detail == DEFINITIONS_READ => {
-                self.unreadable.read_failed();
+            Event::DefinitionsUnread { keys } => {
+                self.unreadable.read_failed(keys);
                 Ok(())
             }
             Event::Fault { .. } | Event::Restart { .. } | Event::StartFailed { .. } | Event::OpFailed { .. } => Ok(()),

@@ -1,7 +1,8 @@
 //! A claimed run fails as unreadable (its definition not read, ADR 0026) only for a
-//! reason the world gave: a definitions read that failed, or a delete of its heartbeat,
-//! after its claim. So two runs of one heartbeat claimed in one pass each get the
-//! definition (under `allow-all`, the engine once failed the second as "no longer stored").
+//! reason the world gave: a definitions read that failed asking for its heartbeat, or a
+//! delete of its heartbeat, after its claim. So two runs of one heartbeat claimed in one
+//! pass each get the definition (under `allow-all`, the engine once failed the second as
+//! "no longer stored"), and a failed read of other heartbeats excuses none of its runs.
 
 use std::collections::BTreeMap;
 
@@ -21,8 +22,8 @@ pub struct UnreadableModel {
     seen: u64,
     /// When each slot still to finish was claimed.
     claimed_at: BTreeMap<(HeartbeatKey, Timestamp), u64>,
-    /// The last definitions read that failed by injection.
-    read_failed_at: Option<u64>,
+    /// The last definitions read that failed by injection, by each heartbeat it asked for.
+    read_failed_at: BTreeMap<HeartbeatKey, u64>,
     /// The last delete of each heartbeat that reached the store.
     deleted_at: BTreeMap<HeartbeatKey, u64>,
 }
@@ -38,9 +39,12 @@ impl UnreadableModel {
         self.claimed_at.insert((key.clone(), slot), at);
     }
 
-    /// A definitions read failed by injection.
-    pub fn read_failed(&mut self) {
-        self.read_failed_at = Some(self.next());
+    /// A definitions read asking for `keys` failed by injection.
+    pub fn read_failed(&mut self, keys: &[HeartbeatKey]) {
+        let at = self.next();
+        for key in keys {
+            self.read_failed_at.insert(key.clone(), at);
+        }
     }
 
     /// A delete of `key` reached the store.
@@ -67,14 +71,14 @@ impl UnreadableModel {
         let justified = if why.ends_with(DEFINITION_GONE) {
             since_claim(self.deleted_at.get(key).copied())
         } else {
-            since_claim(self.read_failed_at)
+            since_claim(self.read_failed_at.get(key).copied())
         };
         if justified {
             return Ok(());
         }
         fail(
             UNREADABLE_JUSTIFIED,
-            format!("{key} slot {slot} failed as unreadable ({why:?}) with no read fault or delete since its claim"),
+            format!("{key} slot {slot} failed as unreadable ({why:?}) with no read of it failing, nor a delete, since its claim"),
         )
     }
 }
@@ -98,14 +102,30 @@ mod tests {
         model.finished(|_| {}, &key(), slot(), Some(&error))
     }
 
+    fn other_key() -> HeartbeatKey {
+        use systole::core::ids::HeartbeatId;
+        HeartbeatKey { heartbeat: HeartbeatId::new("other").expect("a valid id"), ..key() }
+    }
+
     #[test]
     fn a_read_fault_excuses_only_the_runs_claimed_before_it() {
         let mut model = UnreadableModel::default();
-        model.read_failed();
+        model.read_failed(&[key()]);
         model.claimed(&key(), slot());
         assert!(finish(&mut model, "injected store error in definitions").is_err(), "the fault came first");
         model.claimed(&key(), slot());
-        model.read_failed();
+        model.read_failed(&[key()]);
+        assert!(finish(&mut model, "injected store error in definitions").is_ok());
+    }
+
+    #[test]
+    fn a_read_fault_excuses_only_the_heartbeats_it_asked_for() {
+        let mut model = UnreadableModel::default();
+        model.claimed(&key(), slot());
+        model.read_failed(&[other_key()]);
+        assert!(finish(&mut model, "injected store error in definitions").is_err(), "another heartbeat's read");
+        model.claimed(&key(), slot());
+        model.read_failed(&[other_key(), key()]);
         assert!(finish(&mut model, "injected store error in definitions").is_ok());
     }
 
@@ -113,7 +133,7 @@ mod tests {
     fn gone_needs_a_delete_after_the_claim_and_a_read_fault_does_not_stand_for_it() {
         let mut model = UnreadableModel::default();
         model.claimed(&key(), slot());
-        model.read_failed();
+        model.read_failed(&[key()]);
         assert!(finish(&mut model, DEFINITION_GONE).is_err(), "the store still held it");
         model.claimed(&key(), slot());
         model.deleted(&key());

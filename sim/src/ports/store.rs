@@ -27,8 +27,9 @@ use crate::faults::FaultKind;
 use crate::trace::{DurableWrite, Event, LoggedRow};
 use crate::world::{Life, RarePath, World};
 
-/// The fault detail of a definitions read that failed by injection (the checker's
-/// `unreadable-justified` excuses claimed runs failing after one).
+/// The fault detail of a definitions read that failed by injection (the trace then names
+/// the heartbeats it asked for: the checker's `unreadable-justified` excuses their claimed
+/// runs failing after it, and no others).
 pub const DEFINITIONS_READ: &str = "definitions";
 
 pub struct SimStore {
@@ -286,6 +287,7 @@ impl Store for SimStore {
         self.life.ensure_alive().await;
         if self.world.injector.roll(FaultKind::StoreReadError) {
             self.world.fault(FaultKind::StoreReadError, DEFINITIONS_READ);
+            self.world.record(Event::DefinitionsUnread { keys: keys.to_vec() });
             return Err(StoreError::Backend("injected store error in definitions".to_owned()));
         }
         self.world.durable.definitions(keys).await
