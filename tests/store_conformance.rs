@@ -221,7 +221,7 @@ async fn a_seed_stores_every_field_of_a_definition_as_given_new_or_replaced() {
                 target: DeliveryTarget::parse("webhook:ops").expect("a target"),
                 active_hours: Some(ActiveHours::new("22:00", "06:00", "Europe/Berlin").expect("a window")),
                 timeout: Duration::from_secs(45),
-                tools,
+                tools: tools.into(),
                 model: Some("small-model".to_owned()),
                 ..cron_def("main", "full", "*/5 * * * *", "Asia/Tokyo")
             }
@@ -979,7 +979,7 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
         defs[35].prompt = "Read HEARTBEAT.md and follow it.".to_owned();
         defs[42].dedup = false;
         defs[42].timeout = Duration::from_secs(7);
-        defs[42].tools = JobTools::from_json(r#"{"allow":["search/*"]}"#).expect("valid tools");
+        defs[42].tools = JobTools::from_json(r#"{"allow":["search/*"]}"#).expect("valid tools").into();
         let report = store.seed_config(&defs, at(0)).await.expect("seed");
         assert_eq!(report.inserted.len(), count);
         let loaded = store.load_heartbeats().await.expect("load");
@@ -1015,7 +1015,7 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
             prompt: if def.kind == JobKind::Agent { def.prompt.clone() } else { String::new() },
             dedup: false,
             timeout: Duration::ZERO,
-            tools: JobTools::default(),
+            tools: Default::default(),
             model: None,
             ..def.clone()
         };

@@ -129,7 +129,7 @@ fn random_def(rng: &mut Rng, k: &HeartbeatKey, now_secs: i64) -> HeartbeatDef {
         let agent = [ToolPattern::parse("inbox/*").expect("valid")];
         let allow = rng.chance(50).then(|| vec!["inbox/search".to_owned()]);
         let required = ["inbox/search".to_owned()];
-        made.tools = JobTools::from_fields(allow.as_deref(), None, Some(&required), &agent).expect("within");
+        made.tools = JobTools::from_fields(allow.as_deref(), None, Some(&required), &agent).expect("within").into();
     }
     if rng.chance(25) {
         made.model = Some(rng.pick(&["small-model", "large-model"]).to_owned());

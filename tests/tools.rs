@@ -98,7 +98,7 @@ fn tool_options() -> EngineOptions {
 
 fn with_tools(def: HeartbeatDef, write: &[&str]) -> HeartbeatDef {
     let write = write.iter().map(|p| ToolPattern::parse(p).expect("valid")).collect();
-    HeartbeatDef { tools: JobTools { write, ..JobTools::default() }, ..def }
+    HeartbeatDef { tools: JobTools { write, ..JobTools::default() }.into(), ..def }
 }
 
 async fn tool_use(rig: &Rig, heartbeat: &str) -> ToolUse {
@@ -216,7 +216,7 @@ async fn a_quiet_check_skips_the_model_and_a_found_one_hands_it_the_answer() {
     options.agent_default.tools = vec![ToolPattern::parse("inbox/*").expect("valid")];
     let check = ToolCheck::from_fields("inbox/unread", Some(serde_json::json!({ "folder": "INBOX" }))).expect("valid");
     let checked =
-        HeartbeatDef { tools: JobTools { check: Some(check), ..JobTools::default() }, ..def("a", "mail", 60) };
+        HeartbeatDef { tools: JobTools { check: Some(check), ..JobTools::default() }.into(), ..def("a", "mail", 60) };
     let _engine = rig.start_with(&[checked], options).await;
     let llm_calls = || rig.llm.calls.lock().expect("lock").iter().filter(|(_, p)| p.ends_with("mail")).count();
     let latest = async || rig.store.executions(&key("a", "mail"), 1).await.expect("read")[0].clone();

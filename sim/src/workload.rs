@@ -449,6 +449,7 @@ pub fn assign_tools(rng: &mut ChaCha8Rng, heartbeats: &mut [HeartbeatDef]) {
                 ..JobTools::default()
             },
             _ => JobTools { required: vec![ToolName::new("inbox", "missing")], ..JobTools::default() },
-        };
+        }
+        .into();
     }
 }

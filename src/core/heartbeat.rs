@@ -11,7 +11,7 @@ use crate::core::delivery_target::DeliveryTarget;
 use crate::core::ids::HeartbeatKey;
 use crate::core::policy::RunPolicy;
 use crate::core::schedule::Schedule;
-use crate::core::tool_policy::JobTools;
+use crate::core::tool_policy::SharedJobTools;
 
 /// Where a definition came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -97,7 +97,7 @@ pub struct HeartbeatDef {
     pub timeout: Duration,
     pub origin: Origin,
     /// The tools its runs may use, within its agent's list (ADR 0019).
-    pub tools: JobTools,
+    pub tools: SharedJobTools,
     /// The model its runs ask for (a cheaper one for routine checks, ADR 0020); `None`:
     /// the agent heartbeat's `model`, else the engine's.
     pub model: Option<String>,
@@ -209,7 +209,7 @@ pub(crate) fn test_def(agent: &str, id: &str, every_secs: u64) -> HeartbeatDef {
         active_hours: None,
         timeout: Duration::from_secs(120),
         origin: Origin::Config,
-        tools: JobTools::default(),
+        tools: SharedJobTools::default(),
         model: None,
     }
 }
@@ -227,7 +227,8 @@ mod tests {
         let base = def();
         let mut changed = vec![base.clone(); 10];
         changed[9].model = Some("small-model".to_owned());
-        changed[8].tools.required.push(crate::core::tool_policy::ToolName::new("inbox", "search"));
+        let required = vec![crate::core::tool_policy::ToolName::new("inbox", "search")];
+        changed[8].tools = crate::core::tool_policy::JobTools { required, ..Default::default() }.into();
         changed[0].prompt.push('!');
         changed[1].schedule = Schedule::Every(Duration::from_secs(1_801));
         changed[4].policy.catch_up = crate::core::policy::CatchUp::All;

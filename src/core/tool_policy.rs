@@ -167,6 +167,36 @@ pub struct JobTools {
     pub check: Option<ToolCheck>,
 }
 
+/// A definition's tools, as a definition holds them: nothing for the many jobs that say
+/// nothing about tools, else one shared allocation. A `JobTools` inline was 144 of a
+/// definition's 352 bytes, held for every stored heartbeat (ADR 0045).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SharedJobTools(Option<std::sync::Arc<JobTools>>);
+
+/// What a job that says nothing about tools reads.
+static NO_JOB_TOOLS: JobTools = JobTools { allow: None, write: Vec::new(), required: Vec::new(), check: None };
+
+impl std::ops::Deref for SharedJobTools {
+    type Target = JobTools;
+
+    fn deref(&self) -> &JobTools {
+        self.0.as_deref().unwrap_or(&NO_JOB_TOOLS)
+    }
+}
+
+impl From<JobTools> for SharedJobTools {
+    fn from(tools: JobTools) -> Self {
+        Self((!tools.is_default()).then(|| std::sync::Arc::new(tools)))
+    }
+}
+
+// As the tools themselves, so that a definition prints (and a trace hashes) as before.
+impl fmt::Debug for SharedJobTools {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
 impl JobTools {
     /// Whether the job says nothing about tools.
     pub fn is_default(&self) -> bool {

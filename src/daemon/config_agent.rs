@@ -137,7 +137,7 @@ impl Validator<'_> {
             active_hours,
             timeout,
             origin: Origin::Config,
-            tools,
+            tools: tools.into(),
             // Its model stays in the agent's settings (`[agents.heartbeat] model`).
             model: None,
         };

@@ -212,7 +212,7 @@ impl Validator<'_> {
             active_hours: shared.active_hours,
             timeout,
             origin: Origin::Config,
-            tools: shared.tools,
+            tools: shared.tools.into(),
             model: shared.model,
         })
     }

@@ -15,7 +15,7 @@ use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::retention::{LogRow, RunRetention};
 use crate::core::system_events::{self, SystemEvent};
-use crate::core::tool_policy::JobTools;
+use crate::core::tool_policy::SharedJobTools;
 use crate::core::usage::RunUsage;
 use crate::ports::store::{
     Armable, ClaimOutcome, DedupQuery, Definitions, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued,
@@ -333,7 +333,7 @@ fn for_arming(def: &HeartbeatDef, state: &HeartbeatState) -> Heartbeat {
             active_hours: def.active_hours.clone(),
             timeout: Duration::ZERO,
             origin: def.origin,
-            tools: JobTools::default(),
+            tools: SharedJobTools::default(),
             model: None,
         },
         state: state.clone(),

@@ -344,7 +344,7 @@ pub(super) fn heartbeat_from_row(row: HeartbeatRow<'_>, shared: &mut SharedTexts
     };
     let (kind, origin) = (row.kind, row.origin);
     let def = HeartbeatDef {
-        tools,
+        tools: tools.into(),
         model: row.model.map(Cow::into_owned),
         kind: JobKind::parse(&kind).ok_or_else(|| corrupt(what.to_string(), format!("unknown kind {kind:?}")))?,
         prompt: row.prompt.into_owned(),

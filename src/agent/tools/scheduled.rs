@@ -367,7 +367,7 @@ fn build(
         active_hours,
         timeout: existing.map_or(settings.run_timeout, |def| def.timeout),
         origin: Origin::Runtime,
-        tools: job_tools(context, kind, arguments, existing)?,
+        tools: job_tools(context, kind, arguments, existing)?.into(),
         model: job_model(context, arguments, existing)?,
     })
 }
