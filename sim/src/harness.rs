@@ -259,6 +259,9 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
                 // The file changes first; a crash before the reload is applied still
                 // restarts on the new file.
                 *world.config.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = defs.clone();
+                if one_shot_below_armed_slot(world, defs).await {
+                    world.took(RarePath::OneShotBelowArmedSlot);
+                }
                 engine.reload_heartbeats(defs).await.map(|_| true)
             }
             Op::UserTurn(agent, hold) => {
@@ -278,6 +281,22 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
             Err(error) => world.record(Event::OpFailed { life: life.number, op, error: error.to_string() }),
         }
     }
+}
+
+/// Whether `defs` make a stored recurring job, enabled and armed, a one-shot whose instant
+/// comes before its armed slot (the one-shot takeover scenario).
+async fn one_shot_below_armed_slot(world: &World, defs: &[systole::core::heartbeat::HeartbeatDef]) -> bool {
+    use systole::core::schedule::Schedule;
+    let stored = world.durable.load_heartbeats().await.unwrap_or_default();
+    defs.iter().any(|def| {
+        let Schedule::At(instant) = def.schedule else { return false };
+        stored.iter().any(|job| {
+            job.def.key == def.key
+                && job.state.enabled
+                && !matches!(job.def.schedule, Schedule::At(_))
+                && job.state.next_slot.is_some_and(|armed| armed > instant)
+        })
+    })
 }
 
 /// An operator's backfill: the slots of the last `span` by the wall clock, as the API

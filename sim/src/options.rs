@@ -60,6 +60,8 @@ pub enum Stream {
     GlobalSpend = 20,
     /// Whether the prompt reads of claimed slots fail, and how often (issue 28).
     StoreReads = 21,
+    /// A reload that makes a recurring job a one-shot below its armed slot (`scenarios`).
+    OneShotTakeover = 22,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -283,6 +285,23 @@ impl SimOptions {
         let (daily_tokens_max, daily_cost_max_micros) = day_caps(&mut spend_rng);
         fault_rates.add_refusals(&mut spend_rng);
         fault_rates.add_store_reads(&mut self::rng(seed, Stream::StoreReads));
+        // Last: its reload carries the config as the seed has it by now, tools included.
+        let wall_at = |after: Duration| {
+            let jumped = clock_jumps.iter().filter(|jump| jump.after <= after).map(|jump| jump.by);
+            let shift = jumped.fold(clock_skew, |sum, by| sum.saturating_add(by));
+            let elapsed = SignedDuration::try_from(after).unwrap_or(SignedDuration::MAX);
+            start.checked_add(shift.saturating_add(elapsed)).unwrap_or(start)
+        };
+        let takeover = crate::scenarios::one_shot_takeover(
+            &mut self::rng(seed, Stream::OneShotTakeover),
+            &heartbeats,
+            safety,
+            wall_at,
+        );
+        if let Some(op) = takeover {
+            ops.push(op);
+            ops.sort_by_key(|op| op.after);
+        }
         Self {
             seed,
             start,

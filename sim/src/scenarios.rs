@@ -22,7 +22,10 @@
 //!   always repeats one alert, so one duplicate-check read answers both ways (ADR 0027);
 //! - twin claims: in an engine of a few places, an `allow_all` heartbeat whose runs end on
 //!   the grid is triggered more times than there are places, so when its runs end together
-//!   one pass claims several of its waiting slots, each needing the definition (ADR 0037).
+//!   one pass claims several of its waiting slots, each needing the definition (ADR 0037);
+//! - one-shot takeover: a config reload makes a recurring job a one-shot whose instant
+//!   comes before the slot the old definition's timer had armed, so a replace that kept the
+//!   old timer's slot as its floor would find it out of slots (seed 1927871251589).
 
 use std::time::Duration;
 
@@ -30,6 +33,7 @@ use jiff::SignedDuration;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use jiff::Timestamp;
 use systole::core::cron::CronSchedule;
 use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use systole::core::ids::{HeartbeatId, HeartbeatKey};
@@ -261,6 +265,48 @@ pub fn plant(
         }
     }
     planted
+}
+
+const ONE_SHOT_TAKEOVER_PROBABILITY: f64 = 0.5;
+/// How long after the reload the one-shot's instant comes, at most: short beside the
+/// recurring job's interval, so its armed slot mostly lies past the instant.
+const ONE_SHOT_TAKEOVER_LEAD_SECS_MAX: u64 = 30;
+
+/// The one-shot takeover, in a share of seeds: a reload of `config` (the seed's config as it
+/// stands) in which one recurring config job becomes a one-shot due shortly after the
+/// reload by the wall clock (`wall_at` tells the wall time at an elapsed time).
+pub fn one_shot_takeover(
+    rng: &mut ChaCha8Rng,
+    config: &[HeartbeatDef],
+    safety: Duration,
+    wall_at: impl Fn(Duration) -> Timestamp,
+) -> Option<ScheduledOp> {
+    if !rng.random_bool(ONE_SHOT_TAKEOVER_PROBABILITY) {
+        return None;
+    }
+    let recurring: Vec<usize> = (0..config.len())
+        .filter(|&i| {
+            let def = &config[i];
+            def.origin == Origin::Config
+                && matches!(def.kind, JobKind::Heartbeat | JobKind::Cron)
+                && !matches!(def.schedule, Schedule::At(_))
+                && !def.prompt.ends_with(']')
+        })
+        .collect();
+    if recurring.is_empty() {
+        return None;
+    }
+    let chosen = recurring[rng.random_range(0..recurring.len())];
+    let after = Duration::from_secs(rng.random_range(60..safety.as_secs().max(61)));
+    let lead = SignedDuration::from_secs(rng.random_range(1..=ONE_SHOT_TAKEOVER_LEAD_SECS_MAX) as i64);
+    let instant = wall_at(after).checked_add(lead).ok()?;
+    let mut reloaded = config.to_vec();
+    let def = &mut reloaded[chosen];
+    def.schedule = Schedule::At(instant);
+    def.kind = JobKind::Cron;
+    def.active_hours = None;
+    def.delete_after_run = rng.random_bool(0.5);
+    Some(ScheduledOp { after, op: Op::Reload(reloaded) })
 }
 
 /// Makes `def` an `allow_all` heartbeat every `interval_secs` whose model answers on the

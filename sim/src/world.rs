@@ -71,10 +71,12 @@ pub enum RarePath {
     /// One pass won several slots of one heartbeat (`allow-all`): each run needs the
     /// definition.
     ClaimsOfOneHeartbeatInAPass,
+    /// A reload made a recurring job, armed for a slot, a one-shot due before that slot.
+    OneShotBelowArmedSlot,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 9] = [
+    pub const ALL: [RarePath; 10] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -84,6 +86,7 @@ impl RarePath {
         RarePath::SharedDuplicateCheck,
         RarePath::LoadFailedMidway,
         RarePath::ClaimsOfOneHeartbeatInAPass,
+        RarePath::OneShotBelowArmedSlot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -97,6 +100,7 @@ impl RarePath {
             RarePath::SharedDuplicateCheck => "duplicate-check-read-shared",
             RarePath::LoadFailedMidway => "load-failed-midway",
             RarePath::ClaimsOfOneHeartbeatInAPass => "claims-of-one-heartbeat-in-a-pass",
+            RarePath::OneShotBelowArmedSlot => "one-shot-below-armed-slot",
         }
     }
 }

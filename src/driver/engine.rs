@@ -1039,7 +1039,13 @@ impl Driver {
     async fn enable_entry(&mut self, key: &HeartbeatKey, now: Now, floor: Option<Timestamp>, failed_before: bool) {
         self.rearm(key.clone(), now, floor).await;
         self.exhaust_if_decided(key).await;
-        let retry = self.entries.get(key).is_some_and(|entry| entry.exhausted && failed_before);
+        // Not while a slot of it is still to run (held behind a run, or waiting for a
+        // place): that run decides, and its failure retries.
+        let pending = self.queued.contains_key(key);
+        let retry = self
+            .entries
+            .get(key)
+            .is_some_and(|entry| entry.exhausted && failed_before && !pending && entry.rare().waiting.is_empty());
         if retry {
             self.arm_retry(key, now, Duration::ZERO, floor.unwrap_or(now.wall)).await;
         }
@@ -1057,7 +1063,13 @@ impl Driver {
         // A slot waiting for a place to run is as good as decided: it runs from the queue.
         let queued = self.queued.contains_key(key)
             && self.admission_queue.iter().any(|(queued, slot)| queued == key && *slot >= timer.next_slot);
+        // So is one held behind a run (`buffer_one`): an enable of a one-shot that was
+        // enabled already, its slot fired and held, re-armed that slot and offered it twice
+        // (seed 1927871444419: the second claim lost).
+        let held =
+            self.entries.get(key).is_some_and(|entry| entry.rare().waiting.iter().any(|slot| *slot >= timer.next_slot));
         let decided = queued
+            || held
             || match self.context.store.executions_page(key, None, 1).await {
                 Ok(latest) => latest.first().is_some_and(|execution| execution.slot >= timer.next_slot),
                 Err(error) => {

@@ -37,9 +37,13 @@ impl Model<'_> {
             .unwrap_or(Timestamp::MIN);
         let normal = text.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ");
         // Shown acknowledgements are not deduplicated: each one was asked for.
-        // Judged by the definition its run started under: a replace that turns `dedup` on
-        // while it runs does not apply to it.
-        let def = self.run_defs.get(&(key.clone(), slot)).or_else(|| self.defs.get(key));
+        // Judged by the definition its run read from the store at its claim (ADR 0026): a
+        // replace written before the claim applies to it though the driver has not applied
+        // it yet, and one written while it runs does not (seed 1927871435790: a reload
+        // turned `dedup` off just before a catch-up claim, and the run delivered a repeat).
+        let slot_key = (key.clone(), slot);
+        let def =
+            self.run_read_defs.get(&slot_key).or_else(|| self.run_defs.get(&slot_key)).or_else(|| self.defs.get(key));
         let dedup = def.is_none_or(|def| def.dedup) && !super::guards::is_ack_text(text);
         let deliveries = self.deliveries.entry(key.clone()).or_default();
         if dedup {
