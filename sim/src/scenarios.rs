@@ -29,11 +29,10 @@
 
 use std::time::Duration;
 
-use jiff::SignedDuration;
+use jiff::{SignedDuration, Timestamp};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use jiff::Timestamp;
 use systole::core::cron::CronSchedule;
 use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use systole::core::ids::{HeartbeatId, HeartbeatKey};

@@ -569,4 +569,17 @@ mod tests {
         let plain = JobTools { required: vec![ToolName::new("inbox", "search")], ..JobTools::default() };
         assert!(!plain.to_json().expect("stored").contains("check"), "old rows keep their form");
     }
+
+    #[test]
+    fn a_definition_holds_no_tools_for_a_job_without_any_and_reads_them_as_given() {
+        let none = SharedJobTools::from(JobTools::default());
+        assert_eq!(none, SharedJobTools::default(), "the default stores nothing");
+        assert!(none.is_default() && none.allow.is_none() && none.required.is_empty());
+        let given = JobTools { write: patterns(&["inbox/archive"]), ..JobTools::default() };
+        let shared = SharedJobTools::from(given.clone());
+        assert_eq!(*shared, given);
+        assert_ne!(shared, none);
+        assert_eq!(format!("{shared:?}"), format!("{given:?}"), "it prints as the tools themselves");
+        assert!(std::mem::size_of::<SharedJobTools>() < std::mem::size_of::<JobTools>());
+    }
 }
