@@ -35,8 +35,8 @@ impl OneShotModel {
     /// The engine retired `key`, running under `def`, as out of slots at `wall`.
     pub fn retired(&self, key: &HeartbeatKey, def: Option<&HeartbeatDef>, wall: Timestamp) -> Step {
         let Some(Schedule::At(at)) = def.map(|def| &def.schedule) else { return Ok(()) };
-        // The schedule's own slot: its instant to the millisecond.
-        let Some(instant) = Schedule::At(*at).first_slot(Timestamp::MIN) else { return Ok(()) };
+        // Its one slot: the instant to the millisecond, as stored.
+        let Ok(instant) = Timestamp::from_millisecond(at.as_millisecond()) else { return Ok(()) };
         let decided = self.latest_decided.get(key).is_some_and(|latest| *latest >= instant);
         if wall < instant && !decided {
             return fail(
