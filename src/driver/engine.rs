@@ -1041,11 +1041,11 @@ impl Driver {
         self.exhaust_if_decided(key).await;
         // Not while a slot of it is still to run (held behind a run, or waiting for a
         // place): that run decides, and its failure retries.
-        let pending = self.queued.contains_key(key);
-        let retry = self
-            .entries
-            .get(key)
-            .is_some_and(|entry| entry.exhausted && failed_before && !pending && entry.rare().waiting.is_empty());
+        let queued = self.queued.contains_key(key);
+        let retry = self.entries.get(key).is_some_and(|entry| {
+            let slot_to_run = queued || !entry.rare().waiting.is_empty();
+            entry.exhausted && failed_before && !slot_to_run
+        });
         if retry {
             self.arm_retry(key, now, Duration::ZERO, floor.unwrap_or(now.wall)).await;
         }
