@@ -110,6 +110,40 @@ async fn a_failed_at_job_that_then_succeeds_retires_and_a_restart_keeps_its_retr
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_enable_never_runs_an_at_job_again_after_it_succeeded() {
+    let rig = Rig::new();
+    let one_shot = |id: &str| {
+        let mut def = cron_def("main", id, "* * * * *", "UTC");
+        def.schedule = Schedule::At(ts("2026-01-05T12:01:00Z"));
+        def.prompt = id.to_owned();
+        def
+    };
+    rig.llm.set("slow", Behaviour::Slow(Duration::from_secs(60), "done".to_owned()));
+    rig.llm.set("flaky", Behaviour::Fail);
+    let engine = rig.start(&[one_shot("slow"), one_shot("flaky")]).await;
+    rig.advance(70).await;
+    assert_eq!(rig.starts("main", "slow").len(), 1, "its run is going");
+    // An operator enables it, enabled already, while its run goes: that run decides.
+    engine.set_enabled(&key("main", "slow"), true).await.expect("enable");
+    rig.llm.set("flaky", Behaviour::Reply("done".to_owned()));
+    rig.advance(600).await;
+    assert_eq!(rig.starts("main", "slow").len(), 1, "it succeeded: no retry");
+    assert_eq!(rig.starts("main", "flaky").len(), 2, "failed, then its retry succeeded");
+    // A restart forgets how their last runs ended; an enable of each, retired, runs nothing.
+    engine.shutdown(Duration::from_secs(1)).await;
+    let engine = rig.start(&[one_shot("slow"), one_shot("flaky")]).await;
+    for id in ["slow", "flaky"] {
+        engine.set_enabled(&key("main", id), true).await.expect("enable");
+    }
+    rig.advance(3_600).await;
+    assert_eq!(rig.starts("main", "slow").len(), 1, "the run log says it succeeded");
+    assert_eq!(rig.starts("main", "flaky").len(), 2, "its stored retry slot succeeded: not a retry to come");
+    let stored = rig.store.load_heartbeats().await.expect("load");
+    assert!(stored.iter().all(|h| !h.state.enabled), "both retired again");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_at_already_past_when_created_runs_at_once() {
     let rig = Rig::new();
     let engine = rig.start(&[]).await;

@@ -851,18 +851,29 @@ impl Driver {
         );
         let Some(entry) = self.entries.get_mut(&record.key) else { return };
         entry.set_runs_in_flight(entry.runs_in_flight().saturating_sub(1));
-        entry.last_succeeded = record.status == ExecutionStatus::Succeeded;
-        let succeeded = entry.last_succeeded;
-        entry.with_rare(|rare| rare.retrying &= !succeeded);
-        if entry.def.common.kind == JobKind::CronMain && entry.last_succeeded {
+        let succeeded = record.status == ExecutionStatus::Succeeded;
+        // A run of a one-shot's id below its instant (of the schedule it replaced, or an
+        // operator's trigger before it) says nothing of whether the one-shot did its work:
+        // its own run and retries lie at or above the instant. The old schedule's run timed
+        // out after the one-shot's own run succeeded, and it "retried" (seed 1927871484937).
+        let own = match entry.def.schedule() {
+            Schedule::At(at) => record.slot >= truncate_to_millis(*at),
+            _ => true,
+        };
+        if own {
+            entry.last_succeeded = succeeded;
+            entry.with_rare(|rare| rare.retrying &= !succeeded);
+        }
+        if entry.def.common.kind == JobKind::CronMain && succeeded {
             // Its event is queued (or was already): the agent heartbeat processes it now.
             self.request_wake(&record.key.agent, WakeReason::Cron, None, now);
         }
         let Some(entry) = self.entries.get_mut(&record.key) else { return };
+        let retries = own && entry.exhausted;
         let Some(step) = breaker else {
             // The result did not reach the store, so the breaker did not count it; a failed
             // one-shot still tries again, after the first backoff step.
-            if record.status != ExecutionStatus::Succeeded && entry.exhausted {
+            if !succeeded && retries {
                 let first = self.context.error_backoff.first().copied().unwrap_or(Duration::ZERO);
                 self.arm_retry(&record.key, now, first, record.slot).await;
             }
@@ -884,7 +895,7 @@ impl Driver {
         } else if step.consecutive_failures > 0 {
             let delay = backoff_delay(&self.context.error_backoff, step.consecutive_failures);
             entry.with_rare(|rare| rare.backoff_until = Some(now.mono + delay));
-            if entry.exhausted {
+            if retries {
                 self.arm_retry(&record.key, now, delay, record.slot).await;
             }
         } else {
@@ -992,13 +1003,12 @@ impl Driver {
                 entry.enabled = enabled;
                 if enabled {
                     // Enabling clears the breaker count in the store, and the backoff with it.
-                    let failed_before =
-                        entry.with_rare(|rare| rare.backoff_until.take()).is_some() || !entry.last_succeeded;
+                    entry.with_rare(|rare| rare.backoff_until = None);
                     let failures = self.backoff_from_store(&key, now).await;
                     if self.tripped_after_write(&key, failures, now) {
                         return;
                     }
-                    self.enable_entry(&key, now, floor, failed_before).await;
+                    self.enable_entry(&key, now, floor).await;
                 } else {
                     self.disarm(&key);
                 }
@@ -1035,18 +1045,19 @@ impl Driver {
     }
 
     /// Arms a heartbeat that was just enabled (by an operator, or by its breaker for a
-    /// probe), never below `floor`. A one-shot whose run failed tries once more.
-    async fn enable_entry(&mut self, key: &HeartbeatKey, now: Now, floor: Option<Timestamp>, failed_before: bool) {
+    /// probe), never below `floor`. A one-shot with no slot left whose latest run failed
+    /// tries once more.
+    async fn enable_entry(&mut self, key: &HeartbeatKey, now: Now, floor: Option<Timestamp>) {
         self.rearm(key.clone(), now, floor).await;
         self.exhaust_if_decided(key).await;
-        // Not while a slot of it is still to run (held behind a run, or waiting for a
-        // place): that run decides, and its failure retries.
+        // Not while a run of it is going or a slot of it is still to run (held behind a
+        // run, or waiting for a place): that run decides, and its failure retries.
         let queued = self.queued.contains_key(key);
-        let retry = self.entries.get(key).is_some_and(|entry| {
-            let slot_to_run = queued || !entry.rare().waiting.is_empty();
-            entry.exhausted && failed_before && !slot_to_run
+        let settled = self.entries.get(key).is_some_and(|entry| {
+            let run_to_end = queued || !entry.rare().waiting.is_empty() || entry.runs_in_flight() > 0;
+            entry.exhausted && !run_to_end
         });
-        if retry {
+        if settled && self.one_shot_failed_last(key).await {
             self.arm_retry(key, now, Duration::ZERO, floor.unwrap_or(now.wall)).await;
         }
     }
@@ -1180,22 +1191,34 @@ impl Driver {
         });
         for key in done {
             let Some(entry) = self.entries.get(&key) else { continue };
-            let unknown_outcome =
-                !entry.last_succeeded && !entry.rare().retrying && matches!(entry.def.schedule(), Schedule::At(_));
-            if unknown_outcome {
-                // A one-shot whose run failed may be known as such only to the run log: an
-                // enable resets the stored failures, and a crash before the retry slot it
-                // armed was written leaves the one-shot's own slot, decided (seed
-                // 1927870214209). Its latest run says whether it retries. Disabled too: a
-                // run that failed after an operator's disable leaves it disabled as they
-                // left it, not retired over an enable already stored (seed 1927870716538).
-                match self.last_run_failed(&key).await {
-                    Some(true) => {
+            // This process did not see the one-shot's last run succeed: its outcome is the
+            // run log's. A run that failed may be known as such only to the log: an enable
+            // resets the stored failures, and a crash before the retry slot it armed was
+            // written leaves the one-shot's own slot, decided (seed 1927870214209). Disabled
+            // too: a run that failed after an operator's disable leaves it disabled as they
+            // left it, not retired over an enable already stored (seed 1927870716538). And
+            // a start-up takes a one-shot whose stored slot lies past its instant for one
+            // retrying, though that retry may have succeeded: an enable then ran it again.
+            let unseen = match entry.def.schedule() {
+                Schedule::At(at) if !entry.last_succeeded => Some(truncate_to_millis(*at)),
+                _ => None,
+            };
+            if let Some(instant) = unseen {
+                match self.last_run(&key).await {
+                    Some(Some((ExecutionStatus::Failed | ExecutionStatus::TimedOut, _))) => {
                         if let Some(entry) = self.entries.get_mut(&key) {
                             entry.with_rare(|rare| rare.retrying = true);
                         }
                     }
-                    Some(false) => {}
+                    Some(Some((ExecutionStatus::Succeeded, slot))) if slot >= instant => {
+                        if let Some(entry) = self.entries.get_mut(&key) {
+                            entry.last_succeeded = true;
+                            entry.with_rare(|rare| rare.retrying = false);
+                        }
+                    }
+                    // Nothing, a skip, an interrupted run or an earlier schedule's run: the
+                    // retry stands if a stored retry slot said so, else it is done.
+                    Some(_) => {}
                     None => {
                         // Unknown for now: decided at a later turn, not retired on a guess.
                         self.exhausted.insert(key);
@@ -1425,13 +1448,34 @@ impl Driver {
         self.store_next_slot(key.clone(), slot).await;
     }
 
-    /// Whether `key`'s latest run in the log failed (or timed out); `None` when the log
+    /// Whether the latest run of one-shot `key` failed, as the run log says: not what this
+    /// process saw or inferred. A fresh entry (after a restart or a replace) has seen no
+    /// run, a start-up infers a retry from a stored slot past the instant, and a run of the
+    /// schedule it replaced may finish last, failing, or trip the breaker; each of those,
+    /// taken for the one-shot's failure, ran a one-shot that had succeeded again (seeds
+    /// 1927871482106, 1927871482140, 1927871493901). A success at or after the instant
+    /// ends it; unread, no retry now (the retirement reads again).
+    async fn one_shot_failed_last(&mut self, key: &HeartbeatKey) -> bool {
+        let Some(Schedule::At(at)) = self.entries.get(key).map(|entry| entry.def.schedule()) else { return false };
+        let instant = truncate_to_millis(*at);
+        match self.last_run(key).await {
+            Some(Some((ExecutionStatus::Failed | ExecutionStatus::TimedOut, _))) => true,
+            Some(Some((ExecutionStatus::Succeeded, slot))) if slot >= instant => {
+                if let Some(entry) = self.entries.get_mut(key) {
+                    entry.last_succeeded = true;
+                    entry.with_rare(|rare| rare.retrying = false);
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// `key`'s latest row in the run log (its status and slot), if any; `None` when the log
     /// cannot be read.
-    async fn last_run_failed(&mut self, key: &HeartbeatKey) -> Option<bool> {
+    async fn last_run(&mut self, key: &HeartbeatKey) -> Option<Option<(ExecutionStatus, Timestamp)>> {
         match self.context.store.executions(key, 1).await {
-            Ok(latest) => Some(latest.first().is_some_and(|execution| {
-                matches!(execution.status, ExecutionStatus::Failed | ExecutionStatus::TimedOut)
-            })),
+            Ok(latest) => Some(latest.first().map(|execution| (execution.status, execution.slot))),
             Err(error) => {
                 self.store_failed("executions", error.to_string(), "a one-shot is retired or retried at a later turn");
                 None

@@ -101,7 +101,7 @@ impl Driver {
                     // The cooldown was the wait: no backoff on top of it.
                     entry.with_rare(|rare| rare.backoff_until = None);
                     self.context.events.emit(now.wall, &EngineEvent::BreakerHalfOpen { key: key.clone() });
-                    self.enable_entry(&key, now, floor, true).await;
+                    self.enable_entry(&key, now, floor).await;
                 }
                 Ok(false) => {
                     // Not open in the store any more, by a write this engine did not make:
