@@ -241,7 +241,12 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
             Op::Create(def) => engine.upsert((**def).clone()).await.map(|()| true),
             Op::Delete(key) => engine.delete(key).await,
             Op::Disable(key) => engine.set_enabled(key, false).await,
-            Op::Enable(key) => engine.set_enabled(key, true).await,
+            Op::Enable(key) => {
+                if one_shot_held_behind_run(world, key).await {
+                    world.took(RarePath::EnableOfHeldOneShot);
+                }
+                engine.set_enabled(key, true).await
+            }
             Op::SetFile(agent, content) => {
                 world.workspace.set_heartbeat_file(agent, content.as_deref());
                 world.record(Event::WorkspaceChanged { agent: agent.clone(), content: content.clone() });
@@ -281,6 +286,22 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
             Err(error) => world.record(Event::OpFailed { life: life.number, op, error: error.to_string() }),
         }
     }
+}
+
+/// Whether `key` is a stored one-shot, enabled, whose instant has come by the wall clock
+/// while a run of its id is going and no slot at or after the instant is in the run log:
+/// its slot is held behind that run (the held one-shot enable scenario), or waits for a place.
+async fn one_shot_held_behind_run(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
+    use systole::core::schedule::Schedule;
+    let stored = world.durable.load_heartbeats().await.unwrap_or_default();
+    let Some(job) = stored.iter().find(|job| &job.def.key == key) else { return false };
+    let Schedule::At(instant) = job.def.schedule else { return false };
+    if !job.state.enabled || instant > world.clock.now().wall {
+        return false;
+    }
+    let executions = world.durable.executions(key, usize::MAX).await.unwrap_or_default();
+    executions.iter().any(|execution| execution.status == ExecutionStatus::Running)
+        && !executions.iter().any(|execution| execution.slot >= instant)
 }
 
 /// Whether `defs` make a stored recurring job, enabled and armed, a one-shot whose instant

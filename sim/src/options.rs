@@ -62,6 +62,8 @@ pub enum Stream {
     StoreReads = 21,
     /// A reload that makes a recurring job a one-shot below its armed slot (`scenarios`).
     OneShotTakeover = 22,
+    /// Reloads that hold a one-shot's slot behind a slow run, and an enable (`scenarios`).
+    HeldOneShot = 23,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -298,10 +300,16 @@ impl SimOptions {
             safety,
             wall_at,
         );
-        if let Some(op) = takeover {
-            ops.push(op);
-            ops.sort_by_key(|op| op.after);
-        }
+        ops.extend(takeover);
+        ops.extend(crate::scenarios::held_one_shot_enable(
+            &mut self::rng(seed, Stream::HeldOneShot),
+            &heartbeats,
+            safety,
+            wall_at,
+            &clock_jumps.iter().map(|jump| jump.after).collect::<Vec<_>>(),
+            error_backoff.first().copied().unwrap_or_default(),
+        ));
+        ops.sort_by_key(|op| op.after);
         Self {
             seed,
             start,

@@ -26,6 +26,12 @@
 //! - one-shot takeover: a config reload makes a recurring job a one-shot whose instant
 //!   comes before the slot the old definition's timer had armed, so a replace that kept the
 //!   old timer's slot as its floor would find it out of slots (seed 1927871251589).
+//! - held one-shot enable: a reload makes a recurring job a one-shot due seconds after an
+//!   operator's trigger began a slow run of it; under `buffer_one` its slot is held behind
+//!   that run and an operator enables the job (enabled already) while it waits, so an
+//!   enable that re-armed the held slot would offer it twice (seed 1927871444419); under
+//!   `allow_all` the one-shot runs beside it and succeeds, and the slow run fails after,
+//!   which must not make the one-shot run again (ADR 0046).
 
 use std::time::Duration;
 
@@ -40,6 +46,7 @@ use systole::core::policy::{CatchUp, Overlap};
 use systole::core::schedule::Schedule;
 
 use crate::options::ClockJump;
+use crate::ports::llm::FLAKY_MARKER;
 use crate::workload::{Op, ScheduledOp, CRON_EXPRESSIONS, ZONES};
 
 const PAUSE_REWIND_KILL_PROBABILITY: f64 = 0.25;
@@ -60,6 +67,11 @@ pub const SLOW_REPEAT_RUN_SECS: u64 = 90;
 /// answers the same alert.
 pub const SLOW_REPEAT_MARKER: &str = "[slow, repeats]";
 pub const SLOW_REPEAT_REPLY: &str = "The backup job failed again";
+/// End the prompt of a heartbeat whose every LLM call takes `SLOW_REPEAT_RUN_SECS` and then,
+/// while faults are on, is refused (HTTP 401, which trips the breaker at once) or fails
+/// (HTTP 500); healed, it answers as a slow repeat.
+pub const SLOW_REFUSED_MARKER: &str = "[slow, refused]";
+pub const SLOW_FAILING_MARKER: &str = "[slow, fails]";
 
 const GRID_FINISH_PROBABILITY: f64 = 0.35;
 /// A grid-finishing heartbeat's interval, and the grid its runs end on.
@@ -319,4 +331,140 @@ fn make_grid_runner(def: &mut HeartbeatDef, interval_secs: u64, marker: &str) {
     def.active_hours = None;
     def.timeout = Duration::from_secs(GRID_FINISH_SECS * 2);
     def.prompt = format!("{}\n{marker}", def.prompt);
+}
+
+const HELD_ONE_SHOT_PROBABILITY: f64 = 0.4;
+/// The slow version's interval: longer than its runs, so that under `buffer_one` no slot is
+/// skipped as an overlap once healed (where the liveness model wants none), should the
+/// takeover's reload fail and leave it so.
+const HELD_ONE_SHOT_INTERVAL_SECS: u64 = SLOW_REPEAT_RUN_SECS + 30;
+/// How long the slow version is stored before the takeover: less than its interval, so no
+/// slot of its own is decided first (a replace arms it no lower than the old definition's
+/// armed slot, which may lie ahead of the wall by an interval of the old definition: a slot
+/// decided there would decide the one-shot's instant too). The trigger's run is the one the
+/// one-shot waits behind.
+const HELD_ONE_SHOT_BUSY_SECS_MIN: u64 = 10;
+const HELD_ONE_SHOT_BUSY_SECS_MAX: u64 = 60;
+/// The share of seeds of the scenario in which the one-shot runs beside the trigger's slow
+/// run instead of waiting behind it, and that run fails after the one-shot's succeeded.
+const BESIDE_PROBABILITY: f64 = 0.4;
+/// The share of held one-shots whose own run fails once (then a restart and an enable).
+const HELD_ONE_SHOT_FLAKY_PROBABILITY: f64 = 0.5;
+/// Slack after the one-shot's retry, and between the restart and the enable.
+const HELD_ONE_SHOT_SETTLE: Duration = Duration::from_secs(60);
+/// How many times the scenario draws its times for a moment the wall clock has caught up
+/// with its backward jumps, before it gives up on the seed.
+const HELD_ONE_SHOT_DRAWS_MAX: usize = 16;
+/// How long after the takeover (by the wall clock) the one-shot's instant comes, at most:
+/// soon, so its slot fires while the run going then still goes; and after the trigger's
+/// slot, or the run log would have decided the instant already (ADR 0018).
+const HELD_ONE_SHOT_LEAD_SECS_MAX: u64 = 20;
+/// An operator's trigger this long before the takeover starts a slow run (or is held
+/// behind one going), so that a run is going when the one-shot's slot fires.
+const HELD_ONE_SHOT_TRIGGER_LEAD_SECS: u64 = 2;
+/// When the operator's enable comes after the one-shot's slot fired, at most: well within
+/// the slow run, so the slot still waits behind it.
+const HELD_ONE_SHOT_ENABLE_SECS_MAX: u64 = 30;
+
+/// The held one-shot enable, in a share of seeds: a reload of `config` makes one recurring
+/// config job a `buffer_one` slow repeat; an operator's trigger starts a run of it just
+/// before a second reload makes it a one-shot due soon after, still slow, so its slot is
+/// held behind that run; then an operator enables it, enabled already, while it waits.
+pub fn held_one_shot_enable(
+    rng: &mut ChaCha8Rng,
+    config: &[HeartbeatDef],
+    safety: Duration,
+    wall_at: impl Fn(Duration) -> Timestamp,
+    jump_times: &[Duration],
+    retry_after: Duration,
+) -> Vec<ScheduledOp> {
+    if !rng.random_bool(HELD_ONE_SHOT_PROBABILITY) {
+        return Vec::new();
+    }
+    let recurring: Vec<usize> = (0..config.len())
+        .filter(|&i| {
+            let def = &config[i];
+            def.origin == Origin::Config
+                && matches!(def.kind, JobKind::Heartbeat | JobKind::Cron)
+                && !matches!(def.schedule, Schedule::At(_))
+                && !def.prompt.ends_with(']')
+        })
+        .collect();
+    if recurring.is_empty() {
+        return Vec::new();
+    }
+    let chosen = recurring[rng.random_range(0..recurring.len())];
+    let flaky_room = SLOW_REPEAT_RUN_SECS * 2 + retry_after.as_secs() + HELD_ONE_SHOT_SETTLE.as_secs() * 2;
+    let room = HELD_ONE_SHOT_BUSY_SECS_MAX + HELD_ONE_SHOT_LEAD_SECS_MAX + HELD_ONE_SHOT_ENABLE_SECS_MAX + flaky_room;
+    // The wall clock at its highest yet by the trigger: after a backward jump, slots decided
+    // before it lie ahead of the wall, and an instant below them is decided at once (ADR
+    // 0018), so the one-shot would never wait behind the run.
+    let trigger_lead = Duration::from_secs(HELD_ONE_SHOT_TRIGGER_LEAD_SECS);
+    let caught_up = |takeover: Duration| {
+        let trigger = takeover.saturating_sub(trigger_lead);
+        let wall = wall_at(trigger);
+        let before_jumps = jump_times.iter().filter(|after| **after <= trigger);
+        before_jumps.map(|after| wall_at(after.saturating_sub(Duration::from_millis(1)))).all(|high| high <= wall)
+    };
+    let mut drawn = None;
+    for _ in 0..HELD_ONE_SHOT_DRAWS_MAX {
+        let busy_from = Duration::from_secs(rng.random_range(60..safety.as_secs().saturating_sub(room).max(61)));
+        let busy_for = rng.random_range(HELD_ONE_SHOT_BUSY_SECS_MIN..=HELD_ONE_SHOT_BUSY_SECS_MAX);
+        let takeover = busy_from + Duration::from_secs(busy_for);
+        if caught_up(takeover) {
+            drawn = Some((busy_from, takeover));
+            break;
+        }
+    }
+    let Some((busy_from, takeover)) = drawn else { return Vec::new() };
+    let lead = Duration::from_secs(rng.random_range(1..=HELD_ONE_SHOT_LEAD_SECS_MAX));
+    let Ok(instant) = wall_at(takeover).checked_add(lead) else { return Vec::new() };
+    let mut busy = config.to_vec();
+    make_slow_repeat(&mut busy[chosen]);
+    busy[chosen].schedule = Schedule::Every(Duration::from_secs(HELD_ONE_SHOT_INTERVAL_SECS));
+    busy[chosen].policy.overlap = Overlap::BufferOne;
+    let mut one_shot = busy.clone();
+    let def = &mut one_shot[chosen];
+    def.schedule = Schedule::At(instant);
+    def.kind = JobKind::Cron;
+    def.delete_after_run = rng.random_bool(0.5);
+    // In some, the one-shot's own run fails once and its retry succeeds: its stored slot
+    // then lies past its instant, which a start-up takes for a retry still to come.
+    let flaky = rng.random_bool(HELD_ONE_SHOT_FLAKY_PROBABILITY);
+    if flaky {
+        def.prompt = format!("{}\n{FLAKY_MARKER}1]", config[chosen].prompt);
+    }
+    let key = def.key.clone();
+    let enable = takeover + lead + Duration::from_secs(rng.random_range(1..=HELD_ONE_SHOT_ENABLE_SECS_MAX));
+    let mut ops = vec![
+        ScheduledOp { after: busy_from, op: Op::Reload(busy) },
+        ScheduledOp { after: takeover.saturating_sub(trigger_lead), op: Op::Trigger(key.clone()) },
+        ScheduledOp { after: takeover, op: Op::Reload(one_shot) },
+        ScheduledOp { after: enable, op: Op::Enable(key.clone()) },
+    ];
+    if flaky {
+        // Once the held run, the one-shot's own and its retry are over: a restart forgets
+        // how its last run ended, and an operator enables it, retired, again.
+        let done = Duration::from_secs(SLOW_REPEAT_RUN_SECS * 2) + retry_after + HELD_ONE_SHOT_SETTLE;
+        ops.push(ScheduledOp { after: enable + done, op: Op::Kill });
+        ops.push(ScheduledOp { after: enable + done + HELD_ONE_SHOT_SETTLE, op: Op::Enable(key) });
+    }
+    // In others the trigger's run goes beside the one-shot's (`allow_all`) and fails after
+    // it succeeded, with a refusal (tripping the breaker) or an error: it says nothing of
+    // the one-shot, which must not retry (seeds 1927871484937, 1927871493901).
+    if rng.random_bool(BESIDE_PROBABILITY) {
+        let marker = if rng.random_bool(0.5) { SLOW_REFUSED_MARKER } else { SLOW_FAILING_MARKER };
+        ops.truncate(3);
+        for op in &mut ops {
+            let Op::Reload(defs) = &mut op.op else { continue };
+            let def = &mut defs[chosen];
+            def.policy.overlap = Overlap::AllowAll;
+            // The slow version fails; the one-shot answers at once.
+            def.prompt = match def.schedule {
+                Schedule::At(_) => config[chosen].prompt.clone(),
+                _ => format!("{}\n{marker}", config[chosen].prompt),
+            };
+        }
+    }
+    ops
 }

@@ -73,10 +73,12 @@ pub enum RarePath {
     ClaimsOfOneHeartbeatInAPass,
     /// A reload made a recurring job, armed for a slot, a one-shot due before that slot.
     OneShotBelowArmedSlot,
+    /// An operator enabled a one-shot, enabled already, whose slot waited behind a run.
+    EnableOfHeldOneShot,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 10] = [
+    pub const ALL: [RarePath; 11] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -87,6 +89,7 @@ impl RarePath {
         RarePath::LoadFailedMidway,
         RarePath::ClaimsOfOneHeartbeatInAPass,
         RarePath::OneShotBelowArmedSlot,
+        RarePath::EnableOfHeldOneShot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -101,6 +104,7 @@ impl RarePath {
             RarePath::LoadFailedMidway => "load-failed-midway",
             RarePath::ClaimsOfOneHeartbeatInAPass => "claims-of-one-heartbeat-in-a-pass",
             RarePath::OneShotBelowArmedSlot => "one-shot-below-armed-slot",
+            RarePath::EnableOfHeldOneShot => "enable-of-held-one-shot",
         }
     }
 }

@@ -97,7 +97,7 @@ pub const TRIGGER_DROPPED: &str = "trigger-dropped";
 /// a claimed slot whose prompt could not be read fails instead of running (ADR 0025).
 pub const PROMPT_SENT: &str = "prompt-sent";
 
-pub const INVARIANTS: [&str; 78] = [
+pub const INVARIANTS: [&str; 79] = [
     NO_SLOT_OFFERED_TWICE,
     unreadable::UNREADABLE_JUSTIFIED,
     PROMPT_SENT,
@@ -173,6 +173,7 @@ pub const INVARIANTS: [&str; 78] = [
     AT_RETRIES,
     AT_RETRY_ARMED,
     one_shots::AT_NOT_RETIRED_EARLY,
+    one_shots::AT_RUNS_ONCE,
     TRIGGER_EXPLICIT,
     TRIGGER_DECIDED,
     TRIGGER_DROPPED,
@@ -825,6 +826,10 @@ impl Model<'_> {
                     self.run_read_defs.insert((key.clone(), *slot), def.clone());
                 }
                 self.tools.run_started(key, *slot, entry.elapsed);
+                if !self.is_trigger(key, *slot) {
+                    self.count(one_shots::AT_RUNS_ONCE);
+                    self.one_shots.started(key, *slot, self.run_defs.get(&(key.clone(), *slot)))?;
+                }
                 self.slot_on_schedule(key, *slot)?;
                 self.catch_up_next(key, *slot)?;
                 self.run_started(entry, life, key, *slot)?;
@@ -1072,6 +1077,7 @@ impl Model<'_> {
             }
             DurableWrite::Put { def, .. } => {
                 self.tripped_since_put.remove(&def.key);
+                self.one_shots.stored(&def.key);
                 self.excuse_triggers(&def.key)
             }
             DurableWrite::Finish { key, tripped: true, .. } => {
@@ -1102,6 +1108,24 @@ impl Model<'_> {
                 stop_reason,
             } => {
                 let def = self.run_read_defs.get(&(key.clone(), *slot));
+                // An operator's trigger ran it early: its own slot still comes.
+                let own = !self.trigger_runs.contains(&(key.clone(), *slot));
+                let succeeded = *status == systole::ports::store::ExecutionStatus::Succeeded;
+                if succeeded && own {
+                    let driven = self.run_defs.get(&(key.clone(), *slot));
+                    self.one_shots.succeeded(key, *slot, driven, def);
+                }
+                // The run log is what a restart reads of a one-shot's last run: a crash between
+                // this record and the engine's word of the run leaves this outcome, not the
+                // one before it (seed 927310012221 under the held one-shot scenario: a retry
+                // recorded its success, the process died, and the restart rightly retired it).
+                let of_one_shot = self
+                    .run_defs
+                    .get(&(key.clone(), *slot))
+                    .is_none_or(|def| matches!(def.schedule, systole::core::schedule::Schedule::At(_)));
+                if self.present.contains_key(key) && (own || succeeded) && of_one_shot {
+                    self.last_failed.insert(key.clone(), !succeeded);
+                }
                 let checks = &mut self.checks;
                 let count = |invariant| *checks.entry(invariant).or_default() += 1;
                 self.tools.recorded(count, key, *slot, *status, error.as_deref(), tools.as_ref(), def)?;

@@ -5,6 +5,11 @@
 //! one-shot no lower than the old definition's timer found one whose instant lay below
 //! that timer out of slots at once, and it never ran (seed 1927871251589, found through a
 //! retry it then armed before the instant).
+//!
+//! A one-shot whose run succeeded has done its work: it never runs again on its own (an
+//! operator's trigger may run it), until its id is stored afresh. An enable of a one-shot,
+//! enabled already, while its only run was going armed a "retry" as if that run had failed,
+//! and it ran twice (found with the held one-shot scenario).
 
 use std::collections::BTreeMap;
 
@@ -17,12 +22,16 @@ use systole::core::schedule::Schedule;
 use super::{fail, Step};
 
 pub const AT_NOT_RETIRED_EARLY: &str = "at-not-retired-early";
+pub const AT_RUNS_ONCE: &str = "at-runs-once";
 
 #[derive(Debug, Default)]
 pub struct OneShotModel {
     /// The latest slot of each id that was claimed, recorded or decided: the store keeps
     /// a deleted predecessor's rows under the id, so nothing here is forgotten.
     latest_decided: BTreeMap<HeartbeatKey, Timestamp>,
+    /// The one-shots (by their instant) that a run of theirs finished with success, in the
+    /// store, since their id was last stored.
+    succeeded: BTreeMap<HeartbeatKey, Timestamp>,
 }
 
 impl OneShotModel {
@@ -30,6 +39,47 @@ impl OneShotModel {
     pub fn decided(&mut self, key: &HeartbeatKey, slot: Timestamp) {
         let latest = self.latest_decided.entry(key.clone()).or_insert(slot);
         *latest = (*latest).max(slot);
+    }
+
+    /// `key` was stored afresh (a create, a replace, a reload): a new job.
+    pub fn stored(&mut self, key: &HeartbeatKey) {
+        self.succeeded.remove(key);
+    }
+
+    /// A run of `key` at `slot`, which the driver ran under `driven` and which read `read`
+    /// at its claim, was recorded as a success. The one-shot's own when the driver ran it as
+    /// the one-shot, at or after its instant, and it ran the one-shot's prompt: a slot of the
+    /// old schedule claimed after the store took the one-shot in its place runs the
+    /// one-shot's definition too (ADR 0026), below the instant or above it, but is not the
+    /// one-shot's run (seed 1927871506694: a catch-up backlog of the old schedule).
+    pub fn succeeded(
+        &mut self,
+        key: &HeartbeatKey,
+        slot: Timestamp,
+        driven: Option<&HeartbeatDef>,
+        read: Option<&HeartbeatDef>,
+    ) {
+        let Some(Schedule::At(at)) = driven.map(|def| &def.schedule) else { return };
+        if read.map(|def| &def.schedule) != Some(&Schedule::At(*at)) {
+            return;
+        }
+        let Ok(instant) = Timestamp::from_millisecond(at.as_millisecond()) else { return };
+        if slot >= instant {
+            self.succeeded.insert(key.clone(), *at);
+        }
+    }
+
+    /// A run of `key`'s own (not an operator's trigger) started at `slot`, the driver running
+    /// it under `def`.
+    pub fn started(&self, key: &HeartbeatKey, slot: Timestamp, def: Option<&HeartbeatDef>) -> Step {
+        let Some(Schedule::At(at)) = def.map(|def| &def.schedule) else { return Ok(()) };
+        if self.succeeded.get(key) == Some(at) {
+            return fail(
+                AT_RUNS_ONCE,
+                format!("{key} (at {at}) started slot {slot} of its own after a run of it succeeded"),
+            );
+        }
+        Ok(())
     }
 
     /// The engine retired `key`, running under `def`, as out of slots at `wall`.

@@ -226,6 +226,20 @@ impl SimLlm {
             return self.call(ENDLESS_ID, "heartbeat", json!({ "action": "list" }));
         }
         let first_turn = !request.messages.iter().any(|m| m.role == Role::Tool);
+        let refused = prompt.ends_with(crate::scenarios::SLOW_REFUSED_MARKER);
+        if refused || prompt.ends_with(crate::scenarios::SLOW_FAILING_MARKER) {
+            self.world.clock.sleep(Duration::from_secs(crate::scenarios::SLOW_REPEAT_RUN_SECS)).await;
+            self.life.ensure_alive().await;
+            if self.world.injector.is_active() {
+                let (kind, status) = if refused { (FaultKind::LlmRefused, 401) } else { (FaultKind::LlmError, 500) };
+                self.world.fault(kind, format!("{prompt}: HTTP {status}"));
+                self.answer(&prompt, &format!("error {status} (slow)"));
+                return Err(LlmError::Status { status, body: "injected".to_owned() });
+            }
+            let text = crate::scenarios::SLOW_REPEAT_REPLY;
+            self.answer(&prompt, text);
+            return Ok(ChatResponse { text: Some(text.to_owned()), tool_calls: Vec::new(), usage: None });
+        }
         if prompt.ends_with(crate::scenarios::SLOW_REPEAT_MARKER) {
             // Outlasts its interval and says the same each time (not a fault: also healed).
             self.world.clock.sleep(Duration::from_secs(crate::scenarios::SLOW_REPEAT_RUN_SECS)).await;
