@@ -100,6 +100,16 @@ pub(crate) enum Change {
     Resume(AgentId),
 }
 
+/// What the run log says of a one-shot's latest run (ADR 0046).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OneShotLastRun {
+    Failed,
+    /// Its own run, at or after its instant.
+    Succeeded,
+    /// Nothing that decides: no row, a skip, an interrupted run, an earlier schedule's run.
+    Neither,
+}
+
 /// The driver's view of one heartbeat.
 struct Entry {
     /// What arming and deciding its slots read of its definition; a run reads the whole
@@ -1057,7 +1067,7 @@ impl Driver {
             let run_to_end = queued || !entry.rare().waiting.is_empty() || entry.runs_in_flight() > 0;
             entry.exhausted && !run_to_end
         });
-        if settled && self.one_shot_failed_last(key).await {
+        if settled && self.one_shot_last_run(key).await == Some(OneShotLastRun::Failed) {
             self.arm_retry(key, now, Duration::ZERO, floor.unwrap_or(now.wall)).await;
         }
     }
@@ -1196,29 +1206,20 @@ impl Driver {
             // resets the stored failures, and a crash before the retry slot it armed was
             // written leaves the one-shot's own slot, decided (seed 1927870214209). Disabled
             // too: a run that failed after an operator's disable leaves it disabled as they
-            // left it, not retired over an enable already stored (seed 1927870716538). And
-            // a start-up takes a one-shot whose stored slot lies past its instant for one
-            // retrying, though that retry may have succeeded: an enable then ran it again.
-            let unseen = match entry.def.schedule() {
-                Schedule::At(at) if !entry.last_succeeded => Some(truncate_to_millis(*at)),
-                _ => None,
-            };
-            if let Some(instant) = unseen {
-                match self.last_run(&key).await {
-                    Some(Some((ExecutionStatus::Failed | ExecutionStatus::TimedOut, _))) => {
+            // left it, not retired over an enable already stored (seed 1927870716538). And a
+            // start-up takes a one-shot whose stored slot lies past its instant for one
+            // retrying, though that retry may have succeeded (seed 1927871482441).
+            let unseen = matches!(entry.def.schedule(), Schedule::At(_)) && !entry.last_succeeded;
+            if unseen {
+                match self.one_shot_last_run(&key).await {
+                    Some(OneShotLastRun::Failed) => {
                         if let Some(entry) = self.entries.get_mut(&key) {
                             entry.with_rare(|rare| rare.retrying = true);
                         }
                     }
-                    Some(Some((ExecutionStatus::Succeeded, slot))) if slot >= instant => {
-                        if let Some(entry) = self.entries.get_mut(&key) {
-                            entry.last_succeeded = true;
-                            entry.with_rare(|rare| rare.retrying = false);
-                        }
-                    }
-                    // Nothing, a skip, an interrupted run or an earlier schedule's run: the
-                    // retry stands if a stored retry slot said so, else it is done.
-                    Some(_) => {}
+                    // Done (the entry knows it now), or nothing that says: the retry stands
+                    // if a stored retry slot said so, else it is done.
+                    Some(OneShotLastRun::Succeeded | OneShotLastRun::Neither) => {}
                     None => {
                         // Unknown for now: decided at a later turn, not retired on a guess.
                         self.exhausted.insert(key);
@@ -1448,39 +1449,39 @@ impl Driver {
         self.store_next_slot(key.clone(), slot).await;
     }
 
-    /// Whether the latest run of one-shot `key` failed, as the run log says: not what this
+    /// How the latest run of one-shot `key` ended, as the run log says: not what this
     /// process saw or inferred. A fresh entry (after a restart or a replace) has seen no
     /// run, a start-up infers a retry from a stored slot past the instant, and a run of the
     /// schedule it replaced may finish last, failing, or trip the breaker; each of those,
     /// taken for the one-shot's failure, ran a one-shot that had succeeded again (seeds
     /// 1927871482106, 1927871482140, 1927871493901). A success at or after the instant
-    /// ends it; unread, no retry now (the retirement reads again).
-    async fn one_shot_failed_last(&mut self, key: &HeartbeatKey) -> bool {
-        let Some(Schedule::At(at)) = self.entries.get(key).map(|entry| entry.def.schedule()) else { return false };
+    /// ends it, and the entry learns it. `None` when the log cannot be read.
+    async fn one_shot_last_run(&mut self, key: &HeartbeatKey) -> Option<OneShotLastRun> {
+        let Some(Schedule::At(at)) = self.entries.get(key).map(|entry| entry.def.schedule()) else {
+            return Some(OneShotLastRun::Neither);
+        };
         let instant = truncate_to_millis(*at);
-        match self.last_run(key).await {
-            Some(Some((ExecutionStatus::Failed | ExecutionStatus::TimedOut, _))) => true,
-            Some(Some((ExecutionStatus::Succeeded, slot))) if slot >= instant => {
+        let latest = match self.context.store.executions(key, 1).await {
+            Ok(latest) => latest.into_iter().next(),
+            Err(error) => {
+                self.store_failed("executions", error.to_string(), "a one-shot is retired or retried at a later turn");
+                return None;
+            }
+        };
+        Some(match latest {
+            Some(run) if matches!(run.status, ExecutionStatus::Failed | ExecutionStatus::TimedOut) => {
+                OneShotLastRun::Failed
+            }
+            Some(run) if run.status == ExecutionStatus::Succeeded && run.slot >= instant => {
                 if let Some(entry) = self.entries.get_mut(key) {
                     entry.last_succeeded = true;
                     entry.with_rare(|rare| rare.retrying = false);
                 }
-                false
+                OneShotLastRun::Succeeded
             }
-            _ => false,
-        }
-    }
-
-    /// `key`'s latest row in the run log (its status and slot), if any; `None` when the log
-    /// cannot be read.
-    async fn last_run(&mut self, key: &HeartbeatKey) -> Option<Option<(ExecutionStatus, Timestamp)>> {
-        match self.context.store.executions(key, 1).await {
-            Ok(latest) => Some(latest.first().map(|execution| (execution.status, execution.slot))),
-            Err(error) => {
-                self.store_failed("executions", error.to_string(), "a one-shot is retired or retried at a later turn");
-                None
-            }
-        }
+            // Nothing, a skip, an interrupted run or a run of an earlier schedule.
+            _ => OneShotLastRun::Neither,
+        })
     }
 
     /// Stores a re-armed heartbeat's next slot, so a restart resumes there.
