@@ -278,6 +278,24 @@ pub fn plant(
     planted
 }
 
+/// One recurring config job that calls the model and carries no scenario's marker, drawn
+/// from `config` (the one-shot scenarios make it a one-shot); `None` when there is none.
+fn recurring_config_job(rng: &mut ChaCha8Rng, config: &[HeartbeatDef]) -> Option<usize> {
+    let recurring: Vec<usize> = (0..config.len())
+        .filter(|&i| {
+            let def = &config[i];
+            def.origin == Origin::Config
+                && matches!(def.kind, JobKind::Heartbeat | JobKind::Cron)
+                && !matches!(def.schedule, Schedule::At(_))
+                && !def.prompt.ends_with(']')
+        })
+        .collect();
+    if recurring.is_empty() {
+        return None;
+    }
+    Some(recurring[rng.random_range(0..recurring.len())])
+}
+
 const ONE_SHOT_TAKEOVER_PROBABILITY: f64 = 0.5;
 /// How long after the reload the one-shot's instant comes, at most: short beside the
 /// recurring job's interval, so its armed slot mostly lies past the instant.
@@ -295,19 +313,7 @@ pub fn one_shot_takeover(
     if !rng.random_bool(ONE_SHOT_TAKEOVER_PROBABILITY) {
         return None;
     }
-    let recurring: Vec<usize> = (0..config.len())
-        .filter(|&i| {
-            let def = &config[i];
-            def.origin == Origin::Config
-                && matches!(def.kind, JobKind::Heartbeat | JobKind::Cron)
-                && !matches!(def.schedule, Schedule::At(_))
-                && !def.prompt.ends_with(']')
-        })
-        .collect();
-    if recurring.is_empty() {
-        return None;
-    }
-    let chosen = recurring[rng.random_range(0..recurring.len())];
+    let chosen = recurring_config_job(rng, config)?;
     let after = Duration::from_secs(rng.random_range(60..safety.as_secs().max(61)));
     let lead = SignedDuration::from_secs(rng.random_range(1..=ONE_SHOT_TAKEOVER_LEAD_SECS_MAX) as i64);
     let instant = wall_at(after).checked_add(lead).ok()?;
@@ -381,19 +387,7 @@ pub fn held_one_shot_enable(
     if !rng.random_bool(HELD_ONE_SHOT_PROBABILITY) {
         return Vec::new();
     }
-    let recurring: Vec<usize> = (0..config.len())
-        .filter(|&i| {
-            let def = &config[i];
-            def.origin == Origin::Config
-                && matches!(def.kind, JobKind::Heartbeat | JobKind::Cron)
-                && !matches!(def.schedule, Schedule::At(_))
-                && !def.prompt.ends_with(']')
-        })
-        .collect();
-    if recurring.is_empty() {
-        return Vec::new();
-    }
-    let chosen = recurring[rng.random_range(0..recurring.len())];
+    let Some(chosen) = recurring_config_job(rng, config) else { return Vec::new() };
     let flaky_room = SLOW_REPEAT_RUN_SECS * 2 + retry_after.as_secs() + HELD_ONE_SHOT_SETTLE.as_secs() * 2;
     let room = HELD_ONE_SHOT_BUSY_SECS_MAX + HELD_ONE_SHOT_LEAD_SECS_MAX + HELD_ONE_SHOT_ENABLE_SECS_MAX + flaky_room;
     // The wall clock at its highest yet by the trigger: after a backward jump, slots decided
