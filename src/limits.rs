@@ -77,6 +77,8 @@ pub const DRIVER_SLEEP_SECS_MAX: u64 = 30;
 
 /// How long `serve` lets in-flight runs finish after SIGINT/SIGTERM before abandoning them.
 pub const SHUTDOWN_GRACE_SECS_DEFAULT: u64 = 30;
+/// How long a stop waits for the store to close (SQLite: its WAL copied into the file).
+pub const STORE_CLOSE_MILLIS_MAX: u64 = 500;
 
 /// Discord's longest message, in characters.
 pub const DISCORD_MESSAGE_CHARS_MAX: usize = 2_000;

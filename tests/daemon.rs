@@ -340,6 +340,41 @@ async fn daemon_delivers_stays_silent_trips_the_breaker_and_keeps_it_across_rest
         .all(|run| run["status"] == "failed" && run["error"].as_str().is_some_and(|e| e.contains("HTTP 500"))));
 }
 
+/// A user who stops the daemon and copies its database file has every run in the copy:
+/// the stop copies SQLite's WAL into the file and removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_daemon_leaves_every_run_in_its_database_file_alone() {
+    let (servers, address) = start_servers().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = write_config(dir.path(), address);
+    let daemon = spawn_daemon(&config, &dir.path().join("daemon.log"));
+    wait_until("two deliveries", || servers.deliveries_of("talker").len() >= 2).await;
+    stop_daemon(daemon);
+
+    let wal = dir.path().join("state.db-wal");
+    let wal_bytes = std::fs::metadata(&wal).map_or(0, |meta| meta.len());
+    assert_eq!(wal_bytes, 0, "the WAL beside the stopped daemon's database is gone or empty");
+    // The file alone, as a backup would take it, beside the same config.
+    let copy = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(dir.path().join("state.db"), copy.path().join("state.db")).expect("copy the database file");
+    let copied_config = copy.path().join("systole.toml");
+    std::fs::copy(&config, &copied_config).expect("copy the config");
+    let delivered: std::collections::BTreeSet<String> = servers
+        .deliveries_of("talker")
+        .iter()
+        .map(|(_, body)| body["scheduled_for"].as_str().expect("a slot").to_owned())
+        .collect();
+    let logged: std::collections::BTreeSet<String> = runs_json(&copied_config, "main", "talker")
+        .iter()
+        .filter(|run| run["status"] == "succeeded")
+        .map(|run| run["scheduled_for"].as_str().expect("a slot").to_owned())
+        .collect();
+    assert!(
+        delivered.is_subset(&logged),
+        "every delivered run is in the copied file: delivered {delivered:?}, logged {logged:?}"
+    );
+}
+
 #[test]
 fn a_bad_config_is_refused_with_the_file_field_and_problem() {
     let dir = tempfile::tempdir().expect("temp dir");

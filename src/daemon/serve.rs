@@ -29,11 +29,13 @@ use crate::delivery::sender::ChatSender;
 use crate::delivery::settings::destinations;
 use crate::driver::events::{EventSink, TracingSink};
 use crate::driver::{self, EngineHandle, EngineOptions, Ports};
+use crate::limits::STORE_CLOSE_MILLIS_MAX;
 use crate::mcp::servers::{self as mcp_servers, McpServers};
 use crate::metrics::metered::{MeteredLlm, MeteredMessenger, MeteredSink, MeteredTools};
 use crate::metrics::Metrics;
 use crate::ports::clock::Clock;
 use crate::ports::llm::Llm;
+use crate::ports::store::Store;
 use crate::ports::tools::ToolServers;
 
 /// Builds the configured LLM provider.
@@ -118,6 +120,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     };
     let opened = store_open::open_for_daemon(&config).await?;
     let store = Arc::clone(&opened.store);
+    let closing = Arc::clone(&opened.store);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let metrics = Arc::new(Metrics::default());
     let feed = Arc::new(EventFeed::default());
@@ -199,7 +202,7 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
             let state = ApiState {
                 engine: engines.clone(),
                 store,
-                clock,
+                clock: Arc::clone(&clock),
                 agents: Arc::new(config.agents.clone()),
                 agent_default: Arc::new(config.agent_default.clone()),
                 global_caps: Arc::new(config.engine.global_caps.clone()),
@@ -253,8 +256,28 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     }
     // After the runs: a run's last tool call may still be going during the grace.
     mcp.shutdown().await;
+    close_store(closing.as_ref(), clock.as_ref()).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Last at a stop, once every result is written: SQLite's file then holds every commit
+/// itself, so a copy of it alone is a whole backup. Bounded, so that a connection someone
+/// still holds cannot keep the process from exiting; an unclosed store loses nothing
+/// (the next start reads through the WAL, as after a crash).
+async fn close_store(store: &dyn Store, clock: &dyn Clock) {
+    let deadline = clock.monotonic() + std::time::Duration::from_millis(STORE_CLOSE_MILLIS_MAX);
+    tokio::select! {
+        closed = store.close() => {
+            if let Err(error) = closed {
+                tracing::warn!(%error, "the store did not close cleanly; the next start recovers it");
+            }
+        }
+        () = clock.sleep_until(deadline) => tracing::warn!(
+            millis = STORE_CLOSE_MILLIS_MAX,
+            "the store did not close in time; the next start recovers it"
+        ),
+    }
 }
 
 /// The engine of a single node, or a node's part of a cluster.

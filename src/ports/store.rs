@@ -617,4 +617,12 @@ pub trait Store: Send + Sync + 'static {
         agent: Option<&AgentId>,
         since: Timestamp,
     ) -> Result<BTreeMap<HeartbeatKey, DaySpend>, StoreError>;
+
+    /// Ends this process's use of the store at a stop, once nothing uses it any more: a
+    /// SQLite file then holds every commit itself, with no WAL beside it that a copy of
+    /// the file would miss, and a PostgreSQL server sees its sessions end rather than
+    /// break. Any use after it fails. A store with nothing to end does nothing.
+    async fn close(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

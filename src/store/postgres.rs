@@ -188,6 +188,14 @@ impl PostgresStore {
     /// Nothing to do after a seed: PostgreSQL's checkpoints are its own.
     async fn after_seed_wrote(&self, _rows: usize) {}
 
+    /// Ends this process's sessions (the server logs a session dropped without its
+    /// goodbye as an error otherwise), its lease loop's included.
+    async fn close_connections(&self) -> Result<(), StoreError> {
+        self.pool.close().await;
+        self.lease_pool.close().await;
+        Ok(())
+    }
+
     fn owns(&self, agent: &AgentId) -> bool {
         self.fence.as_ref().is_none_or(|lease| partition_of(agent, PARTITIONS_COUNT) == lease.partition)
     }

@@ -25,6 +25,8 @@
 //! - `write_seed_rows(&self, tx, defs, changed, at)`: a seed's changed rows (PostgreSQL:
 //!   the shared `seed_rows_by_statements`; SQLite: one prepared upsert stepped a row,
 //!   `sqlite_seed`).
+//! - `close_connections(&self)`: ends the process's connections at a stop (SQLite: after
+//!   a checkpoint that leaves the whole database in its file).
 //!
 //! A generic function over `sqlx::Database` would need a dozen higher-ranked bounds on
 //! every helper; a macro keeps the SQL readable and still written once.
@@ -991,6 +993,10 @@ macro_rules! sql_store {
                 .fetch_optional(&self.pool)
                 .await?;
                 Ok(found.flatten())
+            }
+
+            async fn close(&self) -> Result<(), StoreError> {
+                self.close_connections().await
             }
 
             async fn spent_by_job(

@@ -131,6 +131,23 @@ impl SqliteStore {
         }
     }
 
+    /// Copies the WAL into the database file and ends every connection. The dispatch
+    /// writer's goes first, so that the checkpoint sees every commit; the last connection
+    /// to close removes the WAL. A reader of another process (the CLI's) may keep the
+    /// checkpoint from finishing: then the WAL stays, as after a crash, and the next open
+    /// reads through it.
+    async fn close_connections(&self) -> Result<(), StoreError> {
+        self.dispatch.close().await;
+        let (busy, _, _): (i64, i64, i64) =
+            sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&self.writer).await?;
+        if busy != 0 {
+            tracing::warn!("another connection kept the WAL from being copied into the database file at this stop");
+        }
+        self.writer.close().await;
+        self.pool.close().await;
+        Ok(())
+    }
+
     fn owned_rows_sql(&self) -> String {
         String::new()
     }

@@ -50,6 +50,8 @@ enum Command {
         breaker_failures_max: u32,
         answer: oneshot::Sender<Result<Vec<BreakerStep>, StoreError>>,
     },
+    /// Closes the connection, then answers, and the thread ends.
+    Close { answer: oneshot::Sender<()> },
 }
 
 impl DispatchWriter {
@@ -91,6 +93,16 @@ impl DispatchWriter {
         self.started().await?.send(Command::Finish { runs: runs.to_vec(), breaker_failures_max, answer })?;
         answered.await.map_err(|_| thread_gone())?
     }
+
+    /// Closes the thread's connection after the transactions sent before, and ends the
+    /// thread; a write after it fails. Nothing to do if the thread never started.
+    pub(crate) async fn close(&self) {
+        let Some(started) = self.started.get() else { return };
+        let (answer, answered) = oneshot::channel();
+        if started.send(Command::Close { answer }).is_ok() {
+            let _ = answered.await;
+        }
+    }
 }
 
 impl Started {
@@ -117,8 +129,13 @@ impl Started {
                         return;
                     }
                 };
-                // Ends when the store drops its sender.
+                // Ends when the store closes it or drops its sender.
                 for command in received {
+                    if let Command::Close { answer } = command {
+                        drop(connection);
+                        let _ = answer.send(());
+                        return;
+                    }
                     run(&connection, &definitions_sql, command);
                 }
             })
@@ -164,6 +181,10 @@ fn run(connection: &Connection, definitions_sql: &str, command: Command) {
         Command::Finish { runs, breaker_failures_max, answer } => {
             let written = in_transaction(&direct, |direct| sqlite_writes::finish(direct, &runs, breaker_failures_max));
             let _ = answer.send(written);
+        }
+        // The thread's loop closes the connection itself: this one only writes on it.
+        Command::Close { answer } => {
+            let _ = answer.send(());
         }
     }
 }
