@@ -122,9 +122,22 @@ impl Writer {
             // One step per run is the store's contract; a short answer counts as not written.
             steps.resize(records.len(), None);
             for ((record, (withheld, written)), breaker) in records.into_iter().zip(answers).zip(steps) {
+                let record = without_log_texts(record);
                 let _ = self.completions.send(RunNews::Finished(FinishedRun { record, breaker, withheld }));
                 let _ = written.send(());
             }
         }
     }
+}
+
+/// A written record as the driver reads it: without the texts only the run log keeps (the
+/// transcript, the tool calls, the reply's digest, the consumed events). They are freed
+/// here rather than on the driver's loop, the one serial part of a dispatch, where each
+/// free waited for the allocator's lock of the run task that made it (performance.md).
+fn without_log_texts(mut record: RunRecord) -> RunRecord {
+    record.transcript = None;
+    record.tool_use = None;
+    record.reply_digest = None;
+    record.consumes = Vec::new();
+    record
 }
