@@ -18,8 +18,8 @@ use crate::core::system_events::{self, SystemEvent};
 use crate::core::tool_policy::SharedJobTools;
 use crate::core::usage::RunUsage;
 use crate::ports::store::{
-    Armable, ClaimOutcome, DedupQuery, Definitions, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued,
-    RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError, INTERRUPTED_ERROR_TEXT,
+    Armable, ClaimOutcome, ClaimedSlots, DedupQuery, Definitions, DeliveryStatus, Execution, ExecutionStatus, NextSlot,
+    Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError, INTERRUPTED_ERROR_TEXT,
 };
 use crate::store::config_keys::ConfigKeys;
 use crate::store::seed_threads;
@@ -349,6 +349,23 @@ fn set_next_slot(state: &mut MemoryState, key: &HeartbeatKey, next: &NextSlot) {
     }
 }
 
+/// Claims one slot: its run's row in the log, its heartbeat's next slot stored (if its
+/// schedule is still the one the claim was decided by); with the definition it claimed.
+fn claim_one(state: &mut MemoryState, claim: &SlotClaim) -> (ClaimOutcome, Option<Arc<HeartbeatDef>>) {
+    let MemoryState { heartbeats, executions, .. } = state;
+    let Some(row) = heartbeats.get_mut(&claim.key) else { return (ClaimOutcome::Gone, None) };
+    match executions.entry((claim.key.clone(), claim.slot)) {
+        btree_map::Entry::Occupied(_) => (ClaimOutcome::AlreadyClaimed, None),
+        btree_map::Entry::Vacant(vacant) => {
+            vacant.insert(LogEntry::new(running(claim)));
+            if row.def.schedule == claim.next_slot.schedule {
+                row.state.next_slot = Some(claim.next_slot.at);
+            }
+            (ClaimOutcome::Claimed, Some(Arc::clone(&row.def)))
+        }
+    }
+}
+
 /// A configured definition's row as a seed stores it.
 fn config_row(def: &HeartbeatDef, at: Timestamp) -> Box<Row> {
     let fresh = HeartbeatState::stored_at(&def.schedule, at);
@@ -521,22 +538,24 @@ impl Store for MemoryStore {
     async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
         let mut state = self.lock();
         self.fence(&state, claims.iter().map(|claim| &claim.key.agent))?;
+        Ok(claims.iter().map(|claim| claim_one(&mut state, claim).0).collect())
+    }
+
+    /// Both under one lock, each claimed heartbeat's definition taken from the row its
+    /// claim found.
+    async fn claim_and_read(&self, claims: &[SlotClaim]) -> Result<ClaimedSlots, StoreError> {
+        let mut state = self.lock();
+        self.fence(&state, claims.iter().map(|claim| &claim.key.agent))?;
         let mut outcomes = Vec::with_capacity(claims.len());
+        let mut definitions = Definitions::new();
         for claim in claims {
-            let id = (claim.key.clone(), claim.slot);
-            if !state.heartbeats.contains_key(&claim.key) {
-                outcomes.push(ClaimOutcome::Gone);
-                continue;
+            let (outcome, def) = claim_one(&mut state, claim);
+            if let Some(def) = def {
+                definitions.insert(claim.key.clone(), def);
             }
-            if state.executions.contains_key(&id) {
-                outcomes.push(ClaimOutcome::AlreadyClaimed);
-                continue;
-            }
-            state.executions.insert(id, LogEntry::new(running(claim)));
-            set_next_slot(&mut state, &claim.key, &claim.next_slot);
-            outcomes.push(ClaimOutcome::Claimed);
+            outcomes.push(outcome);
         }
-        Ok(outcomes)
+        Ok(ClaimedSlots { outcomes, definitions: Ok(definitions) })
     }
 
     async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
