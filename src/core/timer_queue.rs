@@ -35,6 +35,13 @@ impl<V> Default for TimerQueue<V> {
     }
 }
 
+/// One of a timer's two indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Index {
+    Wall,
+    Mono,
+}
+
 /// An entry and its timer, if it is armed.
 #[derive(Debug)]
 struct Timed<V> {
@@ -176,6 +183,17 @@ impl<V> TimerQueue<V> {
         self.entries.get_mut(key).map(|timed| &mut timed.value)
     }
 
+    /// An entry and its timer, if it is armed, in one search of the map.
+    pub fn get_with_timer(&self, key: &HeartbeatKey) -> Option<(&V, Option<SlotTimer>)> {
+        self.entries.get(key).map(|timed| (&timed.value, timed.timer.unpack()))
+    }
+
+    /// As [`TimerQueue::get_with_timer`], the entry to change (its timer changes only
+    /// through the queue).
+    pub fn get_mut_with_timer(&mut self, key: &HeartbeatKey) -> Option<(&mut V, Option<SlotTimer>)> {
+        self.entries.get_mut(key).map(|timed| (&mut timed.value, timed.timer.unpack()))
+    }
+
     pub fn contains_key(&self, key: &HeartbeatKey) -> bool {
         self.entries.contains_key(key)
     }
@@ -297,17 +315,38 @@ impl<V> TimerQueue<V> {
     pub fn take_due(&mut self, now: Now, max: usize) -> Vec<(HeartbeatKey, SlotTimer)> {
         let mut due = Vec::new();
         while due.len() < max {
-            let Some(key) = self.earliest_due(now) else { break };
-            let Some(timer) = self.disarm(&key) else { break };
+            let Some((key, popped)) = self.take_earliest_due(now) else { break };
+            let Some(timer) = self.disarm_popped(&key, popped) else { break };
             due.push((key, timer));
         }
         due
     }
 
-    fn earliest_due(&self, now: Now) -> Option<HeartbeatKey> {
-        let by_mono = self.by_mono.first().filter(|(mono, _)| *mono <= mono_nanos(now.mono));
-        let by_wall = self.by_wall.first().filter(|(wall, _)| *wall <= wall_nanos(now.wall));
-        by_mono.map(|(_, key)| key).or(by_wall.map(|(_, key)| key)).cloned()
+    /// The key of the earliest due timer, taken out of the index that has it first: its
+    /// first element, reached without a key comparison.
+    fn take_earliest_due(&mut self, now: Now) -> Option<(HeartbeatKey, Index)> {
+        if self.by_mono.first().is_some_and(|(mono, _)| *mono <= mono_nanos(now.mono)) {
+            return self.by_mono.pop_first().map(|(_, key)| (key, Index::Mono));
+        }
+        if self.by_wall.first().is_some_and(|(wall, _)| *wall <= wall_nanos(now.wall)) {
+            return self.by_wall.pop_first().map(|(_, key)| (key, Index::Wall));
+        }
+        None
+    }
+
+    /// [`TimerQueue::disarm`] of a key whose element of the `popped` index is out already.
+    fn disarm_popped(&mut self, key: &HeartbeatKey, popped: Index) -> Option<SlotTimer> {
+        let timed = self.entries.get_mut(key)?;
+        let timer = timed.timer.unpack()?;
+        timed.timer = PackedTimer::none();
+        self.armed -= 1;
+        if popped != Index::Wall {
+            self.by_wall.remove(&(wall_nanos(timer.due_wall()), key.clone()));
+        }
+        if let Some(mono) = timer.next_mono.filter(|_| popped != Index::Mono) {
+            self.by_mono.remove(&(mono_nanos(mono), key.clone()));
+        }
+        Some(timer)
     }
 
     /// The monotonic time at which the driver should next wake: the earliest deadline on

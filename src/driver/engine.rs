@@ -433,7 +433,7 @@ impl Driver {
                 if last_of_key {
                     self.queued.remove(&key);
                 }
-                let explicit = self.explicit.contains(&(key.clone(), slot));
+                let explicit = self.is_explicit(&key, slot);
                 // A heartbeat's older queued slot that caught up to a later one (a held slot
                 // and its timer's next, both waiting) has taken that one's place: it runs once.
                 let covered = !explicit && self.queue_caught_up.get(&key).is_some_and(|latest| slot <= *latest);
@@ -487,9 +487,10 @@ impl Driver {
         behind_queued: &mut Vec<HeartbeatKey>,
     ) -> Option<(HeartbeatKey, Timestamp)> {
         let recurring = |entry: &Entry| !matches!(entry.def.schedule(), Schedule::At(_));
-        let Some(entry) = self.entries.get(&key).filter(|entry| recurring(entry)) else { return Some((key, slot)) };
-        let Some(armed) = self.entries.timer(&key) else { return Some((key, slot)) };
-        if self.explicit.contains(&(key.clone(), slot)) {
+        let Some((entry, Some(armed))) = self.entries.get_with_timer(&key).filter(|(entry, _)| recurring(entry)) else {
+            return Some((key, slot));
+        };
+        if self.is_explicit(&key, slot) {
             return Some((key, slot));
         }
         let (schedule, policy) = (entry.def.schedule().clone(), entry.def.common.policy);
@@ -542,7 +543,7 @@ impl Driver {
         // The slot it catches up to may be one an operator's backfill holds (explicit,
         // waiting its turn): that one runs there, once, and stands for this one as the
         // latest would (seed 1927870817135: it was offered twice, and its second claim lost).
-        let latest = fired.run.last().copied().filter(|latest| !self.explicit.contains(&(key.clone(), *latest)))?;
+        let latest = fired.run.last().copied().filter(|latest| !self.is_explicit(&key, *latest))?;
         Some((key, latest))
     }
 
@@ -564,7 +565,9 @@ impl Driver {
                 }
             }
         }
-        let mut due_keys: BTreeSet<HeartbeatKey> = due.iter().map(|(key, _)| key.clone()).collect();
+        // Keys with a slot in `due` already. A timer's key is not added: the queue holds one
+        // timer a key, so no key comes out of it twice in one take.
+        let due_keys: BTreeSet<HeartbeatKey> = due.iter().map(|(key, _)| key.clone()).collect();
         let mut ticks = Vec::new();
         for (key, timer) in self.entries.take_due(now, DUE_PER_WAKE_MAX) {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
@@ -582,8 +585,7 @@ impl Driver {
             let joins_backlog = busy && entry.def.common.policy.catch_up == CatchUp::All;
             if let Some(slot) = self.fire_timer(now, &key, timer, joins_backlog) {
                 // Decided now (run, held or skipped by the overlap policy).
-                due.push((key.clone(), slot));
-                due_keys.insert(key);
+                due.push((key, slot));
             }
         }
         for (agent, slot) in ticks {
@@ -639,12 +641,12 @@ impl Driver {
         let spent = self.spent_budgets(due.iter().map(|(key, _)| key.agent.clone()).collect(), now).await;
         for (key, slot) in due {
             // Decided now, unless held behind a run: then it stays explicit until it is.
-            let explicit = self.explicit.remove(&(key.clone(), slot));
-            let alerts_disabled = self.entries.get(&key).is_some_and(|entry| self.shows_nothing(&entry.def));
+            let explicit = !self.explicit.is_empty() && self.explicit.remove(&(key.clone(), slot));
             let paused = !explicit && self.pauses.get(&key.agent).is_some_and(|pause| pause.holds(now));
-            let next_slot = self.entries.timer(&key).map_or(slot, |timer| timer.next_slot);
-            let Some(entry) = self.entries.get_mut(&key) else { continue };
-            let next_slot = NextSlot { at: next_slot, schedule: entry.def.schedule().clone() };
+            let Some((entry, timer)) = self.entries.get_mut_with_timer(&key) else { continue };
+            let alerts_disabled = budget::shows_nothing(&self.context.visibility, &entry.def);
+            let next_slot =
+                NextSlot { at: timer.map_or(slot, |timer| timer.next_slot), schedule: entry.def.schedule().clone() };
             let in_flight = entry.runs_in_flight() + claimed_now.get(&key).copied().unwrap_or(0);
             // Whether an older slot of it is held or waits for a place, if this one is decided.
             let older_held = !entry.rare().waiting.is_empty() || (!from_queue && self.queued.contains_key(&key));
@@ -1395,6 +1397,12 @@ impl Driver {
 
     /// The slot a heartbeat's next timer must not go below: its current timer's next slot,
     /// or the one it had when it was disarmed.
+    /// Whether an operator's trigger or backfill asked for `key`'s `slot`; most passes
+    /// have none, and then nothing is looked up.
+    fn is_explicit(&self, key: &HeartbeatKey, slot: Timestamp) -> bool {
+        !self.explicit.is_empty() && self.explicit.contains(&(key.clone(), slot))
+    }
+
     fn slot_floor(&self, key: &HeartbeatKey) -> Option<Timestamp> {
         let armed = self.entries.timer(key).map(|timer| timer.next_slot);
         armed.or_else(|| self.entries.get(key).and_then(|entry| entry.rare().next_slot_floor))

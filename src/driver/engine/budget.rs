@@ -14,6 +14,7 @@ use crate::core::guard::SkipReason;
 use crate::core::heartbeat::JobKind;
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::usage::format_micros;
+use crate::core::visibility::VisibilityRules;
 use crate::driver::events::EngineEvent;
 use crate::limits::GLOBAL_SPEND_READ_SECS;
 use crate::ports::clock::{Mono, Now};
@@ -198,9 +199,7 @@ impl Driver {
     /// A `silent` target keeps replies in the run log on purpose, and a main-mode job
     /// calls no LLM.
     pub(super) fn shows_nothing(&self, def: &Arming) -> bool {
-        !def.common.target.is_silent()
-            && def.common.kind != JobKind::CronMain
-            && self.context.visibility.resolve(&def.common.target).shows_nothing()
+        shows_nothing(&self.context.visibility, def)
     }
 
     /// The cap that holds a run of `def`, if its `agent` reached one (a main-mode job makes
@@ -211,4 +210,12 @@ impl Driver {
         }
         spent.get(agent).copied()
     }
+}
+
+/// Whether `def`'s target shows nothing at all, so its run would be for no one (a silent
+/// target and a main-mode job are meant to show nothing, and run).
+pub(super) fn shows_nothing(visibility: &VisibilityRules, def: &Arming) -> bool {
+    !def.common.target.is_silent()
+        && def.common.kind != JobKind::CronMain
+        && visibility.resolve(&def.common.target).shows_nothing()
 }
