@@ -293,6 +293,19 @@ struct RunTask {
     writing: bool,
 }
 
+/// Forgets the run of `key`'s `slot` among `runs`, and among the `writing` ones if it was;
+/// on the fields alone, so that a caller may hold an entry meanwhile.
+fn forget_run_in(
+    runs: &mut BTreeMap<(HeartbeatKey, Timestamp), RunTask>,
+    writing: &mut usize,
+    key: &HeartbeatKey,
+    slot: Timestamp,
+) {
+    if runs.remove(&(key.clone(), slot)).is_some_and(|run| run.writing) {
+        *writing -= 1;
+    }
+}
+
 impl Driver {
     pub(crate) fn new(
         context: RunContext,
@@ -827,9 +840,7 @@ impl Driver {
 
     /// Forgets a run that ended (finished, lost or abandoned).
     fn forget_run(&mut self, key: &HeartbeatKey, slot: Timestamp) {
-        if self.runs.remove(&(key.clone(), slot)).is_some_and(|run| run.writing) {
-            self.writing -= 1;
-        }
+        forget_run_in(&mut self.runs, &mut self.writing, key, slot);
     }
 
     async fn complete(&mut self, finished: FinishedRun) {
@@ -838,12 +849,13 @@ impl Driver {
             let now = self.context.clock.now();
             self.count_spend(&record, now);
         }
-        let use_indicator = self
-            .entries
-            .get(&record.key)
-            .is_none_or(|entry| self.context.visibility.resolve(&entry.def.common.target).use_indicator);
+        // One search of the entries for all of it (a finished run is on the dispatch path):
+        // the rest below touches other fields.
+        let entry = self.entries.get_mut(&record.key);
+        let use_indicator =
+            entry.as_ref().is_none_or(|entry| self.context.visibility.resolve(&entry.def.common.target).use_indicator);
         self.context.run_events.publish(RunEvent::finished(&record, withheld, use_indicator));
-        self.forget_run(&record.key, record.slot);
+        forget_run_in(&mut self.runs, &mut self.writing, &record.key, record.slot);
         let now = self.context.clock.now();
         self.context.events.emit(
             now.wall,
@@ -861,7 +873,7 @@ impl Driver {
                 usage: record.usage,
             },
         );
-        let Some(entry) = self.entries.get_mut(&record.key) else { return };
+        let Some(mut entry) = entry else { return };
         entry.set_runs_in_flight(entry.runs_in_flight().saturating_sub(1));
         let succeeded = record.status == ExecutionStatus::Succeeded;
         // A run of a one-shot's id below its instant (of the schedule it replaced, or an
@@ -879,8 +891,9 @@ impl Driver {
         if entry.def.common.kind == JobKind::CronMain && succeeded {
             // Its event is queued (or was already): the agent heartbeat processes it now.
             self.request_wake(&record.key.agent, WakeReason::Cron, None, now);
+            let Some(again) = self.entries.get_mut(&record.key) else { return };
+            entry = again;
         }
-        let Some(entry) = self.entries.get_mut(&record.key) else { return };
         let retries = own && entry.exhausted;
         let Some(step) = breaker else {
             // The result did not reach the store, so the breaker did not count it; a failed
