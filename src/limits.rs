@@ -80,6 +80,10 @@ pub const SHUTDOWN_GRACE_SECS_DEFAULT: u64 = 30;
 /// How long a stop waits for the store to close (SQLite: its WAL copied into the file).
 pub const STORE_CLOSE_MILLIS_MAX: u64 = 500;
 
+/// Rows of a one-shot's run log read, newest first, to find its latest run past the skips
+/// (ADR 0046); a one-shot with only skips among them is taken to have no run that decides.
+pub const ONE_SHOT_LOG_ROWS_READ_MAX: usize = 64;
+
 /// Discord's longest message, in characters.
 pub const DISCORD_MESSAGE_CHARS_MAX: usize = 2_000;
 /// Where a Slack message is split (Slack truncates past 40,000; its guidance is 4,000).

@@ -35,8 +35,8 @@ use crate::driver::group_commit::RunNews;
 use crate::driver::run::{run_claimed, Claimed, FinishedRun, RunContext, DEFINITION_GONE};
 use crate::driver::run_events::RunEvent;
 use crate::limits::{
-    AT_RETRY_AFTER_HOLD_SECS_MIN, DRIVER_SLEEP_SECS_MAX, DUE_PER_WAKE_MAX, RESULTS_WAITING_PER_PLACE_MAX,
-    RUNS_PRUNE_FIRST_DELAY_SECS,
+    AT_RETRY_AFTER_HOLD_SECS_MIN, DRIVER_SLEEP_SECS_MAX, DUE_PER_WAKE_MAX, ONE_SHOT_LOG_ROWS_READ_MAX,
+    RESULTS_WAITING_PER_PLACE_MAX, RUNS_PRUNE_FIRST_DELAY_SECS,
 };
 use crate::ports::clock::{Mono, Now};
 use crate::ports::store::{ClaimOutcome, ClaimedSlots, ExecutionStatus, NextSlot, SkipRecord, SlotClaim};
@@ -258,6 +258,9 @@ pub(crate) struct Driver {
     explicit: std::collections::BTreeSet<(HeartbeatKey, Timestamp)>,
     /// The latest slot triggered per job, so two triggers in one millisecond stay two slots.
     trigger_floor: BTreeMap<HeartbeatKey, Timestamp>,
+    /// Slots an operator triggered, until their run ends or they are dropped: a triggered
+    /// run that fails says nothing of a one-shot's own slot.
+    trigger_slots: std::collections::BTreeSet<(HeartbeatKey, Timestamp)>,
     /// Heartbeats that may have slots waiting: a superset of those whose `waiting` is not
     /// empty, so a wake looks at these instead of every armed heartbeat.
     backlogged: BTreeSet<HeartbeatKey>,
@@ -330,6 +333,7 @@ impl Driver {
             triggered: Vec::new(),
             explicit: std::collections::BTreeSet::new(),
             trigger_floor: BTreeMap::new(),
+            trigger_slots: std::collections::BTreeSet::new(),
             backlogged: BTreeSet::new(),
             commons: Commons::default(),
             exhausted: BTreeSet::new(),
@@ -699,12 +703,18 @@ impl Driver {
                     claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot });
                 }
                 Err(reason) => {
-                    if entry.exhausted && entry.rare().retrying && reason != SkipReason::Disabled {
+                    if entry.exhausted && entry.rare().retrying && reason != SkipReason::Disabled && !explicit {
                         // A failed one-shot's retry was held (quiet hours, a pause, a backoff
-                        // a forward wall jump cut short): it tries again later.
+                        // a forward wall jump cut short): it tries again later. Not an
+                        // operator's trigger skipped beside the retry's own run: that run
+                        // decides (seed 1927871578372: the trigger's overlap armed another
+                        // retry, which ran after the probe had succeeded).
                         retries.push((key.clone(), slot));
                     }
                     self.note_decided(&key, slot, older_held);
+                    if explicit {
+                        self.trigger_slots.remove(&(key.clone(), slot));
+                    }
                     self.context.events.emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot, reason });
                     self.context.run_events.publish(RunEvent::skipped(key.clone(), slot, now.wall, reason));
                     skips.push(SkipRecord { key, slot, at: now.wall, reason, next_slot });
@@ -737,6 +747,7 @@ impl Driver {
                 self.store_failed("claim_slots", error.to_string(), "the slots are not run: a run needs a claim");
                 let first = self.context.error_backoff.first().copied().unwrap_or(Duration::ZERO);
                 for claim in claims {
+                    self.trigger_slots.remove(&(claim.key.clone(), claim.slot));
                     let event = EngineEvent::ClaimFailed { key: claim.key.clone(), slot: claim.slot };
                     self.context.events.emit(now.wall, &event);
                     // A one-shot has no next slot to go on with: it tries again instead.
@@ -777,12 +788,14 @@ impl Driver {
                     self.start_run(claim, def, now);
                 }
                 ClaimOutcome::AlreadyClaimed => {
+                    self.trigger_slots.remove(&(claim.key.clone(), claim.slot));
                     self.context
                         .events
                         .emit(now.wall, &EngineEvent::ClaimLost { key: claim.key.clone(), slot: claim.slot });
                     self.lift_past_claims(&claim.key).await;
                 }
                 ClaimOutcome::Gone => {
+                    self.trigger_slots.remove(&(claim.key.clone(), claim.slot));
                     let event = EngineEvent::ClaimGone { key: claim.key, slot: claim.slot };
                     self.context.events.emit(now.wall, &event);
                 }
@@ -856,6 +869,7 @@ impl Driver {
             entry.as_ref().is_none_or(|entry| self.context.visibility.resolve(&entry.def.common.target).use_indicator);
         self.context.run_events.publish(RunEvent::finished(&record, withheld, use_indicator));
         forget_run_in(&mut self.runs, &mut self.writing, &record.key, record.slot);
+        let manual = !self.trigger_slots.is_empty() && self.trigger_slots.remove(&(record.key.clone(), record.slot));
         let now = self.context.clock.now();
         self.context.events.emit(
             now.wall,
@@ -880,8 +894,11 @@ impl Driver {
         // operator's trigger before it) says nothing of whether the one-shot did its work:
         // its own run and retries lie at or above the instant. The old schedule's run timed
         // out after the one-shot's own run succeeded, and it "retried" (seed 1927871484937).
+        // Nor does an operator's trigger that failed: the one-shot's own slot still comes
+        // (seed 1927871577312: the failed trigger armed a retry, which ran after the held
+        // own slot had succeeded). One that succeeds did the one-shot's work.
         let own = match entry.def.schedule() {
-            Schedule::At(at) => record.slot >= truncate_to_millis(*at),
+            Schedule::At(at) => record.slot >= truncate_to_millis(*at) && (!manual || succeeded),
             _ => true,
         };
         if own {
@@ -914,6 +931,7 @@ impl Driver {
             entry.exhausted = false;
             entry.with_rare(|rare| rare.waiting.clear());
             self.explicit.retain(|(key, _)| *key != record.key);
+            self.trigger_slots.retain(|(key, _)| *key != record.key);
             self.unqueue(&record.key);
             self.disarm(&record.key);
             self.breaker_opened(&record, step, now);
@@ -1018,6 +1036,7 @@ impl Driver {
                 let clears = !(enabled && was_enabled);
                 if clears {
                     self.explicit.retain(|(explicit_key, _)| *explicit_key != key);
+                    self.trigger_slots.retain(|(explicit_key, _)| *explicit_key != key);
                     self.unqueue(&key);
                 }
                 let Some(entry) = self.entries.get_mut(&key) else { return };
@@ -1046,6 +1065,7 @@ impl Driver {
     fn forget(&mut self, key: &HeartbeatKey) {
         self.unqueue(key);
         self.explicit.retain(|(explicit_key, _)| explicit_key != key);
+        self.trigger_slots.retain(|(explicit_key, _)| explicit_key != key);
         self.cooldowns.remove(key);
         // Disarmed (announced) before its entry goes with whatever timer it had.
         self.disarm(key);
@@ -1153,6 +1173,7 @@ impl Driver {
         }
         self.unqueue(key);
         self.explicit.retain(|(explicit_key, _)| explicit_key != key);
+        self.trigger_slots.retain(|(explicit_key, _)| explicit_key != key);
         self.disarm(key);
         true
     }
@@ -1408,14 +1429,14 @@ impl Driver {
         }
     }
 
-    /// The slot a heartbeat's next timer must not go below: its current timer's next slot,
-    /// or the one it had when it was disarmed.
     /// Whether an operator's trigger or backfill asked for `key`'s `slot`; most passes
     /// have none, and then nothing is looked up.
     fn is_explicit(&self, key: &HeartbeatKey, slot: Timestamp) -> bool {
         !self.explicit.is_empty() && self.explicit.contains(&(key.clone(), slot))
     }
 
+    /// The slot a heartbeat's next timer must not go below: its current timer's next slot,
+    /// or the one it had when it was disarmed.
     fn slot_floor(&self, key: &HeartbeatKey) -> Option<Timestamp> {
         let armed = self.entries.timer(key).map(|timer| timer.next_slot);
         armed.or_else(|| self.entries.get(key).and_then(|entry| entry.rare().next_slot_floor))
@@ -1478,19 +1499,42 @@ impl Driver {
     /// 1927871482106, 1927871482140, 1927871493901). A success at or after the instant
     /// ends it, and the entry learns it. `None` when the log cannot be read.
     async fn one_shot_last_run(&mut self, key: &HeartbeatKey) -> Option<OneShotLastRun> {
-        let Some(Schedule::At(at)) = self.entries.get(key).map(|entry| entry.def.schedule()) else {
+        let Some((Schedule::At(at), heard_failed)) = self.entries.get(key).map(|entry| {
+            // This process heard its own run end failed, with nothing of it going now.
+            let heard_failed = !entry.last_succeeded && entry.runs_in_flight() == 0;
+            (entry.def.schedule(), heard_failed)
+        }) else {
             return Some(OneShotLastRun::Neither);
         };
         let instant = truncate_to_millis(*at);
-        let latest = match self.context.store.executions(key, 1).await {
-            Ok(latest) => latest.into_iter().next(),
+        // Its latest run, not a skip: an operator's trigger skipped as an overlap of the
+        // one-shot's own run logs a row that says nothing of how that run ended (seed
+        // 1927871576798: the skip hid the failure, and the one-shot was retired).
+        let rows = match self.context.store.executions(key, ONE_SHOT_LOG_ROWS_READ_MAX).await {
+            Ok(rows) => rows,
             Err(error) => {
                 self.store_failed("executions", error.to_string(), "a one-shot is retired or retried at a later turn");
                 return None;
             }
         };
+        // The run that ended last, one still `running` after any: not the one of the latest
+        // slot, since an operator's trigger during the one-shot's held slot runs under a
+        // later slot than the one-shot's own (seed 1927871577312: the trigger failed, then
+        // the own run succeeded, and an enable after a restart took the trigger's row for
+        // the one-shot's last run).
+        let latest = rows
+            .into_iter()
+            .filter(|row| row.status != ExecutionStatus::Skipped)
+            .max_by_key(|row| (row.finished_at.is_none(), row.finished_at, row.slot));
         Some(match latest {
             Some(run) if matches!(run.status, ExecutionStatus::Failed | ExecutionStatus::TimedOut) => {
+                OneShotLastRun::Failed
+            }
+            // Still `running`, its run of this life over: its result did not reach the store
+            // (the write failed; the next start-up records it as interrupted). How it ended is
+            // what this process heard (seed 1927871559156: a probe retired a one-shot whose
+            // own run had timed out unrecorded).
+            Some(run) if run.status == ExecutionStatus::Running && run.slot >= instant && heard_failed => {
                 OneShotLastRun::Failed
             }
             Some(run) if run.status == ExecutionStatus::Succeeded && run.slot >= instant => {

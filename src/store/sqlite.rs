@@ -138,11 +138,13 @@ impl SqliteStore {
     /// reads through it.
     async fn close_connections(&self) -> Result<(), StoreError> {
         self.dispatch.close().await;
-        let (busy, _, _): (i64, i64, i64) =
-            sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&self.writer).await?;
-        if busy != 0 {
-            tracing::warn!("another connection kept the WAL from being copied into the database file at this stop");
+        let checkpoint = sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(TRUNCATE)");
+        match checkpoint.fetch_one(&self.writer).await {
+            Ok((0, _, _)) => {}
+            Ok(_) => tracing::warn!("another connection kept the WAL from being copied into the database file"),
+            Err(error) => tracing::warn!(%error, "the WAL was not copied into the database file"),
         }
+        // The connections close either way: the last one copies what it can.
         self.writer.close().await;
         self.pool.close().await;
         Ok(())

@@ -39,6 +39,18 @@ mod replies;
 mod retention;
 mod schedules;
 mod skips;
+/// Whether a run of `slot` is a one-shot's own by the engine's rule (ADR 0046): at or after
+/// the instant of the one-shot `def` now is. A run below it (of a one-shot it replaced, due
+/// earlier, still going when the new one was stored) says nothing of the new one (seed
+/// 1927871554764: the old one-shot's run timed out, and the checker took it for a failure
+/// of the new one, whose only slot had been skipped as an overlap). Not a one-shot: as any.
+fn at_or_after_instant(def: Option<&HeartbeatDef>, slot: jiff::Timestamp) -> bool {
+    match def.map(|def| &def.schedule) {
+        Some(Schedule::At(at)) => slot >= systole::core::slots::truncate_to_millis(*at),
+        _ => true,
+    }
+}
+
 #[cfg(test)]
 mod tests;
 mod tools;
@@ -873,7 +885,8 @@ impl Model<'_> {
                 let of_one_shot = self
                     .run_defs
                     .get(&(key.clone(), *slot))
-                    .is_none_or(|def| matches!(def.schedule, systole::core::schedule::Schedule::At(_)));
+                    .is_none_or(|def| matches!(def.schedule, systole::core::schedule::Schedule::At(_)))
+                    && at_or_after_instant(self.running_defs.get(key), *slot);
                 if self.present.contains_key(key) && (!manual || succeeded) && of_one_shot {
                     let failed = *status != systole::ports::store::ExecutionStatus::Succeeded;
                     self.last_failed.insert(key.clone(), failed);
@@ -1122,7 +1135,8 @@ impl Model<'_> {
                 let of_one_shot = self
                     .run_defs
                     .get(&(key.clone(), *slot))
-                    .is_none_or(|def| matches!(def.schedule, systole::core::schedule::Schedule::At(_)));
+                    .is_none_or(|def| matches!(def.schedule, systole::core::schedule::Schedule::At(_)))
+                    && at_or_after_instant(self.defs.get(key), *slot);
                 if self.present.contains_key(key) && (own || succeeded) && of_one_shot {
                     self.last_failed.insert(key.clone(), !succeeded);
                 }

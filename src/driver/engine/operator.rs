@@ -158,6 +158,7 @@ impl Driver {
         self.trigger_floor.insert(key.clone(), slot);
         self.triggered.push((key.clone(), slot));
         self.explicit.insert((key.clone(), slot));
+        self.trigger_slots.insert((key.clone(), slot));
         self.context.events.emit(now.wall, &EngineEvent::Triggered { key: key.clone(), slot });
         TriggerOutcome::Queued { slot }
     }
