@@ -1517,14 +1517,20 @@ impl Driver {
                 return None;
             }
         };
-        // The run that ended last, one still `running` after any: not the one of the latest
-        // slot, since an operator's trigger during the one-shot's held slot runs under a
-        // later slot than the one-shot's own (seed 1927871577312: the trigger failed, then
-        // the own run succeeded, and an enable after a restart took the trigger's row for
-        // the one-shot's last run).
+        // Of its runs at or after the instant (one below says nothing of the one-shot, as at
+        // its completion), the one that ended last, one still `running` after any: not the
+        // one of the latest slot, since an operator's trigger during the one-shot's held
+        // slot runs under a later slot than the one-shot's own (seed 1927871577312: the
+        // trigger failed, then the own run succeeded, and an enable after a restart took
+        // the trigger's row for the one-shot's last run).
+        // An interrupted run is left out: its finish time is the start-up that found it, not
+        // its end (seed 1927871590237: a restart's recovery made an early run of the
+        // one-shot look like its last, over the retry that had succeeded).
         let latest = rows
             .into_iter()
-            .filter(|row| row.status != ExecutionStatus::Skipped)
+            .filter(|row| {
+                !matches!(row.status, ExecutionStatus::Skipped | ExecutionStatus::Interrupted) && row.slot >= instant
+            })
             .max_by_key(|row| (row.finished_at.is_none(), row.finished_at, row.slot));
         Some(match latest {
             Some(run) if matches!(run.status, ExecutionStatus::Failed | ExecutionStatus::TimedOut) => {
@@ -1534,17 +1540,17 @@ impl Driver {
             // (the write failed; the next start-up records it as interrupted). How it ended is
             // what this process heard (seed 1927871559156: a probe retired a one-shot whose
             // own run had timed out unrecorded).
-            Some(run) if run.status == ExecutionStatus::Running && run.slot >= instant && heard_failed => {
+            Some(run) if run.status == ExecutionStatus::Running && heard_failed => {
                 OneShotLastRun::Failed
             }
-            Some(run) if run.status == ExecutionStatus::Succeeded && run.slot >= instant => {
+            Some(run) if run.status == ExecutionStatus::Succeeded => {
                 if let Some(entry) = self.entries.get_mut(key) {
                     entry.last_succeeded = true;
                     entry.with_rare(|rare| rare.retrying = false);
                 }
                 OneShotLastRun::Succeeded
             }
-            // Nothing, a skip, an interrupted run or a run of an earlier schedule.
+            // No run at or after the instant that ended, or one still going.
             _ => OneShotLastRun::Neither,
         })
     }
