@@ -1540,9 +1540,7 @@ impl Driver {
             // (the write failed; the next start-up records it as interrupted). How it ended is
             // what this process heard (seed 1927871559156: a probe retired a one-shot whose
             // own run had timed out unrecorded).
-            Some(run) if run.status == ExecutionStatus::Running && heard_failed => {
-                OneShotLastRun::Failed
-            }
+            Some(run) if run.status == ExecutionStatus::Running && heard_failed => OneShotLastRun::Failed,
             Some(run) if run.status == ExecutionStatus::Succeeded => {
                 if let Some(entry) = self.entries.get_mut(key) {
                     entry.last_succeeded = true;
