@@ -122,6 +122,9 @@ struct Entry {
     last_succeeded: bool,
     /// Its schedule has no more slots: once nothing runs or waits, it is retired.
     exhausted: bool,
+    /// A one-shot the engine retired (here or, by its stored reason, before a restart): it
+    /// was done, and an enable runs nothing of it again.
+    retired: bool,
     /// What few heartbeats have at a time (a backlog, a backoff, a retry, a probe), out of
     /// line and only while any of it is set: 96 bytes inline in every entry before.
     rare: Option<Box<Rare>>,
@@ -183,6 +186,7 @@ impl Entry {
             enabled,
             last_succeeded: false,
             exhausted: false,
+            retired: false,
             rare: None,
         };
         entry.with_rare(|rare| rare.next_slot_floor = next_slot_floor);
@@ -1098,9 +1102,12 @@ impl Driver {
         // Not while a run of it is going or a slot of it is still to run (held behind a
         // run, or waiting for a place): that run decides, and its failure retries.
         let queued = self.queued.contains_key(key);
+        // Nor one the engine retired: it was done (seed 1927871577312 after a restart: a
+        // trigger's failed row, under a later slot than the own run that succeeded, read
+        // as the one-shot's last run).
         let settled = self.entries.get(key).is_some_and(|entry| {
             let run_to_end = queued || !entry.rare().waiting.is_empty() || entry.runs_in_flight() > 0;
-            entry.exhausted && !run_to_end
+            entry.exhausted && !run_to_end && !entry.retired
         });
         if settled && self.one_shot_last_run(key).await == Some(OneShotLastRun::Failed) {
             self.arm_retry(key, now, Duration::ZERO, floor.unwrap_or(now.wall)).await;
@@ -1245,7 +1252,15 @@ impl Driver {
             // left it, not retired over an enable already stored (seed 1927870716538). And a
             // start-up takes a one-shot whose stored slot lies past its instant for one
             // retrying, though that retry may have succeeded (seed 1927871482441).
-            let unseen = matches!(entry.def.schedule(), Schedule::At(_)) && !entry.last_succeeded;
+            // One the engine retired before was done: it is retired again, whatever a
+            // start-up inferred from its stored slot (seed 1927871577312).
+            if entry.retired {
+                if let Some(entry) = self.entries.get_mut(&key) {
+                    entry.with_rare(|rare| rare.retrying = false);
+                }
+            }
+            let Some(entry) = self.entries.get(&key) else { continue };
+            let unseen = matches!(entry.def.schedule(), Schedule::At(_)) && !entry.last_succeeded && !entry.retired;
             if unseen {
                 match self.one_shot_last_run(&key).await {
                     Some(OneShotLastRun::Failed) => {
@@ -1290,6 +1305,7 @@ impl Driver {
                 }
             } else {
                 entry.enabled = false;
+                entry.retired = true;
                 if let Err(error) = self.context.store.set_enabled(&key, false, Some(NO_MORE_SLOTS)).await {
                     self.store_failed("set_enabled", error.to_string(), "a restart finds it and retires it again");
                 }
@@ -1518,20 +1534,16 @@ impl Driver {
             }
         };
         // Of its runs at or after the instant (one below says nothing of the one-shot, as at
-        // its completion), the one that ended last, one still `running` after any: not the
-        // one of the latest slot, since an operator's trigger during the one-shot's held
-        // slot runs under a later slot than the one-shot's own (seed 1927871577312: the
-        // trigger failed, then the own run succeeded, and an enable after a restart took
-        // the trigger's row for the one-shot's last run).
-        // An interrupted run is left out: its finish time is the start-up that found it, not
-        // its end (seed 1927871590237: a restart's recovery made an early run of the
-        // one-shot look like its last, over the retry that had succeeded).
+        // its completion), the one of the latest slot, interrupted ones left out. Not the one
+        // that ended last: a wall clock that stepped back orders finish times wrongly (seed
+        // 1927871622516), and an interrupted run's finish time is the start-up that found
+        // it (seed 1927871590237).
         let latest = rows
             .into_iter()
             .filter(|row| {
                 !matches!(row.status, ExecutionStatus::Skipped | ExecutionStatus::Interrupted) && row.slot >= instant
             })
-            .max_by_key(|row| (row.finished_at.is_none(), row.finished_at, row.slot));
+            .max_by_key(|row| row.slot);
         Some(match latest {
             Some(run) if matches!(run.status, ExecutionStatus::Failed | ExecutionStatus::TimedOut) => {
                 OneShotLastRun::Failed

@@ -46,7 +46,10 @@ mod skips;
 /// of the new one, whose only slot had been skipped as an overlap). Not a one-shot: as any.
 fn at_or_after_instant(def: Option<&HeartbeatDef>, slot: jiff::Timestamp) -> bool {
     match def.map(|def| &def.schedule) {
-        Some(Schedule::At(at)) => slot >= systole::core::slots::truncate_to_millis(*at),
+        // The engine stores slots in whole milliseconds.
+        Some(Schedule::At(at)) => {
+            jiff::Timestamp::from_millisecond(at.as_millisecond()).is_ok_and(|instant| slot >= instant)
+        }
         _ => true,
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Driver, Entry};
+use super::{Driver, Entry, NO_MORE_SLOTS};
 use crate::core::breaker::{cooldown_length, is_half_open, Cooldown, DISABLED_BY_BREAKER};
 use crate::core::heartbeat::Heartbeat;
 use crate::core::ids::{AgentId, HeartbeatKey};
@@ -79,6 +79,7 @@ impl Driver {
                 Entry::new(heartbeat.def, heartbeat.state.enabled, heartbeat.state.next_slot, &mut self.commons);
             let failures_max = self.context.breaker_failures_max;
             let state = &heartbeat.state;
+            entry.retired = !state.enabled && state.disabled_reason.as_deref() == Some(NO_MORE_SLOTS);
             if !state.enabled && state.disabled_reason.as_deref() == Some(DISABLED_BY_BREAKER) {
                 // Open: the rest of its cooldown (a row from before cooldowns counts from now).
                 let ladder = &self.context.breaker_cooldown;
