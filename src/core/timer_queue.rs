@@ -226,7 +226,7 @@ impl<V> TimerQueue<V> {
     pub fn arm(&mut self, key: &HeartbeatKey, timer: SlotTimer) -> bool {
         let Some(timed) = self.entries.get_mut(key) else { return false };
         match timed.timer.unpack() {
-            Some(old) => unindex(&mut self.by_wall, &mut self.by_mono, key, old),
+            Some(old) => unindex(&mut self.by_wall, &mut self.by_mono, key, old, None),
             None => self.armed += 1,
         }
         timed.timer = PackedTimer::pack(timer);
@@ -239,12 +239,7 @@ impl<V> TimerQueue<V> {
 
     /// Drops `key`'s timer, if it has one; its entry stays.
     pub fn disarm(&mut self, key: &HeartbeatKey) -> Option<SlotTimer> {
-        let timed = self.entries.get_mut(key)?;
-        let timer = timed.timer.unpack()?;
-        timed.timer = PackedTimer::none();
-        self.armed -= 1;
-        unindex(&mut self.by_wall, &mut self.by_mono, key, timer);
-        Some(timer)
+        self.disarm_popped(key, None)
     }
 
     /// Sets each of `loaded`'s entries as [`TimerQueue::insert`] and [`TimerQueue::arm`]
@@ -316,7 +311,7 @@ impl<V> TimerQueue<V> {
         let mut due = Vec::new();
         while due.len() < max {
             let Some((key, popped)) = self.take_earliest_due(now) else { break };
-            let Some(timer) = self.disarm_popped(&key, popped) else { break };
+            let Some(timer) = self.disarm_popped(&key, Some(popped)) else { break };
             due.push((key, timer));
         }
         due
@@ -334,18 +329,14 @@ impl<V> TimerQueue<V> {
         None
     }
 
-    /// [`TimerQueue::disarm`] of a key whose element of the `popped` index is out already.
-    fn disarm_popped(&mut self, key: &HeartbeatKey, popped: Index) -> Option<SlotTimer> {
+    /// [`TimerQueue::disarm`] of a key whose element of the `popped` index, if any, is
+    /// out already.
+    fn disarm_popped(&mut self, key: &HeartbeatKey, popped: Option<Index>) -> Option<SlotTimer> {
         let timed = self.entries.get_mut(key)?;
         let timer = timed.timer.unpack()?;
         timed.timer = PackedTimer::none();
         self.armed -= 1;
-        if popped != Index::Wall {
-            self.by_wall.remove(&(wall_nanos(timer.due_wall()), key.clone()));
-        }
-        if let Some(mono) = timer.next_mono.filter(|_| popped != Index::Mono) {
-            self.by_mono.remove(&(mono_nanos(mono), key.clone()));
-        }
+        unindex(&mut self.by_wall, &mut self.by_mono, key, timer, popped);
         Some(timer)
     }
 
@@ -366,15 +357,19 @@ impl<V> TimerQueue<V> {
     }
 }
 
-/// Drops `timer`'s entries from the indexes (the map's element is the caller's to change).
+/// Drops `timer`'s entries from the indexes but the `popped` one, whose element is out
+/// already (the map's element is the caller's to change).
 fn unindex(
     by_wall: &mut BTreeSet<(i64, HeartbeatKey)>,
     by_mono: &mut BTreeSet<(u64, HeartbeatKey)>,
     key: &HeartbeatKey,
     timer: SlotTimer,
+    popped: Option<Index>,
 ) {
-    by_wall.remove(&(wall_nanos(timer.due_wall()), key.clone()));
-    if let Some(mono) = timer.next_mono {
+    if popped != Some(Index::Wall) {
+        by_wall.remove(&(wall_nanos(timer.due_wall()), key.clone()));
+    }
+    if let Some(mono) = timer.next_mono.filter(|_| popped != Some(Index::Mono)) {
         by_mono.remove(&(mono_nanos(mono), key.clone()));
     }
 }
