@@ -50,6 +50,7 @@ fn claim(k: &HeartbeatKey, slot_secs: i64) -> SlotClaim {
         slot: at(slot_secs),
         claimed_at: at(slot_secs),
         next_slot: every_minute(slot_secs + 60),
+        triggered: false,
     }
 }
 
@@ -133,6 +134,25 @@ async fn a_slot_is_claimed_once_within_and_across_batches() {
         assert_eq!(again, vec![ClaimOutcome::AlreadyClaimed, ClaimOutcome::Claimed]);
         let stored = store.load_heartbeats().await.expect("load");
         assert_eq!(stored[0].state.next_slot, Some(at(240)), "the claim stores the next slot");
+    })
+    .await;
+}
+
+/// The log tells an operator's trigger from the schedule's slot, through the run's end
+/// and after a restart's recovery (ADR 0048: a one-shot's failed trigger is not its failure).
+#[tokio::test]
+async fn a_triggered_run_is_logged_as_one_from_its_claim_to_its_end() {
+    with_each_store(|store| async move {
+        let k = key("main", "a");
+        store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
+        let trigger = SlotClaim { triggered: true, ..claim(&k, 90) };
+        let outcomes = store.claim_slots(&[claim(&k, 60), trigger, claim(&k, 120)]).await.expect("claim");
+        assert_eq!(outcomes, vec![ClaimOutcome::Claimed; 3]);
+        store.finish_runs(&[finished(&k, 90, false)], BREAKER_MAX).await.expect("finish");
+        store.recover_interrupted(at(200)).await.expect("recover");
+        let runs = store.executions(&k, 10).await.expect("read the log");
+        let marks: Vec<(Timestamp, bool)> = runs.iter().map(|run| (run.slot, run.triggered)).collect();
+        assert_eq!(marks, vec![(at(120), false), (at(90), true), (at(60), false)], "newest first");
     })
     .await;
 }

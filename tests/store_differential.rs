@@ -244,7 +244,11 @@ fn sequence(seed: u64) -> Vec<Op> {
                         let k = rng.pick(&keys);
                         let slot = slot(&mut rng);
                         claimed.push((k.clone(), slot));
-                        SlotClaim { key: k, slot, claimed_at: now, next_slot: random_next_slot(&mut rng, now_secs) }
+                        // Half of them an operator's trigger, told by the slot (no draw of
+                        // its own, so the sequences stay the ones they were).
+                        let triggered = slot.as_second() % 2 == 0;
+                        let next_slot = random_next_slot(&mut rng, now_secs);
+                        SlotClaim { key: k, slot, claimed_at: now, next_slot, triggered }
                     })
                     .collect();
                 Op::Claim(claims)

@@ -64,6 +64,7 @@ fn claim(k: &HeartbeatKey, slot_secs: i64) -> SlotClaim {
         slot: at(slot_secs),
         claimed_at: at(slot_secs),
         next_slot: every_minute(slot_secs + 60),
+        triggered: false,
     }
 }
 

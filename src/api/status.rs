@@ -278,6 +278,7 @@ mod tests {
                 heartbeat: HeartbeatId::new("inbox").expect("valid"),
             },
             slot,
+            triggered: false,
             started_at: slot,
             finished_at: Some(slot),
             status,

@@ -55,6 +55,8 @@ pub fn execution_json(execution: &Execution) -> Value {
         "agent": execution.key.agent.as_str(),
         "heartbeat": execution.key.heartbeat.as_str(),
         "scheduled_for": execution.slot.to_string(),
+        // An operator's trigger, not the schedule's slot (runs only; a skip row says false).
+        "triggered": execution.triggered,
         "started_at": execution.started_at.to_string(),
         "finished_at": execution.finished_at.map(|t| t.to_string()),
         "status": execution.status.as_str(),

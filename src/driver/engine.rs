@@ -704,7 +704,8 @@ impl Driver {
                 Ok(()) => {
                     self.note_decided(&key, slot, older_held);
                     *claimed_now.entry(key.clone()).or_default() += 1;
-                    claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot });
+                    let triggered = explicit && self.trigger_slots.contains(&(key.clone(), slot));
+                    claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot, triggered });
                 }
                 Err(reason) => {
                     if entry.exhausted && entry.rare().retrying && reason != SkipReason::Disabled && !explicit {
@@ -754,8 +755,11 @@ impl Driver {
                     self.trigger_slots.remove(&(claim.key.clone(), claim.slot));
                     let event = EngineEvent::ClaimFailed { key: claim.key.clone(), slot: claim.slot };
                     self.context.events.emit(now.wall, &event);
-                    // A one-shot has no next slot to go on with: it tries again instead.
-                    if self.entries.get(&claim.key).is_some_and(|entry| entry.exhausted) {
+                    // A one-shot has no next slot to go on with: it tries again instead. Not
+                    // for an operator's trigger, which says nothing of the one-shot (seed
+                    // 1927871661338: a trigger's failed claim beside the own run armed a
+                    // retry, which ran after that run succeeded).
+                    if !claim.triggered && self.entries.get(&claim.key).is_some_and(|entry| entry.exhausted) {
                         self.arm_retry(&claim.key, now, first, claim.slot).await;
                     }
                 }
@@ -898,11 +902,13 @@ impl Driver {
         // operator's trigger before it) says nothing of whether the one-shot did its work:
         // its own run and retries lie at or above the instant. The old schedule's run timed
         // out after the one-shot's own run succeeded, and it "retried" (seed 1927871484937).
-        // Nor does an operator's trigger that failed: the one-shot's own slot still comes
-        // (seed 1927871577312: the failed trigger armed a retry, which ran after the held
-        // own slot had succeeded). One that succeeds did the one-shot's work.
+        // Nor does an operator's trigger, failed or not: the one-shot's own slot and its
+        // retries decide (seed 1927871577312: a failed trigger armed a retry, which ran after
+        // the held own slot had succeeded), as the run log read after a restart does, where
+        // a trigger's success above a failed own run had retired the one-shot (seed
+        // 1927871652031; ADR 0048).
         let own = match entry.def.schedule() {
-            Schedule::At(at) => record.slot >= truncate_to_millis(*at) && (!manual || succeeded),
+            Schedule::At(at) => record.slot >= truncate_to_millis(*at) && !manual,
             _ => true,
         };
         if own {
@@ -1537,11 +1543,15 @@ impl Driver {
         // its completion), the one of the latest slot, interrupted ones left out. Not the one
         // that ended last: a wall clock that stepped back orders finish times wrongly (seed
         // 1927871622516), and an interrupted run's finish time is the start-up that found
-        // it (seed 1927871590237).
+        // it (seed 1927871590237). Nor an operator's trigger, as at its completion (seed
+        // 1927871660412: the retirement's write failed, and after a restart a trigger's
+        // failure above the own run's success read as the one-shot's; ADR 0048).
         let latest = rows
             .into_iter()
             .filter(|row| {
-                !matches!(row.status, ExecutionStatus::Skipped | ExecutionStatus::Interrupted) && row.slot >= instant
+                !matches!(row.status, ExecutionStatus::Skipped | ExecutionStatus::Interrupted)
+                    && row.slot >= instant
+                    && !row.triggered
             })
             .max_by_key(|row| row.slot);
         Some(match latest {

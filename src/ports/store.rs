@@ -34,6 +34,9 @@ pub struct SlotClaim {
     pub claimed_at: Timestamp,
     /// The slot armed after this one; stored with the claim so a restart resumes there.
     pub next_slot: NextSlot,
+    /// An operator's trigger, not a slot of the schedule: its row says so (a one-shot's
+    /// failed trigger is not the one-shot's failure, ADR 0048).
+    pub triggered: bool,
 }
 
 /// The slot a heartbeat is armed for, and the schedule that gave it. The store keeps the
@@ -326,6 +329,8 @@ impl RunRecord {
 pub struct Execution {
     pub key: HeartbeatKey,
     pub slot: Timestamp,
+    /// A run of an operator's trigger (its claim said so); false for a skip row.
+    pub triggered: bool,
     pub started_at: Timestamp,
     pub finished_at: Option<Timestamp>,
     pub status: ExecutionStatus,

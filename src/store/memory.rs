@@ -567,6 +567,7 @@ impl Store for MemoryStore {
                 LogEntry::new(Execution {
                     key: skip.key.clone(),
                     slot: skip.slot,
+                    triggered: false,
                     started_at: skip.at,
                     finished_at: Some(skip.at),
                     status: ExecutionStatus::Skipped,
@@ -832,6 +833,7 @@ fn running(claim: &SlotClaim) -> Execution {
     Execution {
         key: claim.key.clone(),
         slot: claim.slot,
+        triggered: claim.triggered,
         started_at: claim.claimed_at,
         finished_at: None,
         status: ExecutionStatus::Running,

@@ -410,6 +410,7 @@ where
             .map(|text| ReplyKind::parse(&text).ok_or_else(|| corrupt(&what, format!("unknown reply {text:?}"))))
             .transpose()?,
         slot: timestamp(row.try_get("slot_ms")?, &what)?,
+        triggered: row.try_get::<i64, _>("triggered")? != 0,
         started_at: timestamp(row.try_get("started_at_ms")?, &what)?,
         finished_at: finished_at.map(|ms| timestamp(ms, &what)).transpose()?,
         status: ExecutionStatus::parse(&status).ok_or_else(|| corrupt(&what, format!("unknown status {status:?}")))?,

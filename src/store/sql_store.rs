@@ -344,15 +344,16 @@ macro_rules! sql_store {
                     // Only a heartbeat the store still has can claim: one deleted while its timer
                     // fired never runs again.
                     let mut insert = QueryBuilder::<$db>::new(
-                        "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, status) \
-                         SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (",
+                        "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, status, triggered) \
+                         SELECT v.column1, v.column2, v.column3, v.column4, v.column5, v.column6 FROM (",
                     );
                     insert.push_values(chunk, |mut row, claim| {
                         row.push_bind(claim.key.agent.as_str())
                             .push_bind(claim.key.heartbeat.as_str())
                             .push_bind(claim.slot.as_millisecond())
                             .push_bind(claim.claimed_at.as_millisecond())
-                            .push_bind(ExecutionStatus::Running.as_str());
+                            .push_bind(ExecutionStatus::Running.as_str())
+                            .push_bind(i64::from(claim.triggered));
                     });
                     insert.push(
                         ") AS v JOIN heartbeats h ON h.agent_id = v.column1 AND h.heartbeat_id = v.column2 WHERE true \
@@ -798,7 +799,7 @@ macro_rules! sql_store {
                 limit: usize,
             ) -> Result<Vec<Execution>, StoreError> {
                 let rows = sqlx::query(
-                    "SELECT agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason, delivery, \
+                    "SELECT agent_id, heartbeat_id, slot_ms, triggered, started_at_ms, finished_at_ms, status, skip_reason, delivery, \
                      duration_ms, error, output_preview, stop_reason, reply, tool_use, llm_calls, input_tokens, cached_tokens, \
                      output_tokens, reasoning_tokens, cost_micros, unpriced_calls FROM executions WHERE agent_id = $1 \
                      AND heartbeat_id = $2 AND slot_ms < $3 ORDER BY slot_ms DESC LIMIT $4",
@@ -819,7 +820,7 @@ macro_rules! sql_store {
                 // One scan, each heartbeat's rows numbered newest first; a window function both
                 // SQLite (3.25+) and PostgreSQL run.
                 let rows = sqlx::query(
-                    "SELECT agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason, delivery, \
+                    "SELECT agent_id, heartbeat_id, slot_ms, triggered, started_at_ms, finished_at_ms, status, skip_reason, delivery, \
                      duration_ms, error, output_preview, stop_reason, reply, tool_use, llm_calls, input_tokens, cached_tokens, \
                      output_tokens, reasoning_tokens, cost_micros, unpriced_calls FROM (SELECT *, ROW_NUMBER() OVER \
                      (PARTITION BY agent_id, heartbeat_id ORDER BY slot_ms DESC) AS newest FROM executions) ranked \

@@ -227,7 +227,7 @@ mod tests {
         };
         let at = Timestamp::UNIX_EPOCH;
         let next_slot = NextSlot { at, schedule: Schedule::At(at) };
-        SlotClaim { key, slot: at, claimed_at: at, next_slot }
+        SlotClaim { key, slot: at, claimed_at: at, next_slot, triggered: false }
     }
 
     #[tokio::test]

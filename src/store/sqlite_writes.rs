@@ -23,8 +23,8 @@ use crate::ports::store::{ClaimOutcome, ExecutionStatus, RunRecord, SlotClaim, S
 
 /// A claim: the slot's row, written only while its heartbeat is stored (one deleted while
 /// its timer fired never runs again) and only once (the unique key is the claim).
-const CLAIM_SQL: &str = "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, status) \
-     SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM heartbeats WHERE agent_id = ?1 AND heartbeat_id = ?2) \
+const CLAIM_SQL: &str = "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, status, triggered) \
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM heartbeats WHERE agent_id = ?1 AND heartbeat_id = ?2) \
      ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING";
 
 const HEARTBEAT_EXISTS_SQL: &str = "SELECT 1 FROM heartbeats WHERE agent_id = ?1 AND heartbeat_id = ?2";
@@ -73,6 +73,7 @@ pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<Cla
             claim.slot.as_millisecond().into(),
             claim.claimed_at.as_millisecond().into(),
             ExecutionStatus::Running.as_str().into(),
+            i64::from(claim.triggered).into(),
         ])?;
         let outcome = if inserted > 0 {
             ClaimOutcome::Claimed

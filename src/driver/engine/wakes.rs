@@ -106,7 +106,8 @@ impl Driver {
                         Prepared { prompt: cron_event_prompt(&events), consumes }
                     };
                     self.prepared.insert(key.clone(), prepared);
-                    claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot });
+                    // A wake, even one an operator asked for, is not a job's trigger.
+                    claims.push(SlotClaim { key, slot, claimed_at: now.wall, next_slot, triggered: false });
                 }
                 Err((reason, retry_at)) => {
                     if !wake.quiet {
