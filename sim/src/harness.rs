@@ -71,6 +71,7 @@ async fn simulate(
         refusal_rng: Mutex::new(rng(options.seed, Stream::Refusals)),
         workspace: Arc::new(MemoryWorkspace::default()),
         flaky_calls: Mutex::default(),
+        planted_store_faults: Mutex::new(options.planted_store_faults.clone()),
         config: Mutex::new(options.heartbeats.clone()),
         paths: Mutex::default(),
         options,
@@ -245,6 +246,9 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
                 if one_shot_held_behind_run(world, key).await {
                     world.took(RarePath::EnableOfHeldOneShot);
                 }
+                if one_shot_failure_under_skip(world, key).await {
+                    world.took(RarePath::EnableOverSkippedFailure);
+                }
                 engine.set_enabled(key, true).await
             }
             Op::SetFile(agent, content) => {
@@ -254,6 +258,9 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
             }
             Op::Wake(agent, reason) => engine.request_now(agent, *reason).await,
             Op::Trigger(key) => {
+                if one_shot_run_going(world, key).await {
+                    world.took(RarePath::TriggerBesideOneShotRun);
+                }
                 engine.trigger(key).await.map(|outcome| matches!(outcome, TriggerOutcome::Queued { .. }))
             }
             Op::Pause(agent, minutes) => engine.pause(agent, *minutes).await.map(|_| true),
@@ -302,6 +309,37 @@ async fn one_shot_held_behind_run(world: &World, key: &systole::core::ids::Heart
     let executions = world.durable.executions(key, usize::MAX).await.unwrap_or_default();
     executions.iter().any(|execution| execution.status == ExecutionStatus::Running)
         && !executions.iter().any(|execution| execution.slot >= instant)
+}
+
+/// The stored one-shot `key`, enabled or not, with its instant and its run log's rows at
+/// or after it; `None` for anything else.
+async fn one_shot_rows(
+    world: &World,
+    key: &systole::core::ids::HeartbeatKey,
+) -> Option<(bool, Vec<systole::ports::store::Execution>)> {
+    use systole::core::schedule::Schedule;
+    let stored = world.durable.load_heartbeats().await.unwrap_or_default();
+    let job = stored.into_iter().find(|job| &job.def.key == key)?;
+    let Schedule::At(instant) = job.def.schedule else { return None };
+    let executions = world.durable.executions(key, usize::MAX).await.unwrap_or_default();
+    Some((job.state.enabled, executions.into_iter().filter(|execution| execution.slot >= instant).collect()))
+}
+
+/// Whether `key` is a stored one-shot, enabled, with a run of it at or after its instant
+/// going (the one-shot trigger scenario).
+async fn one_shot_run_going(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
+    let Some((enabled, rows)) = one_shot_rows(world, key).await else { return false };
+    enabled && rows.iter().any(|execution| execution.status == ExecutionStatus::Running)
+}
+
+/// Whether `key` is a stored one-shot whose latest run at or after its instant failed, and
+/// a skip is logged at a later slot (the one-shot trigger scenario's disable and enable).
+async fn one_shot_failure_under_skip(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
+    let Some((_, rows)) = one_shot_rows(world, key).await else { return false };
+    let ran = rows.iter().filter(|execution| execution.status != ExecutionStatus::Skipped);
+    let Some(last) = ran.max_by_key(|execution| execution.slot) else { return false };
+    matches!(last.status, ExecutionStatus::Failed | ExecutionStatus::TimedOut)
+        && rows.iter().any(|execution| execution.status == ExecutionStatus::Skipped && execution.slot > last.slot)
 }
 
 /// Whether `defs` make a stored recurring job, enabled and armed, a one-shot whose instant

@@ -64,6 +64,8 @@ pub enum Stream {
     OneShotTakeover = 22,
     /// Reloads that hold a one-shot's slot behind a slow run, and an enable (`scenarios`).
     HeldOneShot = 23,
+    /// A one-shot whose runs an operator's trigger meets (`one_shot_triggers`).
+    OneShotTriggers = 24,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -134,6 +136,8 @@ pub struct SimOptions {
     /// The engine's `runs_in_flight_max`: a handful in a good share of seeds, so slow and
     /// hanging runs fill it and due slots wait for a place (ADR 0023).
     pub runs_in_flight_max: usize,
+    /// Store writes that fail once, aimed at one path (`one_shot_triggers`).
+    pub planted_store_faults: Vec<crate::one_shot_triggers::PlantedStoreFault>,
 }
 
 const SAFETY_SECS_MIN: u64 = 2 * 3_600;
@@ -309,6 +313,15 @@ impl SimOptions {
             &clock_jumps.iter().map(|jump| jump.after).collect::<Vec<_>>(),
             error_backoff.first().copied().unwrap_or_default(),
         ));
+        let triggers = crate::one_shot_triggers::one_shot_triggers(
+            &mut self::rng(seed, Stream::OneShotTriggers),
+            &heartbeats,
+            safety,
+            wall_at,
+            &clock_jumps.iter().map(|jump| jump.after).collect::<Vec<_>>(),
+            error_backoff.first().copied().unwrap_or_default(),
+        );
+        ops.extend(triggers.ops);
         ops.sort_by_key(|op| op.after);
         Self {
             seed,
@@ -345,6 +358,7 @@ impl SimOptions {
             global_cost_max_micros,
             global_zone,
             runs_in_flight_max,
+            planted_store_faults: triggers.store_faults,
         }
     }
 

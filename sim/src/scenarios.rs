@@ -32,6 +32,9 @@
 //!   enable that re-armed the held slot would offer it twice (seed 1927871444419); under
 //!   `allow_all` the one-shot runs beside it and succeeds, and the slow run fails after,
 //!   which must not make the one-shot run again (ADR 0046).
+//!
+//! The one-shot trigger scenario, an operator's trigger during a one-shot's run, is in
+//! `one_shot_triggers.rs`.
 
 use std::time::Duration;
 

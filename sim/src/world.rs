@@ -41,6 +41,8 @@ pub struct World {
     pub workspace: Arc<MemoryWorkspace>,
     /// Calls failed so far per flaky prompt (see `FLAKY_MARKER`), across lives.
     pub flaky_calls: Mutex<std::collections::BTreeMap<String, u32>>,
+    /// The planted store faults that have not fired yet.
+    pub planted_store_faults: Mutex<Vec<crate::one_shot_triggers::PlantedStoreFault>>,
     /// The config file's heartbeats now: the options' at first, a reload's after it (a
     /// restart seeds what the file says, like the daemon).
     pub config: Mutex<Vec<systole::core::heartbeat::HeartbeatDef>>,
@@ -75,10 +77,18 @@ pub enum RarePath {
     OneShotBelowArmedSlot,
     /// An operator enabled a one-shot, enabled already, whose slot waited behind a run.
     EnableOfHeldOneShot,
+    /// An operator triggered a one-shot while a run of it at or after its instant went.
+    TriggerBesideOneShotRun,
+    /// An operator enabled a one-shot whose last run failed, with a skip logged above it.
+    EnableOverSkippedFailure,
+    /// A planted fault failed the claim of an operator's trigger of a one-shot.
+    TriggerClaimFailed,
+    /// A planted fault failed the write that retired a one-shot.
+    RetirementUnwritten,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 11] = [
+    pub const ALL: [RarePath; 15] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -90,6 +100,10 @@ impl RarePath {
         RarePath::ClaimsOfOneHeartbeatInAPass,
         RarePath::OneShotBelowArmedSlot,
         RarePath::EnableOfHeldOneShot,
+        RarePath::TriggerBesideOneShotRun,
+        RarePath::EnableOverSkippedFailure,
+        RarePath::TriggerClaimFailed,
+        RarePath::RetirementUnwritten,
     ];
 
     pub fn name(self) -> &'static str {
@@ -105,6 +119,10 @@ impl RarePath {
             RarePath::ClaimsOfOneHeartbeatInAPass => "claims-of-one-heartbeat-in-a-pass",
             RarePath::OneShotBelowArmedSlot => "one-shot-below-armed-slot",
             RarePath::EnableOfHeldOneShot => "enable-of-held-one-shot",
+            RarePath::TriggerBesideOneShotRun => "trigger-beside-one-shot-run",
+            RarePath::EnableOverSkippedFailure => "enable-over-skipped-failure",
+            RarePath::TriggerClaimFailed => "trigger-claim-failed",
+            RarePath::RetirementUnwritten => "retirement-unwritten",
         }
     }
 }

@@ -41,6 +41,12 @@ impl OneShotModel {
         *latest = (*latest).max(slot);
     }
 
+    /// Whether a slot of `key` at or above `instant` was decided, an operator's trigger
+    /// included: what a start-up reads from the run log as a one-shot's instant decided.
+    pub fn instant_decided(&self, key: &HeartbeatKey, instant: Timestamp) -> bool {
+        self.latest_decided.get(key).is_some_and(|latest| *latest >= instant)
+    }
+
     /// `key` was stored afresh (a create, a replace, a reload): a new job.
     pub fn stored(&mut self, key: &HeartbeatKey) {
         self.succeeded.remove(key);
@@ -87,8 +93,7 @@ impl OneShotModel {
         let Some(Schedule::At(at)) = def.map(|def| &def.schedule) else { return Ok(()) };
         // Its one slot: the instant to the millisecond, as stored.
         let Ok(instant) = Timestamp::from_millisecond(at.as_millisecond()) else { return Ok(()) };
-        let decided = self.latest_decided.get(key).is_some_and(|latest| *latest >= instant);
-        if wall < instant && !decided {
+        if wall < instant && !self.instant_decided(key, instant) {
             return fail(
                 AT_NOT_RETIRED_EARLY,
                 format!("{key} (at {instant}) was retired as out of slots at {wall}, before its instant, with no slot of it decided"),

@@ -258,6 +258,18 @@ impl Model<'_> {
             if matches!(def.schedule, Schedule::Every(_)) {
                 continue;
             }
+            // A one-shot whose instant the log shows decided, by a run at or above it (an
+            // operator's trigger too: a start-up arms above the latest logged slot, ADR 0018,
+            // and does not read the trigger mark of ADR 0048), owes nothing more. A wall
+            // clock that stepped back may bring its instant due again after healing (seed
+            // 1927871650505: a restart found a trigger's row above the instant, and the
+            // one-shot's own slot was never run).
+            if let Schedule::At(at) = def.schedule {
+                let instant = Timestamp::from_millisecond(at.as_millisecond()).unwrap_or(at);
+                if self.one_shots.instant_decided(key, instant) {
+                    continue;
+                }
+            }
             let jitter = jitter(key, def.policy.jitter_max);
             let last_day = end.wall - signed(jitter) - SignedDuration::from_secs(LIVENESS_SLACK_SECS as i64);
             let decided = self.decided.get(key).cloned().unwrap_or_default();

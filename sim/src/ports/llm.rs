@@ -82,6 +82,37 @@ impl SimLlm {
     }
 }
 
+impl SimLlm {
+    /// A call of the one-shot trigger scenario's one-shot: it takes its plan's time and
+    /// answers quietly, but the plan's failing call (counted over the prompt's calls, across
+    /// restarts) fails while faults are on, at once or after that time.
+    async fn planned_call(
+        &self,
+        prompt: &str,
+        plan: crate::one_shot_triggers::CallPlan,
+    ) -> Result<ChatResponse, LlmError> {
+        let ordinal = {
+            let mut calls = self.world.flaky_calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let count = calls.entry(format!("planned {prompt}")).or_default();
+            *count += 1;
+            *count
+        };
+        let fails = ordinal == plan.failing_call && self.world.injector.is_active();
+        if !(fails && plan.fails_early) {
+            self.world.clock.sleep(Duration::from_secs(plan.secs)).await;
+            self.life.ensure_alive().await;
+        }
+        if fails && self.world.injector.is_active() {
+            self.world.injector.count(FaultKind::LlmError);
+            self.world.fault(FaultKind::LlmError, format!("{prompt}: HTTP 500 (call {ordinal})"));
+            self.answer(prompt, "error 500 (planned)");
+            return Err(LlmError::Status { status: 500, body: "injected".to_owned() });
+        }
+        self.answer(prompt, "quiet");
+        Ok(ChatResponse::default())
+    }
+}
+
 /// Shapes of the model's calls of the tool server's tools.
 const TOOL_USE_VARIANTS: u64 = 4;
 /// Calls past the run's cap a burst makes.
@@ -226,6 +257,9 @@ impl SimLlm {
             return self.call(ENDLESS_ID, "heartbeat", json!({ "action": "list" }));
         }
         let first_turn = !request.messages.iter().any(|m| m.role == Role::Tool);
+        if let Some(plan) = crate::one_shot_triggers::CallPlan::of(&prompt) {
+            return self.planned_call(&prompt, plan).await;
+        }
         let refused = prompt.ends_with(crate::scenarios::SLOW_REFUSED_MARKER);
         if refused || prompt.ends_with(crate::scenarios::SLOW_FAILING_MARKER) {
             self.world.clock.sleep(Duration::from_secs(crate::scenarios::SLOW_REPEAT_RUN_SECS)).await;

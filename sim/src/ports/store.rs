@@ -24,6 +24,7 @@ use systole::ports::store::{
 };
 
 use crate::faults::FaultKind;
+use crate::one_shot_triggers::PlantedStoreFault;
 use crate::trace::{DurableWrite, Event, LoggedRow};
 use crate::world::{Life, RarePath, World};
 
@@ -65,6 +66,25 @@ impl SimStore {
             self.life.crash(&self.world).await;
         }
         result
+    }
+
+    /// Fires the first planted fault that `aims` at this write, once, while faults are on:
+    /// the write fails as a store error would.
+    fn planted_fault(&self, operation: &str, aims: impl Fn(&PlantedStoreFault) -> bool) -> Result<(), StoreError> {
+        if !self.world.injector.is_active() {
+            return Ok(());
+        }
+        let mut planted = self.world.planted_store_faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(index) = planted.iter().position(aims) else { return Ok(()) };
+        let fault = planted.remove(index);
+        drop(planted);
+        self.world.took(match fault {
+            PlantedStoreFault::TriggerClaim(_) => RarePath::TriggerClaimFailed,
+            PlantedStoreFault::Retirement(_) => RarePath::RetirementUnwritten,
+        });
+        self.world.injector.count(FaultKind::StoreError);
+        self.world.fault(FaultKind::StoreError, format!("{operation} (planted: {fault:?})"));
+        Err(StoreError::Backend(format!("injected store error in {operation}")))
     }
 
     async fn read<T>(&self, apply: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
@@ -126,12 +146,18 @@ impl Store for SimStore {
     }
 
     async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
+        self.life.ensure_alive().await;
+        self.planted_fault("delete_heartbeat", |fault| *fault == PlantedStoreFault::Retirement(key.clone()))?;
         let write = DurableWrite::Delete { key: key.clone() };
         let existed = |existed: &bool| if *existed { vec![write] } else { Vec::new() };
         self.write("delete_heartbeat", self.world.durable.delete_heartbeat(key), existed).await
     }
 
     async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError> {
+        if !enabled && reason == Some(systole::driver::engine::NO_MORE_SLOTS) {
+            self.life.ensure_alive().await;
+            self.planted_fault("set_enabled", |fault| *fault == PlantedStoreFault::Retirement(key.clone()))?;
+        }
         let write = DurableWrite::SetEnabled { key: key.clone(), enabled };
         let existed = |existed: &bool| if *existed { vec![write] } else { Vec::new() };
         self.write("set_enabled", self.world.durable.set_enabled(key, enabled, reason), existed).await
@@ -148,6 +174,11 @@ impl Store for SimStore {
     }
 
     async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+        self.life.ensure_alive().await;
+        self.planted_fault("claim_slots", |fault| {
+            let PlantedStoreFault::TriggerClaim(key) = fault else { return false };
+            claims.iter().any(|claim| claim.triggered && claim.key == *key)
+        })?;
         let durable = |outcomes: &Vec<ClaimOutcome>| {
             let claimed: Vec<&SlotClaim> = claims
                 .iter()

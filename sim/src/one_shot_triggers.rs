@@ -1,0 +1,241 @@
+//! The one-shot trigger scenario: an operator's trigger meets a run of a one-shot, the
+//! paths that stop 73's fresh sweep found about 1 seed in 5,000 (ADR 0046). In a share of
+//! seeds, a one-shot made at run time calls a model whose calls each take
+//! [`ONE_SHOT_CALL_SECS`] and one of which fails, and a trigger comes while a run of it goes:
+//!
+//! - *beside its own run* (`allow_all`): the trigger's call fails at once while the
+//!   one-shot's own run goes on to succeed. A failed trigger says nothing of the one-shot
+//!   (seed 1927871577312: it armed a retry, which ran after the own run had succeeded).
+//! - *beside its retry* (`skip`): the own run fails, and the trigger comes during the retry's
+//!   run and is skipped as an overlap. A skipped trigger arms no retry (seed 1927871578372).
+//! - *beside its failing run, with a disable* (`skip`): the trigger is skipped during the
+//!   own run, and an operator disables the one-shot while that run goes; the run fails, no
+//!   retry is armed while disabled, and an operator enables it again. How its last run
+//!   ended is the run log's, and the skip's row, at a later slot, must not hide the
+//!   failure (seed 1927871576798).
+//!
+//! Drawn from a stream of its own, after every other part of a seed.
+
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
+use systole::core::ids::{HeartbeatId, HeartbeatKey};
+use systole::core::policy::Overlap;
+use systole::core::schedule::Schedule;
+use systole::core::tool_policy::SharedJobTools;
+
+use crate::workload::{Op, ScheduledOp};
+
+const ONE_SHOT_TRIGGERS_PROBABILITY: f64 = 0.6;
+/// The one-shot's id, under the agent of a configured job.
+const ONE_SHOT_ID: &str = "met-by-trigger";
+/// How long each of its model calls takes, but one that fails at once.
+pub const ONE_SHOT_CALL_SECS: u64 = 20;
+/// How long after its creation (by the wall clock) its instant comes.
+const ONE_SHOT_LEAD_SECS: RangeInclusive<u64> = 5..=30;
+/// How long after the run it meets began the trigger comes: within that run.
+const TRIGGER_AFTER_RUN_SECS: RangeInclusive<u64> = 2..=15;
+/// How long after its failing run ended the one-shot is enabled again, at most.
+const ENABLE_AFTER_RUN_SECS_MAX: u64 = 30;
+/// When the process is killed after the own run ended, when its retirement failed.
+const RESTART_AFTER_RUN_SECS: RangeInclusive<u64> = 5..=60;
+/// Room left after the scenario's last op, before the end of the safety phase.
+const SETTLE_SECS: u64 = 600;
+/// How many times it draws a creation time no wall clock jump comes near.
+const DRAWS_MAX: usize = 16;
+
+/// Ends the one-shot's prompt: `[calls: S s, call N fails early|late]`. Each model call
+/// takes S seconds; the Nth (counted over the prompt's calls, across restarts) fails while
+/// faults are on, at once (`early`) or after its S seconds (`late`).
+pub const ONE_SHOT_CALLS_MARKER: &str = "[calls: ";
+
+/// What a prompt's [`ONE_SHOT_CALLS_MARKER`] asks of the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallPlan {
+    pub secs: u64,
+    pub failing_call: u32,
+    pub fails_early: bool,
+}
+
+impl CallPlan {
+    fn marker(self) -> String {
+        let when = if self.fails_early { "early" } else { "late" };
+        format!("{ONE_SHOT_CALLS_MARKER}{}s, call {} fails {when}]", self.secs, self.failing_call)
+    }
+
+    /// The plan a prompt ends with, if any.
+    pub fn of(prompt: &str) -> Option<Self> {
+        let (_, rest) = prompt.rsplit_once(ONE_SHOT_CALLS_MARKER)?;
+        let rest = rest.strip_suffix(']')?;
+        let (secs, rest) = rest.split_once("s, call ")?;
+        let (call, when) = rest.split_once(" fails ")?;
+        Some(Self {
+            secs: secs.parse().ok()?,
+            failing_call: call.parse().ok()?,
+            fails_early: match when {
+                "early" => true,
+                "late" => false,
+                _ => return None,
+            },
+        })
+    }
+}
+
+/// A store write the scenario makes fail once, while faults are on: aimed at one path,
+/// where the swarm's store faults hit it about once in a few thousand seeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlantedStoreFault {
+    /// The first claim batch that holds an operator's trigger of this job (seed
+    /// 1927871661338: the failed claim armed the one-shot's retry).
+    TriggerClaim(HeartbeatKey),
+    /// The first write that retires this job, a disable as out of slots or a delete (seed
+    /// 1927871660412: after a restart, the one-shot's last run is the log's to tell).
+    Retirement(HeartbeatKey),
+}
+
+/// What the scenario adds to a seed.
+#[derive(Debug, Default)]
+pub struct Planted {
+    pub ops: Vec<ScheduledOp>,
+    pub store_faults: Vec<PlantedStoreFault>,
+}
+
+/// Which run the trigger meets.
+#[derive(Debug, Clone, Copy)]
+enum Meeting {
+    OwnRunThatSucceeds,
+    RetryAfterAFailure,
+    FailingRunWhileDisabled,
+}
+
+/// The scenario's ops, in a share of seeds: a one-shot created at run time under the agent
+/// of one of `config`'s jobs, a trigger during one of its runs, and in one version a disable
+/// and an enable. Beside the own run that succeeds, a third of them fail the trigger's claim
+/// and the rest the one-shot's retirement, with a restart after it (the trigger's run, not
+/// its claim, fails there). `retry_after`: the first backoff step, after which a failed one-shot
+/// retries; `jump_times`: when the wall clock jumps (the scenario keeps clear of them).
+pub fn one_shot_triggers(
+    rng: &mut ChaCha8Rng,
+    config: &[HeartbeatDef],
+    safety: Duration,
+    wall_at: impl Fn(Duration) -> Timestamp,
+    jump_times: &[Duration],
+    retry_after: Duration,
+) -> Planted {
+    if !rng.random_bool(ONE_SHOT_TRIGGERS_PROBABILITY) {
+        return Planted::default();
+    }
+    let timed: Vec<&HeartbeatDef> = config.iter().filter(|def| def.kind != JobKind::Agent).collect();
+    if timed.is_empty() {
+        return Planted::default();
+    }
+    let agent = timed[rng.random_range(0..timed.len())].key.agent.clone();
+    let Ok(heartbeat) = HeartbeatId::new(ONE_SHOT_ID) else { return Planted::default() };
+    let key = HeartbeatKey { agent, heartbeat };
+    let backoff = retry_after.as_secs();
+    // Half beside the own run: its store faults make two paths of it.
+    let meeting = match rng.random_range(0..4) {
+        0 | 1 => Meeting::OwnRunThatSucceeds,
+        2 => Meeting::RetryAfterAFailure,
+        _ => Meeting::FailingRunWhileDisabled,
+    };
+    let span = ONE_SHOT_LEAD_SECS.end()
+        + backoff
+        + ONE_SHOT_CALL_SECS * 3
+        + ENABLE_AFTER_RUN_SECS_MAX.max(*RESTART_AFTER_RUN_SECS.end());
+    let room = span + SETTLE_SECS;
+    // Clear of the wall clock's jumps, so the instant comes when the ops expect it.
+    let mut created = None;
+    for _ in 0..DRAWS_MAX {
+        let at = Duration::from_secs(rng.random_range(60..safety.as_secs().saturating_sub(room).max(61)));
+        let end = at + Duration::from_secs(span);
+        if !jump_times.iter().any(|jump| (at..=end).contains(jump)) {
+            created = Some(at);
+            break;
+        }
+    }
+    let Some(created) = created else { return Planted::default() };
+    let lead = Duration::from_secs(rng.random_range(ONE_SHOT_LEAD_SECS));
+    let Ok(instant) = wall_at(created).checked_add(lead) else { return Planted::default() };
+    let due = created + lead;
+    let call = Duration::from_secs(ONE_SHOT_CALL_SECS);
+    let into_run = Duration::from_secs(rng.random_range(TRIGGER_AFTER_RUN_SECS));
+    let (overlap, plan, trigger_at) = match meeting {
+        // The own run (the first call) takes its time and succeeds; the trigger's (the
+        // second) fails at once beside it.
+        Meeting::OwnRunThatSucceeds => (
+            Overlap::AllowAll,
+            CallPlan { secs: ONE_SHOT_CALL_SECS, failing_call: 2, fails_early: true },
+            due + into_run,
+        ),
+        // The own run fails at once; its retry takes its time, and the trigger is skipped.
+        Meeting::RetryAfterAFailure => (
+            Overlap::Skip,
+            CallPlan { secs: ONE_SHOT_CALL_SECS, failing_call: 1, fails_early: true },
+            due + retry_after + into_run,
+        ),
+        // The own run fails after its time, the trigger skipped while it goes.
+        Meeting::FailingRunWhileDisabled => {
+            (Overlap::Skip, CallPlan { secs: ONE_SHOT_CALL_SECS, failing_call: 1, fails_early: false }, due + into_run)
+        }
+    };
+    let mut def = timed[0].clone();
+    def.key = key.clone();
+    def.kind = JobKind::Cron;
+    def.origin = Origin::Runtime;
+    def.schedule = Schedule::At(instant);
+    def.policy.overlap = overlap;
+    def.active_hours = None;
+    def.delete_after_run = rng.random_bool(0.5);
+    // Its calls go to the model and nowhere else: no tool checked before it.
+    def.tools = SharedJobTools::default();
+    def.timeout = call * 3;
+    def.prompt = format!("{}\n{}", crate::workload::prompt_for(&key), plan.marker());
+    let mut ops = vec![
+        ScheduledOp { after: created, op: Op::Create(Box::new(def)) },
+        ScheduledOp { after: trigger_at, op: Op::Trigger(key.clone()) },
+    ];
+    let mut store_faults = Vec::new();
+    if let Meeting::OwnRunThatSucceeds = meeting {
+        match rng.random_range(0..3) {
+            0 => store_faults.push(PlantedStoreFault::TriggerClaim(key.clone())),
+            _ => {
+                // Its retirement is not written; a restart after it finds the one-shot stored
+                // as it was, and its runs in the log.
+                store_faults.push(PlantedStoreFault::Retirement(key.clone()));
+                let after_run = Duration::from_secs(rng.random_range(RESTART_AFTER_RUN_SECS));
+                ops.push(ScheduledOp { after: due + call + after_run, op: Op::Kill });
+            }
+        }
+    }
+    if let Meeting::FailingRunWhileDisabled = meeting {
+        // After the trigger, while the run goes; enabled once it failed.
+        let disable = trigger_at + Duration::from_secs(1);
+        let enable = due + call + Duration::from_secs(rng.random_range(1..=ENABLE_AFTER_RUN_SECS_MAX));
+        ops.push(ScheduledOp { after: disable, op: Op::Disable(key.clone()) });
+        ops.push(ScheduledOp { after: enable, op: Op::Enable(key) });
+    }
+    Planted { ops, store_faults }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_plan_reads_back_from_its_marker() {
+        for plan in [
+            CallPlan { secs: 20, failing_call: 2, fails_early: true },
+            CallPlan { secs: 7, failing_call: 1, fails_early: false },
+        ] {
+            assert_eq!(CallPlan::of(&format!("heartbeat a/b\n{}", plan.marker())), Some(plan));
+        }
+        assert_eq!(CallPlan::of("heartbeat a/b\n[calls: 20s, call 2 fails soon]"), None);
+        assert_eq!(CallPlan::of("heartbeat a/b"), None);
+    }
+}
