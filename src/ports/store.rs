@@ -34,8 +34,8 @@ pub struct SlotClaim {
     pub claimed_at: Timestamp,
     /// The slot armed after this one; stored with the claim so a restart resumes there.
     pub next_slot: NextSlot,
-    /// An operator's trigger, not a slot of the schedule: its row says so (a one-shot's
-    /// failed trigger is not the one-shot's failure, ADR 0048).
+    /// An operator's trigger, not a slot of the schedule: its row says so (a trigger's run
+    /// says nothing of a one-shot, ADR 0048).
     pub triggered: bool,
 }
 

@@ -1,5 +1,4 @@
 -- Whether a run was an operator's trigger, written with its claim: how a one-shot's last
--- run ended is read from the log at a start-up, and a trigger that failed beside the
--- one-shot's own run says nothing of it (ADR 0048). Rows logged before it read as the
--- schedule's own.
+-- run ended is read from the log at a start-up, and a trigger's run, failed or not, says
+-- nothing of it (ADR 0048). Rows logged before it read as the schedule's own.
 ALTER TABLE executions ADD COLUMN triggered INTEGER NOT NULL DEFAULT 0 CHECK (triggered IN (0, 1));
