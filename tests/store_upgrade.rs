@@ -128,13 +128,16 @@ async fn a_database_from_before_kept_latest_slots_has_them_from_its_log() {
 /// The first migration that writes the checks' lists as comparisons (ADR 0035).
 const CHECKS_AS_COMPARISONS_MIGRATION: &str = "20261203000000_checks_as_comparisons.sql";
 
-/// Every row of `table` with its rowid, each as one JSON array, in rowid order.
-async fn rows_of(pool: &SqlitePool, table: &str) -> Vec<String> {
-    let columns: Vec<String> =
-        sqlx::query_scalar(&format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"))
-            .fetch_all(pool)
-            .await
-            .expect("columns");
+/// The columns of `table`, in their order.
+async fn columns_of(pool: &SqlitePool, table: &str) -> Vec<String> {
+    sqlx::query_scalar(&format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"))
+        .fetch_all(pool)
+        .await
+        .expect("columns")
+}
+
+/// Every row of `table` with its rowid, each as one JSON array of `columns`, in rowid order.
+async fn rows_of(pool: &SqlitePool, table: &str, columns: &[String]) -> Vec<String> {
     let select = format!("SELECT json_array(rowid, {}) FROM {table} ORDER BY rowid", columns.join(", "));
     sqlx::query_scalar(&select).fetch_all(pool).await.expect("rows")
 }
@@ -186,15 +189,21 @@ async fn rewriting_the_checks_keeps_every_row_its_rowid_and_the_event_counter() 
     let tables = ["heartbeats", "executions", "system_events"];
     let mut before = Vec::new();
     for table in tables {
-        before.push(rows_of(&pool, table).await);
+        let columns = columns_of(&pool, table).await;
+        let rows = rows_of(&pool, table, &columns).await;
+        before.push((columns, rows));
     }
     pool.close().await;
 
     let store = SqliteStore::open(&db).await.expect("upgrade");
     let pool = SqlitePoolOptions::new().connect_with(options(&db)).await.expect("open again");
-    for (table, rows) in tables.into_iter().zip(before) {
-        assert_eq!(rows_of(&pool, table).await, rows, "{table}: every row, every column, its rowid");
+    // The columns each table had: a later migration may add one (ADR 0048's `triggered`).
+    for (table, (columns, rows)) in tables.into_iter().zip(before) {
+        assert_eq!(rows_of(&pool, table, &columns).await, rows, "{table}: every row, every column, its rowid");
     }
+    let triggered: Vec<i64> =
+        sqlx::query_scalar("SELECT triggered FROM executions ORDER BY rowid").fetch_all(&pool).await.expect("the mark");
+    assert_eq!(triggered, vec![0, 0], "runs logged before ADR 0048 read as the schedule's own");
     let indexes: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name",
     )
