@@ -305,21 +305,24 @@ impl SimOptions {
             wall_at,
         );
         ops.extend(takeover);
+        // The one-shot scenarios keep clear of the wall clock's jumps and wait out a retry.
+        let jump_times: Vec<Duration> = clock_jumps.iter().map(|jump| jump.after).collect();
+        let retry_after = error_backoff.first().copied().unwrap_or_default();
         ops.extend(crate::scenarios::held_one_shot_enable(
             &mut self::rng(seed, Stream::HeldOneShot),
             &heartbeats,
             safety,
             wall_at,
-            &clock_jumps.iter().map(|jump| jump.after).collect::<Vec<_>>(),
-            error_backoff.first().copied().unwrap_or_default(),
+            &jump_times,
+            retry_after,
         ));
         let triggers = crate::one_shot_triggers::one_shot_triggers(
             &mut self::rng(seed, Stream::OneShotTriggers),
             &heartbeats,
             safety,
             wall_at,
-            &clock_jumps.iter().map(|jump| jump.after).collect::<Vec<_>>(),
-            error_backoff.first().copied().unwrap_or_default(),
+            &jump_times,
+            retry_after,
         );
         ops.extend(triggers.ops);
         ops.sort_by_key(|op| op.after);

@@ -102,6 +102,7 @@ impl SimLlm {
             self.world.clock.sleep(Duration::from_secs(plan.secs)).await;
             self.life.ensure_alive().await;
         }
+        // Asked again after the sleep: the world may have healed meanwhile.
         if fails && self.world.injector.is_active() {
             self.world.injector.count(FaultKind::LlmError);
             self.world.fault(FaultKind::LlmError, format!("{prompt}: HTTP 500 (call {ordinal})"));
