@@ -322,6 +322,7 @@ async fn a_next_slot_is_kept_only_under_the_schedule_that_gave_it() {
             at: at(240),
             reason: SkipReason::QuietHours,
             next_slot: every_minute(300),
+            triggered: false,
         };
         store.record_skips(&[skip]).await.expect("skip");
         store.set_next_slots(&[(k.clone(), every_minute(360))]).await.expect("set");
@@ -363,6 +364,7 @@ async fn a_skip_never_overwrites_a_claim_and_is_never_claimed_after() {
             at: at(slot),
             reason: SkipReason::QuietHours,
             next_slot: every_minute(slot + 60),
+            triggered: false,
         };
         store.record_skips(&[skip(60), skip(120)]).await.expect("skip");
         let runs = store.executions(&k, 10).await.expect("read");
@@ -846,6 +848,7 @@ async fn sqlite_concurrent_writers_of_every_kind_never_fail_with_locked() {
                     at: at(slot + 60),
                     reason: SkipReason::Overlap,
                     next_slot: every_minute(slot + 120),
+                    triggered: false,
                 };
                 write(retried, || store.record_skips(std::slice::from_ref(&skip))).await?;
                 let next = [(job.key.clone(), every_minute(slot + 120))];
@@ -1022,6 +1025,7 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
             at: at(300),
             reason: SkipReason::QuietHours,
             next_slot: every_minute(360),
+            triggered: false,
         };
         store.record_skips(&[skip]).await.expect("skip");
         let latest = store.latest_slots(&keys).await.expect("latest slots");
@@ -1114,6 +1118,7 @@ async fn the_latest_logged_slot_only_rises_and_outlives_a_schedule_change_and_a_
             at: at(130),
             reason: SkipReason::QuietHours,
             next_slot: every_minute(180),
+            triggered: false,
         };
         store.record_skips(&[skip]).await.expect("skip");
         let latest = armed_latest_slots(&*store).await;
@@ -1133,6 +1138,51 @@ async fn the_latest_logged_slot_only_rises_and_outlives_a_schedule_change_and_a_
             store.seed_config(&[def("main", "a", 60), def("main", "b", 30)], at(300)).await.expect("seeded again");
         assert_eq!(report.inserted, vec![b.clone()]);
         assert_eq!(armed_latest_slots(&*store).await[&b], Some(at(60)), "b's log, found by the seed");
+    })
+    .await;
+}
+
+/// An operator's trigger is a run or skip beside the schedule, not a slot of it: the floor
+/// a heartbeat arms above leaves it out, read from the row, from the log by key, or for a
+/// row stored again; its skip row is marked like its run's; and pruning keeps the newest
+/// row that is not a trigger, so the floor stays what it was (ADR 0049).
+#[tokio::test]
+async fn an_operators_trigger_lifts_no_floor_and_pruning_keeps_the_floor_below_it() {
+    use systole::core::retention::RunRetention;
+    with_each_store(|store| async move {
+        let (a, b) = (key("main", "a"), key("main", "b"));
+        store.seed_config(&[def("main", "a", 60), def("main", "b", 60)], at(0)).await.expect("seed");
+        let day = 24 * 3_600;
+        let trigger = |k: &HeartbeatKey, slot: i64| SlotClaim { triggered: true, ..claim(k, slot) };
+        store.claim_slots(&[claim(&a, -10 * day), trigger(&a, -9 * day), trigger(&b, -9 * day)]).await.expect("claim");
+        let skipped_trigger = SkipRecord {
+            key: a.clone(),
+            slot: at(-8 * day),
+            at: at(-8 * day),
+            reason: SkipReason::Overlap,
+            next_slot: every_minute(-8 * day + 60),
+            triggered: true,
+        };
+        store.record_skips(&[skipped_trigger]).await.expect("skip");
+        let finished_all = [finished(&a, -10 * day, true), finished(&a, -9 * day, false), finished(&b, -9 * day, true)];
+        store.finish_runs(&finished_all, BREAKER_MAX).await.expect("finish");
+        let marks: Vec<(Timestamp, bool)> =
+            store.executions(&a, 10).await.expect("log").iter().map(|row| (row.slot, row.triggered)).collect();
+        assert_eq!(marks, vec![(at(-8 * day), true), (at(-9 * day), true), (at(-10 * day), false)], "marked");
+        let floor = |latest: BTreeMap<HeartbeatKey, Option<Timestamp>>| (latest[&a], latest[&b]);
+        assert_eq!(floor(armed_latest_slots(&*store).await), (Some(at(-10 * day)), None), "armed above");
+        let read = store.latest_slots(&[a.clone(), b.clone()]).await.expect("latest slots");
+        assert_eq!((read.get(&a), read.get(&b)), (Some(&at(-10 * day)), None), "read by key");
+        // Aged out, all but the newest row and the floor.
+        let deleted =
+            store.prune_runs(at(0), RunRetention { kept_days: 2, kept_per_heartbeat: 1 }).await.expect("prune");
+        assert_eq!(deleted, 1, "the trigger's run between them");
+        // Deleted and stored again, each finds its floor in the log.
+        for k in [&a, &b] {
+            assert!(store.delete_heartbeat(k).await.expect("delete"));
+            store.put_heartbeat(&def("main", k.heartbeat.as_str(), 60), at(100)).await.expect("stored again");
+        }
+        assert_eq!(floor(armed_latest_slots(&*store).await), (Some(at(-10 * day)), None), "from the log");
     })
     .await;
 }
@@ -1157,6 +1207,7 @@ async fn pruning_keeps_the_newest_running_and_recent_runs_and_drops_the_rest() {
             at: at(slot),
             reason: SkipReason::QuietHours,
             next_slot: every_minute(slot + 60),
+            triggered: false,
         };
         store.claim_slots(&[claim(&a, -5 * 24 * hour)]).await.expect("a run that never finished");
         store.record_skips(&[skip(-3 * 24 * hour), skip(-3 * hour), skip(-2 * hour)]).await.expect("skips");

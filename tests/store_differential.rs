@@ -257,7 +257,9 @@ fn sequence(seed: u64) -> Vec<Op> {
                 let reason = rng.pick(&SkipReason::ALL);
                 let slot = slot(&mut rng);
                 let next_slot = random_next_slot(&mut rng, now_secs);
-                Op::Skip(vec![SkipRecord { key: k, slot, at: now, reason, next_slot }])
+                // A trigger's skip as often, told the same way.
+                let triggered = slot.as_second() % 2 == 0;
+                Op::Skip(vec![SkipRecord { key: k, slot, at: now, reason, next_slot, triggered }])
             }
             58..=74 => {
                 let runs: Vec<RunRecord> = (0..1 + rng.below(2))

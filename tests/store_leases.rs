@@ -206,6 +206,7 @@ async fn a_node_whose_lease_was_taken_over_writes_nothing() {
             at: at(180),
             reason: systole::core::guard::SkipReason::Paused,
             next_slot: every_minute(240),
+            triggered: false,
         };
         assert_eq!(a.record_skips(std::slice::from_ref(&skip)).await, Err(fenced.clone()));
         assert_eq!(a.set_next_slots(&[(k.clone(), every_minute(600))]).await, Err(fenced.clone()));

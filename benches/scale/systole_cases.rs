@@ -256,6 +256,7 @@ pub async fn log_runs(path: &Path) -> Figures {
                     at,
                     reason: SkipReason::Overlap,
                     next_slot: next,
+                    triggered: false,
                 })
             })
             .collect();

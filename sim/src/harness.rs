@@ -265,7 +265,12 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
             }
             Op::Pause(agent, minutes) => engine.pause(agent, *minutes).await.map(|_| true),
             Op::Resume(agent) => engine.resume(agent).await,
-            Op::Kill => life.crash(world).await,
+            Op::Kill => {
+                if one_shot_with_only_triggers(world).await {
+                    world.took(RarePath::KillWithOnlyTriggersOfOneShot);
+                }
+                life.crash(world).await
+            }
             Op::Backfill(key, span) => backfill(world, engine, key, *span).await,
             Op::Reload(defs) => {
                 // The file changes first; a crash before the reload is applied still
@@ -309,6 +314,21 @@ async fn one_shot_held_behind_run(world: &World, key: &systole::core::ids::Heart
     let executions = world.durable.executions(key, usize::MAX).await.unwrap_or_default();
     executions.iter().any(|execution| execution.status == ExecutionStatus::Running)
         && !executions.iter().any(|execution| execution.slot >= instant)
+}
+
+/// Whether a stored one-shot, enabled, has rows at or after its instant and all of them an
+/// operator's triggers (the one-shot trigger scenario's kill before the jittered own run).
+async fn one_shot_with_only_triggers(world: &World) -> bool {
+    for job in world.durable.load_heartbeats().await.unwrap_or_default() {
+        if !job.state.enabled || !matches!(job.def.schedule, systole::core::schedule::Schedule::At(_)) {
+            continue;
+        }
+        let Some((_, rows)) = one_shot_rows(world, &job.def.key).await else { continue };
+        if !rows.is_empty() && rows.iter().all(|row| row.triggered) {
+            return true;
+        }
+    }
+    false
 }
 
 /// The stored one-shot `key`, enabled or not, with its instant and its run log's rows at

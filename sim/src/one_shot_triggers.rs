@@ -13,6 +13,10 @@
 //!   retry is armed while disabled, and an operator enables it again. How its last run
 //!   ended is the run log's, and the skip's row, at a later slot, must not hide the
 //!   failure (seed 1927871576798).
+//! - *before its jittered own run* (`skip`): the one-shot's jitter puts its own run well
+//!   after its instant, the trigger comes between the two, and the process is killed while
+//!   the trigger's run goes, or an operator disables the one-shot then and enables it after.
+//!   The trigger decides nothing of the schedule (ADR 0049): the own slot still runs.
 //!
 //! Drawn from a stream of its own, after every other part of a seed.
 
@@ -25,7 +29,7 @@ use rand_chacha::ChaCha8Rng;
 
 use systole::core::heartbeat::{HeartbeatDef, JobKind, Origin};
 use systole::core::ids::{HeartbeatId, HeartbeatKey};
-use systole::core::policy::Overlap;
+use systole::core::policy::{jitter_offset, Overlap};
 use systole::core::schedule::Schedule;
 use systole::core::tool_policy::SharedJobTools;
 
@@ -48,6 +52,11 @@ const RESTART_AFTER_RUN_SECS: RangeInclusive<u64> = 5..=60;
 const SETTLE_SECS: u64 = 600;
 /// How many times it draws a creation time no wall clock jump comes near.
 const DRAWS_MAX: usize = 16;
+/// The jitters tried, in order, for the version before the jittered own run: the first
+/// whose offset for the one-shot's key leaves room for a trigger and a kill before it.
+const JITTERS_MAX_SECS: [u64; 4] = [120, 90, 200, 60];
+/// The least offset of that own run after the instant that the version takes.
+const JITTER_OFFSET_SECS_MIN: u64 = 8;
 
 /// Ends the one-shot's prompt: `[calls: S s, call N fails early|late]`. Each model call
 /// takes S seconds; the Nth (counted over the prompt's calls, across restarts) fails while
@@ -111,6 +120,12 @@ enum Meeting {
     OwnRunThatSucceeds,
     RetryAfterAFailure,
     FailingRunWhileDisabled,
+    /// After the instant, before the jittered own run: `offset` from the instant to it;
+    /// then a kill during the trigger's run, or a disable and an enable around its end.
+    BeforeJitteredRun {
+        offset: Duration,
+        kill: bool,
+    },
 }
 
 /// The scenario's ops, in a share of seeds: a one-shot created at run time under the agent
@@ -138,11 +153,17 @@ pub fn one_shot_triggers(
     let Ok(heartbeat) = HeartbeatId::new(ONE_SHOT_ID) else { return Planted::default() };
     let key = HeartbeatKey { agent, heartbeat };
     let backoff = retry_after.as_secs();
-    // Half beside the own run: its store faults make two paths of it.
-    let meeting = match rng.random_range(0..4) {
-        0 | 1 => Meeting::OwnRunThatSucceeds,
-        2 => Meeting::RetryAfterAFailure,
-        _ => Meeting::FailingRunWhileDisabled,
+    // A third beside the own run (its store faults make two paths of it), the rest a sixth
+    // each; the version before the jittered own run needs a jitter that leaves room.
+    let jittered = JITTERS_MAX_SECS.iter().map(|secs| Duration::from_secs(*secs)).find_map(|max| {
+        let offset = jitter_offset(&key, max);
+        (offset >= Duration::from_secs(JITTER_OFFSET_SECS_MIN)).then_some((max, offset))
+    });
+    let meeting = match (rng.random_range(0..6), jittered) {
+        (0 | 1, _) => Meeting::OwnRunThatSucceeds,
+        (2, _) => Meeting::RetryAfterAFailure,
+        (3, _) | (_, None) => Meeting::FailingRunWhileDisabled,
+        (_, Some((_, offset))) => Meeting::BeforeJitteredRun { offset, kill: rng.random_bool(0.5) },
     };
     let span = ONE_SHOT_LEAD_SECS.end()
         + backoff
@@ -183,6 +204,12 @@ pub fn one_shot_triggers(
         Meeting::FailingRunWhileDisabled => {
             (Overlap::Skip, CallPlan { secs: ONE_SHOT_CALL_SECS, failing_call: 1, fails_early: false }, due + into_run)
         }
+        // The trigger's run (the first call) takes its time; none fails. The trigger comes
+        // within the first half of the wait for the own run.
+        Meeting::BeforeJitteredRun { offset, .. } => {
+            let before = Duration::from_secs(rng.random_range(1..=offset.as_secs() / 2));
+            (Overlap::Skip, CallPlan { secs: ONE_SHOT_CALL_SECS, failing_call: 0, fails_early: true }, due + before)
+        }
     };
     let mut def = timed[0].clone();
     def.key = key.clone();
@@ -190,6 +217,9 @@ pub fn one_shot_triggers(
     def.origin = Origin::Runtime;
     def.schedule = Schedule::At(instant);
     def.policy.overlap = overlap;
+    if let (Meeting::BeforeJitteredRun { .. }, Some((max, _))) = (meeting, jittered) {
+        def.policy.jitter_max = max;
+    }
     def.active_hours = None;
     def.delete_after_run = rng.random_bool(0.5);
     // Its calls go to the model and nowhere else: no tool checked before it.
@@ -211,6 +241,22 @@ pub fn one_shot_triggers(
                 let after_run = Duration::from_secs(rng.random_range(RESTART_AFTER_RUN_SECS));
                 ops.push(ScheduledOp { after: due + call + after_run, op: Op::Kill });
             }
+        }
+    }
+    if let Meeting::BeforeJitteredRun { offset, kill } = meeting {
+        let second = Duration::from_secs(1);
+        if kill {
+            // Killed while the trigger's run goes, a second or more before the own run is
+            // due. (`trigger_at` and `own_due` are whole seconds.)
+            let own_due = due + offset;
+            let latest = own_due.saturating_sub(second).min(trigger_at + call - second).max(trigger_at + second);
+            let kill = Duration::from_secs(rng.random_range((trigger_at.as_secs() + 1)..=latest.as_secs()));
+            ops.push(ScheduledOp { after: kill, op: Op::Kill });
+        } else {
+            // Disabled while the trigger's run goes, enabled after it ended.
+            let enable = trigger_at + call + Duration::from_secs(rng.random_range(1..=ENABLE_AFTER_RUN_SECS_MAX));
+            ops.push(ScheduledOp { after: trigger_at + second, op: Op::Disable(key.clone()) });
+            ops.push(ScheduledOp { after: enable, op: Op::Enable(key.clone()) });
         }
     }
     if let Meeting::FailingRunWhileDisabled = meeting {

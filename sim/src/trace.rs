@@ -244,6 +244,8 @@ pub struct LoggedRow {
     pub key: HeartbeatKey,
     pub slot: Timestamp,
     pub skip: bool,
+    /// An operator's trigger's row, as the store marked it.
+    pub triggered: bool,
     /// `None` while it runs.
     pub finished_at: Option<Timestamp>,
 }
@@ -528,8 +530,11 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         EngineEvent::ClaimGone { key, slot } => {
             w.tag(22).key(key).time(*slot);
         }
-        EngineEvent::Triggered { key, slot } => {
+        EngineEvent::Triggered { key, slot, backfill: false } => {
             w.tag(23).key(key).time(*slot);
+        }
+        EngineEvent::Triggered { key, slot, backfill: true } => {
+            w.tag(34).key(key).time(*slot);
         }
         EngineEvent::DefinitionApplied { key } => {
             w.tag(24).key(key);
@@ -737,7 +742,8 @@ fn describe_engine_event(event: &EngineEvent) -> String {
         EngineEvent::RunStarted { key, slot } => format!("run started {key} slot {slot}"),
         EngineEvent::RunWorkDone { key, slot } => format!("run done working {key} slot {slot}: its place is free"),
         EngineEvent::RunLost { key, slot } => format!("run lost {key} slot {slot}: its task ended without a result"),
-        EngineEvent::Triggered { key, slot } => format!("triggered {key} under slot {slot}"),
+        EngineEvent::Triggered { key, slot, backfill: false } => format!("triggered {key} under slot {slot}"),
+        EngineEvent::Triggered { key, slot, backfill: true } => format!("backfill of {key} asked for slot {slot}"),
         EngineEvent::DefinitionApplied { key } => format!("definition of {key} applied"),
         EngineEvent::RunFinished {
             key,

@@ -85,10 +85,13 @@ pub enum RarePath {
     TriggerClaimFailed,
     /// A planted fault failed the write that retired a one-shot.
     RetirementUnwritten,
+    /// The process was killed while a one-shot's only rows at or after its instant were an
+    /// operator's triggers (ADR 0049).
+    KillWithOnlyTriggersOfOneShot,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 15] = [
+    pub const ALL: [RarePath; 16] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -104,6 +107,7 @@ impl RarePath {
         RarePath::EnableOverSkippedFailure,
         RarePath::TriggerClaimFailed,
         RarePath::RetirementUnwritten,
+        RarePath::KillWithOnlyTriggersOfOneShot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -123,6 +127,7 @@ impl RarePath {
             RarePath::EnableOverSkippedFailure => "enable-over-skipped-failure",
             RarePath::TriggerClaimFailed => "trigger-claim-failed",
             RarePath::RetirementUnwritten => "retirement-unwritten",
+            RarePath::KillWithOnlyTriggersOfOneShot => "kill-with-only-triggers-of-one-shot",
         }
     }
 }

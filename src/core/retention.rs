@@ -1,8 +1,9 @@
 //! Which rows of the run log may go. The log would grow without bound (a heartbeat in
 //! quiet hours writes a skip every slot), so old rows are pruned by age and by count per
 //! heartbeat, but never a row the engine still reads:
-//! - the newest row of each heartbeat (slots are armed above it, so a pruned slot is never
-//!   claimed again, even after a backward clock jump);
+//! - the newest row of each heartbeat, and its newest that is not an operator's trigger
+//!   (slots are armed above that one, ADR 0049, so a pruned slot is never claimed again,
+//!   even after a backward clock jump);
 //! - a `running` row (its run's result has yet to land; recovery marks it interrupted);
 //! - by count, a run (not a skip) that finished within [`RUNS_PROTECTED_HOURS`]: dedup
 //!   reads the last day's delivered digests and the budget a local day's LLM calls. A skip
@@ -68,10 +69,11 @@ impl RunRetention {
 
 impl PruneCutoffs {
     /// Whether a row goes: `rank` is its place among its heartbeat's rows by slot, newest
-    /// first (0 = newest); `finished_at` is `None` while it runs.
-    pub fn prunes(&self, rank: usize, row: LogRow, finished_at: Option<Timestamp>) -> bool {
+    /// first (0 = newest); `floor`, whether it is the newest of them that is not an
+    /// operator's trigger (what a start-up arms above); `finished_at` is `None` while it runs.
+    pub fn prunes(&self, rank: usize, floor: bool, row: LogRow, finished_at: Option<Timestamp>) -> bool {
         let Some(finished_at) = finished_at else { return false };
-        if rank == 0 || row == LogRow::Running {
+        if rank == 0 || floor || row == LogRow::Running {
             return false;
         }
         let aged = finished_at < self.aged_before;
@@ -96,25 +98,26 @@ mod tests {
     #[test]
     fn the_newest_row_and_running_rows_always_stay() {
         let cutoffs = RunRetention { kept_days: 2, kept_per_heartbeat: 1 }.cutoffs(now());
-        assert!(!cutoffs.prunes(0, LogRow::Skip, hours_ago(24 * 400)));
-        assert!(!cutoffs.prunes(5, LogRow::Running, None));
-        assert!(cutoffs.prunes(1, LogRow::Run, hours_ago(24 * 3)));
+        assert!(!cutoffs.prunes(0, false, LogRow::Skip, hours_ago(24 * 400)));
+        assert!(!cutoffs.prunes(5, false, LogRow::Running, None));
+        assert!(cutoffs.prunes(1, false, LogRow::Run, hours_ago(24 * 3)));
+        assert!(!cutoffs.prunes(1, true, LogRow::Skip, hours_ago(24 * 400)), "the floor below a newer trigger");
     }
 
     #[test]
     fn by_count_skips_go_at_any_age_and_recent_runs_stay() {
         let cutoffs = RunRetention { kept_days: 30, kept_per_heartbeat: 3 }.cutoffs(now());
-        assert!(!cutoffs.prunes(2, LogRow::Skip, hours_ago(1)), "within the count");
-        assert!(cutoffs.prunes(3, LogRow::Skip, hours_ago(1)), "a skip beyond the count");
-        assert!(!cutoffs.prunes(3, LogRow::Run, hours_ago(47)), "dedup and the budget read it");
-        assert!(cutoffs.prunes(3, LogRow::Run, hours_ago(49)), "past the protection");
+        assert!(!cutoffs.prunes(2, false, LogRow::Skip, hours_ago(1)), "within the count");
+        assert!(cutoffs.prunes(3, false, LogRow::Skip, hours_ago(1)), "a skip beyond the count");
+        assert!(!cutoffs.prunes(3, false, LogRow::Run, hours_ago(47)), "dedup and the budget read it");
+        assert!(cutoffs.prunes(3, false, LogRow::Run, hours_ago(49)), "past the protection");
     }
 
     #[test]
     fn by_age_everything_but_the_newest_goes_and_the_minimum_covers_the_protection() {
         let cutoffs = RunRetention { kept_days: 30, kept_per_heartbeat: 1_000 }.cutoffs(now());
-        assert!(cutoffs.prunes(1, LogRow::Run, hours_ago(24 * 30 + 1)));
-        assert!(!cutoffs.prunes(1, LogRow::Run, hours_ago(24 * 30 - 1)));
+        assert!(cutoffs.prunes(1, false, LogRow::Run, hours_ago(24 * 30 + 1)));
+        assert!(!cutoffs.prunes(1, false, LogRow::Run, hours_ago(24 * 30 - 1)));
         let floor = RunRetention { kept_days: 0, kept_per_heartbeat: 0 }.cutoffs(now());
         assert!(floor.aged_before <= floor.protected_from, "a config cannot age out what is protected");
         assert_eq!(floor.kept_per_heartbeat, 1);

@@ -717,12 +717,10 @@ impl Driver {
                         retries.push((key.clone(), slot));
                     }
                     self.note_decided(&key, slot, older_held);
-                    if explicit {
-                        self.trigger_slots.remove(&(key.clone(), slot));
-                    }
+                    let triggered = explicit && self.trigger_slots.remove(&(key.clone(), slot));
                     self.context.events.emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot, reason });
                     self.context.run_events.publish(RunEvent::skipped(key.clone(), slot, now.wall, reason));
-                    skips.push(SkipRecord { key, slot, at: now.wall, reason, next_slot });
+                    skips.push(SkipRecord { key, slot, at: now.wall, reason, next_slot, triggered });
                 }
             }
         }
@@ -1128,7 +1126,8 @@ impl Driver {
         let Some(timer) = self.entries.timer(key).filter(|_| one_shot) else { return };
         // Decided when the log holds its slot, or any slot above it: a retry of the one-shot
         // (a failed claim leaves no row for the instant itself, but its retry ran above it),
-        // or a slot a re-created one-shot would be lifted above anyway.
+        // or a slot a re-created one-shot would be lifted above anyway. Not an operator's
+        // trigger, which decides nothing of the schedule (ADR 0049).
         // A slot waiting for a place to run is as good as decided: it runs from the queue.
         let queued = self.queued.contains_key(key)
             && self.admission_queue.iter().any(|(queued, slot)| queued == key && *slot >= timer.next_slot);
@@ -1139,10 +1138,10 @@ impl Driver {
             self.entries.get(key).is_some_and(|entry| entry.rare().waiting.iter().any(|slot| *slot >= timer.next_slot));
         let decided = queued
             || held
-            || match self.context.store.executions_page(key, None, 1).await {
-                Ok(latest) => latest.first().is_some_and(|execution| execution.slot >= timer.next_slot),
+            || match self.context.store.latest_slots(std::slice::from_ref(key)).await {
+                Ok(latest) => latest.get(key).is_some_and(|slot| *slot >= timer.next_slot),
                 Err(error) => {
-                    self.store_failed("executions", error.to_string(), "its slot may be found claimed and retired");
+                    self.store_failed("latest_slots", error.to_string(), "its slot may be found claimed and retired");
                     false
                 }
             };
@@ -1426,18 +1425,19 @@ impl Driver {
 
     /// After a lost claim, moves the heartbeat's timer past the latest slot the store has
     /// for it, so it does not walk through slots that were decided before (a heartbeat
-    /// deleted and created again under the same id, say).
+    /// deleted and created again under the same id, say). An operator's trigger is not one
+    /// of them (ADR 0049).
     async fn lift_past_claims(&mut self, key: &HeartbeatKey) {
-        let latest = match self.context.store.executions(key, 1).await {
+        let latest = match self.context.store.latest_slots(std::slice::from_ref(key)).await {
             Ok(latest) => latest,
             Err(error) => {
-                self.store_failed("executions", error.to_string(), "the next slot may be found claimed too");
+                self.store_failed("latest_slots", error.to_string(), "the next slot may be found claimed too");
                 return;
             }
         };
-        let (Some(execution), Some(timer)) = (latest.first(), self.entries.timer(key)) else { return };
+        let (Some(latest), Some(timer)) = (latest.get(key).copied(), self.entries.timer(key)) else { return };
         let Some(entry) = self.entries.get_mut(key) else { return };
-        match timer.lifted_above(execution.slot, entry.def.schedule()) {
+        match timer.lifted_above(latest, entry.def.schedule()) {
             Some(lifted) if lifted != timer => {
                 self.arm(key.clone(), lifted);
                 self.store_next_slot(key.clone(), lifted.next_slot).await;

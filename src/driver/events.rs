@@ -68,11 +68,13 @@ pub enum EngineEvent {
         key: HeartbeatKey,
         slot: Timestamp,
     },
-    /// An operator asked for a run now: `slot` is decided in the next turn of the loop,
-    /// as an explicit request (see `TriggerOutcome`).
+    /// An operator asked for a run now, or for a passed slot of the schedule (`backfill`):
+    /// `slot` is decided in a later turn of the loop, as an explicit request (see
+    /// `TriggerOutcome`). Only a run now is an operator's trigger in the run log (ADR 0048).
     Triggered {
         key: HeartbeatKey,
         slot: Timestamp,
+        backfill: bool,
     },
     RunStarted {
         key: HeartbeatKey,
@@ -230,8 +232,11 @@ impl EventSink for TracingSink {
             EngineEvent::ClaimGone { key, slot } => {
                 tracing::info!(%at, heartbeat = %key, %slot, "heartbeat deleted as its slot came; not running it");
             }
-            EngineEvent::Triggered { key, slot } => {
+            EngineEvent::Triggered { key, slot, backfill: false } => {
                 tracing::info!(%at, heartbeat = %key, %slot, "triggered by an operator; runs now")
+            }
+            EngineEvent::Triggered { key, slot, backfill: true } => {
+                tracing::info!(%at, heartbeat = %key, %slot, "backfill of a passed slot asked by an operator; runs in turn")
             }
             EngineEvent::RunStarted { key, slot } => tracing::info!(%at, heartbeat = %key, %slot, "run started"),
             EngineEvent::RunWorkDone { key, slot } => {

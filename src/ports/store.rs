@@ -26,6 +26,10 @@ use crate::core::usage::RunUsage;
 /// The error text of a run found `running` at start-up.
 pub const INTERRUPTED_ERROR_TEXT: &str = "the process stopped before this run finished";
 
+/// Rows a store without its own [`Store::latest_slots`] reads at a time, down a heartbeat's
+/// log, to find its latest slot past an operator's triggers.
+pub const LATEST_SLOT_PAGE_ROWS: usize = 16;
+
 /// A request to claim `(heartbeat, slot)` before running it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotClaim {
@@ -35,7 +39,8 @@ pub struct SlotClaim {
     /// The slot armed after this one; stored with the claim so a restart resumes there.
     pub next_slot: NextSlot,
     /// An operator's trigger, not a slot of the schedule: its row says so (a trigger's run
-    /// says nothing of a one-shot, ADR 0048).
+    /// says nothing of a one-shot, ADR 0048), and its claim stores no next slot and lifts
+    /// no latest slot (ADR 0049).
     pub triggered: bool,
 }
 
@@ -111,6 +116,9 @@ pub struct SkipRecord {
     pub at: Timestamp,
     pub reason: SkipReason,
     pub next_slot: NextSlot,
+    /// An operator's trigger skipped (an overlap, a budget): its row says so, as a
+    /// triggered claim's does, and it lifts no floor of the schedule (ADR 0049).
+    pub triggered: bool,
 }
 
 /// How a claimed run ended.
@@ -329,7 +337,7 @@ impl RunRecord {
 pub struct Execution {
     pub key: HeartbeatKey,
     pub slot: Timestamp,
-    /// A run of an operator's trigger (its claim said so); false for a skip row.
+    /// A run or skip of an operator's trigger (its claim or skip said so).
     pub triggered: bool,
     pub started_at: Timestamp,
     pub finished_at: Option<Timestamp>,
@@ -398,8 +406,8 @@ pub enum StoreError {
 #[derive(Debug, Clone)]
 pub struct Armable {
     pub heartbeat: Heartbeat,
-    /// The latest slot the log has for it when it is enabled ([`Store::latest_slots`]):
-    /// its armed slot goes above.
+    /// The latest slot the log has for it when it is enabled, an operator's triggers left
+    /// out ([`Store::latest_slots`]): its armed slot goes above.
     pub latest_slot: Option<Timestamp>,
 }
 
@@ -484,20 +492,31 @@ pub trait Store: Send + Sync + 'static {
     async fn consecutive_failures(&self, key: &HeartbeatKey) -> Result<Option<u32>, StoreError>;
 
     /// Deletes the rows of the run log that `retention` lets go at `now` (see
-    /// [`crate::core::retention`]: never a heartbeat's newest row, a running one, or what
+    /// [`crate::core::retention`]: never a heartbeat's newest row, nor its newest that is
+    /// not a trigger (ADR 0049), a running one, or what
     /// dedup and the budget still read); returns how many went.
     async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError>;
 
-    /// The latest slot the log has for each of `keys` that has one: where a heartbeat
-    /// armed afresh must go above. A store should answer in a few statements, not one per
+    /// The latest slot the log has for each of `keys` that has one, an operator's
+    /// triggers left out (ADR 0049): where a heartbeat armed afresh must go above. A store should answer in a few statements, not one per
     /// key (the default [`Store::load_for_arming_in_pages`] asks for every enabled
     /// heartbeat). Asked for many keys, a store may leave out those of heartbeats it no
     /// longer holds (deleted meanwhile: nothing arms them).
     async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {
         let mut latest = BTreeMap::new();
         for key in keys {
-            if let Some(execution) = self.executions(key, 1).await?.into_iter().next() {
-                latest.insert(key.clone(), execution.slot);
+            // Newest first, a page at a time, down to the first row that is not a trigger.
+            let mut before = None;
+            loop {
+                let page = self.executions_page(key, before, LATEST_SLOT_PAGE_ROWS).await?;
+                if let Some(execution) = page.iter().find(|execution| !execution.triggered) {
+                    latest.insert(key.clone(), execution.slot);
+                    break;
+                }
+                match page.last() {
+                    Some(oldest) if page.len() == LATEST_SLOT_PAGE_ROWS => before = Some(oldest.slot),
+                    _ => break,
+                }
             }
         }
         Ok(latest)

@@ -167,8 +167,9 @@ impl MemoryState {
     }
 
     /// The latest slot the run log has for `key`.
+    /// The latest slot of `key`'s log that is not an operator's trigger (ADR 0049).
     fn latest_slot(&self, key: &HeartbeatKey) -> Option<Timestamp> {
-        self.log_of(key).next_back().map(|((_, slot), _)| *slot)
+        self.log_of(key).rev().find(|(_, entry)| !entry.execution.triggered).map(|((_, slot), _)| *slot)
     }
 
     /// Changes the log row `id` with `change`, keeping the spending index true.
@@ -358,7 +359,8 @@ fn claim_one(state: &mut MemoryState, claim: &SlotClaim) -> (ClaimOutcome, Optio
         btree_map::Entry::Occupied(_) => (ClaimOutcome::AlreadyClaimed, None),
         btree_map::Entry::Vacant(vacant) => {
             vacant.insert(LogEntry::new(running(claim)));
-            if row.def.schedule == claim.next_slot.schedule {
+            // An operator's trigger changes nothing of the schedule's (ADR 0049).
+            if !claim.triggered && row.def.schedule == claim.next_slot.schedule {
                 row.state.next_slot = Some(claim.next_slot.at);
             }
             (ClaimOutcome::Claimed, Some(Arc::clone(&row.def)))
@@ -567,7 +569,7 @@ impl Store for MemoryStore {
                 LogEntry::new(Execution {
                     key: skip.key.clone(),
                     slot: skip.slot,
-                    triggered: false,
+                    triggered: skip.triggered,
                     started_at: skip.at,
                     finished_at: Some(skip.at),
                     status: ExecutionStatus::Skipped,
@@ -583,7 +585,9 @@ impl Store for MemoryStore {
                     tool_use: None,
                 })
             });
-            set_next_slot(&mut state, &skip.key, &skip.next_slot);
+            if !skip.triggered {
+                set_next_slot(&mut state, &skip.key, &skip.next_slot);
+            }
         }
         Ok(())
     }
@@ -723,17 +727,24 @@ impl Store for MemoryStore {
         let mut doomed = Vec::new();
         let mut current: Option<&HeartbeatKey> = None;
         let mut rank = 0;
+        let mut floor_seen = false;
         // Newest first within each heartbeat: the map is ordered by key, then slot.
         let owned = state.executions.iter().rev().filter(|((key, _), _)| self.owns(&key.agent));
         for ((key, slot), LogEntry { execution, .. }) in owned {
-            rank = if current == Some(key) { rank + 1 } else { 0 };
+            if current == Some(key) {
+                rank += 1;
+            } else {
+                (rank, floor_seen) = (0, false);
+            }
             current = Some(key);
+            let floor = !floor_seen && !execution.triggered;
+            floor_seen |= floor;
             let row = match execution.status {
                 ExecutionStatus::Running => LogRow::Running,
                 ExecutionStatus::Skipped => LogRow::Skip,
                 _ => LogRow::Run,
             };
-            if cutoffs.prunes(rank, row, execution.finished_at) {
+            if cutoffs.prunes(rank, floor, row, execution.finished_at) {
                 doomed.push((key.clone(), *slot));
             }
         }

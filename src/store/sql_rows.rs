@@ -142,10 +142,11 @@ pub(super) fn whole_row_columns(table: &str) -> (String, String) {
 pub(super) const LATEST_SLOT_COLUMN: &str = "CASE WHEN enabled = 1 THEN latest_slot_ms END AS latest_slot_ms";
 
 /// The latest slot in the log of the key in `v.column1` (agent) and `v.column2`
-/// (heartbeat), sought in the log itself: for keys that may have no row, and for a row
-/// being stored.
-pub(super) const LOGGED_LATEST_SLOT_OF_V: &str =
-    "(SELECT MAX(e.slot_ms) FROM executions e WHERE e.agent_id = v.column1 AND e.heartbeat_id = v.column2)";
+/// (heartbeat), an operator's triggers left out (ADR 0049), sought in the log itself: for
+/// keys that may have no row, and for a row being stored. Read down the log's key, it stops
+/// at the first row that is not a trigger.
+pub(super) const LOGGED_LATEST_SLOT_OF_V: &str = "(SELECT e.slot_ms FROM executions e \
+     WHERE e.agent_id = v.column1 AND e.heartbeat_id = v.column2 AND e.triggered = 0 ORDER BY e.slot_ms DESC LIMIT 1)";
 
 /// Heartbeats a page of the start-up load holds.
 pub(super) const LOAD_PAGE_ROWS: usize = 10_000;

@@ -375,11 +375,13 @@ macro_rules! sql_store {
                     };
                     outcomes.push(outcome);
                 }
-                let claimed = slot_batch::won(claims, &outcomes);
+                // An operator's trigger changes neither the next slot nor the latest (ADR 0049).
+                let scheduled: Vec<&SlotClaim> =
+                    slot_batch::won(claims, &outcomes).into_iter().filter(|claim| !claim.triggered).collect();
                 let next_slots: Vec<(&HeartbeatKey, &NextSlot)> =
-                    claimed.iter().map(|claim| (&claim.key, &claim.next_slot)).collect();
+                    scheduled.iter().map(|claim| (&claim.key, &claim.next_slot)).collect();
                 update_next_slots(&mut tx, &next_slots).await?;
-                raise_latest_slots(&mut tx, claimed.iter().map(|claim| (&claim.key, claim.slot))).await?;
+                raise_latest_slots(&mut tx, scheduled.iter().map(|claim| (&claim.key, claim.slot))).await?;
                 tx.commit().await?;
                 Ok(outcomes)
             }
@@ -639,7 +641,7 @@ macro_rules! sql_store {
                 self.fence(&mut tx, skips.iter().map(|skip| &skip.key.agent)).await?;
                 for chunk in skips.chunks(STORE_BATCH_ROWS_MAX) {
                     let mut insert = QueryBuilder::<$db>::new(
-                        "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason) ",
+                        "INSERT INTO executions (agent_id, heartbeat_id, slot_ms, started_at_ms, finished_at_ms, status, skip_reason, triggered) ",
                     );
                     insert.push_values(chunk, |mut row, skip| {
                         row.push_bind(skip.key.agent.as_str())
@@ -648,15 +650,18 @@ macro_rules! sql_store {
                             .push_bind(skip.at.as_millisecond())
                             .push_bind(skip.at.as_millisecond())
                             .push_bind(ExecutionStatus::Skipped.as_str())
-                            .push_bind(skip.reason.as_str());
+                            .push_bind(skip.reason.as_str())
+                            .push_bind(i64::from(skip.triggered));
                     });
                     insert.push(" ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING");
                     insert.build().execute(&mut *tx).await?;
                 }
+                // An operator's trigger changes neither the next slot nor the latest (ADR 0049).
+                let scheduled: Vec<&SkipRecord> = skips.iter().filter(|skip| !skip.triggered).collect();
                 let next_slots: Vec<(&HeartbeatKey, &NextSlot)> =
-                    skips.iter().map(|skip| (&skip.key, &skip.next_slot)).collect();
+                    scheduled.iter().map(|skip| (&skip.key, &skip.next_slot)).collect();
                 update_next_slots(&mut tx, &next_slots).await?;
-                raise_latest_slots(&mut tx, skips.iter().map(|skip| (&skip.key, skip.slot))).await?;
+                raise_latest_slots(&mut tx, scheduled.iter().map(|skip| (&skip.key, skip.slot))).await?;
                 tx.commit().await?;
                 Ok(())
             }
@@ -736,14 +741,18 @@ macro_rules! sql_store {
 
             async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError> {
                 // The rule of `core::retention::PruneCutoffs::prunes`, in SQL over each heartbeat's
-                // rows ranked newest first (0 = newest); the conformance suite holds them equal.
+                // rows ranked newest first (0 = newest), and ranked again among its triggers and
+                // among the rest (the floor: the newest that is not a trigger); the conformance
+                // suite holds them equal.
                 let cutoffs = retention.cutoffs(now);
                 let mut tx = self.write_tx().await?;
                 // A partition's engine prunes its own partition's rows (`owned_rows_sql`).
                 let result = sqlx::query(&format!(
-                    "DELETE FROM executions WHERE id IN (SELECT id FROM (SELECT id, status, finished_at_ms, \
-                     ROW_NUMBER() OVER (PARTITION BY agent_id, heartbeat_id ORDER BY slot_ms DESC) - 1 AS rank \
-                     FROM executions WHERE true{}) AS ranked WHERE rank > 0 AND status <> 'running' \
+                    "DELETE FROM executions WHERE id IN (SELECT id FROM (SELECT id, status, finished_at_ms, triggered, \
+                     ROW_NUMBER() OVER (PARTITION BY agent_id, heartbeat_id ORDER BY slot_ms DESC) - 1 AS rank, \
+                     ROW_NUMBER() OVER (PARTITION BY agent_id, heartbeat_id, triggered ORDER BY slot_ms DESC) - 1 \
+                     AS rank_of_kind FROM executions WHERE true{}) AS ranked WHERE rank > 0 \
+                     AND NOT (triggered = 0 AND rank_of_kind = 0) AND status <> 'running' \
                      AND finished_at_ms IS NOT NULL \
                      AND (finished_at_ms < $1 OR (rank >= $2 AND (status = 'skipped' OR finished_at_ms < $3))))",
                     self.owned_rows_sql()
@@ -1318,7 +1327,8 @@ macro_rules! sql_store {
 
         /// Raises each heartbeat row's latest logged slot to the slots this transaction
         /// logged for it (claimed or skipped; a skip that lost to a row already there logged
-        /// that same slot), whatever the row's schedule now (ADR 0031).
+        /// that same slot), whatever the row's schedule now (ADR 0031). The callers leave out
+        /// an operator's triggers, which lift no floor of the schedule (ADR 0049).
         async fn raise_latest_slots<'k>(
             tx: &mut Transaction<'_, $db>,
             logged: impl Iterator<Item = (&'k HeartbeatKey, Timestamp)>,

@@ -23,9 +23,10 @@ use crate::ports::store::StoreError;
 const SEED_ROWS_A_TURN: usize = 5_000;
 
 /// A new row's latest slot, from the log its key kept (deleted, then stored again; ADR
-/// 0031), as the shared upsert sets it.
+/// 0031), an operator's triggers left out (ADR 0049), as the shared upsert sets it.
 const LATEST_SLOT_SQL: &str = "UPDATE heartbeats SET latest_slot_ms = \
-     (SELECT MAX(e.slot_ms) FROM executions e WHERE e.agent_id = ?1 AND e.heartbeat_id = ?2) \
+     (SELECT e.slot_ms FROM executions e WHERE e.agent_id = ?1 AND e.heartbeat_id = ?2 AND e.triggered = 0 \
+     ORDER BY e.slot_ms DESC LIMIT 1) \
      WHERE agent_id = ?1 AND heartbeat_id = ?2 AND latest_slot_ms IS NULL";
 
 const ANY_LOGGED_SQL: &str = "SELECT EXISTS (SELECT 1 FROM executions)";

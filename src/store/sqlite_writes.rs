@@ -88,9 +88,10 @@ pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<Cla
     if claimed.is_empty() {
         return Ok(outcomes);
     }
-    // In claim order: the last claim's next slot stands, the highest slot is the latest.
+    // In claim order: the last claim's next slot stands, the highest slot is the latest. An
+    // operator's trigger changes neither (ADR 0049).
     let mut claimed_row = direct.prepare(CLAIMED_ROW_SQL)?;
-    for claim in &claimed {
+    for claim in claimed.iter().filter(|claim| !claim.triggered) {
         let next = &claim.next_slot;
         let (every_ms, cron, at_ms) = schedule_columns(&next.schedule);
         let key = key_values(&claim.key);

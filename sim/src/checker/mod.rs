@@ -702,7 +702,8 @@ impl Model<'_> {
                 }
                 Ok(())
             }
-            EngineEvent::Triggered { key, slot } => {
+            EngineEvent::Triggered { key, slot, backfill } => {
+                self.one_shots.triggered(key, *slot, *backfill);
                 // Triggered again (a later backfill over the same slot, after a backward wall
                 // jump): a new request, which a decision answers (seed 1927850029966).
                 self.triggers_dropped.remove(&(key.clone(), *slot));

@@ -1,7 +1,9 @@
 //! A one-shot (`at`) is retired as out of slots only once its instant has a decision: a
 //! claim or a skip of that instant or a later slot of its id in the run log (what the
 //! engine lifts a timer above, ADR 0018), or a decision the engine announced. Before its
-//! instant, with nothing decided there, it still has its slot. A replace that armed a
+//! instant, with nothing decided there, it still has its slot. An operator's trigger is
+//! not such a decision, before the instant or after it (ADR 0049): a restart during a
+//! trigger that came before a jittered one-shot's own run retired it unrun. A replace that armed a
 //! one-shot no lower than the old definition's timer found one whose instant lay below
 //! that timer out of slots at once, and it never ran (seed 1927871251589, found through a
 //! retry it then armed before the instant).
@@ -11,7 +13,7 @@
 //! enabled already, while its only run was going armed a "retry" as if that run had failed,
 //! and it ran twice (found with the held one-shot scenario).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 
@@ -26,25 +28,50 @@ pub const AT_RUNS_ONCE: &str = "at-runs-once";
 
 #[derive(Debug, Default)]
 pub struct OneShotModel {
-    /// The latest slot of each id that was claimed, recorded or decided: the store keeps
-    /// a deleted predecessor's rows under the id, so nothing here is forgotten.
+    /// The latest slot of each id that was claimed, recorded or decided, an operator's
+    /// triggers left out: the store keeps a deleted predecessor's rows under the id, so
+    /// nothing here is forgotten.
     latest_decided: BTreeMap<HeartbeatKey, Timestamp>,
+    /// The same of the operator's triggers (not backfills: those are the schedule's slots).
+    latest_trigger_decided: BTreeMap<HeartbeatKey, Timestamp>,
+    /// The slots operators triggered, by id.
+    triggers: BTreeSet<(HeartbeatKey, Timestamp)>,
     /// The one-shots (by their instant) that a run of theirs finished with success, in the
     /// store, since their id was last stored.
     succeeded: BTreeMap<HeartbeatKey, Timestamp>,
 }
 
 impl OneShotModel {
+    /// An operator triggered `key` under `slot` (`backfill`: asked for a passed slot of
+    /// its schedule instead, which is the schedule's).
+    pub fn triggered(&mut self, key: &HeartbeatKey, slot: Timestamp, backfill: bool) {
+        if backfill {
+            self.triggers.remove(&(key.clone(), slot));
+        } else {
+            self.triggers.insert((key.clone(), slot));
+        }
+    }
+
     /// A slot of `key` claimed, recorded (run or skip) or decided by the engine.
     pub fn decided(&mut self, key: &HeartbeatKey, slot: Timestamp) {
-        let latest = self.latest_decided.entry(key.clone()).or_insert(slot);
+        let latest = if self.triggers.contains(&(key.clone(), slot)) {
+            &mut self.latest_trigger_decided
+        } else {
+            &mut self.latest_decided
+        };
+        let latest = latest.entry(key.clone()).or_insert(slot);
         *latest = (*latest).max(slot);
     }
 
     /// Whether a slot of `key` at or above `instant` was decided, an operator's trigger
-    /// included: what a start-up reads from the run log as a one-shot's instant decided.
+    /// left out: what a start-up reads from the run log as a one-shot's instant decided.
     pub fn instant_decided(&self, key: &HeartbeatKey, instant: Timestamp) -> bool {
         self.latest_decided.get(key).is_some_and(|latest| *latest >= instant)
+    }
+
+    /// Whether an operator's trigger of `key` at or above `instant` was decided.
+    fn trigger_decided(&self, key: &HeartbeatKey, instant: Timestamp) -> bool {
+        self.latest_trigger_decided.get(key).is_some_and(|latest| *latest >= instant)
     }
 
     /// `key` was stored afresh (a create, a replace, a reload): a new job.
@@ -97,6 +124,15 @@ impl OneShotModel {
             return fail(
                 AT_NOT_RETIRED_EARLY,
                 format!("{key} (at {instant}) was retired as out of slots at {wall}, before its instant, with no slot of it decided"),
+            );
+        }
+        if !self.instant_decided(key, instant) && self.trigger_decided(key, instant) {
+            return fail(
+                AT_NOT_RETIRED_EARLY,
+                format!(
+                    "{key} (at {instant}) was retired as out of slots at {wall} with no slot of its own decided at or \
+                     after its instant, only an operator's trigger"
+                ),
             );
         }
         Ok(())

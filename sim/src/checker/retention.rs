@@ -1,6 +1,7 @@
 //! Pruning the run log, judged by the checker's own reading of the documented rule
 //! (`docs/simulation.md`, ADR 0015), written out again here rather than borrowed from the
-//! engine: of each heartbeat's rows, newest slot first, the newest and any still running
+//! engine: of each heartbeat's rows, newest slot first, the newest, the newest that is not
+//! an operator's trigger (the floor a start-up arms above, ADR 0049) and any still running
 //! stay; a row that finished more than `kept_days` (at least two) ago goes; beyond the
 //! newest `kept_per_heartbeat` (at least one), a skip goes, and a run goes once it
 //! finished more than 48 hours ago. Exactly those rows must go, no more and no fewer.
@@ -36,8 +37,12 @@ fn prunable(
     let mut out = BTreeSet::new();
     for (key, mut rows) in by_heartbeat {
         rows.sort_by_key(|row| std::cmp::Reverse(row.slot));
+        let floor = rows.iter().find(|row| !row.triggered).map(|row| row.slot);
         for (rank, row) in rows.iter().enumerate().skip(1) {
             let Some(finished_at) = row.finished_at else { continue };
+            if Some(row.slot) == floor {
+                continue;
+            }
             let aged = finished_at < aged_before;
             let beyond = rank >= keep && (row.skip || finished_at < protected_from);
             if aged || beyond {

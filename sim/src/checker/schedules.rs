@@ -258,10 +258,9 @@ impl Model<'_> {
             if matches!(def.schedule, Schedule::Every(_)) {
                 continue;
             }
-            // A one-shot whose instant the log shows decided, by a run at or above it (an
-            // operator's trigger too: a start-up arms above the latest logged slot, ADR 0018,
-            // and does not read the trigger mark of ADR 0048), owes nothing more. A wall
-            // clock that stepped back may bring its instant due again after healing (seed
+            // A one-shot whose instant the log shows decided, by a run or skip at or above
+            // it, owes nothing more; a wall clock that stepped back may bring its instant due
+            // again after healing. An operator's trigger is not such a row (ADR 0049; seed
             // 1927871650505: a restart found a trigger's row above the instant, and the
             // one-shot's own slot was never run).
             if let Schedule::At(at) = def.schedule {

@@ -489,7 +489,7 @@ impl EventSink for RunSink {
                 let node = self.link.node.clone();
                 self.link.world.record(Record::Skipped { node, key: key.clone(), slot: *slot });
             }
-            EngineEvent::Triggered { key, slot } => {
+            EngineEvent::Triggered { key, slot, .. } => {
                 let node = self.link.node.clone();
                 self.link.world.record(Record::SlotTriggered { node, key: key.clone(), slot: *slot });
             }

@@ -42,7 +42,7 @@ impl TraceSink {
     fn note_start(&self, event: &EngineEvent) {
         let mut triggers = self.triggers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match event {
-            EngineEvent::Triggered { key, slot } => {
+            EngineEvent::Triggered { key, slot, .. } => {
                 triggers.entry(key.clone()).or_default().pending.insert(*slot);
             }
             EngineEvent::RunStarted { key, slot } => {

@@ -201,6 +201,7 @@ impl Store for SimStore {
             key: execution.key.clone(),
             slot: execution.slot,
             skip: execution.status == ExecutionStatus::Skipped,
+            triggered: execution.triggered,
             finished_at: execution.finished_at,
         };
         // Read in the same poll as the prune itself, so no other write falls in between.

@@ -159,7 +159,7 @@ impl Driver {
         self.triggered.push((key.clone(), slot));
         self.explicit.insert((key.clone(), slot));
         self.trigger_slots.insert((key.clone(), slot));
-        self.context.events.emit(now.wall, &EngineEvent::Triggered { key: key.clone(), slot });
+        self.context.events.emit(now.wall, &EngineEvent::Triggered { key: key.clone(), slot, backfill: false });
         TriggerOutcome::Queued { slot }
     }
 
@@ -189,7 +189,8 @@ impl Driver {
             entry.with_rare(|rare| rare.waiting.push_back(*slot));
             self.backlogged.insert(key.clone());
             self.explicit.insert((key.clone(), *slot));
-            self.context.events.emit(now.wall, &EngineEvent::Triggered { key: key.clone(), slot: *slot });
+            let event = EngineEvent::Triggered { key: key.clone(), slot: *slot, backfill: true };
+            self.context.events.emit(now.wall, &event);
         }
         TriggerOutcome::Backfilling { slots }
     }

@@ -113,7 +113,8 @@ impl Driver {
                     if !wake.quiet {
                         self.context.events.emit(now.wall, &EngineEvent::Skipped { key: key.clone(), slot, reason });
                         self.context.run_events.publish(RunEvent::skipped(key.clone(), slot, now.wall, reason));
-                        skips.push(SkipRecord { key, slot, at: now.wall, reason, next_slot });
+                        // A wake is not a job's trigger (as at its claim).
+                        skips.push(SkipRecord { key, slot, at: now.wall, reason, next_slot, triggered: false });
                     }
                     if matches!(reason, SkipReason::RequestsInFlight | SkipReason::FloodGuard) {
                         // Not lost: it runs once the lane is free or the guard opens. Its
