@@ -165,8 +165,11 @@ pub fn one_shot_triggers(
         (3, _) | (_, None) => Meeting::FailingRunWhileDisabled,
         (_, Some((_, offset))) => Meeting::BeforeJitteredRun { offset, kill: rng.random_bool(0.5) },
     };
+    // The jitter of the version before the jittered own run delays that run too.
+    let jitter = jittered.map_or(0, |(max, _)| max.as_secs());
     let span = ONE_SHOT_LEAD_SECS.end()
         + backoff
+        + jitter
         + ONE_SHOT_CALL_SECS * 3
         + ENABLE_AFTER_RUN_SECS_MAX.max(*RESTART_AFTER_RUN_SECS.end());
     let room = span + SETTLE_SECS;

@@ -493,14 +493,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes the rows of the run log that `retention` lets go at `now` (see
     /// [`crate::core::retention`]: never a heartbeat's newest row, nor its newest that is
-    /// not a trigger (ADR 0049), a running one, or what
-    /// dedup and the budget still read); returns how many went.
+    /// not a trigger (ADR 0049), a running one, or what dedup and the budget still read);
+    /// returns how many went.
     async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError>;
 
     /// The latest slot the log has for each of `keys` that has one, an operator's
-    /// triggers left out (ADR 0049): where a heartbeat armed afresh must go above. A store should answer in a few statements, not one per
-    /// key (the default [`Store::load_for_arming_in_pages`] asks for every enabled
-    /// heartbeat). Asked for many keys, a store may leave out those of heartbeats it no
+    /// triggers left out (ADR 0049): where a heartbeat armed afresh must go above. A store
+    /// should answer in a few statements, not one per key (the default
+    /// [`Store::load_for_arming_in_pages`] asks for every enabled heartbeat). Asked for many keys, a store may leave out those of heartbeats it no
     /// longer holds (deleted meanwhile: nothing arms them).
     async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {
         let mut latest = BTreeMap::new();

@@ -166,7 +166,6 @@ impl MemoryState {
         self.executions.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX))
     }
 
-    /// The latest slot the run log has for `key`.
     /// The latest slot of `key`'s log that is not an operator's trigger (ADR 0049).
     fn latest_slot(&self, key: &HeartbeatKey) -> Option<Timestamp> {
         self.log_of(key).rev().find(|(_, entry)| !entry.execution.triggered).map(|((_, slot), _)| *slot)

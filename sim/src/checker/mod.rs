@@ -1245,6 +1245,7 @@ impl Model<'_> {
                 self.breaker.half_opened(entry, key)?;
             }
             DurableWrite::SetEnabled { key, enabled } => {
+                self.one_shots.enable_written(key, *enabled);
                 self.breaker.forget(entry, key);
                 self.changed_at.insert(key.clone(), entry.elapsed);
                 if let Some(present) = self.present.get_mut(key) {

@@ -1,12 +1,14 @@
 //! A one-shot (`at`) is retired as out of slots only once its instant has a decision: a
 //! claim or a skip of that instant or a later slot of its id in the run log (what the
 //! engine lifts a timer above, ADR 0018), or a decision the engine announced. Before its
-//! instant, with nothing decided there, it still has its slot. An operator's trigger is
-//! not such a decision, before the instant or after it (ADR 0049): a restart during a
-//! trigger that came before a jittered one-shot's own run retired it unrun. A replace that armed a
+//! instant, with nothing decided there, it still has its slot. A replace that armed a
 //! one-shot no lower than the old definition's timer found one whose instant lay below
 //! that timer out of slots at once, and it never ran (seed 1927871251589, found through a
 //! retry it then armed before the instant).
+//!
+//! An operator's trigger is not such a decision, before the instant or after it (ADR
+//! 0049): an enable, or a restart, after a trigger that came before a jittered one-shot's
+//! own run retired it unrun (seed 1927871700685).
 //!
 //! A one-shot whose run succeeded has done its work: it never runs again on its own (an
 //! operator's trigger may run it), until its id is stored afresh. An enable of a one-shot,
@@ -36,6 +38,9 @@ pub struct OneShotModel {
     latest_trigger_decided: BTreeMap<HeartbeatKey, Timestamp>,
     /// The slots operators triggered, by id.
     triggers: BTreeSet<(HeartbeatKey, Timestamp)>,
+    /// Disables written since each id's last enable: a retirement's own write is one, so
+    /// two or more say an operator had disabled it before.
+    disables_written: BTreeMap<HeartbeatKey, u32>,
     /// The one-shots (by their instant) that a run of theirs finished with success, in the
     /// store, since their id was last stored.
     succeeded: BTreeMap<HeartbeatKey, Timestamp>,
@@ -69,6 +74,15 @@ impl OneShotModel {
         self.latest_decided.get(key).is_some_and(|latest| *latest >= instant)
     }
 
+    /// A write enabled (`true`) or disabled `key`.
+    pub fn enable_written(&mut self, key: &HeartbeatKey, enabled: bool) {
+        if enabled {
+            self.disables_written.remove(key);
+        } else {
+            *self.disables_written.entry(key.clone()).or_default() += 1;
+        }
+    }
+
     /// Whether an operator's trigger of `key` at or above `instant` was decided.
     fn trigger_decided(&self, key: &HeartbeatKey, instant: Timestamp) -> bool {
         self.latest_trigger_decided.get(key).is_some_and(|latest| *latest >= instant)
@@ -77,6 +91,7 @@ impl OneShotModel {
     /// `key` was stored afresh (a create, a replace, a reload): a new job.
     pub fn stored(&mut self, key: &HeartbeatKey) {
         self.succeeded.remove(key);
+        self.disables_written.remove(key);
     }
 
     /// A run of `key` at `slot`, which the driver ran under `driven` and which read `read`
@@ -126,7 +141,10 @@ impl OneShotModel {
                 format!("{key} (at {instant}) was retired as out of slots at {wall}, before its instant, with no slot of it decided"),
             );
         }
-        if !self.instant_decided(key, instant) && self.trigger_decided(key, instant) {
+        // Disabled before: a disable drops the own slot waiting behind a trigger, and an
+        // enable arms the instant again, which the log has not decided.
+        let disabled_before = self.disables_written.get(key).is_some_and(|count| *count >= 2);
+        if !self.instant_decided(key, instant) && self.trigger_decided(key, instant) && !disabled_before {
             return fail(
                 AT_NOT_RETIRED_EARLY,
                 format!(
