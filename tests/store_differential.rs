@@ -139,6 +139,11 @@ fn random_def(rng: &mut Rng, k: &HeartbeatKey, now_secs: i64) -> HeartbeatDef {
 
 /// A next slot under a schedule the heartbeat has or had, or one it never has: the
 /// stores keep it only under the row's own schedule.
+/// Whether a claim or skip at `slot` (whole minutes) is an operator's trigger: half of them.
+fn slot_minute_is_even(slot: Timestamp) -> bool {
+    (slot.as_second() / 60) % 2 == 0
+}
+
 fn random_next_slot(rng: &mut Rng, now_secs: i64) -> NextSlot {
     let schedule = match rng.below(6) {
         0 => Schedule::Every(Duration::from_secs(60)),
@@ -244,9 +249,10 @@ fn sequence(seed: u64) -> Vec<Op> {
                         let k = rng.pick(&keys);
                         let slot = slot(&mut rng);
                         claimed.push((k.clone(), slot));
-                        // Half of them an operator's trigger, told by the slot (no draw of
-                        // its own, so the sequences stay the ones they were).
-                        let triggered = slot.as_second() % 2 == 0;
+                        // Half of them an operator's trigger, told by the slot's minute (no
+                        // draw of its own, so the sequences stay the ones they were; slots
+                        // are whole minutes, so their second would mark every one).
+                        let triggered = slot_minute_is_even(slot);
                         let next_slot = random_next_slot(&mut rng, now_secs);
                         SlotClaim { key: k, slot, claimed_at: now, next_slot, triggered }
                     })
@@ -258,7 +264,7 @@ fn sequence(seed: u64) -> Vec<Op> {
                 let slot = slot(&mut rng);
                 let next_slot = random_next_slot(&mut rng, now_secs);
                 // A trigger's skip as often, told the same way.
-                let triggered = slot.as_second() % 2 == 0;
+                let triggered = slot_minute_is_even(slot);
                 Op::Skip(vec![SkipRecord { key: k, slot, at: now, reason, next_slot, triggered }])
             }
             58..=74 => {
