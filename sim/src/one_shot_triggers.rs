@@ -247,29 +247,39 @@ pub fn one_shot_triggers(
         }
     }
     if let Meeting::BeforeJitteredRun { offset, kill } = meeting {
-        let second = Duration::from_secs(1);
         if kill {
             // Killed while the trigger's run goes, a second or more before the own run is
             // due. (`trigger_at` and `own_due` are whole seconds.)
+            let second = Duration::from_secs(1);
             let own_due = due + offset;
             let latest = own_due.saturating_sub(second).min(trigger_at + call - second).max(trigger_at + second);
             let kill = Duration::from_secs(rng.random_range((trigger_at.as_secs() + 1)..=latest.as_secs()));
             ops.push(ScheduledOp { after: kill, op: Op::Kill });
         } else {
             // Disabled while the trigger's run goes, enabled after it ended.
-            let enable = trigger_at + call + Duration::from_secs(rng.random_range(1..=ENABLE_AFTER_RUN_SECS_MAX));
-            ops.push(ScheduledOp { after: trigger_at + second, op: Op::Disable(key.clone()) });
-            ops.push(ScheduledOp { after: enable, op: Op::Enable(key.clone()) });
+            ops.extend(disable_then_enable(rng, &key, trigger_at, trigger_at + call));
         }
     }
     if let Meeting::FailingRunWhileDisabled = meeting {
         // After the trigger, while the run goes; enabled once it failed.
-        let disable = trigger_at + Duration::from_secs(1);
-        let enable = due + call + Duration::from_secs(rng.random_range(1..=ENABLE_AFTER_RUN_SECS_MAX));
-        ops.push(ScheduledOp { after: disable, op: Op::Disable(key.clone()) });
-        ops.push(ScheduledOp { after: enable, op: Op::Enable(key) });
+        ops.extend(disable_then_enable(rng, &key, trigger_at, due + call));
     }
     Planted { ops, store_faults }
+}
+
+/// An operator's disable of `key` a second after `trigger_at`, and an enable up to
+/// [`ENABLE_AFTER_RUN_SECS_MAX`] after `run_end`.
+fn disable_then_enable(
+    rng: &mut ChaCha8Rng,
+    key: &HeartbeatKey,
+    trigger_at: Duration,
+    run_end: Duration,
+) -> [ScheduledOp; 2] {
+    let enable = run_end + Duration::from_secs(rng.random_range(1..=ENABLE_AFTER_RUN_SECS_MAX));
+    [
+        ScheduledOp { after: trigger_at + Duration::from_secs(1), op: Op::Disable(key.clone()) },
+        ScheduledOp { after: enable, op: Op::Enable(key.clone()) },
+    ]
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! What the SQL stores' claim and skip writes compute from a batch before writing it: the
-//! claims that won (the shared statements and SQLite's direct writer alike, ADR 0033), and
+//! claims that won and move their heartbeat's row (the shared statements and SQLite's
+//! direct writer alike, ADR 0033), and
 //! each heartbeat's highest logged slot (the shared statements; SQLite's direct writer
 //! raises it a claim at a time, in the claim's own statement).
 
@@ -10,12 +11,14 @@ use jiff::Timestamp;
 use crate::core::ids::HeartbeatKey;
 use crate::ports::store::{ClaimOutcome, SlotClaim};
 
-/// The claims of a batch that won their slot, in the batch's order.
-pub(crate) fn won<'c>(claims: &'c [SlotClaim], outcomes: &[ClaimOutcome]) -> Vec<&'c SlotClaim> {
+/// The claims of a batch that won their slot and are the schedule's, in the batch's order:
+/// what moves a heartbeat's next and latest slot. An operator's trigger moves neither
+/// (ADR 0049).
+pub(crate) fn scheduled_won<'c>(claims: &'c [SlotClaim], outcomes: &[ClaimOutcome]) -> Vec<&'c SlotClaim> {
     claims
         .iter()
         .zip(outcomes)
-        .filter(|(_, outcome)| **outcome == ClaimOutcome::Claimed)
+        .filter(|(claim, outcome)| **outcome == ClaimOutcome::Claimed && !claim.triggered)
         .map(|(claim, _)| claim)
         .collect()
 }

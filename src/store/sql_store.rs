@@ -375,9 +375,7 @@ macro_rules! sql_store {
                     };
                     outcomes.push(outcome);
                 }
-                // An operator's trigger changes neither the next slot nor the latest (ADR 0049).
-                let scheduled: Vec<&SlotClaim> =
-                    slot_batch::won(claims, &outcomes).into_iter().filter(|claim| !claim.triggered).collect();
+                let scheduled = slot_batch::scheduled_won(claims, &outcomes);
                 let next_slots: Vec<(&HeartbeatKey, &NextSlot)> =
                     scheduled.iter().map(|claim| (&claim.key, &claim.next_slot)).collect();
                 update_next_slots(&mut tx, &next_slots).await?;

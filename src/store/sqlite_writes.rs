@@ -84,14 +84,13 @@ pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<Cla
         };
         outcomes.push(outcome);
     }
-    let claimed = slot_batch::won(claims, &outcomes);
-    if claimed.is_empty() {
+    let scheduled = slot_batch::scheduled_won(claims, &outcomes);
+    if scheduled.is_empty() {
         return Ok(outcomes);
     }
-    // In claim order: the last claim's next slot stands, the highest slot is the latest. An
-    // operator's trigger changes neither (ADR 0049).
+    // In claim order: the last claim's next slot stands, the highest slot is the latest.
     let mut claimed_row = direct.prepare(CLAIMED_ROW_SQL)?;
-    for claim in claimed.iter().filter(|claim| !claim.triggered) {
+    for claim in &scheduled {
         let next = &claim.next_slot;
         let (every_ms, cron, at_ms) = schedule_columns(&next.schedule);
         let key = key_values(&claim.key);
