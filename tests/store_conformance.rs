@@ -630,6 +630,36 @@ async fn enabling_clears_the_breaker_and_disabling_keeps_the_reason() {
 }
 
 #[tokio::test]
+async fn a_retirement_disables_only_an_enabled_row_and_keeps_an_earlier_reason() {
+    with_each_store(|store| async move {
+        let (a, b) = (key("main", "a"), key("main", "b"));
+        store.seed_config(&[def("main", "a", 60), def("main", "b", 60)], at(0)).await.expect("seed");
+        let retired = || Some("no-more-slots".to_owned());
+
+        assert!(store.disable_if_enabled(&a, "no-more-slots").await.expect("retire"));
+        assert_eq!(enabled_and_reason(store.as_ref(), &a).await, (false, retired()));
+
+        // An operator's disable, and the breaker's, stored first keep their reasons.
+        assert!(store.set_enabled(&b, false, Some("user")).await.expect("disable"));
+        assert!(!store.disable_if_enabled(&b, "no-more-slots").await.expect("retire"));
+        assert_eq!(enabled_and_reason(store.as_ref(), &b).await, (false, Some("user".to_owned())));
+        assert!(store.set_enabled(&b, true, None).await.expect("enable"));
+        fail_times(store.as_ref(), &b, 60, 3).await;
+        assert!(!store.disable_if_enabled(&b, "no-more-slots").await.expect("retire"));
+        assert_eq!(enabled_and_reason(store.as_ref(), &b).await, (false, Some(DISABLED_BY_BREAKER.to_owned())));
+
+        assert!(!store.disable_if_enabled(&key("main", "nope"), "no-more-slots").await.expect("missing"));
+    })
+    .await;
+}
+
+async fn enabled_and_reason(store: &dyn Store, k: &HeartbeatKey) -> (bool, Option<String>) {
+    let loaded = store.load_heartbeats().await.expect("load");
+    let state = loaded.into_iter().find(|stored| stored.def.key == *k).expect("stored").state;
+    (state.enabled, state.disabled_reason)
+}
+
+#[tokio::test]
 async fn a_half_open_breaker_keeps_its_count_and_only_opens_what_the_breaker_disabled() {
     with_each_store(|store| async move {
         let (a, b) = (key("main", "a"), key("main", "b"));

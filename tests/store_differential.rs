@@ -96,6 +96,8 @@ enum Op {
     Put(Box<HeartbeatDef>),
     Delete(HeartbeatKey),
     SetEnabled(HeartbeatKey, bool, Option<&'static str>),
+    /// The engine's retirement: a disable only of an enabled row (ADR 0050).
+    Retire(HeartbeatKey),
     HalfOpen(HeartbeatKey),
     SetNextSlots(Vec<(HeartbeatKey, NextSlot)>),
     Claim(Vec<SlotClaim>),
@@ -235,7 +237,8 @@ fn sequence(seed: u64) -> Vec<Op> {
             }
             5..=11 => Op::Put(Box::new(random_def(&mut rng, &k, now_secs))),
             12..=15 => Op::Delete(k),
-            16..=21 => {
+            16..=17 => Op::Retire(k),
+            18..=21 => {
                 let enabled = rng.chance(50);
                 let reason =
                     if enabled { None } else { rng.pick(&[Some("operator"), Some(DISABLED_BY_BREAKER), None]) };
@@ -314,6 +317,7 @@ async fn apply(store: &dyn Store, op: &Op) -> String {
         Op::Put(made) => answer(store.put_heartbeat(made, start()).await),
         Op::Delete(k) => answer(store.delete_heartbeat(k).await),
         Op::SetEnabled(k, enabled, reason) => answer(store.set_enabled(k, *enabled, *reason).await),
+        Op::Retire(k) => answer(store.disable_if_enabled(k, "no-more-slots").await),
         Op::HalfOpen(k) => answer(store.half_open_breaker(k).await),
         Op::SetNextSlots(slots) => answer(store.set_next_slots(slots).await),
         // A batch of more than one claim also reads what its claims won, as a dispatch pass

@@ -17,6 +17,10 @@
 //!   after its instant, the trigger comes between the two, and the process is killed while
 //!   the trigger's run goes, or an operator disables the one-shot then and enables it after.
 //!   The trigger decides nothing of the schedule (ADR 0049): the own slot still runs.
+//!   In a third of this version (`buffer_one`), the trigger comes a few seconds before
+//!   the own run is due, which is then held behind the trigger's run, and the disable
+//!   comes while it is held: the disable drops it, the one-shot is not retired over the
+//!   operator's disable, and the enable runs it (seed 1927871742970; ADR 0050).
 //!
 //! Drawn from a stream of its own, after every other part of a seed.
 
@@ -120,12 +124,24 @@ enum Meeting {
     OwnRunThatSucceeds,
     RetryAfterAFailure,
     FailingRunWhileDisabled,
-    /// After the instant, before the jittered own run: `offset` from the instant to it;
-    /// then a kill during the trigger's run, or a disable and an enable around its end.
+    /// After the instant, before the jittered own run: `offset` from the instant to it.
     BeforeJitteredRun {
         offset: Duration,
-        kill: bool,
+        then: DuringTheTrigger,
     },
+}
+
+/// What comes while the trigger's run goes, in the version before the jittered own run.
+#[derive(Debug, Clone, Copy)]
+enum DuringTheTrigger {
+    /// The process is killed before the own run is due.
+    Kill,
+    /// An operator disables the one-shot before the own run is due, and enables it after
+    /// the trigger's run.
+    DisableAndEnable,
+    /// The own run falls due and is held behind the trigger's run (`buffer_one`); an
+    /// operator disables the one-shot then, and enables it after the trigger's run.
+    DisableWhileHeld,
 }
 
 /// The scenario's ops, in a share of seeds: a one-shot created at run time under the agent
@@ -163,7 +179,14 @@ pub fn one_shot_triggers(
         (0 | 1, _) => Meeting::OwnRunThatSucceeds,
         (2, _) => Meeting::RetryAfterAFailure,
         (3, _) | (_, None) => Meeting::FailingRunWhileDisabled,
-        (_, Some((_, offset))) => Meeting::BeforeJitteredRun { offset, kill: rng.random_bool(0.5) },
+        (_, Some((_, offset))) => {
+            let then = match rng.random_range(0..3) {
+                0 => DuringTheTrigger::Kill,
+                1 => DuringTheTrigger::DisableAndEnable,
+                _ => DuringTheTrigger::DisableWhileHeld,
+            };
+            Meeting::BeforeJitteredRun { offset, then }
+        }
     };
     // The jitter of the version before the jittered own run delays that run too.
     let jitter = jittered.map_or(0, |(max, _)| max.as_secs());
@@ -208,10 +231,21 @@ pub fn one_shot_triggers(
             (Overlap::Skip, CallPlan { secs: ONE_SHOT_CALL_SECS, failing_call: 1, fails_early: false }, due + into_run)
         }
         // The trigger's run (the first call) takes its time; none fails. The trigger comes
-        // within the first half of the wait for the own run.
-        Meeting::BeforeJitteredRun { offset, .. } => {
-            let before = Duration::from_secs(rng.random_range(1..=offset.as_secs() / 2));
-            (Overlap::Skip, CallPlan { secs: ONE_SHOT_CALL_SECS, failing_call: 0, fails_early: true }, due + before)
+        // within the first half of the wait for the own run, or, for the own run to be held
+        // behind it, 2 s or more before that run is due and 4 s or more before its own end.
+        Meeting::BeforeJitteredRun { offset, then } => {
+            let plan = CallPlan { secs: ONE_SHOT_CALL_SECS, failing_call: 0, fails_early: true };
+            match then {
+                DuringTheTrigger::DisableWhileHeld => {
+                    let lead_max = (offset.as_secs() - 1).min(ONE_SHOT_CALL_SECS - 4);
+                    let lead = Duration::from_secs(rng.random_range(2..=lead_max));
+                    (Overlap::BufferOne, plan, due + offset - lead)
+                }
+                DuringTheTrigger::Kill | DuringTheTrigger::DisableAndEnable => {
+                    let before = Duration::from_secs(rng.random_range(1..=offset.as_secs() / 2));
+                    (Overlap::Skip, plan, due + before)
+                }
+            }
         }
     };
     let mut def = timed[0].clone();
@@ -246,38 +280,48 @@ pub fn one_shot_triggers(
             }
         }
     }
-    if let Meeting::BeforeJitteredRun { offset, kill } = meeting {
-        if kill {
-            // Killed while the trigger's run goes, a second or more before the own run is
-            // due. (`trigger_at` and `own_due` are whole seconds.)
-            let second = Duration::from_secs(1);
-            let own_due = due + offset;
-            let latest = own_due.saturating_sub(second).min(trigger_at + call - second).max(trigger_at + second);
-            let kill = Duration::from_secs(rng.random_range((trigger_at.as_secs() + 1)..=latest.as_secs()));
-            ops.push(ScheduledOp { after: kill, op: Op::Kill });
-        } else {
+    let second = Duration::from_secs(1);
+    if let Meeting::BeforeJitteredRun { offset, then } = meeting {
+        let own_due = due + offset;
+        match then {
+            DuringTheTrigger::Kill => {
+                // Killed while the trigger's run goes, a second or more before the own run
+                // is due. (`trigger_at` and `own_due` are whole seconds.)
+                let latest = own_due.saturating_sub(second).min(trigger_at + call - second).max(trigger_at + second);
+                let kill = Duration::from_secs(rng.random_range((trigger_at.as_secs() + 1)..=latest.as_secs()));
+                ops.push(ScheduledOp { after: kill, op: Op::Kill });
+            }
             // Disabled while the trigger's run goes, enabled after it ended.
-            ops.extend(disable_then_enable(rng, &key, trigger_at, trigger_at + call));
+            DuringTheTrigger::DisableAndEnable => {
+                ops.extend(disable_then_enable(rng, &key, trigger_at + second, trigger_at + call));
+            }
+            // Disabled a second or more after the own run fell due, and as long before the
+            // trigger's run ends.
+            DuringTheTrigger::DisableWhileHeld => {
+                let latest = (trigger_at + call).saturating_sub(second * 2).max(own_due + second);
+                let disable = Duration::from_secs(rng.random_range((own_due.as_secs() + 1)..=latest.as_secs()));
+                ops.extend(disable_then_enable(rng, &key, disable, trigger_at + call));
+            }
         }
     }
     if let Meeting::FailingRunWhileDisabled = meeting {
         // After the trigger, while the run goes; enabled once it failed.
-        ops.extend(disable_then_enable(rng, &key, trigger_at, due + call));
+        ops.extend(disable_then_enable(rng, &key, trigger_at + second, due + call));
     }
     Planted { ops, store_faults }
 }
 
-/// An operator's disable of `key` a second after `trigger_at`, and an enable up to
+/// An operator's disable of `key` at `disable_at`, and an enable up to
 /// [`ENABLE_AFTER_RUN_SECS_MAX`] after `run_end`.
 fn disable_then_enable(
     rng: &mut ChaCha8Rng,
     key: &HeartbeatKey,
-    trigger_at: Duration,
+    disable_at: Duration,
     run_end: Duration,
 ) -> [ScheduledOp; 2] {
     let enable = run_end + Duration::from_secs(rng.random_range(1..=ENABLE_AFTER_RUN_SECS_MAX));
     [
-        ScheduledOp { after: trigger_at + Duration::from_secs(1), op: Op::Disable(key.clone()) },
+        ScheduledOp { after: disable_at, op: Op::Disable(key.clone()) },
         ScheduledOp { after: enable, op: Op::Enable(key.clone()) },
     ]
 }

@@ -204,6 +204,11 @@ pub enum DurableWrite {
         key: HeartbeatKey,
         enabled: bool,
     },
+    /// The engine retired a heartbeat with no slot left: disabled, only if it was enabled
+    /// (ADR 0050).
+    Retired {
+        key: HeartbeatKey,
+    },
     /// The breaker's cooldown ended: enabled for one probe, its failure count kept.
     HalfOpen {
         key: HeartbeatKey,
@@ -443,6 +448,10 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                 }
                 DurableWrite::SetEnabled { key, enabled } => {
                     w.tag(2).key(key).bool(*enabled);
+                }
+                // Hashed as the disable it stores: traces from before ADR 0050 keep their hashes.
+                DurableWrite::Retired { key } => {
+                    w.tag(2).key(key).bool(false);
                 }
                 DurableWrite::HalfOpen { key } => {
                     w.tag(8).key(key);
@@ -710,6 +719,7 @@ fn describe_write(write: &DurableWrite) -> String {
             format!("system event {id} queued for {agent}: {text:?} ({dropped} oldest dropped)")
         }
         DurableWrite::SetEnabled { key, enabled } => format!("{key} {}", if *enabled { "enabled" } else { "disabled" }),
+        DurableWrite::Retired { key } => format!("{key} disabled as out of slots"),
         DurableWrite::HalfOpen { key } => format!("{key} half-open: enabled for one probe"),
         DurableWrite::Claimed { key, slot } => format!("claimed {key} slot {slot}"),
         DurableWrite::Pruned { now, kept_days, kept_per_heartbeat, before, pruned } => format!(

@@ -262,8 +262,8 @@ pub(crate) struct Driver {
     explicit: std::collections::BTreeSet<(HeartbeatKey, Timestamp)>,
     /// The latest slot triggered per job, so two triggers in one millisecond stay two slots.
     trigger_floor: BTreeMap<HeartbeatKey, Timestamp>,
-    /// Slots an operator triggered, until their run ends or they are dropped: a triggered
-    /// run that fails says nothing of a one-shot's own slot.
+    /// Slots an operator triggered, until their run starts (its `RunTask` says so from then
+    /// on) or they are dropped: a triggered run says nothing of a one-shot's own slot.
     trigger_slots: std::collections::BTreeSet<(HeartbeatKey, Timestamp)>,
     /// Heartbeats that may have slots waiting: a superset of those whose `waiting` is not
     /// empty, so a wake looks at these instead of every armed heartbeat.
@@ -298,19 +298,26 @@ pub(crate) struct Driver {
 struct RunTask {
     task: JoinHandle<()>,
     writing: bool,
+    /// An operator's trigger: kept with the run, not in `Driver::trigger_slots`, which a
+    /// disable clears of what waits (seed 1927871743162: a trigger's run that ended after
+    /// a disable read as a one-shot's own success, which deleted it unrun).
+    triggered: bool,
 }
 
 /// Forgets the run of `key`'s `slot` among `runs`, and among the `writing` ones if it was;
-/// on the fields alone, so that a caller may hold an entry meanwhile.
+/// on the fields alone, so that a caller may hold an entry meanwhile. Whether it was an
+/// operator's trigger.
 fn forget_run_in(
     runs: &mut BTreeMap<(HeartbeatKey, Timestamp), RunTask>,
     writing: &mut usize,
     key: &HeartbeatKey,
     slot: Timestamp,
-) {
-    if runs.remove(&(key.clone(), slot)).is_some_and(|run| run.writing) {
+) -> bool {
+    let Some(run) = runs.remove(&(key.clone(), slot)) else { return false };
+    if run.writing {
         *writing -= 1;
     }
+    run.triggered
 }
 
 impl Driver {
@@ -834,10 +841,13 @@ impl Driver {
         };
         let context = Arc::clone(&self.context);
         let slot = claim.slot;
+        if claim.triggered {
+            self.trigger_slots.remove(&(claim.key.clone(), slot));
+        }
         // Admitted before its claim: it starts now, within `runs_in_flight_max`.
         self.context.events.emit(now.wall, &EngineEvent::RunStarted { key: claim.key.clone(), slot });
         let task = tokio::spawn(run_claimed(context, claimed, slot, consumes));
-        self.runs.insert((claim.key, slot), RunTask { task, writing: false });
+        self.runs.insert((claim.key, slot), RunTask { task, writing: false, triggered: claim.triggered });
     }
 
     async fn hear(&mut self, news: RunNews) {
@@ -874,8 +884,7 @@ impl Driver {
         let use_indicator =
             entry.as_ref().is_none_or(|entry| self.context.visibility.resolve(&entry.def.common.target).use_indicator);
         self.context.run_events.publish(RunEvent::finished(&record, withheld, use_indicator));
-        forget_run_in(&mut self.runs, &mut self.writing, &record.key, record.slot);
-        let manual = !self.trigger_slots.is_empty() && self.trigger_slots.remove(&(record.key.clone(), record.slot));
+        let manual = forget_run_in(&mut self.runs, &mut self.writing, &record.key, record.slot);
         let now = self.context.clock.now();
         self.context.events.emit(
             now.wall,
@@ -1284,9 +1293,15 @@ impl Driver {
                 }
             }
             let Some(entry) = self.entries.get_mut(&key) else { continue };
-            if entry.rare().retrying && !entry.enabled && !entry.last_succeeded {
-                // Disabled while its retry waited (for its time or for a place to run): it
-                // stays disabled as the operator left it, and an enable retries it.
+            let delete =
+                entry.def.common.delete_after_run && entry.last_succeeded && entry.def.common.origin == Origin::Runtime;
+            if !entry.enabled && !delete {
+                // Disabled by an operator: it stays as they left it, and an enable decides
+                // again (it retries, runs what is left, or retires). Disabled while its retry
+                // waited, say; or a disable dropped the own slot that waited behind a trigger,
+                // and the retirement wrote `no-more-slots` over the operator's reason (seed
+                // 1927871742970; ADR 0050). Written anyway, it would also undo an enable
+                // stored and not yet applied here.
                 entry.exhausted = false;
                 continue;
             }
@@ -1300,8 +1315,6 @@ impl Driver {
                 continue;
             }
             entry.exhausted = false;
-            let delete =
-                entry.def.common.delete_after_run && entry.last_succeeded && entry.def.common.origin == Origin::Runtime;
             let now = self.context.clock.wall();
             if delete {
                 self.entries.remove(&key);
@@ -1309,10 +1322,22 @@ impl Driver {
                     self.store_failed("delete_heartbeat", error.to_string(), "a restart finds it and retires it again");
                 }
             } else {
-                entry.enabled = false;
-                entry.retired = true;
-                if let Err(error) = self.context.store.set_enabled(&key, false, Some(NO_MORE_SLOTS)).await {
-                    self.store_failed("set_enabled", error.to_string(), "a restart finds it and retires it again");
+                // Only over an enabled row: an operator's disable stored before its change
+                // reached this loop keeps its reason too.
+                match self.context.store.disable_if_enabled(&key, NO_MORE_SLOTS).await {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(error) => {
+                        self.store_failed(
+                            "disable_if_enabled",
+                            error.to_string(),
+                            "a restart finds it and retires it again",
+                        );
+                    }
+                }
+                if let Some(entry) = self.entries.get_mut(&key) {
+                    entry.enabled = false;
+                    entry.retired = true;
                 }
             }
             self.context.events.emit(now, &EngineEvent::Retired { key, deleted: delete });

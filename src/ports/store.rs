@@ -434,6 +434,12 @@ pub trait Store: Send + Sync + 'static {
     /// Enables or disables a heartbeat; enabling clears the breaker count. Returns whether it existed.
     async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError>;
 
+    /// Disables a heartbeat that is enabled, with `reason`: the engine's retirement of a
+    /// job with no slot left. One disabled already (by an operator, or by its breaker)
+    /// keeps its reason, and a deleted one stays deleted (ADR 0050). Returns whether it
+    /// changed.
+    async fn disable_if_enabled(&self, key: &HeartbeatKey, reason: &str) -> Result<bool, StoreError>;
+
     /// Enables a heartbeat whose breaker is open for its probe (half-open), keeping its
     /// failure count, so one more failure opens it again. Only a heartbeat still disabled by
     /// the breaker changes: an operator's disable or enable in the meantime wins. Returns

@@ -514,6 +514,15 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
+    async fn disable_if_enabled(&self, key: &HeartbeatKey, reason: &str) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        self.fence(&state, std::iter::once(&key.agent))?;
+        let Some(row) = state.heartbeats.get_mut(key).filter(|row| row.state.enabled) else { return Ok(false) };
+        row.state.enabled = false;
+        row.state.disabled_reason = Some(reason.to_owned());
+        Ok(true)
+    }
+
     async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
         let mut state = self.lock();
         self.fence(&state, std::iter::once(&key.agent))?;

@@ -603,6 +603,22 @@ macro_rules! sql_store {
                 Ok(result.rows_affected() > 0)
             }
 
+            async fn disable_if_enabled(&self, key: &HeartbeatKey, reason: &str) -> Result<bool, StoreError> {
+                let mut tx = self.write_tx().await?;
+                self.fence(&mut tx, std::iter::once(&key.agent)).await?;
+                let result = sqlx::query(
+                    "UPDATE heartbeats SET enabled = 0, disabled_reason = $1 \
+                     WHERE agent_id = $2 AND heartbeat_id = $3 AND enabled = 1",
+                )
+                .bind(reason)
+                .bind(key.agent.as_str())
+                .bind(key.heartbeat.as_str())
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(result.rows_affected() > 0)
+            }
+
             async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
                 // Fenced: a node that lost the partition must not half-open a breaker its
                 // successor holds open (seed 31000030548).

@@ -68,6 +68,11 @@ impl Store for LateAnswers {
         self.answer_late().await;
         written
     }
+    async fn disable_if_enabled(&self, key: &HeartbeatKey, reason: &str) -> Result<bool, StoreError> {
+        let written = self.inner.disable_if_enabled(key, reason).await;
+        self.answer_late().await;
+        written
+    }
     async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
         self.inner.half_open_breaker(key).await
     }

@@ -111,9 +111,14 @@ pub const TRIGGER_DROPPED: &str = "trigger-dropped";
 /// Every model call carries a prompt: the driver keeps none but an agent heartbeat's, and
 /// a claimed slot whose prompt could not be read fails instead of running (ADR 0025).
 pub const PROMPT_SENT: &str = "prompt-sent";
+/// The engine's retirement of a job out of slots (a disable with the reason `no-more-slots`)
+/// lands only on an enabled row: a disable stored before it keeps the reason its operator
+/// gave, or the breaker's (ADR 0050).
+pub const RETIREMENT_KEEPS_DISABLE: &str = "retirement-keeps-disable";
 
-pub const INVARIANTS: [&str; 79] = [
+pub const INVARIANTS: [&str; 80] = [
     NO_SLOT_OFFERED_TWICE,
+    RETIREMENT_KEEPS_DISABLE,
     unreadable::UNREADABLE_JUSTIFIED,
     PROMPT_SENT,
     admission::RUN_ADMITTED,
@@ -1087,11 +1092,29 @@ impl Model<'_> {
         }
     }
 
+    /// A write enabled (`true`) or disabled `key` (an operator's, or a retirement's).
+    fn enable_written(&mut self, entry: &Entry, life: u32, key: &HeartbeatKey, enabled: bool) {
+        self.breaker.forget(entry, key);
+        self.changed_at.insert(key.clone(), entry.elapsed);
+        if let Some(present) = self.present.get_mut(key) {
+            *present = enabled;
+            if enabled {
+                self.failures.insert(key.clone(), 0);
+                self.lift_backoff(key);
+                self.stopped.remove(key);
+                self.disabled_at.remove(key);
+            } else {
+                self.stopped.insert(key.clone(), Stop { life, acknowledged: false, why: "disabled" });
+                self.disabled_at.entry(key.clone()).or_insert(entry.elapsed);
+            }
+        }
+    }
+
     fn durable(&mut self, entry: &Entry, life: u32, write: &DurableWrite) -> Step {
         match write {
-            DurableWrite::SetEnabled { key, enabled: false } | DurableWrite::Delete { key } => {
-                self.excuse_triggers(key)
-            }
+            DurableWrite::SetEnabled { key, enabled: false }
+            | DurableWrite::Retired { key }
+            | DurableWrite::Delete { key } => self.excuse_triggers(key),
             DurableWrite::Put { def, .. } => {
                 self.tripped_since_put.remove(&def.key);
                 self.one_shots.stored(&def.key);
@@ -1244,23 +1267,17 @@ impl Model<'_> {
                 self.present.insert(key.clone(), true);
                 self.breaker.half_opened(entry, key)?;
             }
-            DurableWrite::SetEnabled { key, enabled } => {
-                self.one_shots.enable_written(key, *enabled);
-                self.breaker.forget(entry, key);
-                self.changed_at.insert(key.clone(), entry.elapsed);
-                if let Some(present) = self.present.get_mut(key) {
-                    *present = *enabled;
-                    if *enabled {
-                        self.failures.insert(key.clone(), 0);
-                        self.lift_backoff(key);
-                        self.stopped.remove(key);
-                        self.disabled_at.remove(key);
-                    } else {
-                        self.stopped.insert(key.clone(), Stop { life, acknowledged: false, why: "disabled" });
-                        self.disabled_at.entry(key.clone()).or_insert(entry.elapsed);
-                    }
+            DurableWrite::Retired { key } => {
+                self.count(RETIREMENT_KEEPS_DISABLE);
+                if self.present.get(key) == Some(&false) {
+                    return fail(
+                        RETIREMENT_KEEPS_DISABLE,
+                        format!("{key} was disabled as out of slots while it was disabled already, its reason lost"),
+                    );
                 }
+                self.enable_written(entry, life, key, false);
             }
+            DurableWrite::SetEnabled { key, enabled } => self.enable_written(entry, life, key, *enabled),
             DurableWrite::Put { def, at } => {
                 let key = &def.key;
                 self.first_slots.put(key, &def.schedule, *at);

@@ -8,7 +8,9 @@
 //!
 //! An operator's trigger is not such a decision, before the instant or after it (ADR
 //! 0049): an enable, or a restart, after a trigger that came before a jittered one-shot's
-//! own run retired it unrun (seed 1927871700685).
+//! own run retired it unrun (seed 1927871700685). Nor is a disable that dropped the own slot
+//! waiting behind a trigger: the engine "retired" the disabled one-shot over its operator's
+//! reason, and an enable armed the instant again (seed 1927871742970, ADR 0050).
 //!
 //! A one-shot whose run succeeded has done its work: it never runs again on its own (an
 //! operator's trigger may run it), until its id is stored afresh. An enable of a one-shot,
@@ -38,9 +40,6 @@ pub struct OneShotModel {
     latest_trigger_decided: BTreeMap<HeartbeatKey, Timestamp>,
     /// The slots operators triggered, by id.
     triggers: BTreeSet<(HeartbeatKey, Timestamp)>,
-    /// Disables written since each id's last enable: a retirement's own write is one, so
-    /// two or more say an operator had disabled it before.
-    disables_written: BTreeMap<HeartbeatKey, u32>,
     /// The one-shots (by their instant) that a run of theirs finished with success, in the
     /// store, since their id was last stored.
     succeeded: BTreeMap<HeartbeatKey, Timestamp>,
@@ -74,15 +73,6 @@ impl OneShotModel {
         self.latest_decided.get(key).is_some_and(|latest| *latest >= instant)
     }
 
-    /// A write enabled (`true`) or disabled `key`.
-    pub fn enable_written(&mut self, key: &HeartbeatKey, enabled: bool) {
-        if enabled {
-            self.disables_written.remove(key);
-        } else {
-            *self.disables_written.entry(key.clone()).or_default() += 1;
-        }
-    }
-
     /// Whether an operator's trigger of `key` at or above `instant` was decided.
     fn trigger_decided(&self, key: &HeartbeatKey, instant: Timestamp) -> bool {
         self.latest_trigger_decided.get(key).is_some_and(|latest| *latest >= instant)
@@ -91,7 +81,6 @@ impl OneShotModel {
     /// `key` was stored afresh (a create, a replace, a reload): a new job.
     pub fn stored(&mut self, key: &HeartbeatKey) {
         self.succeeded.remove(key);
-        self.disables_written.remove(key);
     }
 
     /// A run of `key` at `slot`, which the driver ran under `driven` and which read `read`
@@ -141,10 +130,7 @@ impl OneShotModel {
                 format!("{key} (at {instant}) was retired as out of slots at {wall}, before its instant, with no slot of it decided"),
             );
         }
-        // Disabled before: a disable drops the own slot waiting behind a trigger, and an
-        // enable arms the instant again, which the log has not decided.
-        let disabled_before = self.disables_written.get(key).is_some_and(|count| *count >= 2);
-        if !self.instant_decided(key, instant) && self.trigger_decided(key, instant) && !disabled_before {
+        if !self.instant_decided(key, instant) && self.trigger_decided(key, instant) {
             return fail(
                 AT_NOT_RETIRED_EARLY,
                 format!(

@@ -142,6 +142,10 @@ impl Store for NodeStore {
         self.write("set_enabled", self.inner.set_enabled(key, enabled, reason)).await
     }
 
+    async fn disable_if_enabled(&self, key: &HeartbeatKey, reason: &str) -> Result<bool, StoreError> {
+        self.write("disable_if_enabled", self.inner.disable_if_enabled(key, reason)).await
+    }
+
     async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
         self.write("half_open_breaker", self.inner.half_open_breaker(key)).await
     }

@@ -154,13 +154,17 @@ impl Store for SimStore {
     }
 
     async fn set_enabled(&self, key: &HeartbeatKey, enabled: bool, reason: Option<&str>) -> Result<bool, StoreError> {
-        if !enabled && reason == Some(systole::driver::engine::NO_MORE_SLOTS) {
-            self.life.ensure_alive().await;
-            self.planted_fault("set_enabled", |fault| *fault == PlantedStoreFault::Retirement(key.clone()))?;
-        }
         let write = DurableWrite::SetEnabled { key: key.clone(), enabled };
         let existed = |existed: &bool| if *existed { vec![write] } else { Vec::new() };
         self.write("set_enabled", self.world.durable.set_enabled(key, enabled, reason), existed).await
+    }
+
+    async fn disable_if_enabled(&self, key: &HeartbeatKey, reason: &str) -> Result<bool, StoreError> {
+        self.life.ensure_alive().await;
+        self.planted_fault("disable_if_enabled", |fault| *fault == PlantedStoreFault::Retirement(key.clone()))?;
+        let write = DurableWrite::Retired { key: key.clone() };
+        let changed = |changed: &bool| if *changed { vec![write] } else { Vec::new() };
+        self.write("disable_if_enabled", self.world.durable.disable_if_enabled(key, reason), changed).await
     }
 
     async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
