@@ -241,7 +241,12 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
         let result = match &op {
             Op::Create(def) => engine.upsert((**def).clone()).await.map(|()| true),
             Op::Delete(key) => engine.delete(key).await,
-            Op::Disable(key) => engine.set_enabled(key, false).await,
+            Op::Disable(key) => {
+                if own_slot_held_behind_trigger(world, key).await {
+                    world.took(RarePath::DisableOfOwnSlotHeldBehindTrigger);
+                }
+                engine.set_enabled(key, false).await
+            }
             Op::Enable(key) => {
                 if one_shot_held_behind_run(world, key).await {
                     world.took(RarePath::EnableOfHeldOneShot);
@@ -350,6 +355,23 @@ async fn one_shot_rows(
 async fn one_shot_run_going(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
     let Some((enabled, rows)) = one_shot_rows(world, key).await else { return false };
     enabled && rows.iter().any(|execution| execution.status == ExecutionStatus::Running)
+}
+
+/// Whether `key` is a stored one-shot, enabled, whose jittered own run is due, with only an
+/// operator's trigger of it going and nothing of its own logged (the one-shot trigger
+/// scenario's disable while held, ADR 0050).
+async fn own_slot_held_behind_trigger(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
+    use systole::core::schedule::Schedule;
+    let stored = world.durable.load_heartbeats().await.unwrap_or_default();
+    let Some(job) = stored.iter().find(|job| &job.def.key == key) else { return false };
+    let Schedule::At(instant) = job.def.schedule else { return false };
+    let jitter = systole::core::policy::jitter_offset(key, job.def.policy.jitter_max);
+    let Ok(own_due) = instant.checked_add(jitter) else { return false };
+    let Some((enabled, rows)) = one_shot_rows(world, key).await else { return false };
+    enabled
+        && own_due <= world.clock.now().wall
+        && rows.iter().any(|row| row.triggered && row.status == ExecutionStatus::Running)
+        && rows.iter().all(|row| row.triggered)
 }
 
 /// Whether `key` is a stored one-shot whose latest run at or after its instant failed, and

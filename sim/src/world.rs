@@ -88,10 +88,13 @@ pub enum RarePath {
     /// The process was killed while a one-shot's only rows at or after its instant were an
     /// operator's triggers (ADR 0049).
     KillWithOnlyTriggersOfOneShot,
+    /// An operator disabled a one-shot whose jittered own run was due and held behind an
+    /// operator's trigger of it (ADR 0050).
+    DisableOfOwnSlotHeldBehindTrigger,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 16] = [
+    pub const ALL: [RarePath; 17] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -108,6 +111,7 @@ impl RarePath {
         RarePath::TriggerClaimFailed,
         RarePath::RetirementUnwritten,
         RarePath::KillWithOnlyTriggersOfOneShot,
+        RarePath::DisableOfOwnSlotHeldBehindTrigger,
     ];
 
     pub fn name(self) -> &'static str {
@@ -128,6 +132,7 @@ impl RarePath {
             RarePath::TriggerClaimFailed => "trigger-claim-failed",
             RarePath::RetirementUnwritten => "retirement-unwritten",
             RarePath::KillWithOnlyTriggersOfOneShot => "kill-with-only-triggers-of-one-shot",
+            RarePath::DisableOfOwnSlotHeldBehindTrigger => "disable-of-own-slot-held-behind-trigger",
         }
     }
 }
