@@ -303,6 +303,26 @@ async fn a_replaced_definition_never_runs_below_slots_already_run_after_a_restar
     engine.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A cron made to run more often runs at its new schedule's first slot: the slot the old
+/// timer had armed, never decided, is no floor for it (ADR 0051). Before, an hourly cron
+/// made one of every five minutes at 12:10 ran first at 13:00.
+#[tokio::test(start_paused = true)]
+async fn a_cron_made_to_run_more_often_runs_at_its_new_first_slot() {
+    // START is 2026-01-05 12:00 UTC.
+    let rig = Rig::new();
+    let hourly = HeartbeatDef { origin: Origin::Runtime, ..cron_def("main", "tick", "0 * * * *", "UTC") };
+    let engine = rig.start(&[]).await;
+    engine.upsert(hourly.clone()).await.expect("create");
+    rig.advance(10 * 60).await;
+    assert!(rig.starts("main", "tick").is_empty(), "armed for 13:00");
+    let often = cron_def("main", "tick", "*/5 * * * *", "UTC");
+    engine.upsert(HeartbeatDef { origin: Origin::Runtime, ..often }).await.expect("replace");
+    rig.advance(11 * 60).await;
+    let expected = vec![ts("2026-01-05T12:15:00Z"), ts("2026-01-05T12:20:00Z")];
+    assert_eq!(slots(&rig.starts("main", "tick")), expected, "every five minutes from the edit on");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
 /// A recurring job replaced by a one-shot whose instant comes before the slot the job's
 /// timer had armed runs at that instant, as a start-up would arm it; the armed slot was
 /// never decided (seed 1927871251589: it was found out of slots at once).

@@ -985,6 +985,11 @@ impl Driver {
                 // with a failed run of the old definition in the log, it "retried" before its
                 // instant (seed 1927871251589).
                 let floor = if matches!(def.schedule, Schedule::At(_)) { None } else { self.slot_floor(&key) };
+                // Nor is it a floor for a new schedule: an hourly cron armed for 14:00 and
+                // made one of every five minutes at 13:10 ran first at 14:00 (ADR 0051). A
+                // new schedule arms from the clock, lifted above what the store decided.
+                let schedule_changed =
+                    self.entries.get(&key).is_some_and(|entry| *entry.def.schedule() != def.schedule);
                 // What waited under the old definition goes with it, as its backlog does.
                 self.unqueue(&key);
                 // The floor stays with the entry: if the store says it is tripped, it is left
@@ -1001,11 +1006,15 @@ impl Driver {
                 }
                 // A new definition starts with a closed breaker (the store cleared it).
                 self.cooldowns.remove(&key);
-                self.rearm(key.clone(), now, floor).await;
+                self.rearm(key.clone(), now, floor.filter(|_| !schedule_changed)).await;
                 // Its slots go above any the store has decided for the id (a one-shot that
                 // already ran, or a heartbeat deleted and made again after a backward wall
-                // jump), as at start-up: no slot is offered twice.
-                self.lift_past_claims(&key).await;
+                // jump), as at start-up: no slot is offered twice. Without that read, a new
+                // schedule keeps the old timer's slot as its floor after all: after a
+                // backward wall jump the clock's first slot may lie below decided ones.
+                if !self.lift_past_claims(&key).await && schedule_changed && floor.is_some() {
+                    self.rearm(key.clone(), now, floor).await;
+                }
             }
             Change::Adopt(heartbeat) => self.adopt(*heartbeat, now).await,
             Change::AdoptChanged(heartbeats) => {
@@ -1138,13 +1147,15 @@ impl Driver {
         // or a slot a re-created one-shot would be lifted above anyway. Not an operator's
         // trigger, which decides nothing of the schedule (ADR 0049).
         // A slot waiting for a place to run is as good as decided: it runs from the queue.
+        // Not an operator's trigger waiting there (seed 1927871794526: an enable while a
+        // trigger waited for a place retired the one-shot unrun).
+        let own = |slot: &Timestamp| *slot >= timer.next_slot && !self.trigger_slots.contains(&(key.clone(), *slot));
         let queued = self.queued.contains_key(key)
-            && self.admission_queue.iter().any(|(queued, slot)| queued == key && *slot >= timer.next_slot);
+            && self.admission_queue.iter().any(|(queued, slot)| queued == key && own(slot));
         // So is one held behind a run (`buffer_one`): an enable of a one-shot that was
         // enabled already, its slot fired and held, re-armed that slot and offered it twice
         // (seed 1927871444419: the second claim lost).
-        let held =
-            self.entries.get(key).is_some_and(|entry| entry.rare().waiting.iter().any(|slot| *slot >= timer.next_slot));
+        let held = self.entries.get(key).is_some_and(|entry| entry.rare().waiting.iter().any(own));
         let decided = queued
             || held
             || match self.context.store.latest_slots(std::slice::from_ref(key)).await {
@@ -1451,17 +1462,17 @@ impl Driver {
     /// After a lost claim, moves the heartbeat's timer past the latest slot the store has
     /// for it, so it does not walk through slots that were decided before (a heartbeat
     /// deleted and created again under the same id, say). An operator's trigger is not one
-    /// of them (ADR 0049).
-    async fn lift_past_claims(&mut self, key: &HeartbeatKey) {
+    /// of them (ADR 0049). Whether the store answered.
+    async fn lift_past_claims(&mut self, key: &HeartbeatKey) -> bool {
         let latest = match self.context.store.latest_slots(std::slice::from_ref(key)).await {
             Ok(latest) => latest,
             Err(error) => {
                 self.store_failed("latest_slots", error.to_string(), "the next slot may be found claimed too");
-                return;
+                return false;
             }
         };
-        let (Some(latest), Some(timer)) = (latest.get(key).copied(), self.entries.timer(key)) else { return };
-        let Some(entry) = self.entries.get_mut(key) else { return };
+        let (Some(latest), Some(timer)) = (latest.get(key).copied(), self.entries.timer(key)) else { return true };
+        let Some(entry) = self.entries.get_mut(key) else { return true };
         match timer.lifted_above(latest, entry.def.schedule()) {
             Some(lifted) if lifted != timer => {
                 self.arm(key.clone(), lifted);
@@ -1474,6 +1485,7 @@ impl Driver {
                 self.disarm(key);
             }
         }
+        true
     }
 
     /// Whether an operator's trigger or backfill asked for `key`'s `slot`; most passes

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use std::time::Duration;
+
 use jiff::Timestamp;
 
 use systole::core::ids::HeartbeatKey;
@@ -13,6 +15,11 @@ use super::reference::{next_slot, CronCache};
 use super::{fail, Step};
 
 pub const FIRST_SLOT_AFTER_STORING: &str = "first-slot-after-storing";
+/// A definition applied with a new schedule is armed, at once, no later than that schedule's
+/// first slot after the apply or the one after its id's latest decided slot, whichever is
+/// later: the old timer's armed slot, never decided, is no floor for it (ADR 0051; an
+/// hourly cron made one of every five minutes ran first at the old hour).
+pub const NEW_SCHEDULE_ARMED_AT_ONCE: &str = "new-schedule-armed-at-once";
 
 /// One stored definition: its schedule, when it was stored, and whether it may be armed
 /// below its first slot for a reason the rule does not model (the wall clock went back
@@ -31,6 +38,13 @@ pub struct FirstSlotModel {
     /// By key: the definition the engine applied last and those stored since, oldest
     /// first; the engine may arm any of their slots until it applies the newest.
     stored: BTreeMap<HeartbeatKey, Vec<Stored>>,
+    /// The schedules the definition the engine applied last may have, by key (an apply
+    /// may be of any definition stored since the one before, see `applied`).
+    last_applied: BTreeMap<HeartbeatKey, Vec<Schedule>>,
+    /// Applies of a schedule new to the id, by key: when (elapsed), and the schedules the
+    /// applied definition may have (see [`FirstSlotModel::applied`]); judged by the arming
+    /// that comes at that same instant.
+    changed: BTreeMap<HeartbeatKey, (Duration, Vec<Schedule>)>,
 }
 
 impl FirstSlotModel {
@@ -47,9 +61,22 @@ impl FirstSlotModel {
     /// lowers its storing time, since the store keeps a next slot written under the same
     /// schedule by an older definition (ADR 0018; seed 1927870299252: a reload kept the
     /// interval, and a claim of the old definition's grid resumed later).
-    pub fn applied(&mut self, key: &HeartbeatKey) {
+    /// The apply at `elapsed` is judged by [`NEW_SCHEDULE_ARMED_AT_ONCE`] when none of the
+    /// definitions it may be (the oldest not yet applied, or a newer one) has a schedule
+    /// the one applied last may have had, nor is a one-shot (seed 1927871825577: a put whose
+    /// apply was never announced stayed the oldest, and the check took an unchanged
+    /// schedule for a new one).
+    pub fn applied(&mut self, key: &HeartbeatKey, elapsed: Duration) {
+        self.changed.remove(key);
         let Some(stored) = self.stored.get_mut(key) else { return };
         let Some(place) = stored.iter().position(|one| !one.applied).or(stored.len().checked_sub(1)) else { return };
+        let candidates: Vec<Schedule> = stored[place..].iter().map(|one| one.schedule.clone()).collect();
+        if let Some(before) = self.last_applied.insert(key.clone(), candidates.clone()) {
+            let new = |schedule: &Schedule| !before.contains(schedule) && !matches!(schedule, Schedule::At(_));
+            if candidates.iter().all(new) {
+                self.changed.insert(key.clone(), (elapsed, candidates));
+            }
+        }
         stored[place].applied = true;
         let older: Vec<Stored> = stored.drain(..place).collect();
         for old in older {
@@ -60,12 +87,55 @@ impl FirstSlotModel {
         }
     }
 
+    /// A start-up loaded `key` with `schedule`, the store's: what it runs from then on.
+    pub fn loaded(&mut self, key: &HeartbeatKey, schedule: &Schedule) {
+        self.last_applied.insert(key.clone(), vec![schedule.clone()]);
+        self.changed.remove(key);
+    }
+
     pub fn deleted(&mut self, key: &HeartbeatKey) {
         self.stored.remove(key);
+        self.last_applied.remove(key);
+        self.changed.remove(key);
     }
 
     /// The engine armed `slot` for `key` at wall time `wall`: `None` when the rule does not
     /// judge it (no stored definition known, or one exempt), else the verdict.
+    /// The engine armed `key` for `slot` at `elapsed` (`wall`); `latest_decided`: the latest
+    /// slot of its id decided, an operator's triggers left out. Judged only for the arming
+    /// of an apply with a new schedule, at the apply's instant: a breaker the store tripped
+    /// leaves the entry disarmed, and its probe arms later from the old floor.
+    pub fn armed_after_change(
+        &mut self,
+        crons: &mut CronCache,
+        key: &HeartbeatKey,
+        slot: Timestamp,
+        (elapsed, wall): (Duration, Timestamp),
+        latest_decided: Option<Timestamp>,
+    ) -> Option<Step> {
+        let (applied, schedules) = self.changed.remove(key)?;
+        if applied != elapsed {
+            return None;
+        }
+        // The latest bound of the definitions it may be.
+        let mut bound = None;
+        for schedule in &schedules {
+            let first = first_slot(crons, schedule, wall)?;
+            let above_decided = latest_decided.and_then(|latest| next_slot(crons, schedule, latest));
+            let own = above_decided.map_or(first, |above| above.max(first));
+            bound = Some(bound.map_or(own, |bound: Timestamp| bound.max(own)));
+        }
+        let bound = bound?;
+        if slot > bound {
+            let message = format!(
+                "{key} was armed for slot {slot} when its new schedule was applied at {wall}, after {bound}, \
+                 that schedule's first slot then (or the one after its latest decided slot)"
+            );
+            return Some(fail(NEW_SCHEDULE_ARMED_AT_ONCE, message));
+        }
+        Some(Ok(()))
+    }
+
     pub fn armed(
         &mut self,
         crons: &mut CronCache,

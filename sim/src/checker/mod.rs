@@ -116,7 +116,7 @@ pub const PROMPT_SENT: &str = "prompt-sent";
 /// gave, or the breaker's (ADR 0050).
 pub const RETIREMENT_KEEPS_DISABLE: &str = "retirement-keeps-disable";
 
-pub const INVARIANTS: [&str; 80] = [
+pub const INVARIANTS: [&str; 81] = [
     NO_SLOT_OFFERED_TWICE,
     RETIREMENT_KEEPS_DISABLE,
     unreadable::UNREADABLE_JUSTIFIED,
@@ -124,6 +124,7 @@ pub const INVARIANTS: [&str; 80] = [
     admission::RUN_ADMITTED,
     admission::CLAIM_STARTS,
     first_slots::FIRST_SLOT_AFTER_STORING,
+    first_slots::NEW_SCHEDULE_ARMED_AT_ONCE,
     tools::CHECK_GATES_MODEL,
     traces::TRACE_ONCE,
     traces::TRACE_WITHIN_RUN,
@@ -367,6 +368,10 @@ struct Model<'a> {
     deliveries: BTreeMap<HeartbeatKey, Vec<(String, Timestamp, Timestamp, bool)>>,
     /// Heartbeats the engine retired (schedule out of slots) since they were last put.
     retired: BTreeSet<HeartbeatKey>,
+    /// Heartbeats the engine retired though the retirement's write failed: this process
+    /// holds them disabled while the store has them enabled, until a write about them or
+    /// the process's death.
+    retired_unwritten: BTreeSet<HeartbeatKey>,
     /// Heartbeats whose breaker a run tripped since their definition was last written: a
     /// create acknowledged after that may find it disabled (a refusal trips at once).
     tripped_since_put: BTreeSet<HeartbeatKey>,
@@ -466,6 +471,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         running_defs: options.heartbeats.iter().map(|def| (def.key.clone(), def.clone())).collect(),
         deliveries: BTreeMap::new(),
         retired: BTreeSet::new(),
+        retired_unwritten: BTreeSet::new(),
         tripped_since_put: BTreeSet::new(),
         last_failed: BTreeMap::new(),
         unrecorded_failures: BTreeSet::new(),
@@ -556,6 +562,8 @@ impl Model<'_> {
             Event::Crash { life } => {
                 // Slots waiting in a backlog die with the process ("at most once with crashes").
                 self.catch_up_due.clear();
+                self.one_shots.process_died();
+                self.retired_unwritten.clear();
                 // Only the death of a running engine ends the time it had to clear an ended
                 // pause; a start-up that failed ran nothing.
                 if self.engine_running {
@@ -574,6 +582,9 @@ impl Model<'_> {
                 Ok(())
             }
             Event::Started { life, running_rows, heartbeats } => {
+                for (key, def) in &self.defs {
+                    self.first_slots.loaded(key, &def.schedule);
+                }
                 self.wall_high_water = None;
                 // A start-up loads every definition from the store.
                 self.running_defs.extend(self.defs.iter().map(|(key, def)| (key.clone(), def.clone())));
@@ -696,7 +707,7 @@ impl Model<'_> {
         match event {
             EngineEvent::DefinitionApplied { key } => {
                 self.previous_defs.remove(key);
-                self.first_slots.applied(key);
+                self.first_slots.applied(key, entry.elapsed);
                 // The driver starts the new definition afresh: a failure it heard before
                 // says nothing of it (a replaced one-shot whose only slot already ran
                 // retires; seed 679069650231).
@@ -745,7 +756,10 @@ impl Model<'_> {
                 Ok(())
             }
             EngineEvent::ClaimLost { key, slot } => {
-                if !self.is_trigger(key, *slot) {
+                // A slot whose row is an operator's trigger's is no slot of the schedule the
+                // store decided: a reload made the job a one-shot whose instant was that
+                // trigger's slot, to the millisecond (seed 1927871805525).
+                if !self.is_trigger(key, *slot) && !self.one_shots.decided_as_trigger(key, *slot) {
                     return fail(
                         NO_SLOT_OFFERED_TWICE,
                         format!("{key} offered slot {slot}, which the store had decided"),
@@ -766,6 +780,13 @@ impl Model<'_> {
             }
             EngineEvent::Armed { key, next_slot } => {
                 self.armed.entry(key.clone()).or_default().push((entry.elapsed, *next_slot));
+                let latest = self.one_shots.latest_decided(key);
+                let at = (entry.elapsed, entry.wall);
+                if let Some(verdict) = self.first_slots.armed_after_change(&mut self.crons, key, *next_slot, at, latest)
+                {
+                    self.count(first_slots::NEW_SCHEDULE_ARMED_AT_ONCE);
+                    verdict?;
+                }
                 match self.first_slots.armed(&mut self.crons, key, *next_slot, entry.wall) {
                     Some(verdict) => {
                         self.count(first_slots::FIRST_SLOT_AFTER_STORING);
@@ -774,8 +795,11 @@ impl Model<'_> {
                     None => Ok(()),
                 }
             }
-            EngineEvent::Retired { key, .. } => {
+            EngineEvent::Retired { key, deleted } => {
                 self.retired.insert(key.clone());
+                if !deleted && self.present.get(key) == Some(&true) {
+                    self.retired_unwritten.insert(key.clone());
+                }
                 self.count(one_shots::AT_NOT_RETIRED_EARLY);
                 self.one_shots.retired(key, self.running_defs.get(key), entry.wall)?;
                 // A failed one-shot retries after its backoff until it succeeds or the
@@ -1111,6 +1135,16 @@ impl Model<'_> {
     }
 
     fn durable(&mut self, entry: &Entry, life: u32, write: &DurableWrite) -> Step {
+        let touched = match write {
+            DurableWrite::SetEnabled { key, .. } | DurableWrite::Retired { key } | DurableWrite::Delete { key } => {
+                Some(key)
+            }
+            DurableWrite::Put { def, .. } => Some(&def.key),
+            _ => None,
+        };
+        if let Some(key) = touched {
+            self.retired_unwritten.remove(key);
+        }
         match write {
             DurableWrite::SetEnabled { key, enabled: false }
             | DurableWrite::Retired { key }

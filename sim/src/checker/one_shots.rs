@@ -38,8 +38,10 @@ pub struct OneShotModel {
     latest_decided: BTreeMap<HeartbeatKey, Timestamp>,
     /// The same of the operator's triggers (not backfills: those are the schedule's slots).
     latest_trigger_decided: BTreeMap<HeartbeatKey, Timestamp>,
-    /// The slots operators triggered, by id.
+    /// The slots operators triggered, by id: decided, or waiting in a live process.
     triggers: BTreeSet<(HeartbeatKey, Timestamp)>,
+    /// Those of `triggers` decided (claimed, recorded or skipped).
+    triggers_decided: BTreeSet<(HeartbeatKey, Timestamp)>,
     /// The one-shots (by their instant) that a run of theirs finished with success, in the
     /// store, since their id was last stored.
     succeeded: BTreeMap<HeartbeatKey, Timestamp>,
@@ -59,12 +61,32 @@ impl OneShotModel {
     /// A slot of `key` claimed, recorded (run or skip) or decided by the engine.
     pub fn decided(&mut self, key: &HeartbeatKey, slot: Timestamp) {
         let latest = if self.triggers.contains(&(key.clone(), slot)) {
+            self.triggers_decided.insert((key.clone(), slot));
             &mut self.latest_trigger_decided
         } else {
             &mut self.latest_decided
         };
         let latest = latest.entry(key.clone()).or_insert(slot);
         *latest = (*latest).max(slot);
+    }
+
+    /// The latest slot of `key` decided, an operator's triggers left out.
+    pub fn latest_decided(&self, key: &HeartbeatKey) -> Option<Timestamp> {
+        self.latest_decided.get(key).copied()
+    }
+
+    /// Whether an operator's trigger of `key` decided `slot` (the run log's row there is
+    /// the trigger's).
+    pub fn decided_as_trigger(&self, key: &HeartbeatKey, slot: Timestamp) -> bool {
+        self.triggers_decided.contains(&(key.clone(), slot))
+    }
+
+    /// The process died: a trigger it had not decided went with it, and a later decision of
+    /// its slot is the schedule's (seed 1927871804321: a reload made the job a one-shot whose
+    /// instant was the trigger's slot, and after a restart the own run claimed that slot).
+    pub fn process_died(&mut self) {
+        let decided = &self.triggers_decided;
+        self.triggers.retain(|trigger| decided.contains(trigger));
     }
 
     /// Whether a slot of `key` at or above `instant` was decided, an operator's trigger

@@ -214,12 +214,20 @@ impl Model<'_> {
         Err("no user turn or run held its agent's lane".to_owned())
     }
 
-    /// Disabled or gone in the store, stopped (a trip), its breaker open, or enabled so
-    /// recently that the driver may not have applied it yet.
+    /// Disabled or gone in the store, stopped (a trip), its breaker open, enabled so
+    /// recently that the driver may not have applied it yet, or retired by the engine,
+    /// which holds it disabled though the retirement's write failed (seed 1927871793343: a
+    /// trigger that waited for a place, after the own run of its one-shot).
     fn disabled_now(&self, entry: &Entry, key: &HeartbeatKey) -> Result<(), String> {
         let enabled = self.present.get(key) == Some(&true);
         let changed_recently = self.changed_at.get(key).is_some_and(|at| entry.elapsed <= *at + APPLY_SLACK);
-        if !enabled || self.stopped.contains_key(key) || self.breaker.was_open(key, entry.elapsed) || changed_recently {
+        let retired = self.retired_unwritten.contains(key);
+        if !enabled
+            || self.stopped.contains_key(key)
+            || self.breaker.was_open(key, entry.elapsed)
+            || changed_recently
+            || retired
+        {
             return Ok(());
         }
         Err("it was enabled, its breaker closed".to_owned())

@@ -322,3 +322,57 @@ fn a_failed_one_shot_left_without_a_retry_is_caught() {
     assert_eq!(verdict.violation.map(|v| v.invariant), None);
     assert_eq!(verdict.checks[AT_RETRY_ARMED], 1);
 }
+
+#[test]
+fn a_retirement_written_over_a_disable_is_caught() {
+    let options = options_without_window();
+    let key = options.heartbeats[0].key.clone();
+    let all: Vec<(HeartbeatKey, bool)> = options.heartbeats.iter().map(|def| (def.key.clone(), true)).collect();
+    let durable = |secs, write| entry(secs, Event::Durable { life: 1, write });
+    let start = entry(0, Event::Started { life: 1, running_rows: 0, heartbeats: all });
+    let over_a_disable = vec![
+        start.clone(),
+        durable(10, DurableWrite::SetEnabled { key: key.clone(), enabled: false }),
+        durable(20, DurableWrite::Retired { key: key.clone() }),
+    ];
+    let verdict = check(&options, &over_a_disable);
+    assert_eq!(verdict.violation.map(|v| (v.invariant, v.index)), Some((RETIREMENT_KEEPS_DISABLE, 2)));
+    let over_an_enabled_row = vec![start, durable(20, DurableWrite::Retired { key })];
+    let verdict = check(&options, &over_an_enabled_row);
+    assert_eq!(verdict.violation.map(|v| v.invariant), None);
+    assert_eq!(verdict.checks[RETIREMENT_KEEPS_DISABLE], 1);
+}
+
+#[test]
+fn a_new_schedule_armed_at_the_old_timer_s_slot_is_caught() {
+    let mut options = options_without_window();
+    let mut def = options.heartbeats[0].clone();
+    def.schedule = Schedule::Every(Duration::from_secs(3_600));
+    options.heartbeats[0] = def.clone();
+    let key = def.key.clone();
+    let all: Vec<(HeartbeatKey, bool)> = options.heartbeats.iter().map(|def| (def.key.clone(), true)).collect();
+    let engine = |secs, event| entry(secs, Event::Engine { life: 1, event });
+    let at = |secs: i64| Timestamp::from_second(secs).expect("in range");
+    let every_five_minutes = HeartbeatDef { schedule: Schedule::Every(Duration::from_secs(300)), ..def };
+    // Stored hourly at 0 (first slot 3,600), made one of every five minutes at 600.
+    let replaced_and_armed = |armed_secs: i64| {
+        vec![
+            entry(0, Event::Started { life: 1, running_rows: 0, heartbeats: all.clone() }),
+            engine(0, EngineEvent::Armed { key: key.clone(), next_slot: at(3_600) }),
+            entry(
+                600,
+                Event::Durable {
+                    life: 1,
+                    write: DurableWrite::Put { def: Box::new(every_five_minutes.clone()), at: at(600) },
+                },
+            ),
+            engine(600, EngineEvent::DefinitionApplied { key: key.clone() }),
+            engine(600, EngineEvent::Armed { key: key.clone(), next_slot: at(armed_secs) }),
+        ]
+    };
+    let verdict = check(&options, &replaced_and_armed(3_600));
+    assert_eq!(verdict.violation.map(|v| (v.invariant, v.index)), Some((first_slots::NEW_SCHEDULE_ARMED_AT_ONCE, 4)));
+    let verdict = check(&options, &replaced_and_armed(900));
+    assert_eq!(verdict.violation.map(|v| v.invariant), None);
+    assert_eq!(verdict.checks[first_slots::NEW_SCHEDULE_ARMED_AT_ONCE], 1);
+}
