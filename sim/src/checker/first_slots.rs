@@ -3,7 +3,6 @@
 //! resumes at the stored slot, is below that first slot.
 
 use std::collections::BTreeMap;
-
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -61,6 +60,7 @@ impl FirstSlotModel {
     /// lowers its storing time, since the store keeps a next slot written under the same
     /// schedule by an older definition (ADR 0018; seed 1927870299252: a reload kept the
     /// interval, and a claim of the old definition's grid resumed later).
+    ///
     /// The apply at `elapsed` is judged by [`NEW_SCHEDULE_ARMED_AT_ONCE`] when none of the
     /// definitions it may be (the oldest not yet applied, or a newer one) has a schedule
     /// the one applied last may have had, nor is a one-shot (seed 1927871825577: a put whose
@@ -99,8 +99,6 @@ impl FirstSlotModel {
         self.changed.remove(key);
     }
 
-    /// The engine armed `slot` for `key` at wall time `wall`: `None` when the rule does not
-    /// judge it (no stored definition known, or one exempt), else the verdict.
     /// The engine armed `key` for `slot` at `elapsed` (`wall`); `latest_decided`: the latest
     /// slot of its id decided, an operator's triggers left out. Judged only for the arming
     /// of an apply with a new schedule, at the apply's instant: a breaker the store tripped
@@ -136,6 +134,8 @@ impl FirstSlotModel {
         Some(Ok(()))
     }
 
+    /// The engine armed `slot` for `key` at wall time `wall`: `None` when the rule does not
+    /// judge it (no stored definition known, or one exempt), else the verdict.
     pub fn armed(
         &mut self,
         crons: &mut CronCache,

@@ -756,10 +756,17 @@ impl Model<'_> {
                 Ok(())
             }
             EngineEvent::ClaimLost { key, slot } => {
-                // A slot whose row is an operator's trigger's is no slot of the schedule the
-                // store decided: a reload made the job a one-shot whose instant was that
-                // trigger's slot, to the millisecond (seed 1927871805525).
-                if !self.is_trigger(key, *slot) && !self.one_shots.decided_as_trigger(key, *slot) {
+                // A one-shot's instant whose row is an operator's trigger's is no slot of the
+                // schedule the store decided: a reload made the job a one-shot whose instant
+                // was that trigger's slot, to the millisecond (seed 1927871805525). Any other
+                // slot a trigger decided is (mutant `trigger-claim-stores-next-slot`).
+                let instant = self.running_defs.get(key).and_then(|def| match def.schedule {
+                    Schedule::At(at) => Some(at.as_millisecond()),
+                    _ => None,
+                });
+                let instant_of_a_trigger =
+                    instant == Some(slot.as_millisecond()) && self.one_shots.decided_as_trigger(key, *slot);
+                if !self.is_trigger(key, *slot) && !instant_of_a_trigger {
                     return fail(
                         NO_SLOT_OFFERED_TWICE,
                         format!("{key} offered slot {slot}, which the store had decided"),
