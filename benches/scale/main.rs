@@ -16,6 +16,7 @@ mod peer_cases;
 #[path = "../../tests/common/postgres_server.rs"]
 #[allow(dead_code)] // the tests' helper; the benchmark uses a part of it
 mod postgres_server;
+mod sqlite_floor;
 mod systole_cases;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use measure::{median, parse_result, print_result, Figures};
+use systole::limits::RUNS_IN_FLIGHT_MAX_DEFAULT;
 use systole_cases::StoreKind;
 
 fn main() {
@@ -82,6 +84,7 @@ async fn run_case(name: &str, params: &BTreeMap<String, String>, process_start: 
     let number = |key: &str| params.get(key).and_then(|value| value.parse::<usize>().ok()).unwrap_or(0);
     let store = || StoreKind::parse(params.get("store").map_or("memory", String::as_str)).expect("store=memory|sqlite");
     let path = PathBuf::from(params.get("path").cloned().unwrap_or_default());
+    let from = || PathBuf::from(params.get("from").cloned().unwrap_or_default());
     let spread = Duration::from_secs(number("spread") as u64);
     let windows = number("windows") as u32;
     match name {
@@ -96,6 +99,8 @@ async fn run_case(name: &str, params: &BTreeMap<String, String>, process_start: 
             systole_cases::cluster_dispatch(number("nodes"), number("n"), &url, password).await
         }
         "lateness" => systole_cases::lateness(number("busy"), number("idle"), spread, windows).await,
+        "floor-seed" => sqlite_floor::seed(&from(), &path),
+        "floor-dispatch" => sqlite_floor::dispatch(&from(), &path, number("batch")),
         "peer-register" => peer_cases::register(number("n")).await,
         "peer-lateness" => peer_cases::lateness(number("n"), spread.as_secs(), windows).await,
         other => panic!("no case named {other}"),
@@ -276,10 +281,17 @@ impl Bench {
     fn cold_start(&self) -> Vec<Row> {
         let count = self.size(1_000_000, 2_000);
         let (mut seeds, mut firsts, mut restarts, mut logged) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut floors = Vec::new();
         for repeat in 0..self.repeats {
             let path = self.scratch.path().join(format!("cold-{repeat}.db")).display().to_string();
             let prepared = self.case_once("prepare", &[("n", count.to_string()), ("path", path.clone())]);
             seeds.push(prepared.get("seed_secs").copied().unwrap_or(f64::NAN));
+            // SQLite alone storing the rows just seeded, into a file of its own.
+            let floor_path = self.scratch.path().join(format!("cold-floor-{repeat}.db"));
+            let floor =
+                self.case_once("floor-seed", &[("from", path.clone()), ("path", floor_path.display().to_string())]);
+            floors.push(floor.get("floor_seed_secs").copied().unwrap_or(f64::NAN));
+            remove_database(&floor_path);
             let first = self.case_once("cold-start", &[("path", path.clone())]);
             firsts.push(first.get("start_secs").copied().unwrap_or(f64::NAN));
             let again = self.case_once("cold-start", &[("path", path.clone())]);
@@ -293,6 +305,13 @@ impl Bench {
             Row {
                 measure: format!("{} heartbeats through config seeding into SQLite", thousands(count)),
                 systole: format!("{} s", secs(Some(&median(&seeds)))),
+                peer: "—".into(),
+                target: "",
+            },
+            Row {
+                measure: "  SQLite alone storing the same rows: one `INSERT` each, one transaction, checkpointed"
+                    .into(),
+                systole: format!("{} s", secs(Some(&median(&floors)))),
                 peer: "—".into(),
                 target: "",
             },
@@ -316,7 +335,8 @@ impl Bench {
         let count = self.size(10_000, 200);
         for store in ["memory", "sqlite"] {
             let path = self.db(&format!("dispatch-{store}"));
-            let ours = self.case("dispatch", &[("store", store.into()), ("n", count.to_string()), ("path", path)]);
+            let ours =
+                self.case("dispatch", &[("store", store.into()), ("n", count.to_string()), ("path", path.clone())]);
             rows.push(Row {
                 measure: format!("dispatch, {} due at once ({store}): runs/s end to end", thousands(count)),
                 systole: format!(
@@ -328,6 +348,9 @@ impl Bench {
                 peer: "—".into(),
                 target: if store == "sqlite" { "≥ 50,000" } else { "" },
             });
+            if store == "sqlite" {
+                rows.push(self.dispatch_floor(&path));
+            }
         }
         let burst = self.size(100_000, 500);
         let ours = self.case("dispatch", &[("store", "memory".into()), ("n", burst.to_string())]);
@@ -338,6 +361,40 @@ impl Bench {
             target: "< 1 s / 0",
         });
         rows
+    }
+
+    /// SQLite alone writing the runs of the SQLite dispatch just measured (its files,
+    /// `dispatch_path` with `{run}`), with the store's statements on one thread: in
+    /// transactions of as many runs as a pass of that dispatch claimed on average, of the
+    /// most a pass can claim (a run is claimed only when it can start: the default runs in
+    /// flight), and of `FLOOR_BATCH_RUNS_LARGE`.
+    fn dispatch_floor(&self, dispatch_path: &str) -> Row {
+        let mut cells = Vec::new();
+        for batch in [FLOOR_BATCH_RUNS_PASS, RUNS_IN_FLIGHT_MAX_DEFAULT, FLOOR_BATCH_RUNS_LARGE] {
+            let mut figures: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            for repeat in 0..self.repeats {
+                let from = dispatch_path.replace("{run}", &repeat.to_string());
+                let floor_path = self.scratch.path().join(format!("dispatch-floor-{repeat}.db"));
+                let params = [("from", from), ("path", floor_path.display().to_string()), ("batch", batch.to_string())];
+                for (key, value) in self.case_once("floor-dispatch", &params) {
+                    figures.entry(key).or_default().push(value);
+                }
+                remove_database(&floor_path);
+            }
+            let figures: Figures = figures.into_iter().map(|(key, values)| (key, median(&values))).collect();
+            cells.push(format!(
+                "{} a transaction: {} runs/s ({} ms CPU each)",
+                thousands(batch),
+                whole(figures.get("floor_runs_per_sec")),
+                fixed(figures.get("floor_cpu_ms_per_run"), 3)
+            ));
+        }
+        Row {
+            measure: "  SQLite alone writing the same runs, the store's statements on one thread".into(),
+            systole: cells.join("; "),
+            peer: "—".into(),
+            target: "",
+        }
     }
 
     /// Runs per second with 1, 2 and 3 nodes on one throwaway PostgreSQL, measured in the
@@ -463,6 +520,24 @@ impl Bench {
             peer: "—".into(),
             target: "≥ 2,000 seeds/min",
         }]
+    }
+}
+
+/// Runs a transaction of the SQLite floor's dispatch: about what one pass of the engine
+/// claimed in a dispatch of 10,000 (341 passes, "Definitions handed out shared" in
+/// `docs/performance.md`).
+const FLOOR_BATCH_RUNS_PASS: usize = 32;
+
+/// Runs a transaction of the floor's generous case: more than a pass can claim with the
+/// default runs in flight.
+const FLOOR_BATCH_RUNS_LARGE: usize = 1_024;
+
+/// Removes a SQLite file and its WAL and shared-memory files.
+fn remove_database(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(name);
     }
 }
 

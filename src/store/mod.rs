@@ -29,5 +29,7 @@ mod sqlite_dispatch_writer;
 #[cfg(not(madsim))]
 mod sqlite_seed;
 #[cfg(not(madsim))]
+pub mod sqlite_statements;
+#[cfg(not(madsim))]
 mod sqlite_writes;
 mod text_check;
