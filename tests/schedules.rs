@@ -341,3 +341,28 @@ async fn a_job_replaced_by_a_one_shot_before_its_next_slot_runs_at_the_instant()
     assert_eq!(slots(&rig.starts("main", "tick")), vec![instant], "it ran at its instant, once");
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+/// A one-shot made for the very millisecond an operator's trigger of its job took runs
+/// under the next free millisecond: the run log holds one row a slot, and its own claim
+/// there would be lost to the trigger's row as if the trigger had decided it (ADR 0052;
+/// seeds 1927871804321, 1927871874215).
+#[tokio::test(start_paused = true)]
+async fn a_one_shot_made_for_a_triggers_millisecond_runs_under_the_next_one() {
+    let rig = Rig::new();
+    let policy = RunPolicy { overlap: Overlap::AllowAll, ..RunPolicy::default() };
+    let hourly = HeartbeatDef { origin: Origin::Runtime, policy, ..def("main", "tick", 3_600) };
+    let engine = rig.start(&[]).await;
+    engine.upsert(hourly.clone()).await.expect("create");
+    rig.advance(60).await;
+    let triggered = engine.trigger(&key("main", "tick")).await.expect("a trigger");
+    let systole::driver::TriggerOutcome::Queued { slot } = triggered else { panic!("queued: {triggered:?}") };
+    // In the same millisecond, the job becomes a one-shot for that instant.
+    engine.upsert(HeartbeatDef { schedule: Schedule::At(slot), ..hourly }).await.expect("replace");
+    rig.advance(5).await;
+    let own = slot.checked_add(SignedDuration::from_millis(1)).expect("in range");
+    assert_eq!(slots(&rig.starts("main", "tick")), vec![slot, own], "the trigger's run, then the one-shot's own");
+    let rows = rig.store.executions(&key("main", "tick"), 10).await.expect("the run log");
+    let marks: Vec<(Timestamp, bool)> = rows.iter().map(|row| (row.slot, row.triggered)).rev().collect();
+    assert_eq!(marks, vec![(slot, true), (own, false)], "two rows, the trigger's marked");
+    engine.shutdown(Duration::from_secs(1)).await;
+}

@@ -254,6 +254,9 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
                 if one_shot_failure_under_skip(world, key).await {
                     world.took(RarePath::EnableOverSkippedFailure);
                 }
+                if trigger_held_before_own_run(world, engine, key).await {
+                    world.took(RarePath::EnableOverHeldTrigger);
+                }
                 engine.set_enabled(key, true).await
             }
             Op::SetFile(agent, content) => {
@@ -372,6 +375,32 @@ async fn own_slot_held_behind_trigger(world: &World, key: &systole::core::ids::H
         && own_due <= world.clock.now().wall
         && rows.iter().any(|row| row.triggered && row.status == ExecutionStatus::Running)
         && rows.iter().all(|row| row.triggered)
+}
+
+/// Whether `key` is a stored one-shot, enabled, whose jittered own run is not due yet, with
+/// a run of it going and a slot held behind that run, and only operator's triggers in its
+/// log at or after its instant: what is held is a trigger (the enable over a held trigger).
+async fn trigger_held_before_own_run(
+    world: &World,
+    engine: &EngineHandle,
+    key: &systole::core::ids::HeartbeatKey,
+) -> bool {
+    use systole::core::schedule::Schedule;
+    let stored = world.durable.load_heartbeats().await.unwrap_or_default();
+    let Some(job) = stored.iter().find(|job| &job.def.key == key) else { return false };
+    let Schedule::At(instant) = job.def.schedule else { return false };
+    let jitter = systole::core::policy::jitter_offset(key, job.def.policy.jitter_max);
+    let Ok(own_due) = instant.checked_add(jitter) else { return false };
+    let now = world.clock.now().wall;
+    if !(instant..own_due).contains(&now) {
+        return false;
+    }
+    let Some((enabled, rows)) = one_shot_rows(world, key).await else { return false };
+    if !enabled || rows.is_empty() || !rows.iter().all(|row| row.triggered) {
+        return false;
+    }
+    let views = engine.inspect().await.unwrap_or_default();
+    views.iter().any(|view| &view.key == key && view.runs_in_flight > 0 && view.waiting > 0)
 }
 
 /// Whether `key` is a stored one-shot whose latest run at or after its instant failed, and

@@ -16,6 +16,7 @@ mod ports;
 mod report;
 mod scenarios;
 mod trace;
+mod trigger_held_enable;
 mod workload;
 mod world;
 

@@ -161,13 +161,7 @@ pub fn one_shot_triggers(
     if !rng.random_bool(ONE_SHOT_TRIGGERS_PROBABILITY) {
         return Planted::default();
     }
-    let timed: Vec<&HeartbeatDef> = config.iter().filter(|def| def.kind != JobKind::Agent).collect();
-    if timed.is_empty() {
-        return Planted::default();
-    }
-    let agent = timed[rng.random_range(0..timed.len())].key.agent.clone();
-    let Ok(heartbeat) = HeartbeatId::new(ONE_SHOT_ID) else { return Planted::default() };
-    let key = HeartbeatKey { agent, heartbeat };
+    let Some((template, key)) = one_shot_key(rng, config, ONE_SHOT_ID) else { return Planted::default() };
     let backoff = retry_after.as_secs();
     // A third beside the own run (its store faults make two paths of it), the rest a sixth
     // each; the version before the jittered own run needs a jitter that leaves room.
@@ -195,18 +189,9 @@ pub fn one_shot_triggers(
         + jitter
         + ONE_SHOT_CALL_SECS * 3
         + ENABLE_AFTER_RUN_SECS_MAX.max(*RESTART_AFTER_RUN_SECS.end());
-    let room = span + SETTLE_SECS;
-    // Clear of the wall clock's jumps, so the instant comes when the ops expect it.
-    let mut created = None;
-    for _ in 0..DRAWS_MAX {
-        let at = Duration::from_secs(rng.random_range(60..safety.as_secs().saturating_sub(room).max(61)));
-        let end = at + Duration::from_secs(span);
-        if !jump_times.iter().any(|jump| (at..=end).contains(jump)) {
-            created = Some(at);
-            break;
-        }
-    }
-    let Some(created) = created else { return Planted::default() };
+    let Some(created) = created_clear_of_jumps(rng, safety, span, SETTLE_SECS, jump_times) else {
+        return Planted::default();
+    };
     let lead = Duration::from_secs(rng.random_range(ONE_SHOT_LEAD_SECS));
     let Ok(instant) = wall_at(created).checked_add(lead) else { return Planted::default() };
     let due = created + lead;
@@ -248,21 +233,11 @@ pub fn one_shot_triggers(
             }
         }
     };
-    let mut def = timed[0].clone();
-    def.key = key.clone();
-    def.kind = JobKind::Cron;
-    def.origin = Origin::Runtime;
-    def.schedule = Schedule::At(instant);
-    def.policy.overlap = overlap;
+    let mut def = runtime_one_shot(template, &key, instant, overlap, plan);
     if let (Meeting::BeforeJitteredRun { .. }, Some((max, _))) = (meeting, jittered) {
         def.policy.jitter_max = max;
     }
-    def.active_hours = None;
     def.delete_after_run = rng.random_bool(0.5);
-    // Its calls go to the model and nowhere else: no tool checked before it.
-    def.tools = SharedJobTools::default();
-    def.timeout = call * 3;
-    def.prompt = format!("{}\n{}", crate::workload::prompt_for(&key), plan.marker());
     let mut ops = vec![
         ScheduledOp { after: created, op: Op::Create(Box::new(def)) },
         ScheduledOp { after: trigger_at, op: Op::Trigger(key.clone()) },
@@ -309,6 +284,64 @@ pub fn one_shot_triggers(
         ops.extend(disable_then_enable(rng, &key, trigger_at + second, due + call));
     }
     Planted { ops, store_faults }
+}
+
+/// The key of a scenario's one-shot, `id` under the agent of one of `config`'s timed jobs
+/// (drawn), and the first timed job, its template; `None` when there is none.
+pub fn one_shot_key<'c>(
+    rng: &mut ChaCha8Rng,
+    config: &'c [HeartbeatDef],
+    id: &str,
+) -> Option<(&'c HeartbeatDef, HeartbeatKey)> {
+    let timed: Vec<&HeartbeatDef> = config.iter().filter(|def| def.kind != JobKind::Agent).collect();
+    let template = *timed.first()?;
+    let agent = timed[rng.random_range(0..timed.len())].key.agent.clone();
+    let heartbeat = HeartbeatId::new(id).ok()?;
+    Some((template, HeartbeatKey { agent, heartbeat }))
+}
+
+/// When a scenario that lasts `span_secs` starts (elapsed, 60 s or more in), with `settle_secs`
+/// left after it before the safety phase ends, clear of the wall clock's jumps so that its
+/// instants come when its ops expect them; drawn up to [`DRAWS_MAX`] times.
+pub fn created_clear_of_jumps(
+    rng: &mut ChaCha8Rng,
+    safety: Duration,
+    span_secs: u64,
+    settle_secs: u64,
+    jump_times: &[Duration],
+) -> Option<Duration> {
+    let room = span_secs + settle_secs;
+    for _ in 0..DRAWS_MAX {
+        let at = Duration::from_secs(rng.random_range(60..safety.as_secs().saturating_sub(room).max(61)));
+        let end = at + Duration::from_secs(span_secs);
+        if !jump_times.iter().any(|jump| (at..=end).contains(jump)) {
+            return Some(at);
+        }
+    }
+    None
+}
+
+/// A one-shot `key` made at run time for `instant`, like `template` but with no active hours
+/// and no tools (its calls go to the model and nowhere else), its model calls as `plan`
+/// says, and time for three of them.
+pub fn runtime_one_shot(
+    template: &HeartbeatDef,
+    key: &HeartbeatKey,
+    instant: Timestamp,
+    overlap: Overlap,
+    plan: CallPlan,
+) -> HeartbeatDef {
+    let mut def = template.clone();
+    def.key = key.clone();
+    def.kind = JobKind::Cron;
+    def.origin = Origin::Runtime;
+    def.schedule = Schedule::At(instant);
+    def.policy.overlap = overlap;
+    def.active_hours = None;
+    def.tools = SharedJobTools::default();
+    def.timeout = Duration::from_secs(ONE_SHOT_CALL_SECS) * 3;
+    def.prompt = format!("{}\n{}", crate::workload::prompt_for(key), plan.marker());
+    def
 }
 
 /// An operator's disable of `key` at `disable_at`, and an enable up to

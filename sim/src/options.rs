@@ -66,6 +66,8 @@ pub enum Stream {
     HeldOneShot = 23,
     /// A one-shot whose runs an operator's trigger meets (`one_shot_triggers`).
     OneShotTriggers = 24,
+    /// A one-shot enabled while an operator's trigger of it is held (`trigger_held_enable`).
+    TriggerHeldEnable = 25,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -325,6 +327,13 @@ impl SimOptions {
             retry_after,
         );
         ops.extend(triggers.ops);
+        ops.extend(crate::trigger_held_enable::trigger_held_enable(
+            &mut self::rng(seed, Stream::TriggerHeldEnable),
+            &heartbeats,
+            safety,
+            wall_at,
+            &jump_times,
+        ));
         ops.sort_by_key(|op| op.after);
         Self {
             seed,

@@ -162,10 +162,12 @@ impl PartOutcome {
 /// The durable writes the checker's model follows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DurableWrite {
-    /// A slot claimed: its `running` row written, for the run that is to start.
+    /// A slot claimed: its `running` row written, for the run that is to start; an
+    /// operator's trigger's when `triggered` (the row's mark, ADR 0048).
     Claimed {
         key: HeartbeatKey,
         slot: Timestamp,
+        triggered: bool,
     },
     /// A run's result and the breaker step it stored.
     Finish {
@@ -456,8 +458,8 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                 DurableWrite::HalfOpen { key } => {
                     w.tag(8).key(key);
                 }
-                DurableWrite::Claimed { key, slot } => {
-                    w.tag(11).key(key).time(*slot);
+                DurableWrite::Claimed { key, slot, triggered } => {
+                    w.tag(11).key(key).time(*slot).bool(*triggered);
                 }
                 DurableWrite::Pruned { now, kept_days, kept_per_heartbeat, before, pruned } => {
                     w.tag(9).time(*now).u64(u64::from(*kept_days)).u64(u64::from(*kept_per_heartbeat));
@@ -721,7 +723,8 @@ fn describe_write(write: &DurableWrite) -> String {
         DurableWrite::SetEnabled { key, enabled } => format!("{key} {}", if *enabled { "enabled" } else { "disabled" }),
         DurableWrite::Retired { key } => format!("{key} disabled as out of slots"),
         DurableWrite::HalfOpen { key } => format!("{key} half-open: enabled for one probe"),
-        DurableWrite::Claimed { key, slot } => format!("claimed {key} slot {slot}"),
+        DurableWrite::Claimed { key, slot, triggered: false } => format!("claimed {key} slot {slot}"),
+        DurableWrite::Claimed { key, slot, triggered: true } => format!("claimed {key} slot {slot} (trigger)"),
         DurableWrite::Pruned { now, kept_days, kept_per_heartbeat, before, pruned } => format!(
             "run log pruned at {now}: {} of {} rows went (kept {kept_days} days, {kept_per_heartbeat} per heartbeat)",
             pruned.len(),

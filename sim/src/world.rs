@@ -91,10 +91,13 @@ pub enum RarePath {
     /// An operator disabled a one-shot whose jittered own run was due and held behind an
     /// operator's trigger of it (ADR 0050).
     DisableOfOwnSlotHeldBehindTrigger,
+    /// An operator enabled a one-shot, enabled already, while an operator's trigger of it
+    /// was held behind a run, before its jittered own run was due (seed 1927871794526).
+    EnableOverHeldTrigger,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 17] = [
+    pub const ALL: [RarePath; 18] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -112,6 +115,7 @@ impl RarePath {
         RarePath::RetirementUnwritten,
         RarePath::KillWithOnlyTriggersOfOneShot,
         RarePath::DisableOfOwnSlotHeldBehindTrigger,
+        RarePath::EnableOverHeldTrigger,
     ];
 
     pub fn name(self) -> &'static str {
@@ -133,6 +137,7 @@ impl RarePath {
             RarePath::RetirementUnwritten => "retirement-unwritten",
             RarePath::KillWithOnlyTriggersOfOneShot => "kill-with-only-triggers-of-one-shot",
             RarePath::DisableOfOwnSlotHeldBehindTrigger => "disable-of-own-slot-held-behind-trigger",
+            RarePath::EnableOverHeldTrigger => "enable-over-held-trigger",
         }
     }
 }

@@ -123,7 +123,8 @@ struct Entry {
     /// Its schedule has no more slots: once nothing runs or waits, it is retired.
     exhausted: bool,
     /// A one-shot the engine retired (here or, by its stored reason, before a restart): it
-    /// was done, and an enable runs nothing of it again.
+    /// was done, and an enable runs nothing of it again, unless an own slot of it runs (its
+    /// instant was never decided in the store), which makes it live again.
     retired: bool,
     /// What few heartbeats have at a time (a backlog, a backoff, a retry, a probe), out of
     /// line and only while any of it is set: 96 bytes inline in every entry before.
@@ -843,6 +844,11 @@ impl Driver {
         let slot = claim.slot;
         if claim.triggered {
             self.trigger_slots.remove(&(claim.key.clone(), slot));
+        } else {
+            // Its own slot runs: a one-shot retired before is not done any more, and its
+            // failure retries like any other's, after a breaker's cooldown too (seed
+            // 1927871872102: its skip was never written, and an enable ran its instant).
+            entry.retired = false;
         }
         // Admitted before its claim: it starts now, within `runs_in_flight_max`.
         self.context.events.emit(now.wall, &EngineEvent::RunStarted { key: claim.key.clone(), slot });
@@ -1236,8 +1242,11 @@ impl Driver {
     /// Arms a heartbeat afresh (created, updated, enabled), never below `floor`, and
     /// stores its next slot; a schedule with no slot left is marked for retirement.
     async fn rearm(&mut self, key: HeartbeatKey, now: Now, floor: Option<Timestamp>) {
+        let Some(entry) = self.entries.get(&key) else { return };
+        let timer = SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), floor);
+        let timer = timer.map(|timer| self.off_trigger_slots(&key, timer, now));
         let Some(entry) = self.entries.get_mut(&key) else { return };
-        match SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), floor) {
+        match timer {
             Some(timer) => {
                 entry.exhausted = false;
                 self.arm(key.clone(), timer);
@@ -1249,6 +1258,34 @@ impl Driver {
                 self.disarm(&key);
             }
         }
+    }
+
+    /// A one-shot armed for the very millisecond of an operator's trigger of it that this
+    /// process made (a reload made it a one-shot for that instant, say) takes the next free
+    /// millisecond for its own slot: the run log holds one row a slot, and a claim or a
+    /// skip of the instant would be lost to the trigger's row, as if the trigger had decided
+    /// it (ADR 0052; seeds 1927871804321, 1927871874215). Known here: the latest trigger,
+    /// and any not started yet. A backfill's slot is the schedule's own, not taken. After a
+    /// restart the trigger's row is the log's alone, and the collision stays.
+    fn off_trigger_slots(&self, key: &HeartbeatKey, timer: SlotTimer, now: Now) -> SlotTimer {
+        let Some(entry) = self.entries.get(key) else { return timer };
+        if !matches!(entry.def.schedule(), Schedule::At(_)) {
+            return timer;
+        }
+        let taken = |slot: Timestamp| {
+            self.trigger_floor.get(key) == Some(&slot) || self.trigger_slots.contains(&(key.clone(), slot))
+        };
+        let mut slot = timer.next_slot;
+        while taken(slot) {
+            match slot.checked_add(SignedDuration::from_millis(1)) {
+                Ok(next) => slot = next,
+                Err(_) => return timer,
+            }
+        }
+        if slot == timer.next_slot {
+            return timer;
+        }
+        SlotTimer::resume(now, entry.def.schedule(), entry.jitter(key), slot)
     }
 
     /// Retires heartbeats whose schedule has no more slots, once nothing of theirs runs or

@@ -412,6 +412,9 @@ struct Model<'a> {
     /// whether they are excused from being decided: a disable, a delete, a breaker trip or
     /// a replace drops what waits behind a run.
     triggers_pending: BTreeMap<(HeartbeatKey, Timestamp), (u32, bool)>,
+    /// Slots the store claimed as the schedule's (not an operator's trigger), until their
+    /// run starts.
+    schedule_claims: BTreeSet<(HeartbeatKey, Timestamp)>,
     /// Per heartbeat, the slot of the trigger it decided last and when (elapsed): a queue
     /// of triggers still being worked through at the end is not a lost one.
     trigger_last_decided: BTreeMap<HeartbeatKey, (Timestamp, Duration)>,
@@ -488,6 +491,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         wall_high_water: None,
         let_go: BTreeMap::new(),
         triggers_pending: BTreeMap::new(),
+        schedule_claims: BTreeSet::new(),
         trigger_last_decided: BTreeMap::new(),
         triggers_dropped: BTreeSet::new(),
         deciding_trigger: None,
@@ -677,10 +681,11 @@ impl Model<'_> {
             self.overlap_claimed(life, key);
             self.count(NO_SLOT_OFFERED_TWICE);
         }
-        // A skip is a row of the run log, an operator's trigger's too (seed 1927871442722:
-        // a trigger skipped before two backward jumps left a row above a later one-shot's
-        // instant, and the one-shot rightly retired at once); a lost claim found one there.
-        if let EngineEvent::Skipped { key, slot, .. } | EngineEvent::ClaimLost { key, slot } = event {
+        // A lost claim found a row of the run log there, an operator's trigger's too (seed
+        // 1927871442722: a trigger skipped before two backward jumps left a row above a later
+        // one-shot's instant, and the one-shot rightly retired at once). A skip decides its
+        // slot, below, once it is known whose it is.
+        if let EngineEvent::ClaimLost { key, slot } = event {
             self.one_shots.decided(key, *slot);
         }
         match event {
@@ -690,19 +695,31 @@ impl Model<'_> {
             | EngineEvent::ClaimFailed { key, slot }
             | EngineEvent::ClaimGone { key, slot } => {
                 let trigger = (key.clone(), *slot);
-                if self.triggers_dropped.contains(&trigger) {
+                // A run the store claimed as the schedule's decides no trigger, though a
+                // trigger's slot may be the same millisecond: one dropped at a breaker's
+                // trip, and a cron slot that came again after a backward wall jump (seed
+                // 1927871926769).
+                // (A backfill's slot is the schedule's own, claimed unmarked: it is decided
+                // as the explicit request it is.)
+                let scheduled = matches!(event, EngineEvent::RunStarted { .. })
+                    && self.schedule_claims.remove(&trigger)
+                    && self.one_shots.is_operator_trigger(key, *slot);
+                if !scheduled && self.triggers_dropped.contains(&trigger) {
                     return fail(
                         TRIGGER_DROPPED,
                         format!("{key}: the trigger (slot {slot}) that a disable or a delete dropped was decided"),
                     );
                 }
-                if self.triggers_pending.remove(&trigger).is_some() {
+                if !scheduled && self.triggers_pending.remove(&trigger).is_some() {
                     self.count(TRIGGER_DECIDED);
                     self.trigger_last_decided.insert(key.clone(), (*slot, entry.elapsed));
                     self.deciding_trigger = Some(trigger);
                 }
             }
             _ => {}
+        }
+        if let EngineEvent::Skipped { key, slot, .. } = event {
+            self.one_shots.skipped(key, *slot, self.is_trigger(key, *slot));
         }
         match event {
             EngineEvent::DefinitionApplied { key } => {
@@ -1167,7 +1184,7 @@ impl Model<'_> {
             }
             _ => {}
         }
-        if let DurableWrite::Claimed { key, slot } | DurableWrite::Finish { key, slot, .. } = write {
+        if let DurableWrite::Claimed { key, slot, .. } | DurableWrite::Finish { key, slot, .. } = write {
             self.one_shots.decided(key, *slot);
         }
         match write {
@@ -1350,7 +1367,10 @@ impl Model<'_> {
                 self.last_started.remove(key);
                 self.stopped.insert(key.clone(), Stop { life, acknowledged: false, why: "deleted" });
             }
-            DurableWrite::Claimed { key, slot } => {
+            DurableWrite::Claimed { key, slot, triggered } => {
+                if !triggered {
+                    self.schedule_claims.insert((key.clone(), *slot));
+                }
                 self.count(admission::CLAIM_STARTS);
                 self.admission.claimed(entry.elapsed, life, key, *slot);
                 self.unreadable.claimed(key, *slot);

@@ -70,6 +70,26 @@ impl OneShotModel {
         *latest = (*latest).max(slot);
     }
 
+    /// The engine skipped `key`'s `slot`, deciding an operator's trigger when `trigger`.
+    /// The engine's own skip decides the schedule's slot even where the run log's row is
+    /// a trigger's: a reload made the job a one-shot for the instant a trigger had taken,
+    /// to the millisecond, and both were skipped (seed 1927871874215). A skip is a row of
+    /// the run log, an operator's trigger's too (seed 1927871442722).
+    pub fn skipped(&mut self, key: &HeartbeatKey, slot: Timestamp, trigger: bool) {
+        if trigger {
+            self.decided(key, slot);
+        } else {
+            let latest = self.latest_decided.entry(key.clone()).or_insert(slot);
+            *latest = (*latest).max(slot);
+        }
+    }
+
+    /// Whether an operator triggered `key` under `slot` (not a backfill of it), decided or
+    /// not.
+    pub fn is_operator_trigger(&self, key: &HeartbeatKey, slot: Timestamp) -> bool {
+        self.triggers.contains(&(key.clone(), slot))
+    }
+
     /// The latest slot of `key` decided, an operator's triggers left out.
     pub fn latest_decided(&self, key: &HeartbeatKey) -> Option<Timestamp> {
         self.latest_decided.get(key).copied()
@@ -162,5 +182,41 @@ impl OneShotModel {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use systole::core::ids::{AgentId, HeartbeatId};
+
+    use super::*;
+
+    fn key() -> HeartbeatKey {
+        HeartbeatKey {
+            agent: AgentId::new("agent-0").expect("an id"),
+            heartbeat: HeartbeatId::new("hb-0").expect("an id"),
+        }
+    }
+
+    #[test]
+    fn an_own_skip_at_a_decided_triggers_slot_decides_the_instant() {
+        let (key, instant) = (key(), Timestamp::from_second(1_000).expect("a time"));
+        let mut model = OneShotModel::default();
+        model.triggered(&key, instant, false);
+        model.skipped(&key, instant, true);
+        assert!(!model.instant_decided(&key, instant), "the trigger's skip decides nothing of the schedule");
+        assert!(model.decided_as_trigger(&key, instant));
+        model.skipped(&key, instant, false);
+        assert!(model.instant_decided(&key, instant), "the engine's own skip decided the instant");
+    }
+
+    #[test]
+    fn a_claim_lost_at_a_triggers_slot_decides_nothing_of_the_schedule() {
+        let (key, instant) = (key(), Timestamp::from_second(1_000).expect("a time"));
+        let mut model = OneShotModel::default();
+        model.triggered(&key, instant, false);
+        model.decided(&key, instant);
+        model.decided(&key, instant);
+        assert!(!model.instant_decided(&key, instant), "the row there is the trigger's");
     }
 }

@@ -194,7 +194,12 @@ impl Store for SimStore {
             if keys.len() < claimed.len() {
                 self.world.took(RarePath::ClaimsOfOneHeartbeatInAPass);
             }
-            claimed.iter().map(|claim| DurableWrite::Claimed { key: claim.key.clone(), slot: claim.slot }).collect()
+            let written = |claim: &&SlotClaim| DurableWrite::Claimed {
+                key: claim.key.clone(),
+                slot: claim.slot,
+                triggered: claim.triggered,
+            };
+            claimed.iter().map(written).collect()
         };
         self.write("claim_slots", self.world.durable.claim_slots(claims), durable).await
     }
