@@ -181,11 +181,7 @@ impl Db {
 
     /// A fresh file, in WAL with `synchronous = FULL`, as the store makes its own.
     fn create(path: &Path) -> Self {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut name = path.as_os_str().to_owned();
-            name.push(suffix);
-            let _ = std::fs::remove_file(name);
-        }
+        crate::remove_database(path);
         let db = Self::open_with(path, ffi::SQLITE_OPEN_READWRITE | ffi::SQLITE_OPEN_CREATE | ffi::SQLITE_OPEN_NOMUTEX);
         db.exec("PRAGMA journal_mode = WAL");
         db.exec("PRAGMA synchronous = FULL");

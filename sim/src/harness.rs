@@ -364,12 +364,7 @@ async fn one_shot_run_going(world: &World, key: &systole::core::ids::HeartbeatKe
 /// operator's trigger of it going and nothing of its own logged (the one-shot trigger
 /// scenario's disable while held, ADR 0050).
 async fn own_slot_held_behind_trigger(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
-    use systole::core::schedule::Schedule;
-    let stored = world.durable.load_heartbeats().await.unwrap_or_default();
-    let Some(job) = stored.iter().find(|job| &job.def.key == key) else { return false };
-    let Schedule::At(instant) = job.def.schedule else { return false };
-    let jitter = systole::core::policy::jitter_offset(key, job.def.policy.jitter_max);
-    let Ok(own_due) = instant.checked_add(jitter) else { return false };
+    let Some((_, own_due)) = one_shot_own_due(world, key).await else { return false };
     let Some((enabled, rows)) = one_shot_rows(world, key).await else { return false };
     enabled
         && own_due <= world.clock.now().wall
@@ -385,12 +380,7 @@ async fn trigger_held_before_own_run(
     engine: &EngineHandle,
     key: &systole::core::ids::HeartbeatKey,
 ) -> bool {
-    use systole::core::schedule::Schedule;
-    let stored = world.durable.load_heartbeats().await.unwrap_or_default();
-    let Some(job) = stored.iter().find(|job| &job.def.key == key) else { return false };
-    let Schedule::At(instant) = job.def.schedule else { return false };
-    let jitter = systole::core::policy::jitter_offset(key, job.def.policy.jitter_max);
-    let Ok(own_due) = instant.checked_add(jitter) else { return false };
+    let Some((instant, own_due)) = one_shot_own_due(world, key).await else { return false };
     let now = world.clock.now().wall;
     if !(instant..own_due).contains(&now) {
         return false;
@@ -401,6 +391,19 @@ async fn trigger_held_before_own_run(
     }
     let views = engine.inspect().await.unwrap_or_default();
     views.iter().any(|view| &view.key == key && view.runs_in_flight > 0 && view.waiting > 0)
+}
+
+/// The instant of the stored one-shot `key` and when its own run is due, its jitter added;
+/// `None` for anything else.
+async fn one_shot_own_due(
+    world: &World,
+    key: &systole::core::ids::HeartbeatKey,
+) -> Option<(jiff::Timestamp, jiff::Timestamp)> {
+    let stored = world.durable.load_heartbeats().await.unwrap_or_default();
+    let job = stored.iter().find(|job| &job.def.key == key)?;
+    let systole::core::schedule::Schedule::At(instant) = job.def.schedule else { return None };
+    let jitter = systole::core::policy::jitter_offset(key, job.def.policy.jitter_max);
+    Some((instant, instant.checked_add(jitter).ok()?))
 }
 
 /// Whether `key` is a stored one-shot whose latest run at or after its instant failed, and

@@ -45,7 +45,7 @@ const ONE_SHOT_ID: &str = "met-by-trigger";
 /// How long each of its model calls takes, but one that fails at once.
 pub const ONE_SHOT_CALL_SECS: u64 = 20;
 /// How long after its creation (by the wall clock) its instant comes.
-const ONE_SHOT_LEAD_SECS: RangeInclusive<u64> = 5..=30;
+pub const ONE_SHOT_LEAD_SECS: RangeInclusive<u64> = 5..=30;
 /// How long after the run it meets began the trigger comes: within that run.
 const TRIGGER_AFTER_RUN_SECS: RangeInclusive<u64> = 2..=15;
 /// How long after its failing run ended the one-shot is enabled again, at most.
@@ -53,7 +53,7 @@ const ENABLE_AFTER_RUN_SECS_MAX: u64 = 30;
 /// When the process is killed after the own run ended, when its retirement failed.
 const RESTART_AFTER_RUN_SECS: RangeInclusive<u64> = 5..=60;
 /// Room left after the scenario's last op, before the end of the safety phase.
-const SETTLE_SECS: u64 = 600;
+pub const SETTLE_SECS: u64 = 600;
 /// How many times it draws a creation time no wall clock jump comes near.
 const DRAWS_MAX: usize = 16;
 /// The jitters tried, in order, for the version before the jittered own run: the first

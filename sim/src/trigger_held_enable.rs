@@ -22,14 +22,15 @@ use rand_chacha::ChaCha8Rng;
 use systole::core::heartbeat::HeartbeatDef;
 use systole::core::policy::{jitter_offset, Overlap};
 
-use crate::one_shot_triggers::{created_clear_of_jumps, one_shot_key, runtime_one_shot, CallPlan, ONE_SHOT_CALL_SECS};
+use crate::one_shot_triggers::{
+    created_clear_of_jumps, one_shot_key, runtime_one_shot, CallPlan, ONE_SHOT_CALL_SECS, ONE_SHOT_LEAD_SECS,
+    SETTLE_SECS,
+};
 use crate::workload::{Op, ScheduledOp};
 
 const TRIGGER_HELD_ENABLE_PROBABILITY: f64 = 0.3;
 /// The one-shot's id, under the agent of a configured job.
 const ONE_SHOT_ID: &str = "enabled-over-held-trigger";
-/// How long after its creation (by the wall clock) its instant comes.
-const ONE_SHOT_LEAD_SECS: RangeInclusive<u64> = 5..=30;
 /// The jitters tried, in order: the first whose offset for the one-shot's key leaves room
 /// for both triggers' runs before the own run.
 const JITTERS_MAX_SECS: [u64; 4] = [200, 120, 240, 90];
@@ -37,8 +38,6 @@ const JITTERS_MAX_SECS: [u64; 4] = [200, 120, 240, 90];
 const OWN_RUN_AFTER_FIRST_RUN_SECS_MIN: u64 = 6;
 /// How long after the first trigger the second comes: within the first's run.
 const SECOND_TRIGGER_AFTER_SECS: RangeInclusive<u64> = 2..=12;
-/// Room left after the own run, before the end of the safety phase.
-const SETTLE_SECS: u64 = 600;
 
 /// The scenario's ops, in a share of seeds: the one-shot's creation, two triggers, and the
 /// enable while the second is held. `jump_times`: when the wall clock jumps (the scenario

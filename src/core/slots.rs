@@ -149,6 +149,19 @@ pub fn add(at: Timestamp, duration: Duration) -> Timestamp {
     at.checked_add(signed(duration)).unwrap_or(Timestamp::MAX)
 }
 
+/// The first millisecond from `slot` on that `taken` leaves free: `slot` itself when it is.
+/// The run log holds one row a slot, so two decisions must not share one millisecond (an
+/// operator's trigger and a slot of the schedule, ADR 0049 and ADR 0052).
+pub fn first_free_millisecond(mut slot: Timestamp, taken: impl Fn(Timestamp) -> bool) -> Timestamp {
+    while taken(slot) {
+        match slot.checked_add(SignedDuration::from_millis(1)) {
+            Ok(next) => slot = next,
+            Err(_) => break,
+        }
+    }
+    slot
+}
+
 /// Slots are kept to whole milliseconds: that is what the store keeps.
 pub fn truncate_to_millis(at: Timestamp) -> Timestamp {
     Timestamp::from_millisecond(at.as_millisecond()).unwrap_or(at)

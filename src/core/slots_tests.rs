@@ -290,3 +290,14 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_first_free_millisecond_steps_past_each_taken_one() {
+    let slot = ts("2026-01-05T12:00:00Z");
+    let taken = [slot, ts("2026-01-05T12:00:00.001Z"), ts("2026-01-05T12:00:00.003Z")];
+    assert_eq!(first_free_millisecond(slot, |at| taken.contains(&at)), ts("2026-01-05T12:00:00.002Z"));
+    assert_eq!(
+        first_free_millisecond(ts("2026-01-05T12:00:01Z"), |at| taken.contains(&at)),
+        ts("2026-01-05T12:00:01Z")
+    );
+}

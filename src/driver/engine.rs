@@ -1275,13 +1275,7 @@ impl Driver {
         let taken = |slot: Timestamp| {
             self.trigger_floor.get(key) == Some(&slot) || self.trigger_slots.contains(&(key.clone(), slot))
         };
-        let mut slot = timer.next_slot;
-        while taken(slot) {
-            match slot.checked_add(SignedDuration::from_millis(1)) {
-                Ok(next) => slot = next,
-                Err(_) => return timer,
-            }
-        }
+        let slot = crate::core::slots::first_free_millisecond(timer.next_slot, taken);
         if slot == timer.next_slot {
             return timer;
         }

@@ -66,8 +66,7 @@ impl OneShotModel {
         } else {
             &mut self.latest_decided
         };
-        let latest = latest.entry(key.clone()).or_insert(slot);
-        *latest = (*latest).max(slot);
+        raise(latest, key, slot);
     }
 
     /// The engine skipped `key`'s `slot`, deciding an operator's trigger when `trigger`.
@@ -79,8 +78,7 @@ impl OneShotModel {
         if trigger {
             self.decided(key, slot);
         } else {
-            let latest = self.latest_decided.entry(key.clone()).or_insert(slot);
-            *latest = (*latest).max(slot);
+            raise(&mut self.latest_decided, key, slot);
         }
     }
 
@@ -183,6 +181,12 @@ impl OneShotModel {
         }
         Ok(())
     }
+}
+
+/// Raises `key`'s latest slot in `latest` to `slot`.
+fn raise(latest: &mut BTreeMap<HeartbeatKey, Timestamp>, key: &HeartbeatKey, slot: Timestamp) {
+    let latest = latest.entry(key.clone()).or_insert(slot);
+    *latest = (*latest).max(slot);
 }
 
 #[cfg(test)]

@@ -149,12 +149,7 @@ impl Driver {
                 || self.explicit.contains(&(key.clone(), slot))
                 || (queued && self.admission_queue.contains(&(key.clone(), slot)))
         };
-        while taken(slot) {
-            match slot.checked_add(jiff::SignedDuration::from_millis(1)) {
-                Ok(next) => slot = next,
-                Err(_) => break,
-            }
-        }
+        let slot = crate::core::slots::first_free_millisecond(slot, taken);
         self.trigger_floor.insert(key.clone(), slot);
         self.triggered.push((key.clone(), slot));
         self.explicit.insert((key.clone(), slot));
