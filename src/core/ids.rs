@@ -80,6 +80,7 @@ macro_rules! id_type {
         // its id's) are equal without reading it: a start-up sorts a million keys.
         // (`SharedText`'s order.)
         impl Ord for $name {
+            #[inline]
             fn cmp(&self, other: &Self) -> Ordering {
                 self.0.cmp(&other.0)
             }

@@ -158,10 +158,21 @@ impl PartialEq for SharedText {
 impl Eq for SharedText {}
 
 impl Ord for SharedText {
+    // Inline: the copies of one text that a map's keys share (every key of an agent holds
+    // its agent's id) compare by their pointers, where a call took as long as the rest of a
+    // key's comparison (ADR 0053).
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
         if Self::ptr_eq(self, other) {
             return Ordering::Equal;
         }
+        self.cmp_words(other)
+    }
+}
+
+impl SharedText {
+    #[inline]
+    fn cmp_words(&self, other: &Self) -> Ordering {
         // The first unequal word orders them as their first unequal byte would. When the
         // shorter text's words are all equal to the longer's, it is a prefix of the longer
         // (whose bytes over its padding are zeros too), so the shorter comes first.

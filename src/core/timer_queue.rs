@@ -5,10 +5,13 @@
 //! armed, exactly one [`SlotTimer`] beside it, indexed twice: by wall due time and (for
 //! interval heartbeats) by monotonic deadline. Re-arming or removing a heartbeat replaces
 //! or drops its one timer, so no update can leave a stray timer behind (field notes,
-//! failure 11), and a timer cannot outlive its entry. Entry and timer share one map
-//! element: two maps keyed alike held every key twice (ADR 0026).
+//! failure 11), and a timer cannot outlive its entry. Entry and timer share one element
+//! (ADR 0026), held at a numbered place that the indexes name (ADR 0053): a due timer is
+//! taken out and its entry found without comparing a key.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod places;
+
+use std::collections::{btree_map, BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -17,21 +20,32 @@ use crate::core::ids::HeartbeatKey;
 use crate::core::slots::SlotTimer;
 use crate::limits::DRIVER_SLEEP_SECS_MAX;
 use crate::ports::clock::{Mono, Now};
+use places::Places;
 
 #[derive(Debug)]
 pub struct TimerQueue<V> {
-    entries: BTreeMap<HeartbeatKey, Timed<V>>,
+    /// Each entry's place in `placed`.
+    places: BTreeMap<HeartbeatKey, u32>,
+    /// The entries and their timers, by place.
+    placed: Places<Timed<V>>,
     /// How many entries have a timer.
     armed: usize,
-    /// By wall due time in nanoseconds since the Unix epoch ([`wall_nanos`]: 8 bytes, not 16).
-    by_wall: BTreeSet<(i64, HeartbeatKey)>,
+    /// By wall due time in nanoseconds since the Unix epoch ([`wall_nanos`]: 8 bytes, not
+    /// 16), then by place: equal due times come in the order their entries were placed.
+    by_wall: BTreeSet<(i64, u32)>,
     /// By monotonic deadline in nanoseconds (as [`PackedTimer`] keeps it: 8 bytes, not 16).
-    by_mono: BTreeSet<(u64, HeartbeatKey)>,
+    by_mono: BTreeSet<(u64, u32)>,
 }
 
 impl<V> Default for TimerQueue<V> {
     fn default() -> Self {
-        Self { entries: BTreeMap::new(), armed: 0, by_wall: BTreeSet::new(), by_mono: BTreeSet::new() }
+        Self {
+            places: BTreeMap::new(),
+            placed: Places::default(),
+            armed: 0,
+            by_wall: BTreeSet::new(),
+            by_mono: BTreeSet::new(),
+        }
     }
 }
 
@@ -42,9 +56,10 @@ enum Index {
     Mono,
 }
 
-/// An entry and its timer, if it is armed.
+/// An entry, its key (what a due place answers) and its timer, if it is armed.
 #[derive(Debug)]
 struct Timed<V> {
+    key: HeartbeatKey,
     value: V,
     timer: PackedTimer,
 }
@@ -110,20 +125,24 @@ impl PackedTimer {
 /// indexes: fewer are built sooner on one (and the simulator's small loads stay on one).
 const LOAD_ENTRIES_PER_THREAD_MIN: usize = 50_000;
 
-/// What a start-up loads into a [`TimerQueue`], gathered a page at a time: each page is
-/// sorted as it comes, while the store reads the next one, so that building the queue merges
-/// sorted runs. Sorting a million keys and due times only once the load had ended took half
-/// a second of a restart with the other core idle.
+/// What a start-up loads into a [`TimerQueue`], gathered a page at a time: each entry is
+/// placed as it comes, and each page's keys and due times are sorted as it comes, while the
+/// store reads the next one, so that building the queue merges sorted runs. Sorting a
+/// million keys and due times only once the load had ended took half a second of a restart
+/// with the other core idle.
 #[derive(Debug)]
 pub struct QueueLoad<V> {
-    entries: Vec<(HeartbeatKey, Timed<V>)>,
-    by_wall: Vec<(i64, HeartbeatKey)>,
-    by_mono: Vec<(u64, HeartbeatKey)>,
+    /// The entries in the order they came: each one's place is its index.
+    entries: Vec<Timed<V>>,
+    /// Each entry's key and place, sorted within each page.
+    keys: Vec<(HeartbeatKey, u32)>,
+    by_wall: Vec<(i64, u32)>,
+    by_mono: Vec<(u64, u32)>,
 }
 
 impl<V> Default for QueueLoad<V> {
     fn default() -> Self {
-        Self { entries: Vec::new(), by_wall: Vec::new(), by_mono: Vec::new() }
+        Self { entries: Vec::new(), keys: Vec::new(), by_wall: Vec::new(), by_mono: Vec::new() }
     }
 }
 
@@ -134,21 +153,24 @@ impl<V> QueueLoad<V> {
 
     /// Adds one page's entries, each with its timer or none, after those of the pages before.
     pub fn push_page(&mut self, page: Vec<(HeartbeatKey, V, Option<SlotTimer>)>) {
-        let (entries_from, wall_from, mono_from) = (self.entries.len(), self.by_wall.len(), self.by_mono.len());
+        let (keys_from, wall_from, mono_from) = (self.keys.len(), self.by_wall.len(), self.by_mono.len());
+        self.keys.reserve(page.len());
         self.entries.reserve(page.len());
         for (key, value, timer) in page {
+            let place = places::loaded_place(self.entries.len());
+            let packed = timer.map_or(PackedTimer::none(), PackedTimer::pack);
+            self.entries.push(Timed { key: key.clone(), value, timer: packed });
             if let Some(timer) = timer {
-                self.by_wall.push((wall_nanos(timer.due_wall()), key.clone()));
+                self.by_wall.push((wall_nanos(timer.due_wall()), place));
                 if let Some(mono) = timer.next_mono {
-                    self.by_mono.push((mono_nanos(mono), key.clone()));
+                    self.by_mono.push((mono_nanos(mono), place));
                 }
             }
-            let timer = timer.map_or(PackedTimer::none(), PackedTimer::pack);
-            self.entries.push((key, Timed { value, timer }));
+            self.keys.push((key, place));
         }
-        // Stable, so a key the page gives twice keeps its order; the indexes' elements are
-        // distinct but for such a key, whose extra ones the build drops.
-        self.entries[entries_from..].sort_by(|(a, _), (b, _)| a.cmp(b));
+        // Unstable (no buffer): a key given twice makes the load go entry by entry, in the
+        // order they came, whatever this order.
+        self.keys[keys_from..].sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
         self.by_wall[wall_from..].sort_unstable();
         self.by_mono[mono_from..].sort_unstable();
     }
@@ -161,59 +183,77 @@ impl<V> TimerQueue<V> {
 
     /// Sets `key`'s entry, keeping the timer it had, if any.
     pub fn insert(&mut self, key: HeartbeatKey, value: V) {
-        match self.entries.get_mut(&key) {
-            Some(timed) => timed.value = value,
-            None => {
-                self.entries.insert(key, Timed { value, timer: PackedTimer::none() });
+        match self.places.entry(key) {
+            btree_map::Entry::Occupied(occupied) => {
+                if let Some(timed) = self.placed.get_mut(*occupied.get()) {
+                    timed.value = value;
+                }
+            }
+            btree_map::Entry::Vacant(vacant) => {
+                let timed = Timed { key: vacant.key().clone(), value, timer: PackedTimer::none() };
+                vacant.insert(self.placed.insert(timed));
             }
         }
     }
 
     /// Drops `key`'s entry and its timer.
     pub fn remove(&mut self, key: &HeartbeatKey) -> Option<V> {
-        self.disarm(key);
-        self.entries.remove(key).map(|timed| timed.value)
+        let place = self.places.remove(key)?;
+        let timed = self.placed.remove(place)?;
+        if let Some(timer) = timed.timer.unpack() {
+            self.armed -= 1;
+            unindex(&mut self.by_wall, &mut self.by_mono, place, timer, None);
+        }
+        Some(timed.value)
+    }
+
+    fn timed(&self, key: &HeartbeatKey) -> Option<&Timed<V>> {
+        self.placed.get(*self.places.get(key)?)
+    }
+
+    fn timed_mut(&mut self, key: &HeartbeatKey) -> Option<&mut Timed<V>> {
+        self.placed.get_mut(*self.places.get(key)?)
     }
 
     pub fn get(&self, key: &HeartbeatKey) -> Option<&V> {
-        self.entries.get(key).map(|timed| &timed.value)
+        self.timed(key).map(|timed| &timed.value)
     }
 
     pub fn get_mut(&mut self, key: &HeartbeatKey) -> Option<&mut V> {
-        self.entries.get_mut(key).map(|timed| &mut timed.value)
+        self.timed_mut(key).map(|timed| &mut timed.value)
     }
 
     /// An entry and its timer, if it is armed, in one search of the map.
     pub fn get_with_timer(&self, key: &HeartbeatKey) -> Option<(&V, Option<SlotTimer>)> {
-        self.entries.get(key).map(|timed| (&timed.value, timed.timer.unpack()))
+        self.timed(key).map(|timed| (&timed.value, timed.timer.unpack()))
     }
 
     /// As [`TimerQueue::get_with_timer`], the entry to change (its timer changes only
     /// through the queue).
     pub fn get_mut_with_timer(&mut self, key: &HeartbeatKey) -> Option<(&mut V, Option<SlotTimer>)> {
-        self.entries.get_mut(key).map(|timed| (&mut timed.value, timed.timer.unpack()))
+        self.timed_mut(key).map(|timed| (&mut timed.value, timed.timer.unpack()))
     }
 
     pub fn contains_key(&self, key: &HeartbeatKey) -> bool {
-        self.entries.contains_key(key)
+        self.places.contains_key(key)
     }
 
     /// Every entry, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&HeartbeatKey, &V)> {
-        self.entries.iter().map(|(key, timed)| (key, &timed.value))
+        self.places.iter().filter_map(|(key, place)| self.placed.get(*place).map(|timed| (key, &timed.value)))
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &HeartbeatKey> {
-        self.entries.keys()
+        self.places.keys()
     }
 
     /// How many entries there are, armed or not.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.places.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.places.is_empty()
     }
 
     /// How many entries have a timer.
@@ -224,22 +264,24 @@ impl<V> TimerQueue<V> {
     /// Arms `key` with `timer`, replacing any timer it had; a key with no entry has no
     /// timer either (returns false).
     pub fn arm(&mut self, key: &HeartbeatKey, timer: SlotTimer) -> bool {
-        let Some(timed) = self.entries.get_mut(key) else { return false };
+        let Some(place) = self.places.get(key).copied() else { return false };
+        let Some(timed) = self.placed.get_mut(place) else { return false };
         match timed.timer.unpack() {
-            Some(old) => unindex(&mut self.by_wall, &mut self.by_mono, key, old, None),
+            Some(old) => unindex(&mut self.by_wall, &mut self.by_mono, place, old, None),
             None => self.armed += 1,
         }
         timed.timer = PackedTimer::pack(timer);
-        self.by_wall.insert((wall_nanos(timer.due_wall()), key.clone()));
+        self.by_wall.insert((wall_nanos(timer.due_wall()), place));
         if let Some(mono) = timer.next_mono {
-            self.by_mono.insert((mono_nanos(mono), key.clone()));
+            self.by_mono.insert((mono_nanos(mono), place));
         }
         true
     }
 
     /// Drops `key`'s timer, if it has one; its entry stays.
     pub fn disarm(&mut self, key: &HeartbeatKey) -> Option<SlotTimer> {
-        self.disarm_popped(key, None)
+        let place = *self.places.get(key)?;
+        self.disarm_popped(place, None).map(|(_, timer)| timer)
     }
 
     /// Sets each of `loaded`'s entries as [`TimerQueue::insert`] and [`TimerQueue::arm`]
@@ -252,92 +294,102 @@ impl<V> TimerQueue<V> {
     where
         V: Send,
     {
-        let QueueLoad { entries, by_wall, by_mono } = loaded;
-        if !self.entries.is_empty() {
-            for (key, timed) in entries {
-                self.insert(key.clone(), timed.value);
-                if let Some(timer) = timed.timer.unpack() {
+        let QueueLoad { entries, keys, by_wall, by_mono } = loaded;
+        if !self.places.is_empty() {
+            for Timed { key, value, timer } in entries {
+                self.insert(key.clone(), value);
+                if let Some(timer) = timer.unpack() {
                     self.arm(&key, timer);
                 }
             }
             return;
         }
-        let given = entries.len();
-        // Each page's run came sorted: a stable sort merges the runs (a key given twice
-        // stays in the order it came, and the map keeps the last of equal keys).
-        let build_entries = |mut entries: Vec<(HeartbeatKey, Timed<V>)>| -> BTreeMap<HeartbeatKey, Timed<V>> {
-            entries.sort_by(|(a, _), (b, _)| a.cmp(b));
-            entries.into_iter().collect()
+        // The map of places, unless a key was given twice. Each page's run came sorted, so
+        // the sort merges runs; unstable, as no two keys are equal but in the case that
+        // builds no map, and so with no buffer beside the million keys.
+        let build_places = |mut keys: Vec<(HeartbeatKey, u32)>| -> Option<BTreeMap<HeartbeatKey, u32>> {
+            keys.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+            if keys.windows(2).any(|pair| pair[0].0 == pair[1].0) {
+                return None;
+            }
+            Some(keys.into_iter().collect())
         };
-        let build_indexes = |mut by_wall: Vec<(i64, HeartbeatKey)>, mut by_mono: Vec<(u64, HeartbeatKey)>| {
-            by_wall.sort();
-            by_mono.sort();
+        let build_indexes = |mut by_wall: Vec<(i64, u32)>, mut by_mono: Vec<(u64, u32)>| {
+            by_wall.sort_unstable();
+            by_mono.sort_unstable();
             (by_wall.into_iter().collect::<BTreeSet<_>>(), by_mono.into_iter().collect::<BTreeSet<_>>())
         };
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        let (entries, (mut by_wall, mut by_mono)) = if cores > 1 && given >= LOAD_ENTRIES_PER_THREAD_MIN {
+        let (places, (by_wall, by_mono)) = if cores > 1 && keys.len() >= LOAD_ENTRIES_PER_THREAD_MIN {
             // The map on a thread of its own, the indexes on this one: the two halves took
             // about as long as each other, one after the other, on one core (2026-12-02).
             std::thread::scope(|scope| {
-                let entries = scope.spawn(move || build_entries(entries));
+                let places = scope.spawn(move || build_places(keys));
                 let indexes = build_indexes(by_wall, by_mono);
                 // Sorting and collecting cannot fail; a panic there is a bug, and stays one.
-                (entries.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), indexes)
+                (places.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), indexes)
             })
         } else {
-            (build_entries(entries), build_indexes(by_wall, by_mono))
+            (build_places(keys), build_indexes(by_wall, by_mono))
         };
-        // A key given twice keeps its last timer: its other index entries go.
-        if entries.len() < given {
-            let timer = |key: &HeartbeatKey| entries.get(key).and_then(|timed| timed.timer.unpack());
-            by_wall.retain(|(due, key)| timer(key).is_some_and(|timer| wall_nanos(timer.due_wall()) == *due));
-            by_mono.retain(|(mono, key)| {
-                timer(key).is_some_and(|timer| timer.next_mono.is_some_and(|next| mono_nanos(next) == *mono))
-            });
-        }
-        self.entries = entries;
+        let Some(places) = places else {
+            // A key given twice (no store gives one; a start-up must still not lose it): each
+            // in turn, the last entry and timer kept, and none where the last had none.
+            for Timed { key, value, timer } in entries {
+                self.insert(key.clone(), value);
+                if let Some(timer) = timer.unpack() {
+                    self.arm(&key, timer);
+                } else {
+                    self.disarm(&key);
+                }
+            }
+            return;
+        };
+        self.places = places;
+        self.placed = Places::loaded(entries);
         self.armed = by_wall.len();
         self.by_wall = by_wall;
         self.by_mono = by_mono;
     }
 
     pub fn timer(&self, key: &HeartbeatKey) -> Option<SlotTimer> {
-        self.entries.get(key).and_then(|timed| timed.timer.unpack())
+        self.timed(key).and_then(|timed| timed.timer.unpack())
     }
 
-    /// Takes up to `max` due timers out, earliest first; the caller fires each and arms
-    /// what comes next.
+    /// Takes up to `max` due timers out, earliest first (equal due times in the order their
+    /// entries were placed); the caller fires each and arms what comes next.
     pub fn take_due(&mut self, now: Now, max: usize) -> Vec<(HeartbeatKey, SlotTimer)> {
         let mut due = Vec::new();
         while due.len() < max {
-            let Some((key, popped)) = self.take_earliest_due(now) else { break };
-            let Some(timer) = self.disarm_popped(&key, Some(popped)) else { break };
-            due.push((key, timer));
+            let Some((place, popped)) = self.take_earliest_due(now) else { break };
+            let Some(fired) = self.disarm_popped(place, Some(popped)) else { break };
+            due.push(fired);
         }
         due
     }
 
-    /// The key of the earliest due timer, taken out of the index that has it first: its
-    /// first element, reached without a key comparison.
-    fn take_earliest_due(&mut self, now: Now) -> Option<(HeartbeatKey, Index)> {
+    /// The place of the earliest due timer, taken out of the index that has it first: its
+    /// first element.
+    fn take_earliest_due(&mut self, now: Now) -> Option<(u32, Index)> {
         if self.by_mono.first().is_some_and(|(mono, _)| *mono <= mono_nanos(now.mono)) {
-            return self.by_mono.pop_first().map(|(_, key)| (key, Index::Mono));
+            return self.by_mono.pop_first().map(|(_, place)| (place, Index::Mono));
         }
         if self.by_wall.first().is_some_and(|(wall, _)| *wall <= wall_nanos(now.wall)) {
-            return self.by_wall.pop_first().map(|(_, key)| (key, Index::Wall));
+            return self.by_wall.pop_first().map(|(_, place)| (place, Index::Wall));
         }
         None
     }
 
-    /// [`TimerQueue::disarm`] of a key whose element of the `popped` index, if any, is
-    /// out already.
-    fn disarm_popped(&mut self, key: &HeartbeatKey, popped: Option<Index>) -> Option<SlotTimer> {
-        let timed = self.entries.get_mut(key)?;
+    /// Disarms the entry at `place`, whose element of the `popped` index, if any, is out
+    /// already: its key and the timer it had.
+    fn disarm_popped(&mut self, place: u32, popped: Option<Index>) -> Option<(HeartbeatKey, SlotTimer)> {
+        let timed = self.placed.get_mut(place)?;
         let timer = timed.timer.unpack()?;
         timed.timer = PackedTimer::none();
+        let key = timed.key.clone();
         self.armed -= 1;
-        unindex(&mut self.by_wall, &mut self.by_mono, key, timer, popped);
-        Some(timer)
+        unindex(&mut self.by_wall, &mut self.by_mono, place, timer, popped);
+        Some((key, timer))
     }
 
     /// The monotonic time at which the driver should next wake: the earliest deadline on
@@ -357,20 +409,20 @@ impl<V> TimerQueue<V> {
     }
 }
 
-/// Drops `timer`'s entries from the indexes but the `popped` one, whose element is out
-/// already (the map's element is the caller's to change).
+/// Drops the index elements of `timer`, at `place`, but the `popped` one's, which is out
+/// already (the entry's own timer is the caller's to change).
 fn unindex(
-    by_wall: &mut BTreeSet<(i64, HeartbeatKey)>,
-    by_mono: &mut BTreeSet<(u64, HeartbeatKey)>,
-    key: &HeartbeatKey,
+    by_wall: &mut BTreeSet<(i64, u32)>,
+    by_mono: &mut BTreeSet<(u64, u32)>,
+    place: u32,
     timer: SlotTimer,
     popped: Option<Index>,
 ) {
     if popped != Some(Index::Wall) {
-        by_wall.remove(&(wall_nanos(timer.due_wall()), key.clone()));
+        by_wall.remove(&(wall_nanos(timer.due_wall()), place));
     }
     if let Some(mono) = timer.next_mono.filter(|_| popped != Some(Index::Mono)) {
-        by_mono.remove(&(mono_nanos(mono), key.clone()));
+        by_mono.remove(&(mono_nanos(mono), place));
     }
 }
 
@@ -489,6 +541,12 @@ mod tests {
     }
 
     #[test]
+    fn a_placed_entry_is_its_own_size_placed_or_free() {
+        // So a start-up's load becomes its places without a copy (`Places::loaded`).
+        assert_eq!(std::mem::size_of::<Option<Timed<u64>>>(), std::mem::size_of::<Timed<u64>>());
+    }
+
+    #[test]
     fn a_packed_timer_is_32_bytes_and_unpacks_as_it_was() {
         assert_eq!(std::mem::size_of::<PackedTimer>(), 32);
         assert_eq!(std::mem::size_of::<Option<SlotTimer>>(), 48);
@@ -541,18 +599,33 @@ mod tests {
     /// page, the queue is the one that inserting and arming each in turn builds.
     #[test]
     fn loading_in_pages_is_inserting_and_arming_each_in_turn() {
-        paged_load_is_one_at_a_time(6, 10);
+        paged_load_is_one_at_a_time(6, 10, Repeats::Some);
+        paged_load_is_one_at_a_time(6, 10, Repeats::None);
     }
 
     /// A load as large as a start-up's builds its map on a thread beside its indexes.
     #[test]
     fn a_large_load_in_pages_is_inserting_and_arming_each_in_turn() {
-        paged_load_is_one_at_a_time(7, (LOAD_ENTRIES_PER_THREAD_MIN / 6) as u64);
+        paged_load_is_one_at_a_time(7, (LOAD_ENTRIES_PER_THREAD_MIN / 6) as u64, Repeats::Some);
+        paged_load_is_one_at_a_time(7, (LOAD_ENTRIES_PER_THREAD_MIN / 6) as u64, Repeats::None);
     }
 
-    /// `pages` pages of `per_page` rows each and one more, loaded, are the queue that
-    /// inserting and arming each in turn builds.
-    fn paged_load_is_one_at_a_time(pages: u64, per_page: u64) {
+    /// An index's elements with the key each place holds.
+    fn named<T: Copy, V>(queue: &TimerQueue<V>, index: &BTreeSet<(T, u32)>) -> Vec<(T, HeartbeatKey)> {
+        index.iter().map(|(due, place)| (*due, queue.placed.get(*place).expect("placed").key.clone())).collect()
+    }
+
+    /// Whether a load gives some keys twice (a store never does; the load must still keep
+    /// the last) or each key once (a start-up's way, built from the sorted pages).
+    #[derive(Clone, Copy, PartialEq)]
+    enum Repeats {
+        Some,
+        None,
+    }
+
+    /// `pages` pages of `per_page` rows each (and, with repeats, one more each), loaded, are
+    /// the queue that inserting and arming each in turn builds.
+    fn paged_load_is_one_at_a_time(pages: u64, per_page: u64, repeats: Repeats) {
         // Keys out of order within and across pages, due times that tie, a key given again in
         // a later page (with another timer, then with none) and within one page. 37 and the
         // number of keys share no factor, so each index names another key.
@@ -567,7 +640,9 @@ mod tests {
                         (key(&name(index)), index, timer)
                     })
                     .collect();
-                rows.push((key(&name(page)), 1_000_000 + page, (page % 2 == 0).then(|| timer(at(0), 2))));
+                if repeats == Repeats::Some {
+                    rows.push((key(&name(page)), 1_000_000 + page, (page % 2 == 0).then(|| timer(at(0), 2))));
+                }
                 rows
             })
             .collect();
@@ -592,11 +667,25 @@ mod tests {
         };
         assert_eq!(contents(&paged), contents(&one_at_a_time));
         assert_eq!((paged.len(), paged.armed()), (one_at_a_time.len(), one_at_a_time.armed()));
-        assert_eq!(paged.by_wall, one_at_a_time.by_wall, "one index entry per armed key, by due time");
-        assert_eq!(paged.by_mono, one_at_a_time.by_mono);
+        // Places may be numbered otherwise; the keys they name are the same, in the same order.
+        let (paged_wall, one_wall) = (named(&paged, &paged.by_wall), named(&one_at_a_time, &one_at_a_time.by_wall));
+        assert_eq!(paged_wall, one_wall, "one index entry per armed key, by due time");
+        assert_eq!(named(&paged, &paged.by_mono), named(&one_at_a_time, &one_at_a_time.by_mono));
         for secs in [0, 1, 2, 3, 5, 8] {
             assert_eq!(fire(&mut paged, at(secs), 7, 1), fire(&mut one_at_a_time, at(secs), 7, 1), "at {secs} s");
         }
+    }
+
+    #[test]
+    fn equal_due_times_come_in_the_order_their_entries_were_placed() {
+        let mut queue = TimerQueue::new();
+        for name in ["c", "a", "b"] {
+            arm(&mut queue, name, timer(at(0), 10));
+        }
+        assert_eq!(queue.remove(&key("a")), Some(()));
+        arm(&mut queue, "d", timer(at(0), 10));
+        assert_eq!(fire(&mut queue, at(10), 100, 10), vec![key("c"), key("d"), key("b")], "d took a's place");
+        assert_eq!((queue.len(), queue.armed(), queue.by_wall.len(), queue.by_mono.len()), (3, 3, 3, 3));
     }
 
     #[test]

@@ -731,7 +731,10 @@ impl Model<'_> {
                 self.last_failed.remove(key);
                 self.unrecorded_failures.remove(key);
                 if let Some(def) = self.defs.get(key) {
-                    self.running_defs.insert(key.clone(), def.clone());
+                    let before = self.running_defs.insert(key.clone(), def.clone());
+                    if before.is_some_and(|before| before.schedule != def.schedule) {
+                        self.one_shots.schedule_changed(key);
+                    }
                 }
                 Ok(())
             }
@@ -783,7 +786,11 @@ impl Model<'_> {
                 });
                 let instant_of_a_trigger =
                     instant == Some(slot.as_millisecond()) && self.one_shots.decided_as_trigger(key, *slot);
-                if !self.is_trigger(key, *slot) && !instant_of_a_trigger {
+                // Nor a slot of a schedule set after a trigger took its millisecond: the
+                // trigger kept off the old schedule's slots only, and backward wall jumps
+                // brought the new one's there (seed 1927871965001; ADR 0052's open collision).
+                let trigger_before_new_schedule = self.one_shots.decided_as_trigger_before_new_schedule(key, *slot);
+                if !self.is_trigger(key, *slot) && !instant_of_a_trigger && !trigger_before_new_schedule {
                     return fail(
                         NO_SLOT_OFFERED_TWICE,
                         format!("{key} offered slot {slot}, which the store had decided"),

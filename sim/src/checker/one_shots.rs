@@ -42,6 +42,9 @@ pub struct OneShotModel {
     triggers: BTreeSet<(HeartbeatKey, Timestamp)>,
     /// Those of `triggers` decided (claimed, recorded or skipped).
     triggers_decided: BTreeSet<(HeartbeatKey, Timestamp)>,
+    /// Those of `triggers_decided` decided before their job's schedule changed: the new
+    /// schedule's slots were not known to the trigger, which could not keep off them.
+    triggers_before_new_schedule: BTreeSet<(HeartbeatKey, Timestamp)>,
     /// The one-shots (by their instant) that a run of theirs finished with success, in the
     /// store, since their id was last stored.
     succeeded: BTreeMap<HeartbeatKey, Timestamp>,
@@ -97,6 +100,19 @@ impl OneShotModel {
     /// the trigger's).
     pub fn decided_as_trigger(&self, key: &HeartbeatKey, slot: Timestamp) -> bool {
         self.triggers_decided.contains(&(key.clone(), slot))
+    }
+
+    /// `key`'s schedule changed: the triggers of it decided so far were made off the old
+    /// schedule's slots only.
+    pub fn schedule_changed(&mut self, key: &HeartbeatKey) {
+        let decided = self.triggers_decided.iter().filter(|(decided, _)| decided == key).cloned();
+        self.triggers_before_new_schedule.extend(decided.collect::<Vec<_>>());
+    }
+
+    /// Whether an operator's trigger of `key` decided `slot` before `key`'s schedule last
+    /// changed.
+    pub fn decided_as_trigger_before_new_schedule(&self, key: &HeartbeatKey, slot: Timestamp) -> bool {
+        self.triggers_before_new_schedule.contains(&(key.clone(), slot))
     }
 
     /// The process died: a trigger it had not decided went with it, and a later decision of
