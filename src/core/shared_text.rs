@@ -158,9 +158,10 @@ impl PartialEq for SharedText {
 impl Eq for SharedText {}
 
 impl Ord for SharedText {
-    // Inline: the copies of one text that a map's keys share (every key of an agent holds
-    // its agent's id) compare by their pointers, where a call took as long as the rest of a
-    // key's comparison (ADR 0053).
+    // Inline, as is the word loop below: a search of one of the driver's maps compares two
+    // dozen keys, and a call for each comparison cost the driver 2.5 % of its instructions
+    // (ADR 0053). The copies of one text that keys share (every key of an agent holds its
+    // agent's id) compare by their pointers.
     #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
         if Self::ptr_eq(self, other) {

@@ -106,7 +106,7 @@ impl OneShotModel {
     /// schedule's slots only.
     pub fn schedule_changed(&mut self, key: &HeartbeatKey) {
         let decided = self.triggers_decided.iter().filter(|(decided, _)| decided == key).cloned();
-        self.triggers_before_new_schedule.extend(decided.collect::<Vec<_>>());
+        self.triggers_before_new_schedule.extend(decided);
     }
 
     /// Whether an operator's trigger of `key` decided `slot` before `key`'s schedule last
