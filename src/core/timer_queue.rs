@@ -7,11 +7,13 @@
 //! or drops its one timer, so no update can leave a stray timer behind (field notes,
 //! failure 11), and a timer cannot outlive its entry. Entry and timer share one element
 //! (ADR 0026), held at a numbered place that the indexes name (ADR 0053): a due timer is
-//! taken out and its entry found without comparing a key.
+//! taken out and its entry found without comparing a key. A key finds its place through a
+//! hash table of places (ADR 0054).
 
+mod key_index;
 mod places;
 
-use std::collections::{btree_map, BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -20,12 +22,13 @@ use crate::core::ids::HeartbeatKey;
 use crate::core::slots::SlotTimer;
 use crate::limits::DRIVER_SLEEP_SECS_MAX;
 use crate::ports::clock::{Mono, Now};
+use key_index::KeyIndex;
 use places::Places;
 
 #[derive(Debug)]
 pub struct TimerQueue<V> {
-    /// Each entry's place in `placed`.
-    places: BTreeMap<HeartbeatKey, u32>,
+    /// Each entry's place in `placed`, by its key.
+    places: KeyIndex,
     /// The entries and their timers, by place.
     placed: Places<Timed<V>>,
     /// How many entries have a timer.
@@ -40,7 +43,7 @@ pub struct TimerQueue<V> {
 impl<V> Default for TimerQueue<V> {
     fn default() -> Self {
         Self {
-            places: BTreeMap::new(),
+            places: KeyIndex::default(),
             placed: Places::default(),
             armed: 0,
             by_wall: BTreeSet::new(),
@@ -126,23 +129,21 @@ impl PackedTimer {
 const LOAD_ENTRIES_PER_THREAD_MIN: usize = 50_000;
 
 /// What a start-up loads into a [`TimerQueue`], gathered a page at a time: each entry is
-/// placed as it comes, and each page's keys and due times are sorted as it comes, while the
-/// store reads the next one, so that building the queue merges sorted runs. Sorting a
-/// million keys and due times only once the load had ended took half a second of a restart
-/// with the other core idle.
+/// placed as it comes, and each page's due times are sorted as it comes, while the store
+/// reads the next one, so that building the queue merges sorted runs. Sorting a million
+/// keys and due times only once the load had ended took half a second of a restart with the
+/// other core idle; keys are no longer sorted at all (ADR 0054).
 #[derive(Debug)]
 pub struct QueueLoad<V> {
     /// The entries in the order they came: each one's place is its index.
     entries: Vec<Timed<V>>,
-    /// Each entry's key and place, sorted within each page.
-    keys: Vec<(HeartbeatKey, u32)>,
     by_wall: Vec<(i64, u32)>,
     by_mono: Vec<(u64, u32)>,
 }
 
 impl<V> Default for QueueLoad<V> {
     fn default() -> Self {
-        Self { entries: Vec::new(), keys: Vec::new(), by_wall: Vec::new(), by_mono: Vec::new() }
+        Self { entries: Vec::new(), by_wall: Vec::new(), by_mono: Vec::new() }
     }
 }
 
@@ -153,24 +154,19 @@ impl<V> QueueLoad<V> {
 
     /// Adds one page's entries, each with its timer or none, after those of the pages before.
     pub fn push_page(&mut self, page: Vec<(HeartbeatKey, V, Option<SlotTimer>)>) {
-        let (keys_from, wall_from, mono_from) = (self.keys.len(), self.by_wall.len(), self.by_mono.len());
-        self.keys.reserve(page.len());
+        let (wall_from, mono_from) = (self.by_wall.len(), self.by_mono.len());
         self.entries.reserve(page.len());
         for (key, value, timer) in page {
             let place = places::loaded_place(self.entries.len());
             let packed = timer.map_or(PackedTimer::none(), PackedTimer::pack);
-            self.entries.push(Timed { key: key.clone(), value, timer: packed });
+            self.entries.push(Timed { key, value, timer: packed });
             if let Some(timer) = timer {
                 self.by_wall.push((wall_nanos(timer.due_wall()), place));
                 if let Some(mono) = timer.next_mono {
                     self.by_mono.push((mono_nanos(mono), place));
                 }
             }
-            self.keys.push((key, place));
         }
-        // Unstable (no buffer): a key given twice makes the load go entry by entry, in the
-        // order they came, whatever this order.
-        self.keys[keys_from..].sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
         self.by_wall[wall_from..].sort_unstable();
         self.by_mono[mono_from..].sort_unstable();
     }
@@ -183,22 +179,22 @@ impl<V> TimerQueue<V> {
 
     /// Sets `key`'s entry, keeping the timer it had, if any.
     pub fn insert(&mut self, key: HeartbeatKey, value: V) {
-        match self.places.entry(key) {
-            btree_map::Entry::Occupied(occupied) => {
-                if let Some(timed) = self.placed.get_mut(*occupied.get()) {
-                    timed.value = value;
-                }
+        if let Some(place) = self.place(&key) {
+            if let Some(timed) = self.placed.get_mut(place) {
+                timed.value = value;
             }
-            btree_map::Entry::Vacant(vacant) => {
-                let timed = Timed { key: vacant.key().clone(), value, timer: PackedTimer::none() };
-                vacant.insert(self.placed.insert(timed));
-            }
+            return;
+        }
+        let place = self.placed.insert(Timed { key, value, timer: PackedTimer::none() });
+        let Self { places, placed, .. } = self;
+        if let Some(timed) = placed.get(place) {
+            places.insert(&timed.key, place, key_at(placed));
         }
     }
 
     /// Drops `key`'s entry and its timer.
     pub fn remove(&mut self, key: &HeartbeatKey) -> Option<V> {
-        let place = self.places.remove(key)?;
+        let place = self.places.remove(key, key_at(&self.placed))?;
         let timed = self.placed.remove(place)?;
         if let Some(timer) = timed.timer.unpack() {
             self.armed -= 1;
@@ -207,12 +203,17 @@ impl<V> TimerQueue<V> {
         Some(timed.value)
     }
 
+    /// The place of `key`'s entry.
+    fn place(&self, key: &HeartbeatKey) -> Option<u32> {
+        self.places.find(key, key_at(&self.placed))
+    }
+
     fn timed(&self, key: &HeartbeatKey) -> Option<&Timed<V>> {
-        self.placed.get(*self.places.get(key)?)
+        self.placed.get(self.place(key)?)
     }
 
     fn timed_mut(&mut self, key: &HeartbeatKey) -> Option<&mut Timed<V>> {
-        self.placed.get_mut(*self.places.get(key)?)
+        self.placed.get_mut(self.place(key)?)
     }
 
     pub fn get(&self, key: &HeartbeatKey) -> Option<&V> {
@@ -235,16 +236,20 @@ impl<V> TimerQueue<V> {
     }
 
     pub fn contains_key(&self, key: &HeartbeatKey) -> bool {
-        self.places.contains_key(key)
+        self.place(key).is_some()
     }
 
-    /// Every entry, in key order.
+    /// Every entry, in key order (sorted for the call: an operator's listing, not a
+    /// timer's path).
     pub fn iter(&self) -> impl Iterator<Item = (&HeartbeatKey, &V)> {
-        self.places.iter().filter_map(|(key, place)| self.placed.get(*place).map(|timed| (key, &timed.value)))
+        let mut all: Vec<&Timed<V>> = self.placed.iter().collect();
+        all.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        all.into_iter().map(|timed| (&timed.key, &timed.value))
     }
 
+    /// Every key, in the order of their places (no order a caller may rely on).
     pub fn keys(&self) -> impl Iterator<Item = &HeartbeatKey> {
-        self.places.keys()
+        self.placed.iter().map(|timed| &timed.key)
     }
 
     /// How many entries there are, armed or not.
@@ -253,7 +258,7 @@ impl<V> TimerQueue<V> {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.places.is_empty()
+        self.places.len() == 0
     }
 
     /// How many entries have a timer.
@@ -264,7 +269,7 @@ impl<V> TimerQueue<V> {
     /// Arms `key` with `timer`, replacing any timer it had; a key with no entry has no
     /// timer either (returns false).
     pub fn arm(&mut self, key: &HeartbeatKey, timer: SlotTimer) -> bool {
-        let Some(place) = self.places.get(key).copied() else { return false };
+        let Some(place) = self.place(key) else { return false };
         let Some(timed) = self.placed.get_mut(place) else { return false };
         match timed.timer.unpack() {
             Some(old) => unindex(&mut self.by_wall, &mut self.by_mono, place, old, None),
@@ -280,22 +285,22 @@ impl<V> TimerQueue<V> {
 
     /// Drops `key`'s timer, if it has one; its entry stays.
     pub fn disarm(&mut self, key: &HeartbeatKey) -> Option<SlotTimer> {
-        let place = *self.places.get(key)?;
+        let place = self.place(key)?;
         self.disarm_popped(place, None).map(|(_, timer)| timer)
     }
 
     /// Sets each of `loaded`'s entries as [`TimerQueue::insert`] and [`TimerQueue::arm`]
     /// would, in the order its pages came (a timer of `None` leaves the one the key had).
-    /// Into an empty queue (a start-up) the map and its indexes are built from the sorted
-    /// whole, their nodes full: filled one at a time, a B-tree's nodes split and stay half
-    /// full in key order, two-thirds in due order. A key given twice keeps its last entry
-    /// and timer.
+    /// Into an empty queue (a start-up) the indexes are built from the sorted whole, their
+    /// nodes full (filled one at a time, a B-tree's nodes split and stay two-thirds full in
+    /// due order), and the table of places from the entries as they lie. A key given twice
+    /// keeps its last entry and timer.
     pub fn load(&mut self, loaded: QueueLoad<V>)
     where
-        V: Send,
+        V: Sync,
     {
-        let QueueLoad { entries, keys, by_wall, by_mono } = loaded;
-        if !self.places.is_empty() {
+        let QueueLoad { entries, by_wall, by_mono } = loaded;
+        if !self.is_empty() {
             for Timed { key, value, timer } in entries {
                 self.insert(key.clone(), value);
                 if let Some(timer) = timer.unpack() {
@@ -304,15 +309,10 @@ impl<V> TimerQueue<V> {
             }
             return;
         }
-        // The map of places, unless a key was given twice. Each page's run came sorted, so
-        // the sort merges runs; unstable, as no two keys are equal but in the case that
-        // builds no map, and so with no buffer beside the million keys.
-        let build_places = |mut keys: Vec<(HeartbeatKey, u32)>| -> Option<BTreeMap<HeartbeatKey, u32>> {
-            keys.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
-            if keys.windows(2).any(|pair| pair[0].0 == pair[1].0) {
-                return None;
-            }
-            Some(keys.into_iter().collect())
+        // The table of places, unless a key was given twice.
+        let build_places = |entries: &[Timed<V>]| {
+            let keyed = entries.iter().enumerate().map(|(index, timed)| (&timed.key, places::loaded_place(index)));
+            KeyIndex::build(keyed, |place| entries.get(place as usize).map(|timed| &timed.key))
         };
         let build_indexes = |mut by_wall: Vec<(i64, u32)>, mut by_mono: Vec<(u64, u32)>| {
             by_wall.sort_unstable();
@@ -320,17 +320,16 @@ impl<V> TimerQueue<V> {
             (by_wall.into_iter().collect::<BTreeSet<_>>(), by_mono.into_iter().collect::<BTreeSet<_>>())
         };
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        let (places, (by_wall, by_mono)) = if cores > 1 && keys.len() >= LOAD_ENTRIES_PER_THREAD_MIN {
-            // The map on a thread of its own, the indexes on this one: the two halves took
-            // about as long as each other, one after the other, on one core (2026-12-02).
+        let (places, (by_wall, by_mono)) = if cores > 1 && entries.len() >= LOAD_ENTRIES_PER_THREAD_MIN {
+            // The table on a thread of its own, the indexes on this one.
             std::thread::scope(|scope| {
-                let places = scope.spawn(move || build_places(keys));
+                let places = scope.spawn(|| build_places(&entries));
                 let indexes = build_indexes(by_wall, by_mono);
                 // Sorting and collecting cannot fail; a panic there is a bug, and stays one.
                 (places.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), indexes)
             })
         } else {
-            (build_places(keys), build_indexes(by_wall, by_mono))
+            (build_places(&entries), build_indexes(by_wall, by_mono))
         };
         let Some(places) = places else {
             // A key given twice (no store gives one; a start-up must still not lose it): each
@@ -407,6 +406,11 @@ impl<V> TimerQueue<V> {
         }
         wake
     }
+}
+
+/// The key of the entry at a place of `placed`, as the table of places reads it.
+fn key_at<'a, V>(placed: &'a Places<Timed<V>>) -> impl Fn(u32) -> Option<&'a HeartbeatKey> + 'a {
+    move |place| placed.get(place).map(|timed| &timed.key)
 }
 
 /// Drops the index elements of `timer`, at `place`, but the `popped` one's, which is out

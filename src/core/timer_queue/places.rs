@@ -94,6 +94,11 @@ impl<T> Places<T> {
         self.slot_mut(place)?.as_mut()
     }
 
+    /// Every value held, in the order of their places.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.loaded.iter().chain(self.chunks.iter().flatten()).flatten()
+    }
+
     fn slot_mut(&mut self, place: u32) -> Option<&mut Option<T>> {
         let place = place as usize;
         match place.checked_sub(self.loaded.len()) {
@@ -118,6 +123,9 @@ mod tests {
         assert_eq!(places.remove(5), Some(5));
         assert_eq!(places.remove(5), None, "removed once");
         assert_eq!(places.get(5), None);
+        let held: Vec<u32> = places.iter().copied().collect();
+        assert_eq!(held.len(), PLACES_PER_CHUNK + 5, "every value but the removed one");
+        assert!(!held.contains(&5) && held.windows(2).all(|pair| pair[0] < pair[1]), "in the order of places");
         assert_eq!(places.remove(2), Some(2));
         assert_eq!(places.insert(100), 2, "the last freed place first, a loaded one too");
         assert_eq!(places.insert(101), 5);
