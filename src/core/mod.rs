@@ -16,6 +16,7 @@ pub mod heartbeat;
 pub mod heartbeat_file;
 pub mod hex;
 pub mod ids;
+pub mod key_map;
 pub mod message_split;
 pub mod next_run;
 pub mod partition;

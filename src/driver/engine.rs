@@ -24,6 +24,7 @@ use crate::core::flood::FloodGuard;
 use crate::core::guard::{self, GuardInput, SkipReason};
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, JobKind, Origin};
 use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::key_map::{key_map, KeyMap};
 use crate::core::pause::Pause;
 use crate::core::policy::{backoff_delay, jitter_offset, on_overlap, CatchUp, OverlapDecision};
 use crate::core::schedule::Schedule;
@@ -262,7 +263,7 @@ pub(crate) struct Driver {
     /// requests until they run or skip.
     explicit: std::collections::BTreeSet<(HeartbeatKey, Timestamp)>,
     /// The latest slot triggered per job, so two triggers in one millisecond stay two slots.
-    trigger_floor: BTreeMap<HeartbeatKey, Timestamp>,
+    trigger_floor: KeyMap<Timestamp>,
     /// Slots an operator triggered, until their run starts (its `RunTask` says so from then
     /// on) or they are dropped: a triggered run says nothing of a one-shot's own slot.
     trigger_slots: std::collections::BTreeSet<(HeartbeatKey, Timestamp)>,
@@ -281,14 +282,14 @@ pub(crate) struct Driver {
     admission_queue: VecDeque<(HeartbeatKey, Timestamp)>,
     /// How many slots each heartbeat has in the admission queue (it is not exhausted
     /// while one waits there).
-    queued: BTreeMap<HeartbeatKey, usize>,
+    queued: KeyMap<usize>,
     /// The latest slot a heartbeat's queued slot was decided as while more of its slots
     /// wait in the queue: those at or below it were caught up to and do not run again.
-    queue_caught_up: BTreeMap<HeartbeatKey, Timestamp>,
+    queue_caught_up: KeyMap<Timestamp>,
     /// The latest slot decided (run or skipped) of each heartbeat while an older slot of
     /// it was held behind a run or waited for a place: that one then runs as it is, since
     /// catching it up would decide one of those again.
-    decided_past_held: BTreeMap<HeartbeatKey, Timestamp>,
+    decided_past_held: KeyMap<Timestamp>,
     commands: mpsc::Receiver<Command>,
     /// Runs done working, and finished runs in the order the store committed their
     /// results (see `group_commit`).
@@ -344,7 +345,7 @@ impl Driver {
             global_spend: None,
             triggered: Vec::new(),
             explicit: std::collections::BTreeSet::new(),
-            trigger_floor: BTreeMap::new(),
+            trigger_floor: key_map(),
             trigger_slots: std::collections::BTreeSet::new(),
             backlogged: BTreeSet::new(),
             commons: Commons::default(),
@@ -352,9 +353,9 @@ impl Driver {
             next_prune,
             runs_in_flight_max: runs_in_flight_max.max(1),
             admission_queue: VecDeque::new(),
-            queued: BTreeMap::new(),
-            queue_caught_up: BTreeMap::new(),
-            decided_past_held: BTreeMap::new(),
+            queued: key_map(),
+            queue_caught_up: key_map(),
+            decided_past_held: key_map(),
             commands,
             completions,
         }
@@ -665,7 +666,7 @@ impl Driver {
         mut claims: Vec<SlotClaim>,
         mut skips: Vec<SkipRecord>,
     ) {
-        let mut claimed_now: BTreeMap<HeartbeatKey, usize> = BTreeMap::new();
+        let mut claimed_now: KeyMap<usize> = key_map();
         let mut retries = Vec::new();
         let spent = self.spent_budgets(due.iter().map(|(key, _)| key.agent.clone()).collect(), now).await;
         for (key, slot) in due {
@@ -780,7 +781,7 @@ impl Driver {
         });
         // Runs a heartbeat has in this pass (more than one under overlap `allow-all`): each
         // gets its definition, the last takes it.
-        let mut runs_of_key: BTreeMap<HeartbeatKey, usize> = BTreeMap::new();
+        let mut runs_of_key: KeyMap<usize> = key_map();
         for (claim, outcome) in claims.iter().zip(&outcomes) {
             if *outcome == ClaimOutcome::Claimed {
                 *runs_of_key.entry(claim.key.clone()).or_default() += 1;

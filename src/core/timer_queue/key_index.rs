@@ -4,22 +4,12 @@
 //! keys compared a dozen keys' texts a search, and held every key a second time.
 //!
 //! Nothing observable follows the table's order: the queue iterates its entries by place
-//! or sorted by key, never by hash. The seed is fixed all the same, so that two runs of one
-//! seed of the simulator lay the table out alike.
+//! or sorted by key, never by hash (the hash is `core::key_map`'s, its seed fixed).
 
-use std::hash::BuildHasher;
-
-use foldhash::fast::FixedState;
 use hashbrown::HashTable;
 
 use crate::core::ids::HeartbeatKey;
-
-/// Any fixed number: see the module's comment.
-const HASH_SEED: u64 = 0x7379_7374_6f6c_6531;
-
-fn hash(key: &HeartbeatKey) -> u64 {
-    FixedState::with_seed(HASH_SEED).hash_one(key)
-}
+use crate::core::key_map::key_hash as hash;
 
 /// Places by the key of the entry held at each. Every method takes `key_at`, which gives
 /// the key of the entry at a place: a place in the table always holds one.
