@@ -853,7 +853,9 @@ impl Driver {
         }
         // Admitted before its claim: it starts now, within `runs_in_flight_max`.
         self.context.events.emit(now.wall, &EngineEvent::RunStarted { key: claim.key.clone(), slot });
-        let task = tokio::spawn(run_claimed(context, claimed, slot, consumes));
+        // Boxed: the run's future is kilobytes, and the task's cell was built by copying it
+        // four times on the driver's thread, where a box copies it once (ADR 0054).
+        let task = tokio::spawn(Box::pin(run_claimed(context, claimed, slot, consumes)));
         self.runs.insert((claim.key, slot), RunTask { task, writing: false, triggered: claim.triggered });
     }
 
