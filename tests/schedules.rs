@@ -366,3 +366,32 @@ async fn a_one_shot_made_for_a_triggers_millisecond_runs_under_the_next_one() {
     assert_eq!(marks, vec![(slot, true), (own, false)], "two rows, the trigger's marked");
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+/// After a restart the new process made no trigger, and only the run log knows the
+/// trigger's row: the one-shot's claim of its instant meets it, and the store says it is a
+/// trigger's, so the own slot moves to the next millisecond and runs (ADR 0055).
+#[tokio::test(start_paused = true)]
+async fn a_one_shot_made_for_a_triggers_millisecond_after_a_restart_runs_under_the_next_one() {
+    let rig = Rig::new();
+    let hourly = HeartbeatDef { origin: Origin::Runtime, ..def("main", "tick", 3_600) };
+    let engine = rig.start(&[]).await;
+    engine.upsert(hourly.clone()).await.expect("create");
+    rig.advance(60).await;
+    let triggered = engine.trigger(&key("main", "tick")).await.expect("a trigger");
+    let systole::driver::TriggerOutcome::Queued { slot } = triggered else { panic!("queued: {triggered:?}") };
+    rig.advance(5).await;
+    engine.shutdown(Duration::from_secs(1)).await;
+    let engine = rig.start(&[]).await;
+    engine.upsert(HeartbeatDef { schedule: Schedule::At(slot), ..hourly }).await.expect("replace");
+    rig.advance(5).await;
+    let own = slot.checked_add(SignedDuration::from_millis(1)).expect("in range");
+    assert_eq!(slots(&rig.starts("main", "tick")), vec![slot, own], "the trigger's run, then the one-shot's own");
+    let moved = rig.events.matching(|event| {
+        matches!(event, EngineEvent::ClaimMetTrigger { slot: met, moved_to, .. } if *met == slot && *moved_to == own)
+    });
+    assert_eq!(moved.len(), 1, "the claim met the trigger's row once, and moved");
+    let rows = rig.store.executions(&key("main", "tick"), 10).await.expect("the run log");
+    let marks: Vec<(Timestamp, bool)> = rows.iter().map(|row| (row.slot, row.triggered)).rev().collect();
+    assert_eq!(marks, vec![(slot, true), (own, false)], "two rows, the trigger's marked");
+    engine.shutdown(Duration::from_secs(1)).await;
+}

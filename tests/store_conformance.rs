@@ -157,6 +157,26 @@ async fn a_triggered_run_is_logged_as_one_from_its_claim_to_its_end() {
     .await;
 }
 
+/// A claim that meets an operator's trigger's row says so, in a later batch and within
+/// one; one that meets the schedule's row does not (ADR 0055: a one-shot's own slot there is
+/// not decided).
+#[tokio::test]
+async fn a_claim_that_meets_a_triggers_row_says_so() {
+    with_each_store(|store| async move {
+        let k = key("main", "a");
+        store.seed_config(&[def("main", "a", 60)], at(0)).await.expect("seed");
+        let trigger = |secs| SlotClaim { triggered: true, ..claim(&k, secs) };
+        let first = store.claim_slots(&[trigger(90), claim(&k, 60), trigger(150), claim(&k, 150)]).await;
+        use ClaimOutcome::{AlreadyClaimed, AlreadyTriggered, Claimed};
+        assert_eq!(first.expect("claims"), [Claimed, Claimed, Claimed, AlreadyTriggered], "within a batch");
+        let again = store.claim_slots(&[claim(&k, 90), trigger(60), claim(&k, 60), trigger(90)]).await;
+        assert_eq!(again.expect("claims"), [AlreadyTriggered, AlreadyClaimed, AlreadyClaimed, AlreadyTriggered]);
+        let read = store.claim_and_read(&[claim(&k, 150)]).await.expect("claims");
+        assert_eq!(read.outcomes, [AlreadyTriggered], "and with the definitions");
+    })
+    .await;
+}
+
 /// A pass's claims come back with the definitions of the heartbeats they won, and only
 /// theirs: not a lost claim's, not a deleted heartbeat's; one for a heartbeat with two
 /// slots won (ADR 0037: SQLite reads them on its writer's thread, the others in a second

@@ -238,8 +238,10 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
             queue.ready.notified().await;
             continue;
         };
+        let op = resolved(world, op).await;
         let result = match &op {
-            Op::Create(def) => engine.upsert((**def).clone()).await.map(|()| true),
+            // (An edit into a one-shot at a trigger's slot is a `Create` by now: `resolved`.)
+            Op::Create(def) | Op::OneShotAtLatestTrigger(def) => engine.upsert((**def).clone()).await.map(|()| true),
             Op::Delete(key) => engine.delete(key).await,
             Op::Disable(key) => {
                 if own_slot_held_behind_trigger(world, key).await {
@@ -306,6 +308,19 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
             Err(error) => world.record(Event::OpFailed { life: life.number, op, error: error.to_string() }),
         }
     }
+}
+
+/// `op` as it is applied: an edit into a one-shot at the latest trigger's slot is the
+/// `Create` of that one-shot, its instant read from the run log now (the instant it came
+/// with when the log has no trigger of it: the trigger's claim failed, say).
+async fn resolved(world: &World, op: Op) -> Op {
+    let Op::OneShotAtLatestTrigger(mut def) = op else { return op };
+    let executions = world.durable.executions(&def.key, usize::MAX).await.unwrap_or_default();
+    if let Some(slot) = executions.iter().filter(|execution| execution.triggered).map(|execution| execution.slot).max()
+    {
+        def.schedule = systole::core::schedule::Schedule::At(slot);
+    }
+    Op::Create(def)
 }
 
 /// Whether `key` is a stored one-shot, enabled, whose instant has come by the wall clock

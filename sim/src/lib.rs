@@ -10,6 +10,7 @@ mod checker;
 mod cluster;
 mod faults;
 mod harness;
+mod one_shot_at_trigger;
 mod one_shot_triggers;
 mod options;
 mod ports;

@@ -68,6 +68,9 @@ pub enum Stream {
     OneShotTriggers = 24,
     /// A one-shot enabled while an operator's trigger of it is held (`trigger_held_enable`).
     TriggerHeldEnable = 25,
+    /// A one-shot edited in at an operator's trigger's slot after a restart
+    /// (`one_shot_at_trigger`).
+    OneShotAtTrigger = 26,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -334,6 +337,13 @@ impl SimOptions {
             wall_at,
             &jump_times,
         ));
+        ops.extend(crate::one_shot_at_trigger::one_shot_at_trigger(
+            &mut self::rng(seed, Stream::OneShotAtTrigger),
+            &heartbeats,
+            safety,
+            wall_at,
+            &jump_times,
+        ));
         ops.sort_by_key(|op| op.after);
         Self {
             seed,
@@ -380,6 +390,7 @@ impl SimOptions {
         for op in &self.ops {
             let added: Vec<HeartbeatDef> = match &op.op {
                 crate::workload::Op::Reload(reloaded) => reloaded.clone(),
+                crate::workload::Op::OneShotAtLatestTrigger(def) => vec![(**def).clone()],
                 other => other.def().cloned().into_iter().collect(),
             };
             for def in added {

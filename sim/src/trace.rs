@@ -538,6 +538,9 @@ fn encode_engine_event(event: &EngineEvent, w: &mut Writer<'_>) {
         EngineEvent::RunWorkDone { key, slot } => {
             w.tag(33).key(key).time(*slot);
         }
+        EngineEvent::ClaimMetTrigger { key, slot, moved_to } => {
+            w.tag(35).key(key).time(*slot).time(*moved_to);
+        }
         EngineEvent::ClaimGone { key, slot } => {
             w.tag(22).key(key).time(*slot);
         }
@@ -747,6 +750,9 @@ fn describe_engine_event(event: &EngineEvent) -> String {
         }
         EngineEvent::Skipped { key, slot, reason } => format!("skipped {key} slot {slot}: {}", reason.as_str()),
         EngineEvent::ClaimLost { key, slot } => format!("claim lost {key} slot {slot}"),
+        EngineEvent::ClaimMetTrigger { key, slot, moved_to } => {
+            format!("claim of {key} slot {slot} met a trigger's row: moved to {moved_to}")
+        }
         EngineEvent::ClaimGone { key, slot } => format!("claim refused {key} slot {slot}: deleted"),
         EngineEvent::ClaimFailed { key, slot } => format!("claim failed {key} slot {slot}: not run"),
         EngineEvent::Retired { key, deleted } => {

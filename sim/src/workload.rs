@@ -129,13 +129,17 @@ pub enum Op {
     Reload(Vec<HeartbeatDef>),
     /// An operator backfills the job's slots of the last this long.
     Backfill(HeartbeatKey, Duration),
+    /// The job is edited into this one-shot, its instant the slot of its latest operator's
+    /// trigger in the run log, read as the op is applied (`one_shot_at_trigger`): applied,
+    /// it is the `Create` of that definition.
+    OneShotAtLatestTrigger(Box<HeartbeatDef>),
 }
 
 impl Op {
     /// The heartbeat a change is about (`None` for the agent layer's ops).
     pub fn key(&self) -> Option<&HeartbeatKey> {
         match self {
-            Op::Create(def) => Some(&def.key),
+            Op::Create(def) | Op::OneShotAtLatestTrigger(def) => Some(&def.key),
             Op::Delete(key) | Op::Disable(key) | Op::Enable(key) | Op::Trigger(key) | Op::Backfill(key, _) => Some(key),
             Op::SetFile(..)
             | Op::Wake(..)
@@ -173,6 +177,7 @@ impl Op {
             Op::Pause(agent, minutes) => format!("operator pauses {agent} for {minutes} min"),
             Op::Resume(agent) => format!("operator resumes {agent}"),
             Op::Backfill(key, span) => format!("backfill {key} over the last {}s", span.as_secs()),
+            Op::OneShotAtLatestTrigger(def) => format!("edit {} into a one-shot at its latest trigger's slot", def.key),
             Op::Reload(defs) => {
                 let keys: Vec<String> = defs.iter().map(|def| def.key.to_string()).collect();
                 format!("reload the config: now {}", keys.join(", "))

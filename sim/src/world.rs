@@ -94,10 +94,12 @@ pub enum RarePath {
     /// An operator enabled a one-shot, enabled already, while an operator's trigger of it
     /// was held behind a run, before its jittered own run was due (seed 1927871794526).
     EnableOverHeldTrigger,
+    /// A claim of the schedule's met an operator's trigger's row of the same millisecond.
+    ClaimMetTriggerRow,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 18] = [
+    pub const ALL: [RarePath; 19] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -116,6 +118,7 @@ impl RarePath {
         RarePath::KillWithOnlyTriggersOfOneShot,
         RarePath::DisableOfOwnSlotHeldBehindTrigger,
         RarePath::EnableOverHeldTrigger,
+        RarePath::ClaimMetTriggerRow,
     ];
 
     pub fn name(self) -> &'static str {
@@ -138,6 +141,7 @@ impl RarePath {
             RarePath::KillWithOnlyTriggersOfOneShot => "kill-with-only-triggers-of-one-shot",
             RarePath::DisableOfOwnSlotHeldBehindTrigger => "disable-of-own-slot-held-behind-trigger",
             RarePath::EnableOverHeldTrigger => "enable-over-held-trigger",
+            RarePath::ClaimMetTriggerRow => "claim-met-trigger-row",
         }
     }
 }

@@ -802,7 +802,10 @@ impl Driver {
                     };
                     self.start_run(claim, def, now);
                 }
-                ClaimOutcome::AlreadyClaimed => {
+                ClaimOutcome::AlreadyTriggered if !claim.triggered && self.own_slot_of_unarmed_one_shot(&claim) => {
+                    self.move_off_trigger(claim, now).await;
+                }
+                ClaimOutcome::AlreadyClaimed | ClaimOutcome::AlreadyTriggered => {
                     self.trigger_slots.remove(&(claim.key.clone(), claim.slot));
                     self.context
                         .events
@@ -1283,6 +1286,34 @@ impl Driver {
             return timer;
         }
         SlotTimer::resume(now, entry.def.schedule(), entry.jitter(key), slot)
+    }
+
+    /// Whether `claim` is a one-shot's own slot, at or after its instant, and the one-shot
+    /// has no timer: what its fire left when it found no slot after this one. A slot of the
+    /// schedule it replaced, or one claimed beside a timer armed since, is not its own.
+    fn own_slot_of_unarmed_one_shot(&self, claim: &SlotClaim) -> bool {
+        let Some((entry, timer)) = self.entries.get_with_timer(&claim.key) else { return false };
+        let Schedule::At(at) = entry.def.schedule() else { return false };
+        timer.is_none() && claim.slot.as_millisecond() >= at.as_millisecond()
+    }
+
+    /// A one-shot's own slot whose claim met an operator's trigger's row of that very
+    /// millisecond is not decided: the trigger decided nothing of the schedule (ADR 0049).
+    /// In this process `off_trigger_slots` keeps it off the triggers it made (ADR 0052);
+    /// this is the one made before a restart, which only the run log knows (ADR 0055). It
+    /// takes the next free millisecond, as a one-shot's own slot, and is claimed there.
+    async fn move_off_trigger(&mut self, claim: SlotClaim, now: Now) {
+        let Ok(above) = claim.slot.checked_add(SignedDuration::from_millis(1)) else { return };
+        let Some(entry) = self.entries.get(&claim.key) else { return };
+        let timer = SlotTimer::resume(now, entry.def.schedule(), entry.jitter(&claim.key), above);
+        let timer = self.off_trigger_slots(&claim.key, timer, now);
+        let moved_to = timer.next_slot;
+        let event = EngineEvent::ClaimMetTrigger { key: claim.key.clone(), slot: claim.slot, moved_to };
+        self.context.events.emit(now.wall, &event);
+        let Some(entry) = self.entries.get_mut(&claim.key) else { return };
+        entry.exhausted = false;
+        self.arm(claim.key.clone(), timer);
+        self.store_next_slot(claim.key, moved_to).await;
     }
 
     /// Retires heartbeats whose schedule has no more slots, once nothing of theirs runs or

@@ -63,6 +63,14 @@ pub enum EngineEvent {
         key: HeartbeatKey,
         slot: Timestamp,
     },
+    /// A one-shot's own slot met an operator's trigger's row of that very millisecond (made
+    /// before a restart, or before an edit made the job this one-shot): the trigger decided
+    /// nothing of it, so it is armed for `moved_to`, the next free millisecond (ADR 0055).
+    ClaimMetTrigger {
+        key: HeartbeatKey,
+        slot: Timestamp,
+        moved_to: Timestamp,
+    },
     /// The store no longer has this heartbeat (deleted as its timer fired): not run.
     ClaimGone {
         key: HeartbeatKey,
@@ -228,6 +236,9 @@ impl EventSink for TracingSink {
             }
             EngineEvent::ClaimLost { key, slot } => {
                 tracing::warn!(%at, heartbeat = %key, %slot, "slot already claimed; not running it again");
+            }
+            EngineEvent::ClaimMetTrigger { key, slot, moved_to } => {
+                tracing::info!(%at, heartbeat = %key, %slot, %moved_to, "one-shot's slot met an operator's trigger of the same millisecond; moved");
             }
             EngineEvent::ClaimGone { key, slot } => {
                 tracing::info!(%at, heartbeat = %key, %slot, "heartbeat deleted as its slot came; not running it");

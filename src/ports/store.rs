@@ -69,6 +69,10 @@ pub struct DedupQuery {
 pub enum ClaimOutcome {
     Claimed,
     AlreadyClaimed,
+    /// The slot's row is an operator's trigger's, made in that very millisecond: it decided
+    /// nothing of the schedule (ADR 0049), so a one-shot's own slot there is not decided
+    /// either and takes the next free millisecond (ADR 0055).
+    AlreadyTriggered,
     /// The heartbeat is no longer in the store (deleted while its timer fired).
     Gone,
 }

@@ -355,6 +355,7 @@ fn claim_one(state: &mut MemoryState, claim: &SlotClaim) -> (ClaimOutcome, Optio
     let MemoryState { heartbeats, executions, .. } = state;
     let Some(row) = heartbeats.get_mut(&claim.key) else { return (ClaimOutcome::Gone, None) };
     match executions.entry((claim.key.clone(), claim.slot)) {
+        btree_map::Entry::Occupied(met) if met.get().execution.triggered => (ClaimOutcome::AlreadyTriggered, None),
         btree_map::Entry::Occupied(_) => (ClaimOutcome::AlreadyClaimed, None),
         btree_map::Entry::Vacant(vacant) => {
             vacant.insert(LogEntry::new(running(claim)));

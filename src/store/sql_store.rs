@@ -340,7 +340,17 @@ macro_rules! sql_store {
                 // Rows the INSERT really added; each can answer one claim, so a slot twice in one
                 // batch is won once.
                 let mut won: BTreeSet<(String, String, i64)> = BTreeSet::new();
-                for chunk in claims.chunks(STORE_BATCH_ROWS_MAX) {
+                // Only the first claim of a slot goes into the statement: of two rows for one key
+                // in one INSERT, PostgreSQL may write either (the join orders them), while the
+                // answer below gives the slot to the first (and says whose row the second met).
+                let mut offered: BTreeSet<(&str, &str, i64)> = BTreeSet::new();
+                let firsts: Vec<&SlotClaim> = claims
+                    .iter()
+                    .filter(|claim| {
+                        offered.insert((claim.key.agent.as_str(), claim.key.heartbeat.as_str(), claim.slot.as_millisecond()))
+                    })
+                    .collect();
+                for chunk in firsts.chunks(STORE_BATCH_ROWS_MAX) {
                     // Only a heartbeat the store still has can claim: one deleted while its timer
                     // fired never runs again.
                     let mut insert = QueryBuilder::<$db>::new(
@@ -366,13 +376,7 @@ macro_rules! sql_store {
                 let mut outcomes = Vec::with_capacity(claims.len());
                 for claim in claims {
                     let id = (claim.key.agent.to_string(), claim.key.heartbeat.to_string(), claim.slot.as_millisecond());
-                    let outcome = if won.remove(&id) {
-                        ClaimOutcome::Claimed
-                    } else if heartbeat_exists(&mut tx, &claim.key).await? {
-                        ClaimOutcome::AlreadyClaimed
-                    } else {
-                        ClaimOutcome::Gone
-                    };
+                    let outcome = if won.remove(&id) { ClaimOutcome::Claimed } else { lost_claim(&mut tx, claim).await? };
                     outcomes.push(outcome);
                 }
                 let scheduled = slot_batch::scheduled_won(claims, &outcomes);
@@ -1299,13 +1303,22 @@ macro_rules! sql_store {
             Ok(())
         }
 
-        async fn heartbeat_exists(tx: &mut Transaction<'_, $db>, key: &HeartbeatKey) -> Result<bool, StoreError> {
-            let row = sqlx::query("SELECT 1 FROM heartbeats WHERE agent_id = $1 AND heartbeat_id = $2")
-                .bind(key.agent.as_str())
-                .bind(key.heartbeat.as_str())
-                .fetch_optional(&mut **tx)
-                .await?;
-            Ok(row.is_some())
+        /// Why a claim wrote no row: its heartbeat is gone, or the row it met is an
+        /// operator's trigger's (ADR 0055) or another claim's.
+        async fn lost_claim(tx: &mut Transaction<'_, $db>, claim: &SlotClaim) -> Result<ClaimOutcome, StoreError> {
+            let row = sqlx::query(
+                "SELECT (SELECT triggered FROM executions WHERE agent_id = $1 AND heartbeat_id = $2 AND slot_ms = $3) \
+                 FROM heartbeats WHERE agent_id = $1 AND heartbeat_id = $2",
+            )
+            .bind(claim.key.agent.as_str())
+            .bind(claim.key.heartbeat.as_str())
+            .bind(claim.slot.as_millisecond())
+            .fetch_optional(&mut **tx)
+            .await?;
+            let Some(row) = row else { return Ok(ClaimOutcome::Gone) };
+            // No row met (NULL) cannot be: the row is the claim.
+            let triggered: Option<i64> = row.try_get(0)?;
+            Ok(if triggered.unwrap_or(0) != 0 { ClaimOutcome::AlreadyTriggered } else { ClaimOutcome::AlreadyClaimed })
         }
 
         /// Stores each heartbeat's next slot where the row still has the schedule that gave

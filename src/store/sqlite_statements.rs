@@ -9,8 +9,11 @@ pub const CLAIM_SQL: &str =
      SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM heartbeats WHERE agent_id = ?1 AND heartbeat_id = ?2) \
      ON CONFLICT (agent_id, heartbeat_id, slot_ms) DO NOTHING";
 
-/// Whether a claim that wrote no row lost to an earlier claim or found its heartbeat gone.
-pub const HEARTBEAT_EXISTS_SQL: &str = "SELECT 1 FROM heartbeats WHERE agent_id = ?1 AND heartbeat_id = ?2";
+/// Why a claim wrote no row: none when its heartbeat is gone, else whether the row it met
+/// is an operator's trigger's (`triggered`, ADR 0055).
+pub const LOST_CLAIM_SQL: &str = "SELECT (SELECT triggered FROM executions \
+     WHERE agent_id = ?1 AND heartbeat_id = ?2 AND slot_ms = ?3) \
+     FROM heartbeats WHERE agent_id = ?1 AND heartbeat_id = ?2";
 
 /// What a claim changes in its heartbeat's row, in one statement: the next slot, stored
 /// where the row still has the schedule that gave it (`NextSlot`: the kind, then the kind's

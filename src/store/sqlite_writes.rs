@@ -16,8 +16,7 @@ use super::sql_lists::{json_list, listed_keys};
 use super::sql_rows::{schedule_columns, stored_count};
 use super::sqlite_direct::{Direct, Value};
 use super::sqlite_statements::{
-    BREAKER_READ_SQL, BREAKER_WRITE_SQL, CLAIMED_ROW_SQL, CLAIM_SQL, CONSUME_EVENT_SQL, HEARTBEAT_EXISTS_SQL,
-    RESULT_SQL,
+    BREAKER_READ_SQL, BREAKER_WRITE_SQL, CLAIMED_ROW_SQL, CLAIM_SQL, CONSUME_EVENT_SQL, LOST_CLAIM_SQL, RESULT_SQL,
 };
 use crate::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
 use crate::core::ids::HeartbeatKey;
@@ -29,7 +28,7 @@ use crate::ports::store::{ClaimOutcome, ExecutionStatus, RunRecord, SlotClaim, S
 /// claimed heartbeat's next slot and raises its latest logged slot.
 pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
     let mut insert = direct.prepare(CLAIM_SQL)?;
-    let mut exists = direct.prepare(HEARTBEAT_EXISTS_SQL)?;
+    let mut lost = direct.prepare(LOST_CLAIM_SQL)?;
     let mut outcomes = Vec::with_capacity(claims.len());
     for claim in claims {
         let key = key_values(&claim.key);
@@ -43,10 +42,14 @@ pub(super) fn claim(direct: &Direct<'_>, claims: &[SlotClaim]) -> Result<Vec<Cla
         ])?;
         let outcome = if inserted > 0 {
             ClaimOutcome::Claimed
-        } else if exists.query_row(&key, |_| Ok(()))?.is_some() {
-            ClaimOutcome::AlreadyClaimed
         } else {
-            ClaimOutcome::Gone
+            let met = [key[0], key[1], claim.slot.as_millisecond().into()];
+            // A row met that is not there (NULL, read as 0) cannot be: the row is the claim.
+            match lost.query_row(&met, |row| Ok(row.int(0)))? {
+                None => ClaimOutcome::Gone,
+                Some(0) => ClaimOutcome::AlreadyClaimed,
+                Some(_) => ClaimOutcome::AlreadyTriggered,
+            }
         };
         outcomes.push(outcome);
     }
@@ -216,7 +219,7 @@ mod tests {
         let pool = SqlitePool::connect_with(SqliteConnectOptions::new().filename(&path)).await.expect("a reader");
         let statements = [
             CLAIM_SQL,
-            HEARTBEAT_EXISTS_SQL,
+            LOST_CLAIM_SQL,
             CLAIMED_ROW_SQL,
             RESULT_SQL,
             BREAKER_READ_SQL,

@@ -775,22 +775,27 @@ impl Model<'_> {
                 }
                 Ok(())
             }
+            EngineEvent::ClaimMetTrigger { key, slot, moved_to } => {
+                // A one-shot's own slot that met an operator's trigger's row is not decided:
+                // it moves up to a free millisecond (ADR 0055; seed 1927871805525 lost its
+                // own run there before). The row must be a trigger's.
+                self.count(NO_SLOT_OFFERED_TWICE);
+                if !self.one_shots.decided_as_trigger(key, *slot) || moved_to <= slot {
+                    return fail(
+                        NO_SLOT_OFFERED_TWICE,
+                        format!("{key} moved slot {slot} to {moved_to} off a trigger's row the store did not hold"),
+                    );
+                }
+                Ok(())
+            }
             EngineEvent::ClaimLost { key, slot } => {
-                // A one-shot's instant whose row is an operator's trigger's is no slot of the
-                // schedule the store decided: a reload made the job a one-shot whose instant
-                // was that trigger's slot, to the millisecond (seed 1927871805525). Any other
-                // slot a trigger decided is (mutant `trigger-claim-stores-next-slot`).
-                let instant = self.running_defs.get(key).and_then(|def| match def.schedule {
-                    Schedule::At(at) => Some(at.as_millisecond()),
-                    _ => None,
-                });
-                let instant_of_a_trigger =
-                    instant == Some(slot.as_millisecond()) && self.one_shots.decided_as_trigger(key, *slot);
-                // Nor a slot of a schedule set after a trigger took its millisecond: the
+                // A slot a trigger decided is the schedule's too (mutant
+                // `trigger-claim-stores-next-slot`), but for a one-shot's own, which moves
+                // off it (`ClaimMetTrigger`), and not a slot of a schedule set after a trigger took its millisecond: the
                 // trigger kept off the old schedule's slots only, and backward wall jumps
                 // brought the new one's there (seed 1927871965001; ADR 0052's open collision).
                 let trigger_before_new_schedule = self.one_shots.decided_as_trigger_before_new_schedule(key, *slot);
-                if !self.is_trigger(key, *slot) && !instant_of_a_trigger && !trigger_before_new_schedule {
+                if !self.is_trigger(key, *slot) && !trigger_before_new_schedule {
                     return fail(
                         NO_SLOT_OFFERED_TWICE,
                         format!("{key} offered slot {slot}, which the store had decided"),
@@ -1419,7 +1424,9 @@ impl Model<'_> {
         let durable = match op {
             // Its first run (or one of the definition it replaced) may be refused by the
             // provider and trip the breaker between the write and the ack (seed 942251056949).
-            Op::Create(_) => state == Some(true) || (state == Some(false) && self.tripped_since_put.contains(key)),
+            Op::Create(_) | Op::OneShotAtLatestTrigger(_) => {
+                state == Some(true) || (state == Some(false) && self.tripped_since_put.contains(key))
+            }
             Op::Delete(_) => state.is_none(),
             // The engine said there was nothing to change (a reload removed it, say).
             Op::Disable(_) | Op::Enable(_) if !applied => state.is_none(),

@@ -184,6 +184,12 @@ impl Store for SimStore {
             claims.iter().any(|claim| claim.triggered && claim.key == *key)
         })?;
         let durable = |outcomes: &Vec<ClaimOutcome>| {
+            let met_trigger = |(claim, outcome): (&SlotClaim, &ClaimOutcome)| {
+                !claim.triggered && *outcome == ClaimOutcome::AlreadyTriggered
+            };
+            if claims.iter().zip(outcomes).any(met_trigger) {
+                self.world.took(RarePath::ClaimMetTriggerRow);
+            }
             let claimed: Vec<&SlotClaim> = claims
                 .iter()
                 .zip(outcomes)

@@ -1,0 +1,72 @@
+//! The one-shot at a trigger's millisecond: in a share of seeds, an operator triggers a job
+//! made at run time, the process is killed while the trigger's run goes, and after the
+//! restart an edit makes the job a one-shot whose instant is that trigger's slot, to the
+//! millisecond (as a reload that makes one-shots for "now" may).
+//!
+//! The run log holds one row a slot, and the row there is the trigger's. The new process
+//! made no trigger, so it cannot keep the one-shot off it (ADR 0052): the one-shot's claim
+//! of its instant meets the trigger's row. The trigger decided nothing of the schedule (ADR
+//! 0049), so the one-shot's own slot must still run, a millisecond later (ADR 0055). Before,
+//! the lost claim retired the one-shot unrun; the fresh seeds that met it were about 1 in
+//! 30,000.
+//!
+//! Drawn from a stream of its own.
+
+use std::time::Duration;
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use systole::core::heartbeat::HeartbeatDef;
+use systole::core::policy::Overlap;
+
+use crate::one_shot_triggers::{
+    created_clear_of_jumps, one_shot_key, runtime_one_shot, CallPlan, ONE_SHOT_CALL_SECS, SETTLE_SECS,
+};
+use crate::workload::{Op, ScheduledOp};
+
+const ONE_SHOT_AT_TRIGGER_PROBABILITY: f64 = 0.3;
+/// The job's id, under the agent of a configured job.
+const JOB_ID: &str = "one-shot-at-trigger";
+/// How long after its creation the job's first instant comes: far past the scenario, so
+/// only the trigger runs it before the edit.
+const FIRST_INSTANT_AFTER_SECS: u64 = 6 * 3_600;
+/// How long after its creation the trigger comes.
+const TRIGGER_AFTER_CREATED_SECS: u64 = 5;
+/// How long after the trigger the process is killed: while the trigger's run goes.
+const KILL_AFTER_TRIGGER_SECS_MAX: u64 = ONE_SHOT_CALL_SECS - 5;
+
+/// The scenario's ops, in a share of seeds: the job's creation, its trigger, the kill, and
+/// the edit to a one-shot at the trigger's slot (applied by the next life: the slot is read
+/// from the run log then, [`Op::OneShotAtLatestTrigger`]). `jump_times`: when the wall clock
+/// jumps (the scenario keeps clear of them).
+pub fn one_shot_at_trigger(
+    rng: &mut ChaCha8Rng,
+    config: &[HeartbeatDef],
+    safety: Duration,
+    wall_at: impl Fn(Duration) -> jiff::Timestamp,
+    jump_times: &[Duration],
+) -> Vec<ScheduledOp> {
+    if !rng.random_bool(ONE_SHOT_AT_TRIGGER_PROBABILITY) {
+        return Vec::new();
+    }
+    let Some((template, key)) = one_shot_key(rng, config, JOB_ID) else { return Vec::new() };
+    let span = TRIGGER_AFTER_CREATED_SECS + KILL_AFTER_TRIGGER_SECS_MAX + ONE_SHOT_CALL_SECS * 3;
+    let Some(created) = created_clear_of_jumps(rng, safety, span, SETTLE_SECS, jump_times) else { return Vec::new() };
+    let Ok(first_instant) = wall_at(created).checked_add(Duration::from_secs(FIRST_INSTANT_AFTER_SECS)) else {
+        return Vec::new();
+    };
+    let trigger = created + Duration::from_secs(TRIGGER_AFTER_CREATED_SECS);
+    let kill = trigger + Duration::from_secs(rng.random_range(1..=KILL_AFTER_TRIGGER_SECS_MAX));
+    // No call fails: each takes its time.
+    let plan = CallPlan { secs: ONE_SHOT_CALL_SECS, failing_call: 0, fails_early: true };
+    let mut def = runtime_one_shot(template, &key, first_instant, Overlap::Skip, plan);
+    def.delete_after_run = rng.random_bool(0.5);
+    vec![
+        ScheduledOp { after: created, op: Op::Create(Box::new(def.clone())) },
+        ScheduledOp { after: trigger, op: Op::Trigger(key) },
+        ScheduledOp { after: kill, op: Op::Kill },
+        // Queued while the process is down: the next life applies it as it starts.
+        ScheduledOp { after: kill + Duration::from_secs(1), op: Op::OneShotAtLatestTrigger(Box::new(def)) },
+    ]
+}
