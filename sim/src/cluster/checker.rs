@@ -192,7 +192,10 @@ fn reminders(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict)
 /// judges the cooldown's end by its own wall clock) and a second. A reload that may
 /// change the heartbeat ends the hold (a new definition starts afresh): one asked after
 /// the breaker opened, or one asked before and answered after, whose write may have come
-/// after the trip (then ending the hold at its answer; seed 31450004518).
+/// after the trip (then ending the hold at its answer; seed 31450004518). The write itself
+/// ends it where it came before the answer: a seed that changed the heartbeat's definition
+/// (`Seeded`), which another node may adopt and run before the answer is recorded (seed
+/// 31450119390).
 fn breakers(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
     let slack = options.skew_spread() + Duration::from_secs(1);
     // Once a reload has changed the files, a node that starts seeds its file: a definition
@@ -208,10 +211,13 @@ fn breakers(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) 
     for (index, (sequence, at, record)) in entries.iter().enumerate() {
         let Record::BreakerTripped { node, key, cooldown } = record else { continue };
         let hold = cooldown.map_or(Duration::MAX, |cooldown| *at + cooldown.saturating_sub(slack));
+        let seeded = |record: &Record| matches!(record, Record::Seeded { keys, .. } if keys.contains(key));
         let started = entries[index + 1..]
             .iter()
             .enumerate()
-            .take_while(|(offset, (_, later, record))| *later < hold && !seeds_anew(index + 1 + offset, record))
+            .take_while(|(offset, (_, later, record))| {
+                *later < hold && !seeds_anew(index + 1 + offset, record) && !seeded(record)
+            })
             .map(|(_, entry)| entry)
             .find(|(_, _, record)| matches!(record, Record::RunStarted { key: started, .. } if started == key));
         verdict.check("cluster-breaker-holds", started.is_none(), || {

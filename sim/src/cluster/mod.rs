@@ -207,6 +207,12 @@ pub enum Record {
         op: usize,
         asked: String,
     },
+    /// A node's seed of its config file changed or added these heartbeats' definitions in
+    /// the store: each starts afresh there, its breaker closed.
+    Seeded {
+        node: String,
+        keys: Vec<HeartbeatKey>,
+    },
     /// The reload was applied on the node asked; `everywhere` when every other node it
     /// asked applied it too.
     Reloaded {

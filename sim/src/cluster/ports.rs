@@ -127,7 +127,12 @@ impl Store for NodeStore {
 
     async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
         self.link.check().await?;
-        self.inner.seed_config(defs, at).await
+        let report = self.inner.seed_config(defs, at).await?;
+        let keys: Vec<HeartbeatKey> = report.inserted.iter().chain(&report.updated).cloned().collect();
+        if !keys.is_empty() {
+            self.link.world.record(Record::Seeded { node: self.link.node.clone(), keys });
+        }
+        Ok(report)
     }
 
     async fn put_heartbeat(&self, def: &HeartbeatDef, at: Timestamp) -> Result<(), StoreError> {
