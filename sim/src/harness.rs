@@ -259,6 +259,9 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
                 if trigger_held_before_own_run(world, engine, key).await {
                     world.took(RarePath::EnableOverHeldTrigger);
                 }
+                if retired_one_shot_unrun(world, key).await {
+                    world.took(RarePath::EnableOfRetiredOneShotUnrun);
+                }
                 engine.set_enabled(key, true).await
             }
             Op::SetFile(agent, content) => {
@@ -366,6 +369,20 @@ async fn one_shot_rows(
     let Schedule::At(instant) = job.def.schedule else { return None };
     let executions = world.durable.executions(key, usize::MAX).await.unwrap_or_default();
     Some((job.state.enabled, executions.into_iter().filter(|execution| execution.slot >= instant).collect()))
+}
+
+/// Whether `key` is a stored one-shot the engine retired (disabled as out of slots) whose
+/// run log holds nothing of its own at or after its instant, only operator's triggers (the
+/// retired one-shot revived scenario).
+async fn retired_one_shot_unrun(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
+    let stored = world.durable.load_heartbeats().await.unwrap_or_default();
+    let retired = stored.iter().any(|job| {
+        &job.def.key == key
+            && !job.state.enabled
+            && job.state.disabled_reason.as_deref() == Some(systole::driver::engine::NO_MORE_SLOTS)
+    });
+    let Some((_, rows)) = one_shot_rows(world, key).await else { return false };
+    retired && rows.iter().all(|execution| execution.triggered)
 }
 
 /// Whether `key` is a stored one-shot, enabled, with a run of it at or after its instant

@@ -15,6 +15,7 @@ mod one_shot_triggers;
 mod options;
 mod ports;
 mod report;
+mod retired_one_shot_revived;
 mod scenarios;
 mod trace;
 mod trigger_held_enable;

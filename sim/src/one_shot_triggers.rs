@@ -109,6 +109,9 @@ pub enum PlantedStoreFault {
     /// The first write that retires this job, a disable as out of slots or a delete (seed
     /// 1927871660412: after a restart, the one-shot's last run is the log's to tell).
     Retirement(HeartbeatKey),
+    /// The first batch of skips that holds a skip of this job's own slot (the retired
+    /// one-shot revived: its instant never decided in the store).
+    OwnSkip(HeartbeatKey),
 }
 
 /// What the scenario adds to a seed.

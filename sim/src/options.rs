@@ -71,6 +71,8 @@ pub enum Stream {
     /// A one-shot edited in at an operator's trigger's slot after a restart
     /// (`one_shot_at_trigger`).
     OneShotAtTrigger = 26,
+    /// A one-shot retired with its instant unlogged, then enabled (`retired_one_shot_revived`).
+    RetiredOneShotRevived = 27,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -344,6 +346,16 @@ impl SimOptions {
             wall_at,
             &jump_times,
         ));
+        let revived = crate::retired_one_shot_revived::retired_one_shot_revived(
+            &mut self::rng(seed, Stream::RetiredOneShotRevived),
+            &heartbeats,
+            safety,
+            wall_at,
+            &jump_times,
+        );
+        ops.extend(revived.ops);
+        let mut planted_store_faults = triggers.store_faults;
+        planted_store_faults.extend(revived.store_faults);
         ops.sort_by_key(|op| op.after);
         Self {
             seed,
@@ -380,7 +392,7 @@ impl SimOptions {
             global_cost_max_micros,
             global_zone,
             runs_in_flight_max,
-            planted_store_faults: triggers.store_faults,
+            planted_store_faults,
         }
     }
 

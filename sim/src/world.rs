@@ -96,10 +96,15 @@ pub enum RarePath {
     EnableOverHeldTrigger,
     /// A claim of the schedule's met an operator's trigger's row of the same millisecond.
     ClaimMetTriggerRow,
+    /// A planted fault failed the write of a skip of a one-shot's own slot.
+    OwnSkipUnwritten,
+    /// An operator enabled a one-shot the engine had retired while the run log held nothing
+    /// of its own at or after its instant: the enable runs it.
+    EnableOfRetiredOneShotUnrun,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 19] = [
+    pub const ALL: [RarePath; 21] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -119,6 +124,8 @@ impl RarePath {
         RarePath::DisableOfOwnSlotHeldBehindTrigger,
         RarePath::EnableOverHeldTrigger,
         RarePath::ClaimMetTriggerRow,
+        RarePath::OwnSkipUnwritten,
+        RarePath::EnableOfRetiredOneShotUnrun,
     ];
 
     pub fn name(self) -> &'static str {
@@ -142,6 +149,8 @@ impl RarePath {
             RarePath::DisableOfOwnSlotHeldBehindTrigger => "disable-of-own-slot-held-behind-trigger",
             RarePath::EnableOverHeldTrigger => "enable-over-held-trigger",
             RarePath::ClaimMetTriggerRow => "claim-met-trigger-row",
+            RarePath::OwnSkipUnwritten => "own-skip-unwritten",
+            RarePath::EnableOfRetiredOneShotUnrun => "enable-of-retired-one-shot-unrun",
         }
     }
 }

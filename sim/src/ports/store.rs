@@ -81,6 +81,7 @@ impl SimStore {
         self.world.took(match fault {
             PlantedStoreFault::TriggerClaim(_) => RarePath::TriggerClaimFailed,
             PlantedStoreFault::Retirement(_) => RarePath::RetirementUnwritten,
+            PlantedStoreFault::OwnSkip(_) => RarePath::OwnSkipUnwritten,
         });
         self.world.injector.count(FaultKind::StoreError);
         self.world.fault(FaultKind::StoreError, format!("{operation} (planted: {fault:?})"));
@@ -248,6 +249,11 @@ impl Store for SimStore {
     }
 
     async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
+        self.life.ensure_alive().await;
+        self.planted_fault("record_skips", |fault| {
+            let PlantedStoreFault::OwnSkip(key) = fault else { return false };
+            skips.iter().any(|skip| !skip.triggered && skip.key == *key)
+        })?;
         self.write("record_skips", self.world.durable.record_skips(skips), none).await
     }
 
