@@ -112,6 +112,9 @@ pub enum PlantedStoreFault {
     /// The first batch of skips that holds a skip of this job's own slot (the retired
     /// one-shot revived: its instant never decided in the store).
     OwnSkip(HeartbeatKey),
+    /// The first group commit that holds the result of this job's run of this slot (seed
+    /// 1927871559156: the row stays `running`, and how the run ended is the process's).
+    OwnResult(HeartbeatKey, Timestamp),
 }
 
 /// What the scenario adds to a seed.

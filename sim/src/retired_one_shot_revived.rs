@@ -9,6 +9,9 @@
 //!   one-shot is live again (the engine's mark of a retired one-shot clears).
 //! - That run fails after its time, and an operator disables the one-shot while it goes.
 //!   An enable after it must retry the failed one-shot, not retire it again.
+//! - In half of them, a planted fault fails that run's result's write too: its row stays
+//!   `running`, and the enable must take the failure this process heard from it (seed
+//!   1927871559156, whose fix had no mutant that fresh seeds caught either).
 //!
 //! The engine's mark was found by seed 1927871872102 (a skip in quiet hours whose write
 //! failed, then a breaker's probe), and a mutant that kept the mark survived fresh seeds:
@@ -23,6 +26,7 @@ use rand_chacha::ChaCha8Rng;
 
 use systole::core::heartbeat::HeartbeatDef;
 use systole::core::policy::Overlap;
+use systole::core::slots::truncate_to_millis;
 
 use crate::one_shot_triggers::{
     created_clear_of_jumps, one_shot_key, runtime_one_shot, CallPlan, Planted, PlantedStoreFault, ONE_SHOT_CALL_SECS,
@@ -31,6 +35,8 @@ use crate::one_shot_triggers::{
 use crate::workload::{Op, ScheduledOp};
 
 const RETIRED_ONE_SHOT_REVIVED_PROBABILITY: f64 = 0.3;
+/// How often the revived run's result is not written either.
+const RESULT_UNWRITTEN_PROBABILITY: f64 = 0.5;
 /// The one-shot's id, under the agent of a configured job.
 const ONE_SHOT_ID: &str = "retired-then-enabled";
 /// How long after its creation its instant comes: room for the trigger before it.
@@ -87,5 +93,10 @@ pub fn retired_one_shot_revived(
         ScheduledOp { after: disable, op: Op::Disable(key.clone()) },
         ScheduledOp { after: enable_again, op: Op::Enable(key.clone()) },
     ];
-    Planted { ops, store_faults: vec![PlantedStoreFault::OwnSkip(key)] }
+    let mut store_faults = vec![PlantedStoreFault::OwnSkip(key.clone())];
+    if rng.random_bool(RESULT_UNWRITTEN_PROBABILITY) {
+        // The revived run's slot is the instant itself (no jitter).
+        store_faults.push(PlantedStoreFault::OwnResult(key, truncate_to_millis(instant)));
+    }
+    Planted { ops, store_faults }
 }

@@ -101,10 +101,13 @@ pub enum RarePath {
     /// An operator enabled a one-shot the engine had retired while the run log held nothing
     /// of its own at or after its instant: the enable runs it.
     EnableOfRetiredOneShotUnrun,
+    /// A planted fault failed the write of a one-shot's own run's result: its row stays
+    /// `running`.
+    OwnResultUnwritten,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 21] = [
+    pub const ALL: [RarePath; 22] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -126,6 +129,7 @@ impl RarePath {
         RarePath::ClaimMetTriggerRow,
         RarePath::OwnSkipUnwritten,
         RarePath::EnableOfRetiredOneShotUnrun,
+        RarePath::OwnResultUnwritten,
     ];
 
     pub fn name(self) -> &'static str {
@@ -151,6 +155,7 @@ impl RarePath {
             RarePath::ClaimMetTriggerRow => "claim-met-trigger-row",
             RarePath::OwnSkipUnwritten => "own-skip-unwritten",
             RarePath::EnableOfRetiredOneShotUnrun => "enable-of-retired-one-shot-unrun",
+            RarePath::OwnResultUnwritten => "own-result-unwritten",
         }
     }
 }

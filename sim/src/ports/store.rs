@@ -82,6 +82,7 @@ impl SimStore {
             PlantedStoreFault::TriggerClaim(_) => RarePath::TriggerClaimFailed,
             PlantedStoreFault::Retirement(_) => RarePath::RetirementUnwritten,
             PlantedStoreFault::OwnSkip(_) => RarePath::OwnSkipUnwritten,
+            PlantedStoreFault::OwnResult(..) => RarePath::OwnResultUnwritten,
         });
         self.world.injector.count(FaultKind::StoreError);
         self.world.fault(FaultKind::StoreError, format!("{operation} (planted: {fault:?})"));
@@ -258,6 +259,11 @@ impl Store for SimStore {
     }
 
     async fn finish_runs(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Vec<BreakerStep>, StoreError> {
+        self.life.ensure_alive().await;
+        self.planted_fault("finish_runs", |fault| {
+            let PlantedStoreFault::OwnResult(key, slot) = fault else { return false };
+            runs.iter().any(|run| run.key == *key && run.slot == *slot)
+        })?;
         // What the store really consumed, read around the write (not what the run asked
         // for): a store that consumed on failure must show in the trace.
         let durable = &self.world.durable;
