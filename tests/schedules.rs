@@ -367,6 +367,32 @@ async fn a_one_shot_made_for_a_triggers_millisecond_runs_under_the_next_one() {
     engine.shutdown(Duration::from_secs(1)).await;
 }
 
+/// An enable of that one-shot while its moved slot waits (its jitter delays it) re-arms
+/// it at the moved slot, not at none: the armed slot is its floor, and the instant itself is
+/// the trigger's (seed 1927872091756: the enable found no slot at or above the floor, and the
+/// one-shot was retired unrun once the trigger's run ended).
+#[tokio::test(start_paused = true)]
+async fn an_enable_keeps_a_one_shot_on_the_millisecond_after_a_trigger() {
+    let rig = Rig::new();
+    let mut hourly = HeartbeatDef { origin: Origin::Runtime, ..def("main", "tick", 3_600) };
+    hourly.policy.jitter_max = Duration::from_secs(600);
+    let offset = systole::core::policy::jitter_offset(&hourly.key, hourly.policy.jitter_max);
+    assert!(offset >= Duration::from_secs(10), "room for the enable before the own run: {offset:?}");
+    let engine = rig.start(&[]).await;
+    engine.upsert(hourly.clone()).await.expect("create");
+    rig.advance(60).await;
+    let triggered = engine.trigger(&key("main", "tick")).await.expect("a trigger");
+    let systole::driver::TriggerOutcome::Queued { slot } = triggered else { panic!("queued: {triggered:?}") };
+    engine.upsert(HeartbeatDef { schedule: Schedule::At(slot), ..hourly }).await.expect("replace");
+    rig.advance(5).await;
+    // Enabled already: the operator's enable re-arms it.
+    engine.set_enabled(&key("main", "tick"), true).await.expect("enable");
+    rig.advance(offset.as_secs() + 5).await;
+    let own = slot.checked_add(SignedDuration::from_millis(1)).expect("in range");
+    assert_eq!(slots(&rig.starts("main", "tick")), vec![slot, own], "the trigger's run, then the one-shot's own");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
 /// After a restart the new process made no trigger, and only the run log knows the
 /// trigger's row: the one-shot's claim of its instant meets it, and the store says it is a
 /// trigger's, so the own slot moves to the next millisecond and runs (ADR 0055).

@@ -1249,8 +1249,18 @@ impl Driver {
     /// stores its next slot; a schedule with no slot left is marked for retirement.
     async fn rearm(&mut self, key: HeartbeatKey, now: Now, floor: Option<Timestamp>) {
         let Some(entry) = self.entries.get(&key) else { return };
-        let timer = SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), floor);
-        let timer = timer.map(|timer| self.off_trigger_slots(&key, timer, now));
+        let timer = if matches!(entry.def.schedule(), Schedule::At(_)) {
+            // A one-shot's own slot is its instant, or the next free millisecond where a
+            // trigger holds the instant (ADR 0052): the floor is weighed against that slot.
+            // Against the instant, a re-arm whose floor is the moved slot it had armed found
+            // no slot left (seed 1927872091756: an enable retired the one-shot unrun).
+            let own = SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), None)
+                .map(|timer| self.off_trigger_slots(&key, timer, now));
+            own.filter(|own| floor.is_none_or(|floor| truncate_to_millis(floor) <= own.next_slot))
+        } else {
+            let timer = SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), floor);
+            timer.map(|timer| self.off_trigger_slots(&key, timer, now))
+        };
         let Some(entry) = self.entries.get_mut(&key) else { return };
         match timer {
             Some(timer) => {
