@@ -262,6 +262,9 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
                 if retired_one_shot_unrun(world, key).await {
                     world.took(RarePath::EnableOfRetiredOneShotUnrun);
                 }
+                if one_shot_off_trigger(world, key).await {
+                    world.took(RarePath::EnableOfOneShotOffTrigger);
+                }
                 engine.set_enabled(key, true).await
             }
             Op::SetFile(agent, content) => {
@@ -369,6 +372,21 @@ async fn one_shot_rows(
     let Schedule::At(instant) = job.def.schedule else { return None };
     let executions = world.durable.executions(key, usize::MAX).await.unwrap_or_default();
     Some((job.state.enabled, executions.into_iter().filter(|execution| execution.slot >= instant).collect()))
+}
+
+/// Whether `key` is a stored one-shot, enabled, whose instant an operator's trigger's row
+/// holds, with nothing of its own logged at or after it (the one-shot at a trigger's
+/// millisecond scenario, in the same life).
+async fn one_shot_off_trigger(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
+    use systole::core::schedule::Schedule;
+    let stored = world.durable.load_heartbeats().await.unwrap_or_default();
+    let Some(job) = stored.iter().find(|job| &job.def.key == key) else { return false };
+    let Schedule::At(instant) = job.def.schedule else { return false };
+    let Some((enabled, rows)) = one_shot_rows(world, key).await else { return false };
+    let instant = systole::core::slots::truncate_to_millis(instant);
+    enabled
+        && rows.iter().any(|execution| execution.triggered && execution.slot == instant)
+        && rows.iter().all(|execution| execution.triggered)
 }
 
 /// Whether `key` is a stored one-shot the engine retired (disabled as out of slots) whose

@@ -10,6 +10,13 @@
 //! the lost claim retired the one-shot unrun; the fresh seeds that met it were about 1 in
 //! 30,000.
 //!
+//! In half of them (when the job's jitter leaves room), the process lives on instead: the
+//! edit comes a second after the trigger, so this process arms the one-shot at the next
+//! free millisecond itself (ADR 0052), with a jitter of minutes, and an operator enables
+//! it (enabled already) before that run is due. The enable's re-arm must keep the moved
+//! slot (seed 1927872091756: it found no slot at or above it, and retired the one-shot
+//! unrun).
+//!
 //! Drawn from a stream of its own.
 
 use std::time::Duration;
@@ -18,7 +25,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use systole::core::heartbeat::HeartbeatDef;
-use systole::core::policy::Overlap;
+use systole::core::policy::{jitter_offset, Overlap};
 
 use crate::one_shot_triggers::{
     created_clear_of_jumps, one_shot_key, runtime_one_shot, CallPlan, ONE_SHOT_CALL_SECS, SETTLE_SECS,
@@ -35,6 +42,15 @@ const FIRST_INSTANT_AFTER_SECS: u64 = 6 * 3_600;
 const TRIGGER_AFTER_CREATED_SECS: u64 = 5;
 /// How long after the trigger the process is killed: while the trigger's run goes.
 const KILL_AFTER_TRIGGER_SECS_MAX: u64 = ONE_SHOT_CALL_SECS - 5;
+/// How often the process lives on, and the edit comes in the same life.
+const SAME_LIFE_PROBABILITY: f64 = 0.5;
+/// How long after the trigger the edit comes in the same life.
+const EDIT_AFTER_TRIGGER_SECS: u64 = 1;
+/// The jitters tried, in order, for the same life: the first whose offset for the job's
+/// key leaves room for the edit and the enable before the own run.
+const SAME_LIFE_JITTERS_MAX_SECS: [u64; 4] = [120, 90, 200, 60];
+/// The least offset of the own run after the instant that the same life takes.
+const SAME_LIFE_JITTER_OFFSET_SECS_MIN: u64 = 6;
 
 /// The scenario's ops, in a share of seeds: the job's creation, its trigger, the kill, and
 /// the edit to a one-shot at the trigger's slot (applied by the next life: the slot is read
@@ -62,6 +78,25 @@ pub fn one_shot_at_trigger(
     let plan = CallPlan { secs: ONE_SHOT_CALL_SECS, failing_call: 0, fails_early: true };
     let mut def = runtime_one_shot(template, &key, first_instant, Overlap::Skip, plan);
     def.delete_after_run = rng.random_bool(0.5);
+    let same_life = rng.random_bool(SAME_LIFE_PROBABILITY);
+    let jittered = SAME_LIFE_JITTERS_MAX_SECS.iter().map(|secs| Duration::from_secs(*secs)).find_map(|max| {
+        let offset = jitter_offset(&key, max);
+        (offset >= Duration::from_secs(SAME_LIFE_JITTER_OFFSET_SECS_MIN)).then_some((max, offset))
+    });
+    if let (true, Some((max, offset))) = (same_life, jittered) {
+        def.policy.jitter_max = max;
+        let edit = trigger + Duration::from_secs(EDIT_AFTER_TRIGGER_SECS);
+        // Before the own run is due: its slot is the trigger's (whole seconds) plus a
+        // millisecond, and it comes `offset` after it.
+        let enable_secs_max = (offset.as_secs() - 1).max(EDIT_AFTER_TRIGGER_SECS + 1);
+        let enable = trigger + Duration::from_secs(rng.random_range((EDIT_AFTER_TRIGGER_SECS + 1)..=enable_secs_max));
+        return vec![
+            ScheduledOp { after: created, op: Op::Create(Box::new(def.clone())) },
+            ScheduledOp { after: trigger, op: Op::Trigger(key.clone()) },
+            ScheduledOp { after: edit, op: Op::OneShotAtLatestTrigger(Box::new(def)) },
+            ScheduledOp { after: enable, op: Op::Enable(key) },
+        ];
+    }
     vec![
         ScheduledOp { after: created, op: Op::Create(Box::new(def.clone())) },
         ScheduledOp { after: trigger, op: Op::Trigger(key) },

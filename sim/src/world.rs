@@ -104,10 +104,13 @@ pub enum RarePath {
     /// A planted fault failed the write of a one-shot's own run's result: its row stays
     /// `running`.
     OwnResultUnwritten,
+    /// An operator enabled a one-shot whose instant an operator's trigger's row holds, with
+    /// nothing of its own logged yet: its own slot waits on the next free millisecond.
+    EnableOfOneShotOffTrigger,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 22] = [
+    pub const ALL: [RarePath; 23] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -130,6 +133,7 @@ impl RarePath {
         RarePath::OwnSkipUnwritten,
         RarePath::EnableOfRetiredOneShotUnrun,
         RarePath::OwnResultUnwritten,
+        RarePath::EnableOfOneShotOffTrigger,
     ];
 
     pub fn name(self) -> &'static str {
@@ -156,6 +160,7 @@ impl RarePath {
             RarePath::OwnSkipUnwritten => "own-skip-unwritten",
             RarePath::EnableOfRetiredOneShotUnrun => "enable-of-retired-one-shot-unrun",
             RarePath::OwnResultUnwritten => "own-result-unwritten",
+            RarePath::EnableOfOneShotOffTrigger => "enable-of-one-shot-off-trigger",
         }
     }
 }
