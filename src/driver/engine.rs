@@ -267,6 +267,10 @@ pub(crate) struct Driver {
     /// Slots an operator triggered, until their run starts (its `RunTask` says so from then
     /// on) or they are dropped: a triggered run says nothing of a one-shot's own slot.
     trigger_slots: std::collections::BTreeSet<(HeartbeatKey, Timestamp)>,
+    /// Triggers' rows of earlier processes that a claim of a one-shot's own slot met (ADR
+    /// 0055): a re-arm keeps the one-shot off them as off the triggers this process made.
+    /// One for each such meeting, which an operator's trigger and an edit made.
+    met_trigger_rows: BTreeSet<(HeartbeatKey, Timestamp)>,
     /// Heartbeats that may have slots waiting: a superset of those whose `waiting` is not
     /// empty, so a wake looks at these instead of every armed heartbeat.
     backlogged: BTreeSet<HeartbeatKey>,
@@ -347,6 +351,7 @@ impl Driver {
             explicit: std::collections::BTreeSet::new(),
             trigger_floor: key_map(),
             trigger_slots: std::collections::BTreeSet::new(),
+            met_trigger_rows: BTreeSet::new(),
             backlogged: BTreeSet::new(),
             commons: Commons::default(),
             exhausted: BTreeSet::new(),
@@ -1281,15 +1286,17 @@ impl Driver {
     /// millisecond for its own slot: the run log holds one row a slot, and a claim or a
     /// skip of the instant would be lost to the trigger's row, as if the trigger had decided
     /// it (ADR 0052; seeds 1927871804321, 1927871874215). Known here: the latest trigger,
-    /// and any not started yet. A backfill's slot is the schedule's own, not taken. After a
-    /// restart the trigger's row is the log's alone, and the collision stays.
+    /// any not started yet, and the rows of earlier processes' triggers that a claim met
+    /// (ADR 0055). A backfill's slot is the schedule's own, not taken.
     fn off_trigger_slots(&self, key: &HeartbeatKey, timer: SlotTimer, now: Now) -> SlotTimer {
         let Some(entry) = self.entries.get(key) else { return timer };
         if !matches!(entry.def.schedule(), Schedule::At(_)) {
             return timer;
         }
         let taken = |slot: Timestamp| {
-            self.trigger_floor.get(key) == Some(&slot) || self.trigger_slots.contains(&(key.clone(), slot))
+            self.trigger_floor.get(key) == Some(&slot)
+                || self.trigger_slots.contains(&(key.clone(), slot))
+                || self.met_trigger_rows.contains(&(key.clone(), slot))
         };
         let slot = crate::core::slots::first_free_millisecond(timer.next_slot, taken);
         if slot == timer.next_slot {
@@ -1314,6 +1321,10 @@ impl Driver {
     /// takes the next free millisecond, as a one-shot's own slot, and is claimed there.
     async fn move_off_trigger(&mut self, claim: SlotClaim, now: Now) {
         let Ok(above) = claim.slot.checked_add(SignedDuration::from_millis(1)) else { return };
+        // Known from now on: a re-arm (an enable, a probe) weighs its floor against the
+        // slot moved off it (seeds 1927872100004 and five more: an enable after a restart
+        // found the moved slot above the instant, and retired the one-shot unrun).
+        self.met_trigger_rows.insert((claim.key.clone(), claim.slot));
         let Some(entry) = self.entries.get(&claim.key) else { return };
         let timer = SlotTimer::resume(now, entry.def.schedule(), entry.jitter(&claim.key), above);
         let timer = self.off_trigger_slots(&claim.key, timer, now);
