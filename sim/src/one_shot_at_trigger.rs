@@ -15,7 +15,8 @@
 //! free millisecond itself (ADR 0052), with a jitter of minutes, and an operator enables
 //! it (enabled already) before that run is due. The enable's re-arm must keep the moved
 //! slot (seed 1927872091756: it found no slot at or above it, and retired the one-shot
-//! unrun).
+//! unrun). After a restart, in half of the seeds, an operator's enable follows the edit:
+//! its re-arm must keep the slot the claim moved to (seed 1927872100004).
 //!
 //! Drawn from a stream of its own.
 
@@ -51,6 +52,8 @@ const EDIT_AFTER_TRIGGER_SECS: u64 = 1;
 const SAME_LIFE_JITTERS_MAX_SECS: [u64; 4] = [120, 90, 200, 60];
 /// The least offset of the own run after the instant that the same life takes.
 const SAME_LIFE_JITTER_OFFSET_SECS_MIN: u64 = 6;
+/// How often, after a restart, an operator's enable follows the edit.
+const ENABLE_AFTER_EDIT_PROBABILITY: f64 = 0.5;
 
 /// The scenario's ops, in a share of seeds: the job's creation, its trigger, the kill, and
 /// the edit to a one-shot at the trigger's slot (applied by the next life: the slot is read
@@ -97,11 +100,17 @@ pub fn one_shot_at_trigger(
             ScheduledOp { after: enable, op: Op::Enable(key) },
         ];
     }
-    vec![
+    let mut ops = vec![
         ScheduledOp { after: created, op: Op::Create(Box::new(def.clone())) },
-        ScheduledOp { after: trigger, op: Op::Trigger(key) },
+        ScheduledOp { after: trigger, op: Op::Trigger(key.clone()) },
         ScheduledOp { after: kill, op: Op::Kill },
         // Queued while the process is down: the next life applies it as it starts.
         ScheduledOp { after: kill + Duration::from_secs(1), op: Op::OneShotAtLatestTrigger(Box::new(def)) },
-    ]
+    ];
+    if rng.random_bool(ENABLE_AFTER_EDIT_PROBABILITY) {
+        // Queued behind the edit: applied as the next life starts too, once its claim of
+        // the instant may have met the trigger's row and moved (seed 1927872100004).
+        ops.push(ScheduledOp { after: kill + Duration::from_secs(1), op: Op::Enable(key) });
+    }
+    ops
 }
