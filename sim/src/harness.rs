@@ -352,7 +352,7 @@ async fn one_shot_with_only_triggers(world: &World) -> bool {
         if !job.state.enabled || !matches!(job.def.schedule, systole::core::schedule::Schedule::At(_)) {
             continue;
         }
-        let Some((_, rows)) = one_shot_rows(world, &job.def.key).await else { continue };
+        let Some((_, _, rows)) = one_shot_rows(world, &job.def.key).await else { continue };
         if !rows.is_empty() && rows.iter().all(|row| row.triggered) {
             return true;
         }
@@ -360,31 +360,27 @@ async fn one_shot_with_only_triggers(world: &World) -> bool {
     false
 }
 
-/// The stored one-shot `key`, enabled or not, with its instant and its run log's rows at
-/// or after it; `None` for anything else.
+/// The stored one-shot `key`, enabled or not, its instant (to the millisecond) and its run
+/// log's rows at or after it; `None` for anything else.
 async fn one_shot_rows(
     world: &World,
     key: &systole::core::ids::HeartbeatKey,
-) -> Option<(bool, Vec<systole::ports::store::Execution>)> {
+) -> Option<(systole::core::heartbeat::Heartbeat, jiff::Timestamp, Vec<systole::ports::store::Execution>)> {
     use systole::core::schedule::Schedule;
     let stored = world.durable.load_heartbeats().await.unwrap_or_default();
     let job = stored.into_iter().find(|job| &job.def.key == key)?;
     let Schedule::At(instant) = job.def.schedule else { return None };
     let executions = world.durable.executions(key, usize::MAX).await.unwrap_or_default();
-    Some((job.state.enabled, executions.into_iter().filter(|execution| execution.slot >= instant).collect()))
+    let rows = executions.into_iter().filter(|execution| execution.slot >= instant).collect();
+    Some((job, systole::core::slots::truncate_to_millis(instant), rows))
 }
 
 /// Whether `key` is a stored one-shot, enabled, whose instant an operator's trigger's row
 /// holds, with nothing of its own logged at or after it (the one-shot at a trigger's
 /// millisecond scenario, in the same life).
 async fn one_shot_off_trigger(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
-    use systole::core::schedule::Schedule;
-    let stored = world.durable.load_heartbeats().await.unwrap_or_default();
-    let Some(job) = stored.iter().find(|job| &job.def.key == key) else { return false };
-    let Schedule::At(instant) = job.def.schedule else { return false };
-    let Some((enabled, rows)) = one_shot_rows(world, key).await else { return false };
-    let instant = systole::core::slots::truncate_to_millis(instant);
-    enabled
+    let Some((job, instant, rows)) = one_shot_rows(world, key).await else { return false };
+    job.state.enabled
         && rows.iter().any(|execution| execution.triggered && execution.slot == instant)
         && rows.iter().all(|execution| execution.triggered)
 }
@@ -393,21 +389,17 @@ async fn one_shot_off_trigger(world: &World, key: &systole::core::ids::Heartbeat
 /// run log holds nothing of its own at or after its instant, only operator's triggers (the
 /// retired one-shot revived scenario).
 async fn retired_one_shot_unrun(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
-    let stored = world.durable.load_heartbeats().await.unwrap_or_default();
-    let retired = stored.iter().any(|job| {
-        &job.def.key == key
-            && !job.state.enabled
-            && job.state.disabled_reason.as_deref() == Some(systole::driver::engine::NO_MORE_SLOTS)
-    });
-    let Some((_, rows)) = one_shot_rows(world, key).await else { return false };
+    let Some((job, _, rows)) = one_shot_rows(world, key).await else { return false };
+    let retired =
+        !job.state.enabled && job.state.disabled_reason.as_deref() == Some(systole::driver::engine::NO_MORE_SLOTS);
     retired && rows.iter().all(|execution| execution.triggered)
 }
 
 /// Whether `key` is a stored one-shot, enabled, with a run of it at or after its instant
 /// going (the one-shot trigger scenario).
 async fn one_shot_run_going(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
-    let Some((enabled, rows)) = one_shot_rows(world, key).await else { return false };
-    enabled && rows.iter().any(|execution| execution.status == ExecutionStatus::Running)
+    let Some((job, _, rows)) = one_shot_rows(world, key).await else { return false };
+    job.state.enabled && rows.iter().any(|execution| execution.status == ExecutionStatus::Running)
 }
 
 /// Whether `key` is a stored one-shot, enabled, whose jittered own run is due, with only an
@@ -415,8 +407,8 @@ async fn one_shot_run_going(world: &World, key: &systole::core::ids::HeartbeatKe
 /// scenario's disable while held, ADR 0050).
 async fn own_slot_held_behind_trigger(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
     let Some((_, own_due)) = one_shot_own_due(world, key).await else { return false };
-    let Some((enabled, rows)) = one_shot_rows(world, key).await else { return false };
-    enabled
+    let Some((job, _, rows)) = one_shot_rows(world, key).await else { return false };
+    job.state.enabled
         && own_due <= world.clock.now().wall
         && rows.iter().any(|row| row.triggered && row.status == ExecutionStatus::Running)
         && rows.iter().all(|row| row.triggered)
@@ -435,8 +427,8 @@ async fn trigger_held_before_own_run(
     if !(instant..own_due).contains(&now) {
         return false;
     }
-    let Some((enabled, rows)) = one_shot_rows(world, key).await else { return false };
-    if !enabled || rows.is_empty() || !rows.iter().all(|row| row.triggered) {
+    let Some((job, _, rows)) = one_shot_rows(world, key).await else { return false };
+    if !job.state.enabled || rows.is_empty() || !rows.iter().all(|row| row.triggered) {
         return false;
     }
     let views = engine.inspect().await.unwrap_or_default();
@@ -459,7 +451,7 @@ async fn one_shot_own_due(
 /// Whether `key` is a stored one-shot whose latest run at or after its instant failed, and
 /// a skip is logged at a later slot (the one-shot trigger scenario's disable and enable).
 async fn one_shot_failure_under_skip(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
-    let Some((_, rows)) = one_shot_rows(world, key).await else { return false };
+    let Some((_, _, rows)) = one_shot_rows(world, key).await else { return false };
     let ran = rows.iter().filter(|execution| execution.status != ExecutionStatus::Skipped);
     let Some(last) = ran.max_by_key(|execution| execution.slot) else { return false };
     matches!(last.status, ExecutionStatus::Failed | ExecutionStatus::TimedOut)

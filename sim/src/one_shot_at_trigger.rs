@@ -26,10 +26,11 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use systole::core::heartbeat::HeartbeatDef;
-use systole::core::policy::{jitter_offset, Overlap};
+use systole::core::policy::Overlap;
 
 use crate::one_shot_triggers::{
-    created_clear_of_jumps, one_shot_key, runtime_one_shot, CallPlan, ONE_SHOT_CALL_SECS, SETTLE_SECS,
+    created_clear_of_jumps, jitter_leaving_room, one_shot_key, runtime_one_shot, CallPlan, JITTERS_MAX_SECS,
+    ONE_SHOT_CALL_SECS, SETTLE_SECS,
 };
 use crate::workload::{Op, ScheduledOp};
 
@@ -47,9 +48,6 @@ const KILL_AFTER_TRIGGER_SECS_MAX: u64 = ONE_SHOT_CALL_SECS - 5;
 const SAME_LIFE_PROBABILITY: f64 = 0.5;
 /// How long after the trigger the edit comes in the same life.
 const EDIT_AFTER_TRIGGER_SECS: u64 = 1;
-/// The jitters tried, in order, for the same life: the first whose offset for the job's
-/// key leaves room for the edit and the enable before the own run.
-const SAME_LIFE_JITTERS_MAX_SECS: [u64; 4] = [120, 90, 200, 60];
 /// The least offset of the own run after the instant that the same life takes.
 const SAME_LIFE_JITTER_OFFSET_SECS_MIN: u64 = 6;
 /// How often, after a restart, an operator's enable follows the edit.
@@ -82,10 +80,9 @@ pub fn one_shot_at_trigger(
     let mut def = runtime_one_shot(template, &key, first_instant, Overlap::Skip, plan);
     def.delete_after_run = rng.random_bool(0.5);
     let same_life = rng.random_bool(SAME_LIFE_PROBABILITY);
-    let jittered = SAME_LIFE_JITTERS_MAX_SECS.iter().map(|secs| Duration::from_secs(*secs)).find_map(|max| {
-        let offset = jitter_offset(&key, max);
-        (offset >= Duration::from_secs(SAME_LIFE_JITTER_OFFSET_SECS_MIN)).then_some((max, offset))
-    });
+    // The first jitter of the one-shot trigger scenario's list that leaves room for the edit
+    // and the enable before the own run.
+    let jittered = jitter_leaving_room(&key, &JITTERS_MAX_SECS, Duration::from_secs(SAME_LIFE_JITTER_OFFSET_SECS_MIN));
     if let (true, Some((max, offset))) = (same_life, jittered) {
         def.policy.jitter_max = max;
         let edit = trigger + Duration::from_secs(EDIT_AFTER_TRIGGER_SECS);

@@ -58,7 +58,7 @@ pub const SETTLE_SECS: u64 = 600;
 const DRAWS_MAX: usize = 16;
 /// The jitters tried, in order, for the version before the jittered own run: the first
 /// whose offset for the one-shot's key leaves room for a trigger and a kill before it.
-const JITTERS_MAX_SECS: [u64; 4] = [120, 90, 200, 60];
+pub const JITTERS_MAX_SECS: [u64; 4] = [120, 90, 200, 60];
 /// The least offset of that own run after the instant that the version takes.
 const JITTER_OFFSET_SECS_MIN: u64 = 8;
 
@@ -171,10 +171,7 @@ pub fn one_shot_triggers(
     let backoff = retry_after.as_secs();
     // A third beside the own run (its store faults make two paths of it), the rest a sixth
     // each; the version before the jittered own run needs a jitter that leaves room.
-    let jittered = JITTERS_MAX_SECS.iter().map(|secs| Duration::from_secs(*secs)).find_map(|max| {
-        let offset = jitter_offset(&key, max);
-        (offset >= Duration::from_secs(JITTER_OFFSET_SECS_MIN)).then_some((max, offset))
-    });
+    let jittered = jitter_leaving_room(&key, &JITTERS_MAX_SECS, Duration::from_secs(JITTER_OFFSET_SECS_MIN));
     let meeting = match (rng.random_range(0..6), jittered) {
         (0 | 1, _) => Meeting::OwnRunThatSucceeds,
         (2, _) => Meeting::RetryAfterAFailure,
@@ -325,6 +322,19 @@ pub fn created_clear_of_jumps(
         }
     }
     None
+}
+
+/// The first of `maxes_secs` under which `key`'s jitter offset is `offset_min` or more, and
+/// that offset: room a scenario needs between a one-shot's instant and its jittered own run.
+pub fn jitter_leaving_room(
+    key: &HeartbeatKey,
+    maxes_secs: &[u64],
+    offset_min: Duration,
+) -> Option<(Duration, Duration)> {
+    maxes_secs.iter().map(|secs| Duration::from_secs(*secs)).find_map(|max| {
+        let offset = jitter_offset(key, max);
+        (offset >= offset_min).then_some((max, offset))
+    })
 }
 
 /// A one-shot `key` made at run time for `instant`, like `template` but with no active hours

@@ -20,11 +20,11 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use systole::core::heartbeat::HeartbeatDef;
-use systole::core::policy::{jitter_offset, Overlap};
+use systole::core::policy::Overlap;
 
 use crate::one_shot_triggers::{
-    created_clear_of_jumps, one_shot_key, runtime_one_shot, CallPlan, ONE_SHOT_CALL_SECS, ONE_SHOT_LEAD_SECS,
-    SETTLE_SECS,
+    created_clear_of_jumps, jitter_leaving_room, one_shot_key, runtime_one_shot, CallPlan, ONE_SHOT_CALL_SECS,
+    ONE_SHOT_LEAD_SECS, SETTLE_SECS,
 };
 use crate::workload::{Op, ScheduledOp};
 
@@ -55,10 +55,7 @@ pub fn trigger_held_enable(
     let Some((template, key)) = one_shot_key(rng, config, ONE_SHOT_ID) else { return Vec::new() };
     let call = Duration::from_secs(ONE_SHOT_CALL_SECS);
     let room_min = ONE_SHOT_CALL_SECS + OWN_RUN_AFTER_FIRST_RUN_SECS_MIN + 1;
-    let Some((jitter_max, offset)) = JITTERS_MAX_SECS.iter().map(|secs| Duration::from_secs(*secs)).find_map(|max| {
-        let offset = jitter_offset(&key, max);
-        (offset.as_secs() >= room_min).then_some((max, offset))
-    }) else {
+    let Some((jitter_max, offset)) = jitter_leaving_room(&key, &JITTERS_MAX_SECS, Duration::from_secs(room_min)) else {
         return Vec::new();
     };
     // The own run, and both triggers' runs after it, before the safety phase ends.

@@ -1263,8 +1263,7 @@ impl Driver {
                 .map(|timer| self.off_trigger_slots(&key, timer, now));
             own.filter(|own| floor.is_none_or(|floor| truncate_to_millis(floor) <= own.next_slot))
         } else {
-            let timer = SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), floor);
-            timer.map(|timer| self.off_trigger_slots(&key, timer, now))
+            SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), floor)
         };
         let Some(entry) = self.entries.get_mut(&key) else { return };
         match timer {
