@@ -393,6 +393,33 @@ async fn an_enable_keeps_a_one_shot_on_the_millisecond_after_a_trigger() {
     engine.shutdown(Duration::from_secs(1)).await;
 }
 
+/// The same with a second trigger between the edit and the enable: the first trigger's run
+/// has started and it is no longer this process's latest, yet its row still holds the
+/// instant, so the enable's re-arm keeps the slot the edit moved to (seed 1927872182998).
+#[tokio::test(start_paused = true)]
+async fn an_enable_after_a_later_trigger_keeps_a_one_shot_off_the_first() {
+    let rig = Rig::new();
+    let mut hourly = HeartbeatDef { origin: Origin::Runtime, ..def("main", "tick", 3_600) };
+    hourly.policy.jitter_max = Duration::from_secs(600);
+    let offset = systole::core::policy::jitter_offset(&hourly.key, hourly.policy.jitter_max);
+    assert!(offset >= Duration::from_secs(10), "room for the enable before the own run: {offset:?}");
+    let engine = rig.start(&[]).await;
+    engine.upsert(hourly.clone()).await.expect("create");
+    rig.advance(60).await;
+    let triggered = engine.trigger(&key("main", "tick")).await.expect("a trigger");
+    let systole::driver::TriggerOutcome::Queued { slot } = triggered else { panic!("queued: {triggered:?}") };
+    engine.upsert(HeartbeatDef { schedule: Schedule::At(slot), ..hourly }).await.expect("replace");
+    rig.advance(2).await;
+    let second = engine.trigger(&key("main", "tick")).await.expect("a second trigger");
+    let systole::driver::TriggerOutcome::Queued { slot: later } = second else { panic!("queued: {second:?}") };
+    rig.advance(2).await;
+    engine.set_enabled(&key("main", "tick"), true).await.expect("enable");
+    rig.advance(offset.as_secs() + 5).await;
+    let own = slot.checked_add(SignedDuration::from_millis(1)).expect("in range");
+    assert_eq!(slots(&rig.starts("main", "tick")), vec![slot, later, own], "both triggers' runs, then the own");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
 /// After a restart the new process made no trigger, and only the run log knows the
 /// trigger's row: the one-shot's claim of its instant meets it, and the store says it is a
 /// trigger's, so the own slot moves to the next millisecond and runs (ADR 0055).

@@ -111,6 +111,15 @@ enum OneShotLastRun {
     Neither,
 }
 
+/// A one-shot's own slot moved off a trigger's millisecond (ADR 0052, 0055).
+#[derive(Debug, Clone, Copy)]
+struct MovedOneShot {
+    /// The instant it was moved from: a definition with another instant owes it nothing.
+    instant: Timestamp,
+    /// The first millisecond at or after it that no trigger known then held.
+    own_slot: Timestamp,
+}
+
 /// The driver's view of one heartbeat.
 struct Entry {
     /// What arming and deciding its slots read of its definition; a run reads the whole
@@ -267,10 +276,12 @@ pub(crate) struct Driver {
     /// Slots an operator triggered, until their run starts (its `RunTask` says so from then
     /// on) or they are dropped: a triggered run says nothing of a one-shot's own slot.
     trigger_slots: std::collections::BTreeSet<(HeartbeatKey, Timestamp)>,
-    /// Triggers' rows of earlier processes that a claim of a one-shot's own slot met (ADR
-    /// 0055): a re-arm keeps the one-shot off them as off the triggers this process made.
-    /// One for each such meeting, which an operator's trigger and an edit made.
-    met_trigger_rows: BTreeSet<(HeartbeatKey, Timestamp)>,
+    /// One-shots' own slots moved off a trigger's millisecond, with the instant they were
+    /// moved from (ADR 0052, 0055): a re-arm keeps the one-shot at or above its moved slot
+    /// once the trigger that moved it is no longer known otherwise (its run started and a
+    /// later trigger came, or it was an earlier process's row that a claim met). One a
+    /// one-shot, dropped when the heartbeat is forgotten.
+    moved_one_shots: KeyMap<MovedOneShot>,
     /// Heartbeats that may have slots waiting: a superset of those whose `waiting` is not
     /// empty, so a wake looks at these instead of every armed heartbeat.
     backlogged: BTreeSet<HeartbeatKey>,
@@ -351,7 +362,7 @@ impl Driver {
             explicit: std::collections::BTreeSet::new(),
             trigger_floor: key_map(),
             trigger_slots: std::collections::BTreeSet::new(),
-            met_trigger_rows: BTreeSet::new(),
+            moved_one_shots: key_map(),
             backlogged: BTreeSet::new(),
             commons: Commons::default(),
             exhausted: BTreeSet::new(),
@@ -1109,6 +1120,7 @@ impl Driver {
         self.unqueue(key);
         self.explicit.retain(|(explicit_key, _)| explicit_key != key);
         self.trigger_slots.retain(|(explicit_key, _)| explicit_key != key);
+        self.moved_one_shots.remove(key);
         self.cooldowns.remove(key);
         // Disarmed (announced) before its entry goes with whatever timer it had.
         self.disarm(key);
@@ -1259,8 +1271,8 @@ impl Driver {
             // trigger holds the instant (ADR 0052): the floor is weighed against that slot.
             // Against the instant, a re-arm whose floor is the moved slot it had armed found
             // no slot left (seed 1927872091756: an enable retired the one-shot unrun).
-            let own = SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), None)
-                .map(|timer| self.off_trigger_slots(&key, timer, now));
+            let own = SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), None);
+            let own = own.map(|timer| self.off_trigger_slots(&key, timer, now));
             own.filter(|own| floor.is_none_or(|floor| truncate_to_millis(floor) <= own.next_slot))
         } else {
             SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), floor)
@@ -1286,22 +1298,26 @@ impl Driver {
     /// skip of the instant would be lost to the trigger's row, as if the trigger had decided
     /// it (ADR 0052; seeds 1927871804321, 1927871874215). Known here: the latest trigger,
     /// any not started yet, and the rows of earlier processes' triggers that a claim met
-    /// (ADR 0055). A backfill's slot is the schedule's own, not taken.
-    fn off_trigger_slots(&self, key: &HeartbeatKey, timer: SlotTimer, now: Now) -> SlotTimer {
+    /// (ADR 0055), and the slot a move found before (`moved_one_shots`): the trigger behind
+    /// it may since have left the others (seed 1927872182998: a second trigger became the
+    /// latest, and an enable retired the one-shot unrun). A backfill's slot is the
+    /// schedule's own, not taken.
+    fn off_trigger_slots(&mut self, key: &HeartbeatKey, timer: SlotTimer, now: Now) -> SlotTimer {
         let Some(entry) = self.entries.get(key) else { return timer };
-        if !matches!(entry.def.schedule(), Schedule::At(_)) {
-            return timer;
-        }
+        let Schedule::At(instant) = entry.def.schedule() else { return timer };
+        let instant = truncate_to_millis(*instant);
+        let moved_before = self.moved_one_shots.get(key).filter(|moved| moved.instant == instant);
+        let from = moved_before.map_or(timer.next_slot, |moved| moved.own_slot.max(timer.next_slot));
         let taken = |slot: Timestamp| {
-            self.trigger_floor.get(key) == Some(&slot)
-                || self.trigger_slots.contains(&(key.clone(), slot))
-                || self.met_trigger_rows.contains(&(key.clone(), slot))
+            self.trigger_floor.get(key) == Some(&slot) || self.trigger_slots.contains(&(key.clone(), slot))
         };
-        let slot = crate::core::slots::first_free_millisecond(timer.next_slot, taken);
+        let slot = crate::core::slots::first_free_millisecond(from, taken);
         if slot == timer.next_slot {
             return timer;
         }
-        SlotTimer::resume(now, entry.def.schedule(), entry.jitter(key), slot)
+        let timer = SlotTimer::resume(now, entry.def.schedule(), entry.jitter(key), slot);
+        self.moved_one_shots.insert(key.clone(), MovedOneShot { instant, own_slot: slot });
+        timer
     }
 
     /// Whether `claim` is a one-shot's own slot, at or after its instant, and the one-shot
@@ -1320,14 +1336,16 @@ impl Driver {
     /// takes the next free millisecond, as a one-shot's own slot, and is claimed there.
     async fn move_off_trigger(&mut self, claim: SlotClaim, now: Now) {
         let Ok(above) = claim.slot.checked_add(SignedDuration::from_millis(1)) else { return };
-        // Known from now on: a re-arm (an enable, a probe) weighs its floor against the
-        // slot moved off it (seeds 1927872100004 and five more: an enable after a restart
-        // found the moved slot above the instant, and retired the one-shot unrun).
-        self.met_trigger_rows.insert((claim.key.clone(), claim.slot));
         let Some(entry) = self.entries.get(&claim.key) else { return };
+        let Schedule::At(instant) = entry.def.schedule() else { return };
+        let instant = truncate_to_millis(*instant);
         let timer = SlotTimer::resume(now, entry.def.schedule(), entry.jitter(&claim.key), above);
         let timer = self.off_trigger_slots(&claim.key, timer, now);
         let moved_to = timer.next_slot;
+        // Known from now on: a re-arm (an enable, a probe) weighs its floor against the
+        // slot moved off it (seeds 1927872100004 and five more: an enable after a restart
+        // found the moved slot above the instant, and retired the one-shot unrun).
+        self.moved_one_shots.insert(claim.key.clone(), MovedOneShot { instant, own_slot: moved_to });
         let event = EngineEvent::ClaimMetTrigger { key: claim.key.clone(), slot: claim.slot, moved_to };
         self.context.events.emit(now.wall, &event);
         let Some(entry) = self.entries.get_mut(&claim.key) else { return };
