@@ -262,8 +262,13 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
                 if retired_one_shot_unrun(world, key).await {
                     world.took(RarePath::EnableOfRetiredOneShotUnrun);
                 }
-                if one_shot_off_trigger(world, key).await {
-                    world.took(RarePath::EnableOfOneShotOffTrigger);
+                match one_shot_off_trigger(world, key).await {
+                    Some(OffTrigger::Latest) => world.took(RarePath::EnableOfOneShotOffTrigger),
+                    Some(OffTrigger::Earlier) => {
+                        world.took(RarePath::EnableOfOneShotOffTrigger);
+                        world.took(RarePath::EnableOfOneShotOffEarlierTrigger);
+                    }
+                    None => {}
                 }
                 engine.set_enabled(key, true).await
             }
@@ -377,12 +382,22 @@ async fn one_shot_rows(
 
 /// Whether `key` is a stored one-shot, enabled, whose instant an operator's trigger's row
 /// holds, with nothing of its own logged at or after it (the one-shot at a trigger's
-/// millisecond scenario, in the same life).
-async fn one_shot_off_trigger(world: &World, key: &systole::core::ids::HeartbeatKey) -> bool {
-    let Some((job, instant, rows)) = one_shot_rows(world, key).await else { return false };
-    job.state.enabled
+/// millisecond scenario), and whether a later trigger of it is logged; `None` if not.
+async fn one_shot_off_trigger(world: &World, key: &systole::core::ids::HeartbeatKey) -> Option<OffTrigger> {
+    let (job, instant, rows) = one_shot_rows(world, key).await?;
+    let off_trigger = job.state.enabled
         && rows.iter().any(|execution| execution.triggered && execution.slot == instant)
-        && rows.iter().all(|execution| execution.triggered)
+        && rows.iter().all(|execution| execution.triggered);
+    let later_trigger = rows.iter().any(|execution| execution.slot > instant);
+    off_trigger.then_some(if later_trigger { OffTrigger::Earlier } else { OffTrigger::Latest })
+}
+
+/// Which trigger holds a one-shot's instant, for [`one_shot_off_trigger`].
+enum OffTrigger {
+    /// The latest trigger of it logged.
+    Latest,
+    /// One with a later trigger of it logged after it.
+    Earlier,
 }
 
 /// Whether `key` is a stored one-shot the engine retired (disabled as out of slots) whose

@@ -15,7 +15,9 @@
 //! free millisecond itself (ADR 0052), with a jitter of minutes, and an operator enables
 //! it (enabled already) before that run is due. The enable's re-arm must keep the moved
 //! slot (seed 1927872091756: it found no slot at or above it, and retired the one-shot
-//! unrun). After a restart, in half of the seeds, an operator's enable follows the edit:
+//! unrun). In half of those, a second trigger comes between the edit and the enable, so
+//! the enable's re-arm comes after the first trigger is no longer this process's latest.
+//! After a restart, in half of the seeds, an operator's enable follows the edit:
 //! its re-arm must keep the slot the claim moved to (seed 1927872100004).
 //!
 //! Drawn from a stream of its own.
@@ -50,6 +52,10 @@ const SAME_LIFE_PROBABILITY: f64 = 0.5;
 const EDIT_AFTER_TRIGGER_SECS: u64 = 1;
 /// The least offset of the own run after the instant that the same life takes.
 const SAME_LIFE_JITTER_OFFSET_SECS_MIN: u64 = 6;
+/// How often, in the same life, a second trigger comes between the edit and the enable.
+const SECOND_TRIGGER_PROBABILITY: f64 = 0.5;
+/// How long after the first trigger the second one comes in the same life.
+const SECOND_TRIGGER_AFTER_TRIGGER_SECS: u64 = EDIT_AFTER_TRIGGER_SECS + 1;
 /// How often, after a restart, an operator's enable follows the edit.
 const ENABLE_AFTER_EDIT_PROBABILITY: f64 = 0.5;
 
@@ -88,14 +94,25 @@ pub fn one_shot_at_trigger(
         let edit = trigger + Duration::from_secs(EDIT_AFTER_TRIGGER_SECS);
         // Before the own run is due: its slot is the trigger's (whole seconds) plus a
         // millisecond, and it comes `offset` after it.
-        let enable_secs_max = (offset.as_secs() - 1).max(EDIT_AFTER_TRIGGER_SECS + 1);
-        let enable = trigger + Duration::from_secs(rng.random_range((EDIT_AFTER_TRIGGER_SECS + 1)..=enable_secs_max));
-        return vec![
+        let second_trigger = rng.random_bool(SECOND_TRIGGER_PROBABILITY);
+        let enable_secs_min =
+            if second_trigger { SECOND_TRIGGER_AFTER_TRIGGER_SECS + 1 } else { EDIT_AFTER_TRIGGER_SECS + 1 };
+        let enable_secs_max = (offset.as_secs() - 1).max(enable_secs_min);
+        let enable = trigger + Duration::from_secs(rng.random_range(enable_secs_min..=enable_secs_max));
+        let mut ops = vec![
             ScheduledOp { after: created, op: Op::Create(Box::new(def.clone())) },
             ScheduledOp { after: trigger, op: Op::Trigger(key.clone()) },
             ScheduledOp { after: edit, op: Op::OneShotAtLatestTrigger(Box::new(def)) },
-            ScheduledOp { after: enable, op: Op::Enable(key) },
         ];
+        if second_trigger {
+            // Skipped as an overlap of the first trigger's run, but this process's latest
+            // trigger from then on: the enable's re-arm must still keep the own slot off the
+            // first trigger's millisecond.
+            let after = trigger + Duration::from_secs(SECOND_TRIGGER_AFTER_TRIGGER_SECS);
+            ops.push(ScheduledOp { after, op: Op::Trigger(key.clone()) });
+        }
+        ops.push(ScheduledOp { after: enable, op: Op::Enable(key) });
+        return ops;
     }
     let mut ops = vec![
         ScheduledOp { after: created, op: Op::Create(Box::new(def.clone())) },

@@ -107,10 +107,13 @@ pub enum RarePath {
     /// An operator enabled a one-shot whose instant an operator's trigger's row holds, with
     /// nothing of its own logged yet: its own slot waits on the next free millisecond.
     EnableOfOneShotOffTrigger,
+    /// The same, with a later operator's trigger of it logged: the trigger that holds the
+    /// instant is no longer the latest.
+    EnableOfOneShotOffEarlierTrigger,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 23] = [
+    pub const ALL: [RarePath; 24] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -134,6 +137,7 @@ impl RarePath {
         RarePath::EnableOfRetiredOneShotUnrun,
         RarePath::OwnResultUnwritten,
         RarePath::EnableOfOneShotOffTrigger,
+        RarePath::EnableOfOneShotOffEarlierTrigger,
     ];
 
     pub fn name(self) -> &'static str {
@@ -161,6 +165,7 @@ impl RarePath {
             RarePath::EnableOfRetiredOneShotUnrun => "enable-of-retired-one-shot-unrun",
             RarePath::OwnResultUnwritten => "own-result-unwritten",
             RarePath::EnableOfOneShotOffTrigger => "enable-of-one-shot-off-trigger",
+            RarePath::EnableOfOneShotOffEarlierTrigger => "enable-of-one-shot-off-earlier-trigger",
         }
     }
 }
