@@ -13,6 +13,7 @@ use systole::core::heartbeat::{HeartbeatDef, Origin};
 use systole::core::policy::{CatchUp, Overlap, RunPolicy};
 use systole::core::schedule::Schedule;
 use systole::driver::events::EngineEvent;
+use systole::driver::EngineHandle;
 use systole::ports::clock::Clock;
 use systole::ports::store::{ExecutionStatus, Store};
 
@@ -367,13 +368,10 @@ async fn a_one_shot_made_for_a_triggers_millisecond_runs_under_the_next_one() {
     engine.shutdown(Duration::from_secs(1)).await;
 }
 
-/// An enable of that one-shot while its moved slot waits (its jitter delays it) re-arms
-/// it at the moved slot, not at none: the armed slot is its floor, and the instant itself is
-/// the trigger's (seed 1927872091756: the enable found no slot at or above the floor, and the
-/// one-shot was retired unrun once the trigger's run ended).
-#[tokio::test(start_paused = true)]
-async fn an_enable_keeps_a_one_shot_on_the_millisecond_after_a_trigger() {
-    let rig = Rig::new();
+/// A runtime job with a jitter of minutes, triggered a minute in and replaced at once by a
+/// one-shot for the trigger's very slot: armed at the next millisecond (ADR 0052), its own
+/// run `offset` later. The engine, the trigger's slot and that offset.
+async fn one_shot_made_for_a_jittered_trigger(rig: &Rig) -> (EngineHandle, Timestamp, Duration) {
     let mut hourly = HeartbeatDef { origin: Origin::Runtime, ..def("main", "tick", 3_600) };
     hourly.policy.jitter_max = Duration::from_secs(600);
     let offset = systole::core::policy::jitter_offset(&hourly.key, hourly.policy.jitter_max);
@@ -384,6 +382,17 @@ async fn an_enable_keeps_a_one_shot_on_the_millisecond_after_a_trigger() {
     let triggered = engine.trigger(&key("main", "tick")).await.expect("a trigger");
     let systole::driver::TriggerOutcome::Queued { slot } = triggered else { panic!("queued: {triggered:?}") };
     engine.upsert(HeartbeatDef { schedule: Schedule::At(slot), ..hourly }).await.expect("replace");
+    (engine, slot, offset)
+}
+
+/// An enable of that one-shot while its moved slot waits (its jitter delays it) re-arms
+/// it at the moved slot, not at none: the armed slot is its floor, and the instant itself is
+/// the trigger's (seed 1927872091756: the enable found no slot at or above the floor, and the
+/// one-shot was retired unrun once the trigger's run ended).
+#[tokio::test(start_paused = true)]
+async fn an_enable_keeps_a_one_shot_on_the_millisecond_after_a_trigger() {
+    let rig = Rig::new();
+    let (engine, slot, offset) = one_shot_made_for_a_jittered_trigger(&rig).await;
     rig.advance(5).await;
     // Enabled already: the operator's enable re-arms it.
     engine.set_enabled(&key("main", "tick"), true).await.expect("enable");
@@ -399,16 +408,7 @@ async fn an_enable_keeps_a_one_shot_on_the_millisecond_after_a_trigger() {
 #[tokio::test(start_paused = true)]
 async fn an_enable_after_a_later_trigger_keeps_a_one_shot_off_the_first() {
     let rig = Rig::new();
-    let mut hourly = HeartbeatDef { origin: Origin::Runtime, ..def("main", "tick", 3_600) };
-    hourly.policy.jitter_max = Duration::from_secs(600);
-    let offset = systole::core::policy::jitter_offset(&hourly.key, hourly.policy.jitter_max);
-    assert!(offset >= Duration::from_secs(10), "room for the enable before the own run: {offset:?}");
-    let engine = rig.start(&[]).await;
-    engine.upsert(hourly.clone()).await.expect("create");
-    rig.advance(60).await;
-    let triggered = engine.trigger(&key("main", "tick")).await.expect("a trigger");
-    let systole::driver::TriggerOutcome::Queued { slot } = triggered else { panic!("queued: {triggered:?}") };
-    engine.upsert(HeartbeatDef { schedule: Schedule::At(slot), ..hourly }).await.expect("replace");
+    let (engine, slot, offset) = one_shot_made_for_a_jittered_trigger(&rig).await;
     rig.advance(2).await;
     let second = engine.trigger(&key("main", "tick")).await.expect("a second trigger");
     let systole::driver::TriggerOutcome::Queued { slot: later } = second else { panic!("queued: {second:?}") };
@@ -417,6 +417,23 @@ async fn an_enable_after_a_later_trigger_keeps_a_one_shot_off_the_first() {
     rig.advance(offset.as_secs() + 5).await;
     let own = slot.checked_add(SignedDuration::from_millis(1)).expect("in range");
     assert_eq!(slots(&rig.starts("main", "tick")), vec![slot, later, own], "both triggers' runs, then the own");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A restart after the edit stored the moved slot: the new process made no trigger, and an
+/// enable before the moved slot's claim re-arms the one-shot with that stored slot for a
+/// floor. Its own slot is still the moved one, and it runs.
+#[tokio::test(start_paused = true)]
+async fn an_enable_after_a_restart_keeps_a_one_shot_on_its_stored_moved_slot() {
+    let rig = Rig::new();
+    let (engine, slot, offset) = one_shot_made_for_a_jittered_trigger(&rig).await;
+    rig.advance(2).await;
+    engine.shutdown(Duration::from_secs(1)).await;
+    let engine = rig.start(&[]).await;
+    engine.set_enabled(&key("main", "tick"), true).await.expect("enable");
+    rig.advance(offset.as_secs() + 5).await;
+    let own = slot.checked_add(SignedDuration::from_millis(1)).expect("in range");
+    assert_eq!(slots(&rig.starts("main", "tick")), vec![slot, own], "the trigger's run, then the own");
     engine.shutdown(Duration::from_secs(1)).await;
 }
 

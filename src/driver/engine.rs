@@ -111,15 +111,6 @@ enum OneShotLastRun {
     Neither,
 }
 
-/// A one-shot's own slot moved off a trigger's millisecond (ADR 0052, 0055).
-#[derive(Debug, Clone, Copy)]
-struct MovedOneShot {
-    /// The instant it was moved from: a definition with another instant owes it nothing.
-    instant: Timestamp,
-    /// The first millisecond at or after it that no trigger known then held.
-    own_slot: Timestamp,
-}
-
 /// The driver's view of one heartbeat.
 struct Entry {
     /// What arming and deciding its slots read of its definition; a run reads the whole
@@ -276,12 +267,6 @@ pub(crate) struct Driver {
     /// Slots an operator triggered, until their run starts (its `RunTask` says so from then
     /// on) or they are dropped: a triggered run says nothing of a one-shot's own slot.
     trigger_slots: std::collections::BTreeSet<(HeartbeatKey, Timestamp)>,
-    /// One-shots' own slots moved off a trigger's millisecond, with the instant they were
-    /// moved from (ADR 0052, 0055): a re-arm keeps the one-shot at or above its moved slot
-    /// once the trigger that moved it is no longer known otherwise (its run started and a
-    /// later trigger came, or it was an earlier process's row that a claim met). One a
-    /// one-shot, dropped when the heartbeat is forgotten.
-    moved_one_shots: KeyMap<MovedOneShot>,
     /// Heartbeats that may have slots waiting: a superset of those whose `waiting` is not
     /// empty, so a wake looks at these instead of every armed heartbeat.
     backlogged: BTreeSet<HeartbeatKey>,
@@ -362,7 +347,6 @@ impl Driver {
             explicit: std::collections::BTreeSet::new(),
             trigger_floor: key_map(),
             trigger_slots: std::collections::BTreeSet::new(),
-            moved_one_shots: key_map(),
             backlogged: BTreeSet::new(),
             commons: Commons::default(),
             exhausted: BTreeSet::new(),
@@ -1120,7 +1104,6 @@ impl Driver {
         self.unqueue(key);
         self.explicit.retain(|(explicit_key, _)| explicit_key != key);
         self.trigger_slots.retain(|(explicit_key, _)| explicit_key != key);
-        self.moved_one_shots.remove(key);
         self.cooldowns.remove(key);
         // Disarmed (announced) before its entry goes with whatever timer it had.
         self.disarm(key);
@@ -1273,7 +1256,12 @@ impl Driver {
             // no slot left (seed 1927872091756: an enable retired the one-shot unrun).
             let own = SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), None);
             let own = own.map(|timer| self.off_trigger_slots(&key, timer, now));
-            own.filter(|own| floor.is_none_or(|floor| truncate_to_millis(floor) <= own.next_slot))
+            let below_floor = |own: &SlotTimer| floor.is_some_and(|floor| truncate_to_millis(floor) > own.next_slot);
+            let own = match own {
+                Some(timer) if below_floor(&timer) => Some(self.off_logged_triggers(&key, timer, now).await),
+                own => own,
+            };
+            own.filter(|own| !below_floor(own))
         } else {
             SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), floor)
         };
@@ -1296,28 +1284,50 @@ impl Driver {
     /// process made (a reload made it a one-shot for that instant, say) takes the next free
     /// millisecond for its own slot: the run log holds one row a slot, and a claim or a
     /// skip of the instant would be lost to the trigger's row, as if the trigger had decided
-    /// it (ADR 0052; seeds 1927871804321, 1927871874215). Known here: the latest trigger,
-    /// any not started yet, and the rows of earlier processes' triggers that a claim met
-    /// (ADR 0055), and the slot a move found before (`moved_one_shots`): the trigger behind
-    /// it may since have left the others (seed 1927872182998: a second trigger became the
-    /// latest, and an enable retired the one-shot unrun). A backfill's slot is the
-    /// schedule's own, not taken.
-    fn off_trigger_slots(&mut self, key: &HeartbeatKey, timer: SlotTimer, now: Now) -> SlotTimer {
+    /// it (ADR 0052; seeds 1927871804321, 1927871874215). Known here: the latest trigger
+    /// and any not started yet. The others (one whose run started before a later trigger,
+    /// one of an earlier process) are in the run log, read when a re-arm is about to find
+    /// no slot (`off_logged_triggers`). A backfill's slot is the schedule's own, not taken.
+    fn off_trigger_slots(&self, key: &HeartbeatKey, timer: SlotTimer, now: Now) -> SlotTimer {
         let Some(entry) = self.entries.get(key) else { return timer };
-        let Schedule::At(instant) = entry.def.schedule() else { return timer };
-        let instant = truncate_to_millis(*instant);
-        let moved_before = self.moved_one_shots.get(key).filter(|moved| moved.instant == instant);
-        let from = moved_before.map_or(timer.next_slot, |moved| moved.own_slot.max(timer.next_slot));
+        if !matches!(entry.def.schedule(), Schedule::At(_)) {
+            return timer;
+        }
         let taken = |slot: Timestamp| {
             self.trigger_floor.get(key) == Some(&slot) || self.trigger_slots.contains(&(key.clone(), slot))
         };
-        let slot = crate::core::slots::first_free_millisecond(from, taken);
+        let slot = crate::core::slots::first_free_millisecond(timer.next_slot, taken);
         if slot == timer.next_slot {
             return timer;
         }
-        let timer = SlotTimer::resume(now, entry.def.schedule(), entry.jitter(key), slot);
-        self.moved_one_shots.insert(key.clone(), MovedOneShot { instant, own_slot: slot });
-        timer
+        SlotTimer::resume(now, entry.def.schedule(), entry.jitter(key), slot)
+    }
+
+    /// A one-shot's own slot moved off the triggers' rows the run log holds from it on:
+    /// what a re-arm needs when its floor lies above the slot this process would arm, about
+    /// to find none. Triggers this process no longer holds in memory are known only there:
+    /// one whose run started before a later trigger (seed 1927872182998), one of an earlier
+    /// process that a claim met (ADR 0055; seeds 1927872100004, 1927872113524), or any
+    /// before a restart that followed the edit's moved slot; each time an enable retired
+    /// the one-shot unrun. A retry's floor stays above: the own failed run holds the
+    /// instant, not a trigger. A failed read leaves the slot as it was (no slot is found).
+    async fn off_logged_triggers(&mut self, key: &HeartbeatKey, timer: SlotTimer, now: Now) -> SlotTimer {
+        let rows = match self.context.store.executions(key, ONE_SHOT_LOG_ROWS_READ_MAX).await {
+            Ok(rows) => rows,
+            Err(error) => {
+                self.store_failed("executions", error.to_string(), "a one-shot off a trigger's millisecond may retire");
+                return timer;
+            }
+        };
+        let triggered: BTreeSet<Timestamp> =
+            rows.iter().filter(|row| row.triggered && row.slot >= timer.next_slot).map(|row| row.slot).collect();
+        let slot = crate::core::slots::first_free_millisecond(timer.next_slot, |slot| triggered.contains(&slot));
+        let Some(entry) = self.entries.get(key) else { return timer };
+        if slot == timer.next_slot {
+            return timer;
+        }
+        let moved = SlotTimer::resume(now, entry.def.schedule(), entry.jitter(key), slot);
+        self.off_trigger_slots(key, moved, now)
     }
 
     /// Whether `claim` is a one-shot's own slot, at or after its instant, and the one-shot
@@ -1337,15 +1347,9 @@ impl Driver {
     async fn move_off_trigger(&mut self, claim: SlotClaim, now: Now) {
         let Ok(above) = claim.slot.checked_add(SignedDuration::from_millis(1)) else { return };
         let Some(entry) = self.entries.get(&claim.key) else { return };
-        let Schedule::At(instant) = entry.def.schedule() else { return };
-        let instant = truncate_to_millis(*instant);
         let timer = SlotTimer::resume(now, entry.def.schedule(), entry.jitter(&claim.key), above);
         let timer = self.off_trigger_slots(&claim.key, timer, now);
         let moved_to = timer.next_slot;
-        // Known from now on: a re-arm (an enable, a probe) weighs its floor against the
-        // slot moved off it (seeds 1927872100004 and five more: an enable after a restart
-        // found the moved slot above the instant, and retired the one-shot unrun).
-        self.moved_one_shots.insert(claim.key.clone(), MovedOneShot { instant, own_slot: moved_to });
         let event = EngineEvent::ClaimMetTrigger { key: claim.key.clone(), slot: claim.slot, moved_to };
         self.context.events.emit(now.wall, &event);
         let Some(entry) = self.entries.get_mut(&claim.key) else { return };
