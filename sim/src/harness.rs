@@ -290,6 +290,9 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
                 if one_shot_with_only_triggers(world).await {
                     world.took(RarePath::KillWithOnlyTriggersOfOneShot);
                 }
+                if one_shot_retry_below_trigger_success(world).await {
+                    world.took(RarePath::KillDuringRetryBelowTriggerSuccess);
+                }
                 life.crash(world).await
             }
             Op::Backfill(key, span) => backfill(world, engine, key, *span).await,
@@ -359,6 +362,26 @@ async fn one_shot_with_only_triggers(world: &World) -> bool {
         }
         let Some((_, _, rows)) = one_shot_rows(world, &job.def.key).await else { continue };
         if !rows.is_empty() && rows.iter().all(|row| row.triggered) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether a stored one-shot, enabled, has a run of its own going (its retry) and, at or
+/// after its instant, a failed run of its own below an operator's successful trigger.
+async fn one_shot_retry_below_trigger_success(world: &World) -> bool {
+    for job in world.durable.load_heartbeats().await.unwrap_or_default() {
+        if !job.state.enabled || !matches!(job.def.schedule, systole::core::schedule::Schedule::At(_)) {
+            continue;
+        }
+        let Some((_, _, rows)) = one_shot_rows(world, &job.def.key).await else { continue };
+        let own = |status: ExecutionStatus| rows.iter().filter(move |row| !row.triggered && row.status == status);
+        let trigger_success = rows.iter().filter(|row| row.triggered && row.status == ExecutionStatus::Succeeded);
+        let Some(success) = trigger_success.map(|row| row.slot).max() else { continue };
+        let failed_below = own(ExecutionStatus::Failed).any(|row| row.slot < success);
+        let retry_going = own(ExecutionStatus::Running).any(|row| row.slot > success);
+        if failed_below && retry_going {
             return true;
         }
     }

@@ -16,7 +16,9 @@
 //! it (enabled already) before that run is due. The enable's re-arm must keep the moved
 //! slot (seed 1927872091756: it found no slot at or above it, and retired the one-shot
 //! unrun). In half of those, a second trigger comes between the edit and the enable, so
-//! the enable's re-arm comes after the first trigger is no longer this process's latest.
+//! the enable's re-arm comes after the first trigger is no longer this process's latest;
+//! and in half of the same-life seeds, the process is killed once the edit stored the moved
+//! slot, and the enable is queued for the next life, which made no trigger.
 //! After a restart, in half of the seeds, an operator's enable follows the edit:
 //! its re-arm must keep the slot the claim moved to (seed 1927872100004).
 //!
@@ -56,6 +58,15 @@ const SAME_LIFE_JITTER_OFFSET_SECS_MIN: u64 = 6;
 const SECOND_TRIGGER_PROBABILITY: f64 = 0.5;
 /// How long after the first trigger the second one comes in the same life.
 const SECOND_TRIGGER_AFTER_TRIGGER_SECS: u64 = EDIT_AFTER_TRIGGER_SECS + 1;
+/// How often, in the same life, the process is killed after the edit (and the second
+/// trigger), and the enable is queued for the next life.
+const RESTART_BEFORE_ENABLE_PROBABILITY: f64 = 0.5;
+/// The jitters tried, in order, when the process is killed before the enable: an offset of
+/// [`RESTART_JITTER_OFFSET_SECS_MIN`] or more outlasts most downtimes, so that the next life
+/// starts, and its enable is applied, before the own run is due.
+const RESTART_JITTERS_MAX_SECS: [u64; 3] = [7_200, 5_400, 3_600];
+/// The least offset of the own run after the instant that a restart before the enable takes.
+const RESTART_JITTER_OFFSET_SECS_MIN: u64 = 1_800;
 /// How often, after a restart, an operator's enable follows the edit.
 const ENABLE_AFTER_EDIT_PROBABILITY: f64 = 0.5;
 
@@ -86,9 +97,14 @@ pub fn one_shot_at_trigger(
     let mut def = runtime_one_shot(template, &key, first_instant, Overlap::Skip, plan);
     def.delete_after_run = rng.random_bool(0.5);
     let same_life = rng.random_bool(SAME_LIFE_PROBABILITY);
+    let restart_before_enable = rng.random_bool(RESTART_BEFORE_ENABLE_PROBABILITY);
     // The first jitter of the one-shot trigger scenario's list that leaves room for the edit
-    // and the enable before the own run.
-    let jittered = jitter_leaving_room(&key, &JITTERS_MAX_SECS, Duration::from_secs(SAME_LIFE_JITTER_OFFSET_SECS_MIN));
+    // and the enable before the own run (and for a restart, before the enable).
+    let jittered = if restart_before_enable {
+        jitter_leaving_room(&key, &RESTART_JITTERS_MAX_SECS, Duration::from_secs(RESTART_JITTER_OFFSET_SECS_MIN))
+    } else {
+        jitter_leaving_room(&key, &JITTERS_MAX_SECS, Duration::from_secs(SAME_LIFE_JITTER_OFFSET_SECS_MIN))
+    };
     if let (true, Some((max, offset))) = (same_life, jittered) {
         def.policy.jitter_max = max;
         let edit = trigger + Duration::from_secs(EDIT_AFTER_TRIGGER_SECS);
@@ -98,7 +114,7 @@ pub fn one_shot_at_trigger(
         let enable_secs_min =
             if second_trigger { SECOND_TRIGGER_AFTER_TRIGGER_SECS + 1 } else { EDIT_AFTER_TRIGGER_SECS + 1 };
         let enable_secs_max = (offset.as_secs() - 1).max(enable_secs_min);
-        let enable = trigger + Duration::from_secs(rng.random_range(enable_secs_min..=enable_secs_max));
+        let mut enable = trigger + Duration::from_secs(rng.random_range(enable_secs_min..=enable_secs_max));
         let mut ops = vec![
             ScheduledOp { after: created, op: Op::Create(Box::new(def.clone())) },
             ScheduledOp { after: trigger, op: Op::Trigger(key.clone()) },
@@ -110,6 +126,14 @@ pub fn one_shot_at_trigger(
             // first trigger's millisecond.
             let after = trigger + Duration::from_secs(SECOND_TRIGGER_AFTER_TRIGGER_SECS);
             ops.push(ScheduledOp { after, op: Op::Trigger(key.clone()) });
+        }
+        if restart_before_enable {
+            // The moved slot is stored by now; the next life made no trigger, and its enable,
+            // applied as it starts, knows the triggers' rows only from the run log (the
+            // own run is then still to come when the downtime is shorter than its jitter).
+            let kill = trigger + Duration::from_secs(enable_secs_min);
+            ops.push(ScheduledOp { after: kill, op: Op::Kill });
+            enable = kill + Duration::from_secs(1);
         }
         ops.push(ScheduledOp { after: enable, op: Op::Enable(key) });
         return ops;

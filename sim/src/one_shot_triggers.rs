@@ -21,6 +21,10 @@
 //!   the own run is due, which is then held behind the trigger's run, and the disable
 //!   comes while it is held: the disable drops it, the one-shot is not retired over the
 //!   operator's disable, and the enable runs it (seed 1927871742970; ADR 0050).
+//!   In another quarter of it, calls are short: the trigger's run succeeds and ends before
+//!   the own run is due, the own run fails, and the process is killed during its retry.
+//!   The start-up must read the own failure, not the trigger's success at a later slot,
+//!   as the one-shot's last run, and retry (seed 1927871652031; ADR 0048).
 //!
 //! Drawn from a stream of its own, after every other part of a seed.
 
@@ -61,6 +65,11 @@ const DRAWS_MAX: usize = 16;
 pub const JITTERS_MAX_SECS: [u64; 4] = [120, 90, 200, 60];
 /// The least offset of that own run after the instant that the version takes.
 const JITTER_OFFSET_SECS_MIN: u64 = 8;
+/// How long each model call takes when the trigger's run must end before the own run is
+/// due: short enough for the least offset, with a second on either side.
+const SHORT_CALL_SECS: u64 = 3;
+/// How far into the retry's run (of [`SHORT_CALL_SECS`]) the process is killed, in ms.
+const KILL_INTO_RETRY_MS: u64 = 1_500;
 
 /// Ends the one-shot's prompt: `[calls: S s, call N fails early|late]`. Each model call
 /// takes S seconds; the Nth (counted over the prompt's calls, across restarts) fails while
@@ -148,6 +157,9 @@ enum DuringTheTrigger {
     /// The own run falls due and is held behind the trigger's run (`buffer_one`); an
     /// operator disables the one-shot then, and enables it after the trigger's run.
     DisableWhileHeld,
+    /// Nothing: the trigger's run succeeds and ends before the own run is due. The own run
+    /// fails, and the process is killed during its retry.
+    OwnFailsRetryKilled,
 }
 
 /// The scenario's ops, in a share of seeds: a one-shot created at run time under the agent
@@ -177,16 +189,17 @@ pub fn one_shot_triggers(
         (2, _) => Meeting::RetryAfterAFailure,
         (3, _) | (_, None) => Meeting::FailingRunWhileDisabled,
         (_, Some((_, offset))) => {
-            let then = match rng.random_range(0..3) {
+            let then = match rng.random_range(0..4) {
                 0 => DuringTheTrigger::Kill,
                 1 => DuringTheTrigger::DisableAndEnable,
-                _ => DuringTheTrigger::DisableWhileHeld,
+                2 => DuringTheTrigger::DisableWhileHeld,
+                _ => DuringTheTrigger::OwnFailsRetryKilled,
             };
             Meeting::BeforeJitteredRun { offset, then }
         }
     };
-    // The jitter of the version before the jittered own run delays that run too.
-    let jitter = jittered.map_or(0, |(max, _)| max.as_secs());
+    // The jitter of the version before the jittered own run delays that run, and its retry.
+    let jitter = jittered.map_or(0, |(max, _)| max.as_secs() * 2);
     let span = ONE_SHOT_LEAD_SECS.end()
         + backoff
         + jitter
@@ -224,6 +237,13 @@ pub fn one_shot_triggers(
         Meeting::BeforeJitteredRun { offset, then } => {
             let plan = CallPlan { secs: ONE_SHOT_CALL_SECS, failing_call: 0, fails_early: true };
             match then {
+                // The trigger's run (the first call) ends a second or more before the own
+                // run is due; the own run (the second) fails at once.
+                DuringTheTrigger::OwnFailsRetryKilled => {
+                    let plan = CallPlan { secs: SHORT_CALL_SECS, failing_call: 2, fails_early: true };
+                    let before = rng.random_range(1..=offset.as_secs().saturating_sub(SHORT_CALL_SECS + 1).max(1));
+                    (Overlap::Skip, plan, due + Duration::from_secs(before))
+                }
                 DuringTheTrigger::DisableWhileHeld => {
                     let lead_max = (offset.as_secs() - 1).min(ONE_SHOT_CALL_SECS - 4);
                     let lead = Duration::from_secs(rng.random_range(2..=lead_max));
@@ -239,6 +259,11 @@ pub fn one_shot_triggers(
     let mut def = runtime_one_shot(template, &key, instant, overlap, plan);
     if let (Meeting::BeforeJitteredRun { .. }, Some((max, _))) = (meeting, jittered) {
         def.policy.jitter_max = max;
+    }
+    if let Meeting::BeforeJitteredRun { then: DuringTheTrigger::OwnFailsRetryKilled, .. } = meeting {
+        // A silent target runs whatever the channel's visibility: the trigger must succeed
+        // and the own run fail, not both be skipped as alerts-disabled.
+        def.target = systole::core::delivery_target::DeliveryTarget::silent();
     }
     def.delete_after_run = rng.random_bool(0.5);
     let mut ops = vec![
@@ -279,6 +304,13 @@ pub fn one_shot_triggers(
                 let latest = (trigger_at + call).saturating_sub(second * 2).max(own_due + second);
                 let disable = Duration::from_secs(rng.random_range((own_due.as_secs() + 1)..=latest.as_secs()));
                 ops.extend(disable_then_enable(rng, &key, disable, trigger_at + call));
+            }
+            // The own run fails as it starts; its retry comes after the first backoff step,
+            // jittered as the own run was, and the kill comes within its call: the retry's
+            // row is interrupted, and the trigger's success lies between it and the failure.
+            DuringTheTrigger::OwnFailsRetryKilled => {
+                let retry_start = own_due + retry_after + offset;
+                ops.push(ScheduledOp { after: retry_start + Duration::from_millis(KILL_INTO_RETRY_MS), op: Op::Kill });
             }
         }
     }

@@ -110,10 +110,13 @@ pub enum RarePath {
     /// The same, with a later operator's trigger of it logged: the trigger that holds the
     /// instant is no longer the latest.
     EnableOfOneShotOffEarlierTrigger,
+    /// The process was killed during a one-shot's retry whose failed own run lies below an
+    /// operator's successful trigger of it (seed 1927871652031).
+    KillDuringRetryBelowTriggerSuccess,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 24] = [
+    pub const ALL: [RarePath; 25] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -138,6 +141,7 @@ impl RarePath {
         RarePath::OwnResultUnwritten,
         RarePath::EnableOfOneShotOffTrigger,
         RarePath::EnableOfOneShotOffEarlierTrigger,
+        RarePath::KillDuringRetryBelowTriggerSuccess,
     ];
 
     pub fn name(self) -> &'static str {
@@ -166,6 +170,7 @@ impl RarePath {
             RarePath::OwnResultUnwritten => "own-result-unwritten",
             RarePath::EnableOfOneShotOffTrigger => "enable-of-one-shot-off-trigger",
             RarePath::EnableOfOneShotOffEarlierTrigger => "enable-of-one-shot-off-earlier-trigger",
+            RarePath::KillDuringRetryBelowTriggerSuccess => "kill-during-retry-below-trigger-success",
         }
     }
 }
