@@ -21,7 +21,7 @@
 //!   the own run is due, which is then held behind the trigger's run, and the disable
 //!   comes while it is held: the disable drops it, the one-shot is not retired over the
 //!   operator's disable, and the enable runs it (seed 1927871742970; ADR 0050).
-//!   In another quarter of it, calls are short: the trigger's run succeeds and ends before
+//!   In half of the kill's third of it, calls are short instead: the trigger's run succeeds and ends before
 //!   the own run is due, the own run fails, and the process is killed during its retry.
 //!   The start-up must read the own failure, not the trigger's success at a later slot,
 //!   as the one-shot's last run, and retry (seed 1927871652031; ADR 0048).
@@ -189,17 +189,20 @@ pub fn one_shot_triggers(
         (2, _) => Meeting::RetryAfterAFailure,
         (3, _) | (_, None) => Meeting::FailingRunWhileDisabled,
         (_, Some((_, offset))) => {
-            let then = match rng.random_range(0..4) {
+            // The kill's third is split: half of it kills during the retry instead (the
+            // other thirds keep their seeds, and their mutants' catches).
+            let then = match rng.random_range(0..3) {
+                0 if rng.random_bool(0.5) => DuringTheTrigger::OwnFailsRetryKilled,
                 0 => DuringTheTrigger::Kill,
                 1 => DuringTheTrigger::DisableAndEnable,
-                2 => DuringTheTrigger::DisableWhileHeld,
-                _ => DuringTheTrigger::OwnFailsRetryKilled,
+                _ => DuringTheTrigger::DisableWhileHeld,
             };
             Meeting::BeforeJitteredRun { offset, then }
         }
     };
-    // The jitter of the version before the jittered own run delays that run, and its retry.
-    let jitter = jittered.map_or(0, |(max, _)| max.as_secs() * 2);
+    // The jitter of the version before the jittered own run delays that run (and a retry).
+    let retried = matches!(meeting, Meeting::BeforeJitteredRun { then: DuringTheTrigger::OwnFailsRetryKilled, .. });
+    let jitter = jittered.map_or(0, |(max, _)| max.as_secs() * if retried { 2 } else { 1 });
     let span = ONE_SHOT_LEAD_SECS.end()
         + backoff
         + jitter
