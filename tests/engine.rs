@@ -626,3 +626,38 @@ async fn a_heartbeat_made_again_while_a_run_of_its_predecessor_is_refused_still_
     probe_comes_and_closes(&rig, "twin").await;
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+/// A cluster's reload reads the rows it changed, then each partition's engine adopts them.
+/// An operator's disable that the engine took in between stays: the engine adopts the rows
+/// as the store holds them when it takes them, not as the reload read them (ADR 0056).
+#[tokio::test(start_paused = true)]
+async fn an_adopted_row_read_before_a_disable_leaves_the_heartbeat_disabled() {
+    let rig = Rig::new();
+    rig.llm.set("inbox", Behaviour::Reply("2 urgent mails".into()));
+    let engine = rig.start(&[def("main", "inbox", 60)]).await;
+    let read_by_a_reload = rig.store.load_heartbeats().await.expect("read");
+    assert!(read_by_a_reload.iter().all(|row| row.state.enabled), "read while enabled");
+    engine.set_enabled(&key("main", "inbox"), false).await.expect("disable");
+    engine.adopt_stored(read_by_a_reload, &[]).await.expect("adopt");
+    rig.advance(150).await;
+    assert!(rig.starts("main", "inbox").is_empty(), "a disabled heartbeat never runs");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+/// The same for a delete: the row the reload read is not adopted once the store has none
+/// (adopted, the engine armed a job the store no longer held, and only the claim's miss in
+/// the store kept it from running).
+#[tokio::test(start_paused = true)]
+async fn an_adopted_row_read_before_a_delete_does_not_bring_the_heartbeat_back() {
+    let rig = Rig::new();
+    rig.llm.set("inbox", Behaviour::Reply("2 urgent mails".into()));
+    let engine = rig.start(&[def("main", "inbox", 60)]).await;
+    let read_by_a_reload = rig.store.load_heartbeats().await.expect("read");
+    assert!(engine.delete(&key("main", "inbox")).await.expect("delete"), "it was stored");
+    engine.adopt_stored(read_by_a_reload, &[]).await.expect("adopt");
+    let jobs = engine.inspect().await.expect("the engine's jobs");
+    assert!(jobs.iter().all(|job| job.key != key("main", "inbox")), "the engine holds no such job: {jobs:?}");
+    rig.advance(150).await;
+    assert!(rig.starts("main", "inbox").is_empty(), "a deleted heartbeat never runs");
+    engine.shutdown(Duration::from_secs(1)).await;
+}

@@ -1116,6 +1116,16 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
         assert_eq!(paged[&keys[0]], Some(at(120)), "the latest of its claims");
         assert_eq!(paged[&keys[1]], None, "no logged slot");
         assert_eq!(paged[&keys[count - 1]], None, "disabled: its skip's slot does not come");
+        // Whole rows, their state too, for stored heartbeats only (a cluster's adoption,
+        // ADR 0056).
+        let asked_rows = [keys[0].clone(), key("main", "never-stored"), keys[count - 1].clone()];
+        let rows = store.heartbeats(&asked_rows).await.expect("heartbeats");
+        let enabled: BTreeMap<HeartbeatKey, bool> =
+            rows.iter().map(|row| (row.def.key.clone(), row.state.enabled)).collect();
+        assert_eq!(enabled, BTreeMap::from([(keys[0].clone(), true), (keys[count - 1].clone(), false)]));
+        for row in &rows {
+            assert_eq!(Some(&row.def), defs.iter().find(|def| def.key == row.def.key), "{} as stored", row.def.key);
+        }
         store.set_enabled(&keys[count - 1], true, None).await.expect("enable");
         // Claimed slots' definitions come in one call per batch (over a batch's size here),
         // whole, for stored heartbeats only.

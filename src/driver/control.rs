@@ -119,8 +119,8 @@ impl Control {
     /// definition another node had already seeded keeps the state the store kept for it (an
     /// open breaker, a backoff), which an upsert would take for a fresh one.
     pub async fn adopt_stored(&self, heartbeats: Vec<Heartbeat>, removed: &[HeartbeatKey]) -> Result<(), EngineError> {
-        for heartbeat in heartbeats {
-            self.send(Change::Adopt(Box::new(heartbeat))).await?;
+        if !heartbeats.is_empty() {
+            self.send(Change::Adopt(heartbeats)).await?;
         }
         for key in removed {
             self.send(Change::Delete(key.clone())).await?;

@@ -1,6 +1,7 @@
 //! The driver loop: one task that owns the schedule, sleeps until the earliest due slot,
 //! decides what each due slot does, and dispatches runs concurrently (bounded).
 
+mod adoption;
 mod arming;
 mod breaker;
 mod budget;
@@ -84,9 +85,9 @@ pub(crate) enum Command {
 
 pub(crate) enum Change {
     Upsert(Box<HeartbeatDef>),
-    /// A row the store holds (written by another node's seed, say): run it as a start-up
-    /// would load it, with its state.
-    Adopt(Box<Heartbeat>),
+    /// Rows the store holds (written by another node's seed, say): run each as a start-up
+    /// would load it, with its state as the store holds it when the driver takes this.
+    Adopt(Vec<Heartbeat>),
     /// Rows the store holds, adopted only where the driver arms the heartbeat otherwise
     /// (or not at all): a cluster node that missed a reload took its partitions from the
     /// store later, so what it runs is not what its own file said before.
@@ -1028,14 +1029,16 @@ impl Driver {
                     self.rearm(key.clone(), now, floor).await;
                 }
             }
-            Change::Adopt(heartbeat) => self.adopt(*heartbeat, now).await,
+            Change::Adopt(heartbeats) => self.adopt_as_stored(heartbeats, now).await,
             Change::AdoptChanged(heartbeats) => {
-                for heartbeat in heartbeats {
-                    let armed_so =
-                        self.entries.get(&heartbeat.def.key).is_some_and(|entry| entry.def.arms(&heartbeat.def));
-                    if !armed_so {
-                        self.adopt(heartbeat, now).await;
-                    }
+                let changed: Vec<Heartbeat> = heartbeats
+                    .into_iter()
+                    .filter(|heartbeat| {
+                        !self.entries.get(&heartbeat.def.key).is_some_and(|entry| entry.def.arms(&heartbeat.def))
+                    })
+                    .collect();
+                if !changed.is_empty() {
+                    self.adopt_as_stored(changed, now).await;
                 }
             }
             Change::Resume(agent) => {
@@ -1108,23 +1111,6 @@ impl Driver {
         // Disarmed (announced) before its entry goes with whatever timer it had.
         self.disarm(key);
         self.entries.remove(key);
-    }
-
-    /// Runs `heartbeat` as the store holds it, as a start-up loads it: what the old
-    /// definition armed, queued or cooled goes; the row's own state (an open breaker, a
-    /// backoff, its next slot) comes with it.
-    async fn adopt(&mut self, heartbeat: Heartbeat, now: Now) {
-        let key = heartbeat.def.key.clone();
-        let runs_in_flight = self.runs.keys().filter(|(run_key, _)| *run_key == key).count();
-        self.unqueue(&key);
-        self.cooldowns.remove(&key);
-        self.disarm(&key);
-        self.entries.remove(&key);
-        self.load_one(heartbeat).await;
-        if let Some(entry) = self.entries.get_mut(&key) {
-            entry.set_runs_in_flight(runs_in_flight);
-        }
-        self.context.events.emit(now.wall, &EngineEvent::DefinitionApplied { key });
     }
 
     /// Arms a heartbeat that was just enabled (by an operator, or by its breaker for a

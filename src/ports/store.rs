@@ -421,6 +421,12 @@ pub trait Store: Send + Sync + 'static {
     /// Every stored heartbeat, enabled or not, ordered by key.
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError>;
 
+    /// Those of `keys` that are stored, definition and state, as the store holds them now
+    /// (in no particular order). A cluster's engine adopts a reload's rows by it in its own
+    /// turn, after the operator's changes it took before (ADR 0056). One statement per
+    /// batch of keys.
+    async fn heartbeats(&self, keys: &[HeartbeatKey]) -> Result<Vec<Heartbeat>, StoreError>;
+
     /// Seeds config definitions: an upsert that never overwrites runtime changes (see
     /// [`SeedReport`]). Heartbeats created at run time are never touched. An inserted or
     /// replaced definition is stored with its schedule's first slot after `at`, as its next

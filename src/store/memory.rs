@@ -763,6 +763,11 @@ impl Store for MemoryStore {
         Ok(doomed.len() as u64)
     }
 
+    async fn heartbeats(&self, keys: &[HeartbeatKey]) -> Result<Vec<Heartbeat>, StoreError> {
+        let state = self.lock();
+        Ok(keys.iter().filter_map(|key| state.heartbeats.get(key)).map(|row| row.heartbeat()).collect())
+    }
+
     async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<Definitions, StoreError> {
         let state = self.lock();
         let stored = keys.iter().filter_map(|key| state.heartbeats.get(key).map(|row| (key, row)));

@@ -147,15 +147,22 @@ macro_rules! sql_store {
         /// The definitions in pages that [`definitions_read`] answered.
         pub(crate) fn definitions_of_pages(pages: &[String]) -> Result<Definitions, StoreError> {
             let mut definitions = BTreeMap::new();
+            each_heartbeat_of_pages(pages, &mut |heartbeat| {
+                definitions.insert(heartbeat.def.key.clone(), std::sync::Arc::new(heartbeat.def));
+            })?;
+            Ok(definitions)
+        }
+
+        /// Each whole row in pages that [`definitions_read`] answered, handed to `take`.
+        fn each_heartbeat_of_pages(pages: &[String], take: &mut dyn FnMut(Heartbeat)) -> Result<(), StoreError> {
             let mut shared = SharedTexts::default();
             for page in pages {
                 each_heartbeat_row(page, &mut |row| {
-                    let heartbeat = heartbeat_from_row(row, &mut shared)?;
-                    definitions.insert(heartbeat.def.key.clone(), std::sync::Arc::new(heartbeat.def));
+                    take(heartbeat_from_row(row, &mut shared)?);
                     Ok(())
                 })?;
             }
-            Ok(definitions)
+            Ok(())
         }
 
         /// The positions of the listed replies delivered since their times (agent, heartbeat,
@@ -246,6 +253,17 @@ macro_rules! sql_store {
                 }
                 tx.commit().await?;
                 Ok(())
+            }
+
+            /// The stored rows of those of `keys` that are stored, whole, as pages of JSON
+            /// ([`definitions_read`]): one read a batch of keys.
+            async fn rows_of(&self, keys: &[HeartbeatKey]) -> Result<Vec<String>, StoreError> {
+                let mut pages = Vec::new();
+                for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
+                    let listed = listed_keys(chunk);
+                    pages.push(definitions_read(&listed)?.build().fetch_one(&self.pool).await?.try_get::<String, _>(0)?);
+                }
+                Ok(pages)
             }
 
             /// Every heartbeat, `selected` read as `columns`, in key order.
@@ -868,12 +886,13 @@ macro_rules! sql_store {
                 &self,
                 keys: &[HeartbeatKey],
             ) -> Result<Definitions, StoreError> {
-                let mut pages = Vec::new();
-                for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
-                    let listed = listed_keys(chunk);
-                    pages.push(definitions_read(&listed)?.build().fetch_one(&self.pool).await?.try_get::<String, _>(0)?);
-                }
-                definitions_of_pages(&pages)
+                definitions_of_pages(&self.rows_of(keys).await?)
+            }
+
+            async fn heartbeats(&self, keys: &[HeartbeatKey]) -> Result<Vec<Heartbeat>, StoreError> {
+                let mut heartbeats = Vec::with_capacity(keys.len());
+                each_heartbeat_of_pages(&self.rows_of(keys).await?, &mut |heartbeat| heartbeats.push(heartbeat))?;
+                Ok(heartbeats)
             }
 
             async fn claim_and_read(&self, claims: &[SlotClaim]) -> Result<ClaimedSlots, StoreError> {

@@ -52,6 +52,9 @@ impl Store for LateAnswers {
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
         self.inner.load_heartbeats().await
     }
+    async fn heartbeats(&self, keys: &[HeartbeatKey]) -> Result<Vec<Heartbeat>, StoreError> {
+        self.inner.heartbeats(keys).await
+    }
     async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
         self.inner.seed_config(defs, at).await
     }

@@ -125,6 +125,11 @@ impl Store for NodeStore {
         self.inner.load_heartbeats().await
     }
 
+    async fn heartbeats(&self, keys: &[HeartbeatKey]) -> Result<Vec<Heartbeat>, StoreError> {
+        self.link.check().await?;
+        self.inner.heartbeats(keys).await
+    }
+
     async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
         self.link.check().await?;
         let report = self.inner.seed_config(defs, at).await?;

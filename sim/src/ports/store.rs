@@ -112,6 +112,10 @@ impl Store for SimStore {
         self.read(self.world.durable.load_heartbeats()).await
     }
 
+    async fn heartbeats(&self, keys: &[HeartbeatKey]) -> Result<Vec<Heartbeat>, StoreError> {
+        self.read(self.world.durable.heartbeats(keys)).await
+    }
+
     async fn load_for_arming_in_pages(&self, arm: &mut (dyn FnMut(Vec<Armable>) + Send)) -> Result<(), StoreError> {
         let mut all = Vec::new();
         self.read(self.world.durable.load_for_arming_in_pages(&mut |page| all.extend(page))).await?;

@@ -108,8 +108,8 @@ impl Driver {
                     // another node seeded a changed file and so replaced the definition
                     // (seed 31000032685). The store's row is the truth; run it.
                     self.cooldowns.remove(&key);
-                    match self.context.store.load_heartbeats().await {
-                        Ok(rows) => match rows.into_iter().find(|row| row.def.key == key) {
+                    match self.context.store.heartbeats(std::slice::from_ref(&key)).await {
+                        Ok(rows) => match rows.into_iter().next() {
                             Some(row) => self.adopt(row, now).await,
                             None => {
                                 self.disarm(&key);
@@ -119,11 +119,7 @@ impl Driver {
                         Err(error) => {
                             let retry = std::time::Duration::from_secs(BREAKER_HALF_OPEN_RETRY_SECS);
                             self.cooldowns.insert(key, Cooldown::start(now, now.wall, retry));
-                            self.store_failed(
-                                "load_heartbeats",
-                                error.to_string(),
-                                "the probe waits and is tried again",
-                            );
+                            self.store_failed("heartbeats", error.to_string(), "the probe waits and is tried again");
                         }
                     }
                 }
