@@ -12,7 +12,7 @@ use systole::core::partition::{partition_of, PARTITIONS_COUNT};
 
 use super::{CallKind, ClusterOptions, Entry, FaultKind, Record};
 
-pub const INVARIANTS: [&str; 15] = [
+pub const INVARIANTS: [&str; 16] = [
     "cluster-slot-once",
     "cluster-fenced-writes-refused",
     "cluster-cadence-after-heal",
@@ -28,6 +28,7 @@ pub const INVARIANTS: [&str; 15] = [
     "cluster-breaker-holds",
     "cluster-reminder-runs",
     "cluster-trigger-decided",
+    "cluster-disable-holds",
 ];
 
 /// Slack on the database's idle-session timer: it fires a little after its bound, as
@@ -109,7 +110,7 @@ fn agent_pauses(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdi
         let ends = true_time(*until, ahead).saturating_sub(Duration::from_millis(PAUSE_END_SLACK_MS));
         let replaced = entries.iter().find_map(|(_, later, record)| match record {
             Record::OperatorAsked { agent: again, kind, .. }
-                if again == agent && *kind != CallKind::Trigger && *later > set =>
+                if again == agent && matches!(kind, CallKind::Pause | CallKind::Resume) && *later > set =>
             {
                 Some(*later)
             }
@@ -348,7 +349,9 @@ fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Ver
                     });
                 }
             }
-            Record::OperatorResumed { op, .. } | Record::OperatorTriggered { op, .. }
+            Record::OperatorResumed { op, .. }
+            | Record::OperatorTriggered { op, .. }
+            | Record::OperatorSetEnabled { op, .. }
                 if asked.get(op).is_some_and(|(asked_at, _)| settled.is_some_and(|settled| *asked_at >= settled)) =>
             {
                 verdict.check("cluster-call-answered-when-settled", true, String::new);
@@ -366,6 +369,9 @@ fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Ver
                     });
                 }
             }
+            Record::OperatorSetEnabled { answered_by, key, enabled: false, .. } => {
+                disable_holds(entries, index, answered_by, key, &triggered, verdict);
+            }
             Record::OperatorPaused { op, answered_by, agent, minutes } => {
                 if asked.get(op).is_some_and(|(asked_at, _)| settled.is_some_and(|settled| *asked_at >= settled)) {
                     verdict.check("cluster-call-answered-when-settled", true, String::new);
@@ -374,7 +380,7 @@ fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Ver
                 // when it is asked: even one refused may have been stored.
                 let replaced = entries[index + 1..].iter().find_map(|(_, later, record)| match record {
                     Record::OperatorAsked { agent: again, kind, .. }
-                        if again == agent && *kind != CallKind::Trigger =>
+                        if again == agent && matches!(kind, CallKind::Pause | CallKind::Resume) =>
                     {
                         Some(*later)
                     }
@@ -404,6 +410,46 @@ fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Ver
             _ => {}
         }
     }
+}
+
+/// An operator's disable holds across the cluster, whichever node runs the heartbeat and
+/// whatever reload was being applied when it came: once acknowledged, no run of it starts
+/// (but an operator's trigger) until an enable is asked, or a node's seed of a reloaded file
+/// writes it afresh after the disable was asked (a replaced definition starts enabled).
+/// A run that started before the disable may still be going.
+fn disable_holds(
+    entries: &[Entry],
+    index: usize,
+    answered_by: &str,
+    key: &HeartbeatKey,
+    triggered: &BTreeSet<(&HeartbeatKey, Timestamp)>,
+    verdict: &mut Verdict,
+) {
+    let (sequence, at, _) = &entries[index];
+    // The disable's ask: a seed after it may have written the heartbeat afresh.
+    let asked = entries[..index]
+        .iter()
+        .rposition(|(_, _, record)| {
+            matches!(record, Record::OperatorAsked { agent, kind: CallKind::Disable, .. } if *agent == key.agent)
+        })
+        .unwrap_or(index);
+    let ends = entries[asked..].iter().position(|(_, _, record)| match record {
+        Record::OperatorAsked { agent, kind: CallKind::Enable, .. } => *agent == key.agent,
+        Record::Seeded { keys, .. } => keys.contains(key),
+        _ => false,
+    });
+    let until = ends.map_or(entries.len(), |position| asked + position);
+    let started = entries[index + 1..until.max(index + 1)].iter().find(|(_, _, record)| {
+        matches!(record, Record::RunStarted { key: started, slot, .. } if started == key && !triggered.contains(&(key, *slot)))
+    });
+    verdict.check("cluster-disable-holds", started.is_none(), || {
+        let (later, started_at, record) = offending(started);
+        format!(
+            "#{sequence}: {answered_by} disabled {key} at {}s; #{later} at {}s: {record:?}",
+            at.as_secs(),
+            started_at.as_secs()
+        )
+    });
 }
 
 /// A slot starts at most once across the cluster: one claim, one run, one delivery.
@@ -595,6 +641,20 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
             _ => None,
         })
         .collect();
+    // An operator's disable holds the heartbeat's claims back from when it is asked (it may
+    // be applied even if refused) to when it is enabled again (or the end).
+    let mut disabled: Vec<(systole::core::ids::AgentId, Duration, Duration)> = Vec::new();
+    for (_, at, record) in entries {
+        match record {
+            Record::OperatorAsked { agent, kind: CallKind::Disable, .. } => disabled.push((agent.clone(), *at, end)),
+            Record::OperatorSetEnabled { key, enabled: true, .. } => {
+                for window in disabled.iter_mut().filter(|(agent, _, ends)| *agent == key.agent && *ends == end) {
+                    window.2 = *at + spread;
+                }
+            }
+            _ => {}
+        }
+    }
     // Reloads, from when each was asked to when it was answered (or the end).
     let mut reloads: Vec<(Duration, Duration)> = Vec::new();
     for (_, at, record) in entries {
@@ -625,11 +685,17 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
         let Some(interval) = options.longest_interval(&def.key) else { continue };
         let bound = options.lease + options.lease / 3 + interval + spread + Duration::from_secs(CADENCE_SLACK_SECS);
         let paused_within = |from: Duration, to: Duration| -> Duration {
-            pauses
+            let paused: Duration = pauses
                 .iter()
                 .filter(|(agent, ..)| **agent == def.key.agent)
                 .map(|(_, start, end)| (*end).min(to).saturating_sub((*start).max(from)))
-                .sum()
+                .sum();
+            let off: Duration = disabled
+                .iter()
+                .filter(|(agent, ..)| *agent == def.key.agent)
+                .map(|(_, start, end)| (*end).min(to).saturating_sub((*start).max(from)))
+                .sum();
+            paused + off
         };
         let mut last = healed;
         let claims = entries.iter().filter_map(|(_, at, record)| match record {

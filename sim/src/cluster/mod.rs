@@ -169,6 +169,13 @@ pub enum Record {
         agent: AgentId,
         kind: CallKind,
     },
+    /// `answered_by`'s engine disabled (`enabled: false`) or enabled the heartbeat.
+    OperatorSetEnabled {
+        op: usize,
+        answered_by: String,
+        key: HeartbeatKey,
+        enabled: bool,
+    },
     /// The resume was applied by `answered_by`'s engine.
     OperatorResumed {
         op: usize,
@@ -372,6 +379,10 @@ pub enum CallKind {
     Resume,
     /// Runs the agent's heartbeat now.
     Trigger,
+    /// Disables the agent's heartbeat (asked while a reload changes it, ADR 0056).
+    Disable,
+    /// Enables it again (once the cluster has settled).
+    Enable,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -418,6 +429,14 @@ const PASSING_HEARTBEAT_SECS: std::ops::RangeInclusive<u64> = 20..=90;
 const RELOAD_ANSWER_SECS: u64 = FORWARD_TIMEOUT_SECS * 3;
 /// When the settled phase's reload is asked, after the cluster has settled.
 const SETTLED_RELOAD_SECS: u64 = 30;
+/// The share of reloads during the faults at which an operator disables a heartbeat the
+/// reload changes, and how long after the reload is asked, at most: a little over a read
+/// of every row (`HEARTBEATS_READ_MS`), so many disables fall inside a node's apply.
+const DISABLE_DURING_RELOAD_PROBABILITY: f64 = 0.5;
+const DISABLE_AFTER_RELOAD_MS_MAX: u64 = 700;
+/// When those heartbeats are enabled again, after the cluster has settled (before the
+/// settled reload).
+const SETTLED_ENABLE_SECS: u64 = 15;
 /// The engines' waits after failures in a row, and their breaker's cooldown: short, so a
 /// breaker opened during the faults is probed and closed within the healed phase.
 pub(crate) const ERROR_BACKOFF_SECS: [u64; 3] = [10, 20, 40];
@@ -523,6 +542,8 @@ impl ClusterOptions {
         if rng.random_bool(PASSING_HEARTBEAT_PROBABILITY) {
             add_passing_heartbeat(&mut rng, &mut reloads, &heartbeats, &faults, lease);
         }
+        // Drawn last again: disables asked while a reload changes the heartbeat.
+        add_disables_during_reloads(&mut rng, &mut operator, &reloads, &heartbeats, safety + liveness / 2);
         Self {
             seed,
             start,
@@ -642,6 +663,44 @@ fn add_passing_heartbeat(
     let node = (away + rng.random_range(1..NODES_COUNT)) % NODES_COUNT;
     let settled = reloads.len() - 1;
     reloads.insert(settled, ReloadOp { at, node, heartbeats: config });
+}
+
+/// In a share of the reloads during the faults, an operator disables one of the heartbeats
+/// the reload changes, a moment after the reload is asked: often while the node applying it
+/// has read the store's rows and its engines have not yet taken them (each read of every
+/// row takes `HEARTBEATS_READ_MS`). The heartbeat is enabled again once the cluster has
+/// settled (`cluster-disable-holds`, ADR 0056).
+fn add_disables_during_reloads(
+    rng: &mut ChaCha8Rng,
+    operator: &mut Vec<OperatorCall>,
+    reloads: &[ReloadOp],
+    heartbeats: &[HeartbeatDef],
+    settled: Duration,
+) {
+    let mut before: &[HeartbeatDef] = heartbeats;
+    for reload in reloads.iter().filter(|reload| reload.at < settled) {
+        let changed: Vec<usize> = heartbeats
+            .iter()
+            .enumerate()
+            .filter(|(_, pulse)| {
+                let def_in = |defs: &[HeartbeatDef]| defs.iter().find(|def| def.key == pulse.key).cloned();
+                def_in(before) != def_in(&reload.heartbeats)
+            })
+            .map(|(index, _)| index)
+            .collect();
+        before = &reload.heartbeats;
+        if changed.is_empty() || !rng.random_bool(DISABLE_DURING_RELOAD_PROBABILITY) {
+            continue;
+        }
+        let agent = changed[rng.random_range(0..changed.len())];
+        let node = rng.random_range(0..NODES_COUNT);
+        let at = reload.at + Duration::from_millis(rng.random_range(0..=DISABLE_AFTER_RELOAD_MS_MAX));
+        operator.push(OperatorCall { at, node, agent, own: false, kind: CallKind::Disable, minutes: 0 });
+        let at = settled + Duration::from_secs(SETTLED_ENABLE_SECS);
+        let node = rng.random_range(0..NODES_COUNT);
+        operator.push(OperatorCall { at, node, agent, own: false, kind: CallKind::Enable, minutes: 0 });
+    }
+    operator.sort_by_key(|op| op.at);
 }
 
 /// The key of an agent's one heartbeat in the workload.
@@ -793,6 +852,9 @@ impl ClusterWorld {
                     TriggerOutcome::Queued { slot } => Some(slot),
                     _ => None,
                 }),
+                CallKind::Disable | CallKind::Enable => {
+                    engine.set_enabled(&pulse_key(agent), kind == CallKind::Enable).await.map(|_| None)
+                }
             }
         };
         tokio::select! {
@@ -915,6 +977,10 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
                     (Ok((answered_by, slot)), CallKind::Trigger) => {
                         let key = pulse_key(&agent);
                         world.record(Record::OperatorTriggered { op, answered_by, key, slot });
+                    }
+                    (Ok((answered_by, _)), CallKind::Disable | CallKind::Enable) => {
+                        let (key, enabled) = (pulse_key(&agent), kind == CallKind::Enable);
+                        world.record(Record::OperatorSetEnabled { op, answered_by, key, enabled });
                     }
                     (Err((maybe_applied, why)), _) => {
                         world.record(Record::OperatorRefused { op, agent, minutes, maybe_applied, why });

@@ -48,6 +48,8 @@ const REMINDER_SECS: std::ops::Range<u64> = 60..300;
 
 /// How long a call waits before a partitioned node learns the store is unreachable.
 const UNREACHABLE_AFTER_SECS: u64 = 1;
+/// How long a read of every row takes to reach its reader.
+pub(crate) const HEARTBEATS_READ_MS: u64 = 500;
 
 /// The node's link to the store: every call goes through it.
 #[derive(Clone)]
@@ -122,7 +124,11 @@ impl NodeStore {
 impl Store for NodeStore {
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
         self.link.check().await?;
-        self.inner.load_heartbeats().await
+        let rows = self.inner.load_heartbeats().await;
+        // Every row takes a while to come: a reload's engines take its rows later, and an
+        // operator's change may come in between (ADR 0056).
+        self.link.world.clock.sleep(Duration::from_millis(HEARTBEATS_READ_MS)).await;
+        rows
     }
 
     async fn heartbeats(&self, keys: &[HeartbeatKey]) -> Result<Vec<Heartbeat>, StoreError> {
