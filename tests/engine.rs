@@ -12,6 +12,7 @@ use systole::core::active_hours::ActiveHours;
 use systole::core::delivery_target::DeliveryTarget;
 use systole::core::guard::SkipReason;
 use systole::core::heartbeat::HeartbeatDef;
+use systole::core::pause::PauseRecord;
 use systole::driver::events::EngineEvent;
 use systole::driver::EngineOptions;
 use systole::limits::DRIVER_SLEEP_SECS_MAX;
@@ -659,5 +660,27 @@ async fn an_adopted_row_read_before_a_delete_does_not_bring_the_heartbeat_back()
     assert!(jobs.iter().all(|job| job.key != key("main", "inbox")), "the engine holds no such job: {jobs:?}");
     rig.advance(150).await;
     assert!(rig.starts("main", "inbox").is_empty(), "a deleted heartbeat never runs");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A pause that ends clears only itself from the store: an operator's newer pause, stored
+/// before its command reaches the engine, stays for the next process or owner to find (seed
+/// 31450167444: cleared, it was lost when another engine took the partition over).
+#[tokio::test(start_paused = true)]
+async fn a_pause_that_ends_leaves_a_newer_stored_pause() {
+    let rig = Rig::new();
+    let engine = rig.start(&[def("main", "inbox", 60)]).await;
+    let agent = key("main", "inbox").agent;
+    engine.pause(&agent, 1).await.expect("pause");
+    // Another pause written as an operator's call writes it, its command not yet taken.
+    let newer = PauseRecord {
+        until: rig.clock.wall().checked_add(SignedDuration::from_mins(10)).expect("in range"),
+        minutes: 10,
+        set_at: rig.clock.wall(),
+    };
+    rig.store.set_pause(&agent, &newer).await.expect("store the newer pause");
+    rig.advance(90).await;
+    let stored = rig.store.load_pauses().await.expect("read");
+    assert_eq!(stored, vec![(agent, newer)], "the newer pause stays stored");
     engine.shutdown(Duration::from_secs(1)).await;
 }

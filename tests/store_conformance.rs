@@ -827,7 +827,12 @@ async fn pauses_are_stored_replaced_and_cleared_per_agent() {
         store.set_pause(&a, &pause(9)).await.expect("pause again");
         assert_eq!(store.load_pauses().await.expect("load"), vec![(a.clone(), pause(9)), (b.clone(), pause(7))]);
         store.clear_pause(&a).await.expect("clear");
-        assert_eq!(store.load_pauses().await.expect("load"), vec![(b, pause(7))]);
+        assert_eq!(store.load_pauses().await.expect("load"), vec![(b.clone(), pause(7))]);
+        // An ended pause clears only itself: b's stored one ends later, and stays.
+        store.end_pause(&b, pause(5).until).await.expect("end another");
+        assert_eq!(store.load_pauses().await.expect("load"), vec![(b.clone(), pause(7))]);
+        store.end_pause(&b, pause(7).until).await.expect("end it");
+        assert_eq!(store.load_pauses().await.expect("load"), vec![]);
     })
     .await;
 }

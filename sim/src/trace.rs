@@ -224,9 +224,14 @@ pub enum DurableWrite {
     Delete {
         key: HeartbeatKey,
     },
-    /// An agent's pause removed once it ended.
+    /// An agent's pause removed (an operator's resume).
     ClearPause {
         agent: AgentId,
+    },
+    /// An agent's pause removed once it ended, if the stored one ends at `until`.
+    EndPause {
+        agent: AgentId,
+        until: Timestamp,
     },
     /// An agent's pause, as `pause_heartbeats` stored it.
     Pause {
@@ -486,6 +491,9 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                 DurableWrite::ClearPause { agent } => {
                     w.tag(6).str(agent.as_str());
                 }
+                DurableWrite::EndPause { agent, until } => {
+                    w.tag(7).str(agent.as_str()).time(*until);
+                }
                 DurableWrite::Pause { agent, until, minutes } => {
                     w.tag(5).str(agent.as_str()).time(*until).u64(u64::from(*minutes));
                 }
@@ -736,6 +744,7 @@ fn describe_write(write: &DurableWrite) -> String {
         DurableWrite::Put { def, .. } => format!("created or replaced {}", crate::workload::describe_def(def)),
         DurableWrite::Delete { key } => format!("{key} deleted"),
         DurableWrite::ClearPause { agent } => format!("agent {agent} pause cleared"),
+        DurableWrite::EndPause { agent, until } => format!("agent {agent} pause ending at {until} cleared"),
         DurableWrite::Pause { agent, until, minutes } => format!("agent {agent} paused {minutes} min until {until}"),
     }
 }

@@ -494,9 +494,13 @@ pub trait Store: Send + Sync + 'static {
     /// pause only after this returned, so it survives a crash.
     async fn set_pause(&self, agent: &AgentId, pause: &PauseRecord) -> Result<(), StoreError>;
 
-    /// Removes an agent's pause once it has ended, so a restart after a backward wall jump
-    /// cannot revive it.
+    /// Removes an agent's pause (an operator's resume).
     async fn clear_pause(&self, agent: &AgentId) -> Result<(), StoreError>;
+
+    /// Removes an agent's pause once it has ended, so a restart after a backward wall jump
+    /// cannot revive it: only if the stored one ends at `until`, the one that ended. A newer
+    /// pause an operator stored meanwhile, before the engine heard of it, stays.
+    async fn end_pause(&self, agent: &AgentId, until: Timestamp) -> Result<(), StoreError>;
 
     /// Every stored pause (expired ones too; the engine drops what has ended).
     async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError>;

@@ -692,6 +692,15 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn end_pause(&self, agent: &AgentId, until: Timestamp) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        self.fence(&state, std::iter::once(agent))?;
+        if state.pauses.get(agent).is_some_and(|pause| pause.until == until) {
+            state.pauses.remove(agent);
+        }
+        Ok(())
+    }
+
     async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
         let state = self.lock();
         Ok(state

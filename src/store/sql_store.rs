@@ -754,6 +754,18 @@ macro_rules! sql_store {
                 Ok(())
             }
 
+            async fn end_pause(&self, agent: &AgentId, until: Timestamp) -> Result<(), StoreError> {
+                let mut tx = self.write_tx().await?;
+                self.fence(&mut tx, std::iter::once(agent)).await?;
+                sqlx::query("DELETE FROM agent_pauses WHERE agent_id = $1 AND until_ms = $2")
+                    .bind(agent.as_str())
+                    .bind(until.as_millisecond())
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
             async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
                 let rows = sqlx::query("SELECT agent_id, until_ms, minutes, set_at_ms FROM agent_pauses ORDER BY agent_id")
                     .fetch_all(&self.pool)

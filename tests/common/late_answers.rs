@@ -108,6 +108,9 @@ impl Store for LateAnswers {
     async fn clear_pause(&self, agent: &AgentId) -> Result<(), StoreError> {
         self.inner.clear_pause(agent).await
     }
+    async fn end_pause(&self, agent: &AgentId, until: Timestamp) -> Result<(), StoreError> {
+        self.inner.end_pause(agent, until).await
+    }
     async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
         self.inner.load_pauses().await
     }

@@ -264,7 +264,7 @@ struct PauseModel {
     /// When either clock first said it was over, and whether a started engine was
     /// running then to see it (and clear it).
     ended_at: Option<(Duration, bool)>,
-    /// A `clear_pause` write failed after it ended: a restart may revive it (ADR 0005).
+    /// An `end_pause` write failed after it ended: a restart may revive it (ADR 0005).
     clear_failed: bool,
     /// The life that wrote it, and whether the engine has applied it (its `Paused` event,
     /// or a later life's start-up): only then must no run start.
@@ -886,7 +886,7 @@ impl Model<'_> {
                 self.admission.work_done(entry.elapsed, life, key, *slot);
                 Ok(())
             }
-            EngineEvent::StoreFailed { operation: "clear_pause", .. } => {
+            EngineEvent::StoreFailed { operation: "end_pause", .. } => {
                 for pause in self.pauses.values_mut().filter(|pause| pause.ended_at.is_some()) {
                     pause.clear_failed = true;
                 }
@@ -1403,6 +1403,11 @@ impl Model<'_> {
             }
             DurableWrite::ClearPause { agent } => {
                 if let Some(pause) = self.pauses.get_mut(agent) {
+                    pause.cleared = true;
+                }
+            }
+            DurableWrite::EndPause { agent, until } => {
+                if let Some(pause) = self.pauses.get_mut(agent).filter(|pause| pause.until == *until) {
                     pause.cleared = true;
                 }
             }

@@ -204,6 +204,10 @@ impl Store for NodeStore {
         self.write("clear_pause", self.inner.clear_pause(agent)).await
     }
 
+    async fn end_pause(&self, agent: &AgentId, until: Timestamp) -> Result<(), StoreError> {
+        self.write("end_pause", self.inner.end_pause(agent, until)).await
+    }
+
     async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
         self.link.check().await?;
         self.inner.load_pauses().await

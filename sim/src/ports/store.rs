@@ -329,6 +329,11 @@ impl Store for SimStore {
         self.write("clear_pause", self.world.durable.clear_pause(agent), |_| vec![write]).await
     }
 
+    async fn end_pause(&self, agent: &AgentId, until: Timestamp) -> Result<(), StoreError> {
+        let write = DurableWrite::EndPause { agent: agent.clone(), until };
+        self.write("end_pause", self.world.durable.end_pause(agent, until), |_| vec![write]).await
+    }
+
     async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
         self.read(self.world.durable.load_pauses()).await
     }

@@ -39,10 +39,10 @@ impl Driver {
             let pause = Pause::resume(now, record, self.context.settings(&agent).pause_minutes_max);
             if pause.holds(now) {
                 self.pauses.insert(agent, pause);
-            } else if let Err(error) = self.context.store.clear_pause(&agent).await {
+            } else if let Err(error) = self.context.store.end_pause(&agent, record.until).await {
                 // Over now; left in the store, a later backward jump and restart could revive it.
                 let consequence = "a later restart may resume the pause for what is left of it by the wall clock";
-                self.store_failed("clear_pause", error.to_string(), consequence);
+                self.store_failed("end_pause", error.to_string(), consequence);
             }
         }
         Loading::new(now)
