@@ -106,6 +106,7 @@ enum Op {
     Recover(Timestamp),
     SetPause(AgentId, PauseRecord),
     ClearPause(AgentId),
+    EndPause(AgentId, Timestamp),
     Prune(Timestamp, RunRetention),
     Queue(AgentId, &'static str, Timestamp),
 }
@@ -214,6 +215,8 @@ fn sequence(seed: u64) -> Vec<Op> {
     let keys = all_keys();
     let mut now_secs = 0_i64;
     let mut claimed: Vec<(HeartbeatKey, Timestamp)> = Vec::new();
+    // The ends of the pauses set so far: a pause's end names one of them, or another time.
+    let mut pause_ends: Vec<Timestamp> = Vec::new();
     let mut ops = Vec::with_capacity(OPS_PER_SEQUENCE);
     // Start from a seeded config, as the daemon does.
     let config: Vec<HeartbeatDef> =
@@ -287,9 +290,14 @@ fn sequence(seed: u64) -> Vec<Op> {
             75..=77 => Op::Recover(now),
             78..=82 => {
                 let until = at(now_secs + 60 * (1 + rng.below(30) as i64));
+                pause_ends.push(until);
                 Op::SetPause(agent(rng.pick(&AGENTS)), PauseRecord { until, minutes: 30, set_at: now })
             }
-            83..=85 => Op::ClearPause(agent(rng.pick(&AGENTS))),
+            83 => Op::ClearPause(agent(rng.pick(&AGENTS))),
+            84..=85 => {
+                let until = if pause_ends.is_empty() || rng.chance(20) { now } else { rng.pick(&pause_ends) };
+                Op::EndPause(agent(rng.pick(&AGENTS)), until)
+            }
             86..=88 => {
                 let later = at(now_secs + 86_400 * rng.below(10) as i64);
                 let retention =
@@ -329,6 +337,7 @@ async fn apply(store: &dyn Store, op: &Op) -> String {
         Op::Recover(now) => answer(store.recover_interrupted(*now).await),
         Op::SetPause(a, pause) => answer(store.set_pause(a, pause).await),
         Op::ClearPause(a) => answer(store.clear_pause(a).await),
+        Op::EndPause(a, until) => answer(store.end_pause(a, *until).await),
         Op::Prune(now, retention) => answer(store.prune_runs(*now, *retention).await),
         Op::Queue(a, text, now) => answer(store.queue_system_event(a, text, *now).await),
     }
