@@ -672,7 +672,8 @@ async fn a_pause_that_ends_leaves_a_newer_stored_pause() {
     let engine = rig.start(&[def("main", "inbox", 60)]).await;
     let agent = key("main", "inbox").agent;
     engine.pause(&agent, 1).await.expect("pause");
-    // Another pause written as an operator's call writes it, its command not yet taken.
+    // A newer pause, stored as an operator's call stores it, before its command reaches
+    // the engine.
     let newer = PauseRecord {
         until: rig.clock.wall().checked_add(SignedDuration::from_mins(10)).expect("in range"),
         minutes: 10,
