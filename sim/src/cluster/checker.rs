@@ -625,7 +625,7 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
     // from when it was asked to at most a node pause (four leases) and the forward's
     // timeout later.
     let late = options.lease * 4 + Duration::from_secs(super::FORWARD_TIMEOUT_SECS);
-    let pauses: Vec<(&systole::core::ids::AgentId, Duration, Duration)> = entries
+    let mut pauses: Vec<(&systole::core::ids::AgentId, Duration, Duration)> = entries
         .iter()
         .filter_map(|(_, at, record)| match record {
             Record::OperatorPaused { agent, minutes, .. } => {
@@ -641,20 +641,21 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
             _ => None,
         })
         .collect();
-    // An operator's disable holds the heartbeat's claims back from when it is asked (it may
-    // be applied even if refused) to when it is enabled again (or the end).
-    let mut disabled: Vec<(systole::core::ids::AgentId, Duration, Duration)> = Vec::new();
+    // An operator's disable holds the heartbeat's claims back as a pause does, from when it
+    // is asked (it may be applied even if refused) to when it is enabled again (or the end).
+    let mut disabled: Vec<(&systole::core::ids::AgentId, Duration, Duration)> = Vec::new();
     for (_, at, record) in entries {
         match record {
-            Record::OperatorAsked { agent, kind: CallKind::Disable, .. } => disabled.push((agent.clone(), *at, end)),
+            Record::OperatorAsked { agent, kind: CallKind::Disable, .. } => disabled.push((agent, *at, end)),
             Record::OperatorSetEnabled { key, enabled: true, .. } => {
-                for window in disabled.iter_mut().filter(|(agent, _, ends)| *agent == key.agent && *ends == end) {
+                for window in disabled.iter_mut().filter(|(agent, _, ends)| **agent == key.agent && *ends == end) {
                     window.2 = *at + spread;
                 }
             }
             _ => {}
         }
     }
+    pauses.extend(disabled);
     // Reloads, from when each was asked to when it was answered (or the end).
     let mut reloads: Vec<(Duration, Duration)> = Vec::new();
     for (_, at, record) in entries {
@@ -685,17 +686,11 @@ fn cadence_after_heal(options: &ClusterOptions, entries: &[Entry], verdict: &mut
         let Some(interval) = options.longest_interval(&def.key) else { continue };
         let bound = options.lease + options.lease / 3 + interval + spread + Duration::from_secs(CADENCE_SLACK_SECS);
         let paused_within = |from: Duration, to: Duration| -> Duration {
-            let paused: Duration = pauses
+            pauses
                 .iter()
                 .filter(|(agent, ..)| **agent == def.key.agent)
                 .map(|(_, start, end)| (*end).min(to).saturating_sub((*start).max(from)))
-                .sum();
-            let off: Duration = disabled
-                .iter()
-                .filter(|(agent, ..)| *agent == def.key.agent)
-                .map(|(_, start, end)| (*end).min(to).saturating_sub((*start).max(from)))
-                .sum();
-            paused + off
+                .sum()
         };
         let mut last = healed;
         let claims = entries.iter().filter_map(|(_, at, record)| match record {
