@@ -628,6 +628,33 @@ async fn a_heartbeat_made_again_while_a_run_of_its_predecessor_is_refused_still_
     engine.shutdown(Duration::from_secs(1)).await;
 }
 
+/// An operator's resume is written, and its answer is slow; a newer pause is written and
+/// taken by the engine meanwhile. The resume's command, coming last, must not end the pause
+/// the store holds: the engine would run the agent while a restart or the partition's next
+/// owner would pause it (ADR 0005; the cluster simulation's freeze at a pause's end).
+#[tokio::test(start_paused = true)]
+async fn a_resume_answered_after_a_newer_pause_leaves_that_pause_in_force() {
+    let rig = Rig::new();
+    let late = common::late_answers::LateAnswers::new(rig.store.clone(), rig.clock.clone());
+    let engine = rig.start_on(late.clone(), &[def("main", "inbox", 60)], options()).await;
+    let agent = key("main", "inbox").agent;
+    engine.pause(&agent, 2).await.expect("pause");
+    *late.delay.lock().expect("lock") = Some(Duration::from_secs(10));
+    let (resumed, newer) = tokio::join!(engine.resume(&agent), async {
+        rig.advance(2).await;
+        let newer = engine.pause(&agent, 10).await;
+        rig.advance(20).await;
+        newer
+    });
+    assert!(resumed.expect("resume"), "the first pause was stored when the resume read");
+    let newer = newer.expect("the newer pause");
+    let stored = rig.store.load_pauses().await.expect("read");
+    assert_eq!(stored, vec![(agent, newer.record)], "the newer pause is what the store holds");
+    rig.advance(300).await;
+    assert_eq!(rig.llm.calls_for("inbox"), 0, "no run during the pause the store holds");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
 /// A cluster's reload reads the rows it changed, then each partition's engine adopts them.
 /// An operator's disable that the engine took in between stays: the engine adopts the rows
 /// as the store holds them when it takes them, not as the reload read them (ADR 0056).

@@ -7,6 +7,7 @@ mod breaker;
 mod budget;
 mod loading;
 pub(crate) mod operator;
+mod pause_changes;
 mod retention;
 mod wakes;
 
@@ -1041,11 +1042,7 @@ impl Driver {
                     self.adopt_as_stored(changed, now).await;
                 }
             }
-            Change::Resume(agent) => {
-                if self.pauses.remove(&agent).is_some() {
-                    self.context.events.emit(now.wall, &EngineEvent::Resumed { agent });
-                }
-            }
+            Change::Resume(agent) => self.apply_pause_change(agent, None, now).await,
             Change::Delete(key) => self.forget(&key),
             Change::KeepConfigOnly(in_file) => {
                 let gone: Vec<HeartbeatKey> = self
@@ -1058,15 +1055,7 @@ impl Driver {
                     self.forget(&key);
                 }
             }
-            Change::Pause(agent, pause) => {
-                let event = EngineEvent::Paused {
-                    agent: agent.clone(),
-                    minutes: pause.record.minutes,
-                    until: pause.record.until,
-                };
-                self.pauses.insert(agent, pause);
-                self.context.events.emit(now.wall, &event);
-            }
+            Change::Pause(agent, pause) => self.apply_pause_change(agent, Some(pause), now).await,
             Change::SetEnabled(key, enabled) => {
                 let floor = self.slot_floor(&key);
                 // An operator's word closes the breaker (enable) or keeps it shut (disable).

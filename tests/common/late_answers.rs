@@ -1,4 +1,4 @@
-//! A store whose answer to an operator's write (a put, an enable) comes late: the write is
+//! A store whose answer to an operator's write (a put, an enable, a resume) comes late: the write is
 //! made at once, the answer after a delay on the virtual clock, as a slow commit's would.
 //! Runs that end meanwhile reach the engine before the write's change does. Run results
 //! can be made slow the same way (`results_delay`), as a slow group commit's.
@@ -106,7 +106,9 @@ impl Store for LateAnswers {
         self.inner.set_pause(agent, pause).await
     }
     async fn clear_pause(&self, agent: &AgentId) -> Result<(), StoreError> {
-        self.inner.clear_pause(agent).await
+        let written = self.inner.clear_pause(agent).await;
+        self.answer_late().await;
+        written
     }
     async fn end_pause(&self, agent: &AgentId, until: Timestamp) -> Result<(), StoreError> {
         self.inner.end_pause(agent, until).await
