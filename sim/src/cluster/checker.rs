@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use systole::core::ids::HeartbeatKey;
+use systole::core::ids::{AgentId, HeartbeatKey};
 use systole::core::partition::{partition_of, PARTITIONS_COUNT};
 
 use super::{CallKind, ClusterOptions, Entry, FaultKind, Record};
@@ -92,6 +92,7 @@ pub fn check(options: &ClusterOptions, entries: &[Entry]) -> Verdict {
 /// it: it was set `minutes` before `until`, both by the clock of the node that set it.
 fn agent_pauses(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdict) {
     let triggered = triggered_slots(entries);
+    let calls = pause_calls(entries);
     // Each node judges the end by its own wall clock: the one furthest ahead sees it first.
     let ahead = options.nodes.iter().map(|(_, skew, _)| *skew).max().unwrap_or_default();
     let true_time = |wall: Timestamp, skew: jiff::SignedDuration| {
@@ -120,6 +121,16 @@ fn agent_pauses(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdi
             }
             _ => None,
         });
+        // A resume on its way when the pause was stored may land after it (its write frozen
+        // in its transaction, say), and delete it; not one whose write came before.
+        let resumed = calls.iter().any(|call| {
+            call.agent == agent
+                && call.kind == CallKind::Resume
+                && call.asked_at <= set
+                && call.answered_at > set
+                && call.written.is_none_or(|(_, written_at)| written_at >= set)
+        });
+        let replaced = if resumed { Some(set) } else { replaced };
         let ends = replaced.map_or(ends, |replaced| ends.min(replaced));
         // Runs are judged from when the engine applied it (a slot may fire between the
         // store's write and the apply: the call has not returned yet); a replacement from
@@ -336,6 +347,7 @@ fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Ver
     let spread = options.skew_spread();
     let settled = settled_at(options, entries);
     let mut asked: BTreeMap<usize, (Duration, &str)> = BTreeMap::new();
+    let calls = pause_calls(entries);
     for (index, (sequence, at, record)) in entries.iter().enumerate() {
         match record {
             Record::OperatorAsked { op, asked: node, .. } => {
@@ -376,20 +388,25 @@ fn operator_calls(options: &ClusterOptions, entries: &[Entry], verdict: &mut Ver
                 if asked.get(op).is_some_and(|(asked_at, _)| settled.is_some_and(|settled| *asked_at >= settled)) {
                     verdict.check("cluster-call-answered-when-settled", true, String::new);
                 }
-                // A later pause of the agent replaces this one (one pause per agent), from
-                // when it is asked: even one refused may have been stored.
-                let replaced = entries[index + 1..].iter().find_map(|(_, later, record)| match record {
-                    Record::OperatorAsked { agent: again, kind, .. }
-                        if again == agent && matches!(kind, CallKind::Pause | CallKind::Resume) =>
-                    {
-                        Some(*later)
-                    }
-                    _ => None,
-                });
                 // The pause was set between the ask and the answer: its end is sure from the
                 // ask on (a node may store it, then stall before it answers). Less a moment:
                 // the store keeps the end in milliseconds.
                 let set_from = asked.get(op).map_or(*at, |(asked_at, _)| *asked_at);
+                // Another pause or a resume of the agent replaces this one (one pause per
+                // agent): from when it is asked, if it is asked after this one (even one
+                // refused may have been stored); from this one's ask, if it was still on its
+                // way then (its write may land after this one's: a resume frozen in its
+                // transaction while this pause was stored deletes it).
+                let ask = calls.iter().find(|call| call.op == *op).map_or(index, |call| call.asked);
+                let replaced = calls
+                    .iter()
+                    .filter(|call| call.op != *op && call.agent == agent)
+                    .filter_map(|call| match (call.asked > ask, call.answered > ask && !call.written_before(ask)) {
+                        (true, _) => Some(call.asked_at),
+                        (false, true) => Some(set_from),
+                        (false, false) => None,
+                    })
+                    .min();
                 let until = (set_from + Duration::from_secs(u64::from(*minutes) * 60))
                     .saturating_sub(spread + Duration::from_millis(PAUSE_END_SLACK_MS));
                 let until = replaced.map_or(until, |replaced| until.min(replaced));
@@ -497,7 +514,7 @@ fn fenced_writes_refused(entries: &[Entry], verdict: &mut Verdict) {
             Record::Released { node, partition, term } if current.get(partition) == Some(&(*term, node.as_str())) => {
                 current.insert(*partition, (*term, "nobody"));
             }
-            Record::Write { node, partition, term, kind, accepted } => {
+            Record::Write { node, partition, term, kind, accepted, .. } => {
                 verdict.refused_writes += u64::from(!*accepted);
                 let newest = current.get(partition).copied();
                 let current_holder = newest == Some((*term, node.as_str()));
@@ -746,6 +763,78 @@ fn triggered_slots(entries: &[Entry]) -> std::collections::BTreeSet<(&HeartbeatK
             _ => None,
         })
         .collect()
+}
+
+/// An operator's pause or resume of an agent, from its ask to its answer (the end of the
+/// record if none came). Its write may land anywhere in between, so calls whose spans
+/// overlap may land in either order and the store keeps the last (ADR 0005), unless the
+/// record shows where its write landed (`written`: the store's accepted write of that
+/// agent's pause, of the call's kind, on the node that answered it).
+struct PauseCall<'a> {
+    op: usize,
+    agent: &'a AgentId,
+    kind: CallKind,
+    asked: usize,
+    asked_at: Duration,
+    answered: usize,
+    answered_at: Duration,
+    written: Option<(usize, Duration)>,
+}
+
+impl PauseCall<'_> {
+    /// Whether its write surely landed before entry `index`.
+    fn written_before(&self, index: usize) -> bool {
+        self.written.is_some_and(|(written, _)| written < index)
+    }
+}
+
+fn pause_calls(entries: &[Entry]) -> Vec<PauseCall<'_>> {
+    let end = entries.last().map_or(Duration::ZERO, |(_, at, _)| *at);
+    let mut calls: Vec<PauseCall<'_>> = Vec::new();
+    for (index, (_, at, record)) in entries.iter().enumerate() {
+        match record {
+            Record::OperatorAsked { op, agent, kind, .. } if matches!(kind, CallKind::Pause | CallKind::Resume) => {
+                let (answered, answered_at, written) = (entries.len(), end, None);
+                let asked = index;
+                calls.push(PauseCall {
+                    op: *op,
+                    agent,
+                    kind: *kind,
+                    asked,
+                    asked_at: *at,
+                    answered,
+                    answered_at,
+                    written,
+                });
+            }
+            Record::OperatorPaused { op, answered_by, .. } | Record::OperatorResumed { op, answered_by, .. } => {
+                let Some(call) = calls.iter_mut().rev().find(|call| call.op == *op) else { continue };
+                (call.answered, call.answered_at) = (index, *at);
+                let kind = if call.kind == CallKind::Pause { "set_pause" } else { "clear_pause" };
+                // Its write: the only one of its kind about the agent on that node while it went.
+                let writes: Vec<(usize, Duration)> = entries[call.asked..index]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (_, _, record))| {
+                        matches!(record, Record::Write { node, kind: written, agent: Some(agent), accepted: true, .. }
+                            if node == answered_by && *written == kind && agent == call.agent)
+                    })
+                    .map(|(offset, (_, at, _))| (call.asked + offset, *at))
+                    .collect();
+                call.written = match writes[..] {
+                    [only] => Some(only),
+                    _ => None,
+                };
+            }
+            Record::OperatorRefused { op, .. } => {
+                if let Some(call) = calls.iter_mut().rev().find(|call| call.op == *op) {
+                    (call.answered, call.answered_at) = (index, *at);
+                }
+            }
+            _ => {}
+        }
+    }
+    calls
 }
 
 /// When the cluster has settled: half the healed phase after the heal.

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use systole::core::ids::AgentId;
 use systole::ports::clock::Clock;
 
 use super::{ClusterWorld, Record};
@@ -31,6 +32,8 @@ pub struct Freezes {
     /// A write took its row (to the fault); the fault is over (to the write).
     froze: BTreeMap<String, Notify>,
     thawed: BTreeMap<String, Notify>,
+    /// A pause's end of the agent asked for took its row, on the node `State` names.
+    froze_at_pause_end: Notify,
 }
 
 #[derive(Default)]
@@ -38,6 +41,27 @@ struct State {
     freezes: BTreeMap<String, Freeze>,
     /// Lease rows held by a frozen transaction, by partition: the node holding each.
     rows: BTreeMap<u32, String>,
+    /// A freeze asked for at the next end of this agent's pause, on whichever node writes
+    /// it (inside its transaction, or once it committed); then the node whose write took it.
+    at_pause_end: Option<(AgentId, Moment)>,
+    frozen_at_pause_end: Option<String>,
+}
+
+/// Where a write of a pause's end stops its node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    /// Inside its transaction: it commits when the node wakes.
+    InTransaction,
+    /// Just after its commit, before the node sees the answer: a slow answer.
+    AfterCommit,
+}
+
+/// What a fenced write does about a freeze.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    No,
+    InTransaction,
+    AfterCommit,
 }
 
 /// What the frozen write finds when its node wakes.
@@ -55,6 +79,7 @@ impl Freezes {
             state: Mutex::default(),
             froze: nodes.iter().map(|node| (node.clone(), Notify::new())).collect(),
             thawed: nodes.iter().map(|node| (node.clone(), Notify::new())).collect(),
+            froze_at_pause_end: Notify::new(),
         }
     }
 
@@ -88,21 +113,73 @@ impl Freezes {
         false
     }
 
-    /// Called by a fenced write of `node` on `partition`: whether it must freeze here.
-    pub fn take(&self, world: &ClusterWorld, node: &str, partition: u32) -> bool {
-        {
+    /// Asks for a freeze at the next deletion of `agent`'s pause that a node writes (the
+    /// end of a pause, or a resume), at `moment`.
+    pub fn request_at_pause_end(&self, agent: &AgentId, moment: Moment) {
+        let mut state = self.lock();
+        state.at_pause_end = Some((agent.clone(), moment));
+        state.frozen_at_pause_end = None;
+    }
+
+    /// Returns the node whose write of a pause's end holds its row.
+    pub async fn holding_at_pause_end(&self) -> String {
+        loop {
+            self.froze_at_pause_end.notified().await;
+            if let Some(node) = self.lock().frozen_at_pause_end.clone() {
+                return node;
+            }
+        }
+    }
+
+    /// Withdraws a request for a pause's end; `false` when a write took it meanwhile.
+    pub fn withdraw_at_pause_end(&self) -> bool {
+        self.lock().at_pause_end.take().is_some()
+    }
+
+    /// Called by a fenced write of `node` on `partition` (a deletion of `pause_end_of`'s
+    /// pause, if it is one): whether it must freeze, and where. One that freezes after its
+    /// commit calls [`Self::stop_after_commit`] once committed.
+    pub fn take(&self, world: &ClusterWorld, node: &str, partition: u32, pause_end_of: Option<&AgentId>) -> Taken {
+        let at_pause_end = {
             let mut state = self.lock();
-            if state.freezes.get(node) != Some(&Freeze::Requested) {
-                return false;
+            let requested = state.freezes.get(node) == Some(&Freeze::Requested);
+            let at_pause_end = match (&state.at_pause_end, pause_end_of) {
+                (Some((asked, moment)), Some(agent)) if !requested && !state.freezes.contains_key(node) => {
+                    (asked == agent).then_some(*moment)
+                }
+                _ => None,
+            };
+            if !requested && at_pause_end.is_none() {
+                return Taken::No;
+            }
+            if at_pause_end.is_some() {
+                state.at_pause_end = None;
+                state.frozen_at_pause_end = Some(node.to_owned());
+            }
+            if at_pause_end == Some(Moment::AfterCommit) {
+                // No transaction stays open: the node stops once the write committed.
+                return Taken::AfterCommit;
             }
             state.freezes.insert(node.to_owned(), Freeze::Holding { partition, ended: false });
             state.rows.insert(partition, node.to_owned());
-        }
+            at_pause_end
+        };
         world.record(Record::TxFrozen { node: node.to_owned(), partition });
-        if let Some(froze) = self.froze.get(node) {
+        if at_pause_end.is_some() {
+            self.froze_at_pause_end.notify_one();
+        } else if let Some(froze) = self.froze.get(node) {
             froze.notify_one();
         }
-        true
+        Taken::InTransaction
+    }
+
+    /// A write of `node` that froze after its commit: the fault stops the node now, and the
+    /// write's answer comes once it is thawed.
+    pub async fn stop_after_commit(&self, node: &str) {
+        self.froze_at_pause_end.notify_one();
+        if let Some(thawed) = self.thawed.get(node) {
+            thawed.notified().await;
+        }
     }
 
     /// The frozen write waits here until its node is thawed.

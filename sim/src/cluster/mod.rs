@@ -7,6 +7,7 @@
 
 pub mod checker;
 mod freezes;
+mod pause_end_freeze;
 mod ports;
 mod reloads;
 
@@ -70,6 +71,8 @@ pub enum Record {
         partition: u32,
         term: u64,
         kind: &'static str,
+        /// The agent whose pause it sets or deletes, if it is such a write.
+        agent: Option<AgentId>,
         accepted: bool,
     },
     Claimed {
@@ -274,10 +277,15 @@ pub enum FaultKind {
     ModelReminder,
     /// A partition's engine pruned rows of its run log (counted per row).
     RunsPruned,
+    /// The node is stopped inside the write that ends a pause, while an operator stores a
+    /// newer pause of the agent.
+    FrozenAtPauseEnd,
+    /// The same, just after that write committed, before the node sees its answer.
+    StoppedAfterPauseEnd,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 18] = [
         FaultKind::PausedPastLease,
         FaultKind::PausedWithReply,
         FaultKind::FrozenInTransaction,
@@ -294,6 +302,8 @@ impl FaultKind {
         FaultKind::ModelPaused,
         FaultKind::ModelReminder,
         FaultKind::RunsPruned,
+        FaultKind::FrozenAtPauseEnd,
+        FaultKind::StoppedAfterPauseEnd,
     ];
 
     pub fn name(self) -> &'static str {
@@ -314,6 +324,8 @@ impl FaultKind {
             FaultKind::ModelPaused => "model-paused",
             FaultKind::ModelReminder => "model-reminder",
             FaultKind::RunsPruned => "runs-pruned",
+            FaultKind::FrozenAtPauseEnd => "frozen-at-pause-end",
+            FaultKind::StoppedAfterPauseEnd => "stopped-after-pause-end",
         }
     }
 }
@@ -346,6 +358,8 @@ pub struct ClusterOptions {
     /// What each partition's engine keeps of its run log (it prunes its own partition's
     /// rows five minutes after it starts, then hourly).
     pub run_retention: RunRetention,
+    /// A node frozen at a pause's end while a newer pause is stored, in some seeds.
+    pub pause_end_freeze: Option<pause_end_freeze::PauseEndFreeze>,
 }
 
 /// An operator changes every node's file to `heartbeats`, then asks one node to reload.
@@ -544,6 +558,8 @@ impl ClusterOptions {
         }
         // Drawn last again: disables asked while a reload changes the heartbeat.
         add_disables_during_reloads(&mut rng, &mut operator, &reloads, &heartbeats, safety + liveness / 2);
+        // And last again: a freeze at a pause's end, clear of the other faults.
+        let pause_end_freeze = pause_end_freeze::draw(&mut rng, &faults, heartbeats.len(), lease, safety);
         Self {
             seed,
             start,
@@ -560,6 +576,7 @@ impl ClusterOptions {
             model_refusal_percent,
             delivery_refusal_percent,
             run_retention,
+            pause_end_freeze,
         }
     }
 
@@ -869,6 +886,63 @@ impl ClusterWorld {
         }
     }
 
+    /// Keeps node `name` (madsim's `id`), frozen inside a transaction, stopped for
+    /// `length`. The database ends the idle session after its bound, if the node
+    /// configures one; the node stays stopped for the whole fault.
+    async fn hold_frozen(
+        &self,
+        handle: &madsim::runtime::Handle,
+        id: madsim::task::NodeId,
+        name: &str,
+        length: Duration,
+    ) {
+        handle.pause(id);
+        match cluster::idle_transaction_bound(self.options.lease) {
+            Some(bound) if bound < length => {
+                self.clock.sleep(bound).await;
+                self.freezes.end_session(self, name);
+                self.clock.sleep(length - bound).await;
+            }
+            _ => self.clock.sleep(length).await,
+        }
+        handle.resume(id);
+        self.freezes.thaw(name);
+    }
+
+    /// Asks `call` of its node, routed as its API routes it, and records what came of it.
+    async fn ask(&self, op: usize, call: OperatorCall) {
+        let OperatorCall { node, agent, own, kind, minutes, .. } = call;
+        let asked = self.options.nodes[node].0.clone();
+        let agents: Vec<&AgentId> = self.options.heartbeats.iter().map(|def| &def.key.agent).collect();
+        let candidates: Vec<&AgentId> = match (own, self.route_of(&asked)) {
+            (true, Some(route)) => agents.into_iter().filter(|agent| route.route(agent) == Route::Here).collect(),
+            _ => agents,
+        };
+        let Some(agent) = candidates.get(agent % candidates.len().max(1)).map(|agent| (*agent).clone()) else {
+            return;
+        };
+        self.record(Record::OperatorAsked { op, asked: asked.clone(), agent: agent.clone(), kind });
+        match (self.routed_call(&asked, &agent, kind, minutes).await, kind) {
+            (Ok((answered_by, _)), CallKind::Pause) => {
+                self.record(Record::OperatorPaused { op, answered_by, agent, minutes });
+            }
+            (Ok((answered_by, _)), CallKind::Resume) => {
+                self.record(Record::OperatorResumed { op, answered_by, agent });
+            }
+            (Ok((answered_by, slot)), CallKind::Trigger) => {
+                let key = pulse_key(&agent);
+                self.record(Record::OperatorTriggered { op, answered_by, key, slot });
+            }
+            (Ok((answered_by, _)), CallKind::Disable | CallKind::Enable) => {
+                let (key, enabled) = (pulse_key(&agent), kind == CallKind::Enable);
+                self.record(Record::OperatorSetEnabled { op, answered_by, key, enabled });
+            }
+            (Err((maybe_applied, why)), _) => {
+                self.record(Record::OperatorRefused { op, agent, minutes, maybe_applied, why });
+            }
+        }
+    }
+
     /// A draw from the seed's own stream (delays, fault strikes, a pause's minutes).
     fn draw(&self, range: std::ops::Range<u64>) -> u64 {
         self.rng.lock().unwrap_or_else(std::sync::PoisonError::into_inner).random_range(range)
@@ -952,43 +1026,15 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
     let operator = tokio::spawn({
         let world = Arc::clone(&world);
         async move {
-            for (op, pause) in world.options.operator.clone().into_iter().enumerate() {
-                let OperatorCall { at, node, agent, own, kind, minutes } = pause;
-                world.clock.sleep_until(origin + at).await;
-                let asked = world.options.nodes[node].0.clone();
-                let agents: Vec<&AgentId> = world.options.heartbeats.iter().map(|def| &def.key.agent).collect();
-                let candidates: Vec<&AgentId> = match (own, world.route_of(&asked)) {
-                    (true, Some(route)) => {
-                        agents.into_iter().filter(|agent| route.route(agent) == Route::Here).collect()
-                    }
-                    _ => agents,
-                };
-                let Some(agent) = candidates.get(agent % candidates.len().max(1)).map(|agent| (*agent).clone()) else {
-                    continue;
-                };
-                world.record(Record::OperatorAsked { op, asked: asked.clone(), agent: agent.clone(), kind });
-                match (world.routed_call(&asked, &agent, kind, minutes).await, kind) {
-                    (Ok((answered_by, _)), CallKind::Pause) => {
-                        world.record(Record::OperatorPaused { op, answered_by, agent, minutes });
-                    }
-                    (Ok((answered_by, _)), CallKind::Resume) => {
-                        world.record(Record::OperatorResumed { op, answered_by, agent });
-                    }
-                    (Ok((answered_by, slot)), CallKind::Trigger) => {
-                        let key = pulse_key(&agent);
-                        world.record(Record::OperatorTriggered { op, answered_by, key, slot });
-                    }
-                    (Ok((answered_by, _)), CallKind::Disable | CallKind::Enable) => {
-                        let (key, enabled) = (pulse_key(&agent), kind == CallKind::Enable);
-                        world.record(Record::OperatorSetEnabled { op, answered_by, key, enabled });
-                    }
-                    (Err((maybe_applied, why)), _) => {
-                        world.record(Record::OperatorRefused { op, agent, minutes, maybe_applied, why });
-                    }
-                }
+            for (op, call) in world.options.operator.clone().into_iter().enumerate() {
+                world.clock.sleep_until(origin + call.at).await;
+                world.ask(op, call).await;
             }
         }
     });
+    let first_op = world.options.operator.len();
+    let frozen_at_pause_end =
+        tokio::spawn(pause_end_freeze::run(Arc::clone(&world), handle.clone(), ids.clone(), origin, first_op));
     let reloader = tokio::spawn({
         let world = Arc::clone(&world);
         async move {
@@ -1053,19 +1099,7 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
                 };
                 if frozen {
                     world.fault(&name, FaultKind::FrozenInTransaction, format!("{}s", length.as_secs()));
-                    handle.pause(id);
-                    // The database ends the idle session after its bound, if the node
-                    // configures one; the node stays stopped for the whole fault.
-                    match cluster::idle_transaction_bound(world.options.lease) {
-                        Some(bound) if bound < length => {
-                            world.clock.sleep(bound).await;
-                            freezes.end_session(&world, &name);
-                            world.clock.sleep(length - bound).await;
-                        }
-                        _ => world.clock.sleep(length).await,
-                    }
-                    handle.resume(id);
-                    freezes.thaw(&name);
+                    world.hold_frozen(&handle, id, &name, length).await;
                 }
             }
             Fault::Cut(length) => {
@@ -1102,6 +1136,7 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
     world.record(Record::Healed);
     world.clock.sleep(world.options.liveness).await;
     operator.abort();
+    frozen_at_pause_end.abort();
     reloader.abort();
     for id in ids {
         handle.kill(id);

@@ -35,7 +35,7 @@ use systole::ports::store::{
     SkipRecord, SlotClaim, Store, StoreError,
 };
 
-use super::freezes::{wait_for_row, Thawed};
+use super::freezes::{wait_for_row, Taken, Thawed};
 use super::{ClusterWorld, FaultKind, Record, MODEL_HANG_SECS, REMINDER_PREFIX};
 use systole::cluster;
 
@@ -83,38 +83,57 @@ impl NodeStore {
         kind: &'static str,
         apply: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
+        self.write_of(kind, None, apply).await
+    }
+
+    /// [`Self::write`], of `pause_of`'s pause if it writes one: recorded with the agent, and
+    /// a freeze may wait for the write that deletes it (a pause's end, whichever call the
+    /// engine ends it with, or a resume).
+    async fn write_of<T>(
+        &self,
+        kind: &'static str,
+        pause_of: Option<&AgentId>,
+        apply: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
         self.link.check().await?;
         let world = &self.link.world;
-        let frozen = match &self.lease {
-            Some(lease) if world.freezes.take(world, &self.link.node, lease.partition) => {
-                match world.freezes.wait_thawed(&self.link.node).await {
-                    Thawed::Alive { partition } => Some(partition),
-                    Thawed::Ended => {
-                        return Err(StoreError::Backend(
-                            "terminating connection due to idle-in-transaction timeout".to_owned(),
-                        ))
-                    }
+        let deletes_pause = pause_of.filter(|_| kind != "set_pause");
+        let taken = match &self.lease {
+            Some(lease) => world.freezes.take(world, &self.link.node, lease.partition, deletes_pause),
+            None => Taken::No,
+        };
+        let frozen = match (&self.lease, taken) {
+            (Some(_), Taken::InTransaction) => match world.freezes.wait_thawed(&self.link.node).await {
+                Thawed::Alive { partition } => Some(partition),
+                Thawed::Ended => {
+                    return Err(StoreError::Backend(
+                        "terminating connection due to idle-in-transaction timeout".to_owned(),
+                    ))
                 }
-            }
+            },
             _ => None,
         };
         let result = apply.await;
         if let Some(partition) = frozen {
             world.freezes.release(world, &self.link.node, partition);
         }
-        if let Some(lease) = &self.lease {
-            let accepted = match &result {
-                Ok(_) => true,
-                Err(StoreError::Fenced { .. }) => false,
-                Err(_) => return result,
-            };
+        let verdict = match &result {
+            Ok(_) => Some(true),
+            Err(StoreError::Fenced { .. }) => Some(false),
+            Err(_) => None,
+        };
+        if let (Some(lease), Some(accepted)) = (&self.lease, verdict) {
             self.link.world.record(Record::Write {
                 node: self.link.node.clone(),
                 partition: lease.partition,
                 term: lease.term,
                 kind,
+                agent: pause_of.cloned(),
                 accepted,
             });
+        }
+        if taken == Taken::AfterCommit {
+            world.freezes.stop_after_commit(&self.link.node).await;
         }
         result
     }
@@ -197,15 +216,15 @@ impl Store for NodeStore {
     }
 
     async fn set_pause(&self, agent: &AgentId, pause: &PauseRecord) -> Result<(), StoreError> {
-        self.write("set_pause", self.inner.set_pause(agent, pause)).await
+        self.write_of("set_pause", Some(agent), self.inner.set_pause(agent, pause)).await
     }
 
     async fn clear_pause(&self, agent: &AgentId) -> Result<(), StoreError> {
-        self.write("clear_pause", self.inner.clear_pause(agent)).await
+        self.write_of("clear_pause", Some(agent), self.inner.clear_pause(agent)).await
     }
 
     async fn end_pause(&self, agent: &AgentId, until: Timestamp) -> Result<(), StoreError> {
-        self.write("end_pause", self.inner.end_pause(agent, until)).await
+        self.write_of("end_pause", Some(agent), self.inner.end_pause(agent, until)).await
     }
 
     async fn load_pauses(&self) -> Result<Vec<(AgentId, PauseRecord)>, StoreError> {
