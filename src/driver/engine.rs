@@ -265,6 +265,8 @@ pub(crate) struct Driver {
     /// requests until they run or skip.
     explicit: std::collections::BTreeSet<(HeartbeatKey, Timestamp)>,
     /// The latest slot triggered per job, so two triggers in one millisecond stay two slots.
+    /// Kept when the job is deleted: one made again under its id triggers above the slots
+    /// its predecessor's triggers took (the run log keys runs by id and slot).
     trigger_floor: KeyMap<Timestamp>,
     /// Slots an operator triggered, until their run starts (its `RunTask` says so from then
     /// on) or they are dropped: a triggered run says nothing of a one-shot's own slot.
