@@ -11,6 +11,7 @@ use common::{cron_def, def, key, options, Behaviour, Rig};
 use systole::core::breaker::DISABLED_BY_BREAKER;
 use systole::core::heartbeat::{HeartbeatDef, Origin};
 use systole::core::policy::{CatchUp, Overlap, RunPolicy};
+use systole::core::retention::RunRetention;
 use systole::core::schedule::Schedule;
 use systole::driver::events::EngineEvent;
 use systole::driver::EngineHandle;
@@ -413,6 +414,33 @@ async fn an_enable_after_a_later_trigger_keeps_a_one_shot_off_the_first() {
     let second = engine.trigger(&key("main", "tick")).await.expect("a second trigger");
     let systole::driver::TriggerOutcome::Queued { slot: later } = second else { panic!("queued: {second:?}") };
     rig.advance(2).await;
+    engine.set_enabled(&key("main", "tick"), true).await.expect("enable");
+    rig.advance(offset.as_secs() + 5).await;
+    let own = slot.checked_add(SignedDuration::from_millis(1)).expect("in range");
+    assert_eq!(slots(&rig.starts("main", "tick")), vec![slot, later, own], "both triggers' runs, then the own");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+/// The same with a prune of the run log before the enable that keeps each heartbeat's
+/// latest row only: the first trigger's row is gone, and with it the log's word that the
+/// instant is a trigger's. The armed slot, not fired yet, is still the own slot (seed
+/// 1927872728561: the enable retired the one-shot unrun).
+#[tokio::test(start_paused = true)]
+async fn an_enable_after_a_prune_of_the_first_triggers_row_keeps_a_one_shot_off_it() {
+    let rig = Rig::new();
+    let (engine, slot, offset) = one_shot_made_for_a_jittered_trigger(&rig).await;
+    rig.advance(2).await;
+    let second = engine.trigger(&key("main", "tick")).await.expect("a second trigger");
+    let systole::driver::TriggerOutcome::Queued { slot: later } = second else { panic!("queued: {second:?}") };
+    rig.advance(2).await;
+    // A prune as one whose cutoff has passed the first row would make (the simulator's
+    // seed pruned a skipped trigger's row, which no readable window keeps).
+    let latest_only = RunRetention { kept_days: systole::limits::RUNS_KEPT_DAYS_MIN, kept_per_heartbeat: 1 };
+    let days_later = rig.clock.wall() + SignedDuration::from_hours(24 * i64::from(latest_only.kept_days + 1));
+    rig.store.prune_runs(days_later, latest_only).await.expect("prune");
+    let rows = rig.store.executions(&key("main", "tick"), 10).await.expect("the run log");
+    let kept: Vec<Timestamp> = rows.iter().map(|row| row.slot).collect();
+    assert_eq!(kept, vec![later], "the prune kept the latest row only");
     engine.set_enabled(&key("main", "tick"), true).await.expect("enable");
     rig.advance(offset.as_secs() + 5).await;
     let own = slot.checked_add(SignedDuration::from_millis(1)).expect("in range");

@@ -1233,9 +1233,13 @@ impl Driver {
             // no slot left (seed 1927872091756: an enable retired the one-shot unrun).
             let own = SlotTimer::rearm(now, entry.def.schedule(), entry.jitter(&key), None);
             let own = own.map(|timer| self.off_trigger_slots(&key, timer, now));
+            // The timer armed now, if it is the floor and not a retry's: the own slot, found
+            // off the triggers when it was armed, and not decided yet (it has not fired).
+            let armed_own =
+                self.entries.timer(&key).filter(|armed| !entry.rare().retrying && floor == Some(armed.next_slot));
             let below_floor = |own: &SlotTimer| floor.is_some_and(|floor| truncate_to_millis(floor) > own.next_slot);
             let own = match own {
-                Some(timer) if below_floor(&timer) => Some(self.off_logged_triggers(&key, timer, now).await),
+                Some(timer) if below_floor(&timer) => Some(self.off_logged_triggers(&key, timer, armed_own, now).await),
                 own => own,
             };
             own.filter(|own| !below_floor(own))
@@ -1288,7 +1292,16 @@ impl Driver {
     /// before a restart that followed the edit's moved slot; each time an enable retired
     /// the one-shot unrun. A retry's floor stays above: the own failed run holds the
     /// instant, not a trigger. A failed read leaves the slot as it was (no slot is found).
-    async fn off_logged_triggers(&mut self, key: &HeartbeatKey, timer: SlotTimer, now: Now) -> SlotTimer {
+    /// Where the log no longer holds the rows that `armed_own` (the one-shot's own slot,
+    /// armed and not fired) was moved off, that slot stands: a prune keeps each heartbeat's
+    /// latest rows only (seed 1927872728561: an enable retired the one-shot unrun).
+    async fn off_logged_triggers(
+        &mut self,
+        key: &HeartbeatKey,
+        timer: SlotTimer,
+        armed_own: Option<SlotTimer>,
+        now: Now,
+    ) -> SlotTimer {
         let rows = match self.context.store.executions(key, ONE_SHOT_LOG_ROWS_READ_MAX).await {
             Ok(rows) => rows,
             Err(error) => {
@@ -1301,7 +1314,7 @@ impl Driver {
         let slot = crate::core::slots::first_free_millisecond(timer.next_slot, |slot| triggered.contains(&slot));
         let Some(entry) = self.entries.get(key) else { return timer };
         if slot == timer.next_slot {
-            return timer;
+            return armed_own.filter(|armed| armed.next_slot > slot).unwrap_or(timer);
         }
         let moved = SlotTimer::resume(now, entry.def.schedule(), entry.jitter(key), slot);
         self.off_trigger_slots(key, moved, now)
