@@ -369,6 +369,30 @@ async fn a_one_shot_made_for_a_triggers_millisecond_runs_under_the_next_one() {
     engine.shutdown(Duration::from_secs(1)).await;
 }
 
+/// An operator's trigger in the very millisecond of a slot its schedule has just decided
+/// (its timer already on the next one) takes the next millisecond: the run log holds one
+/// row a slot, and a start-up arms above the schedule's latest row, not a trigger's (seed
+/// 1927872738237: the trigger's row took the place of a pause's skip there, and the next
+/// process offered the slot again).
+#[tokio::test(start_paused = true)]
+async fn a_trigger_in_the_millisecond_of_a_decided_slot_takes_the_next_one() {
+    let rig = Rig::new();
+    let engine = rig.start(&[def("main", "tick", 60)]).await;
+    rig.advance(60).await;
+    // Within the slot's millisecond, once the engine has taken it.
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let decided = slots(&rig.starts("main", "tick"));
+    assert_eq!(decided.len(), 1, "its first slot ran: {decided:?}");
+    assert_eq!(rig.clock.wall().as_millisecond(), decided[0].as_millisecond(), "asked in that very millisecond");
+    let triggered = engine.trigger(&key("main", "tick")).await.expect("a trigger");
+    let systole::driver::TriggerOutcome::Queued { slot } = triggered else { panic!("queued: {triggered:?}") };
+    let next = decided[0].checked_add(SignedDuration::from_millis(1)).expect("in range");
+    assert_eq!(slot, next, "the trigger keeps off the schedule's decided slot");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
 /// A runtime job with a jitter of minutes, triggered a minute in and replaced at once by a
 /// one-shot for the trigger's very slot: armed at the next millisecond (ADR 0052), its own
 /// run `offset` later. The engine, the trigger's slot and that offset.

@@ -121,9 +121,11 @@ impl Driver {
             return TriggerOutcome::WakeRequested;
         }
         // Above the previous trigger's slot, so two triggers in one millisecond are two
-        // slots; and never the instant of a slot of its own schedule, armed or later, or of
-        // one waiting (behind a run or for a place to run), which would make one claim of
-        // two decisions (seeds 2283, 958830001851).
+        // slots; and never the instant of a slot of its own schedule, armed, later or
+        // earlier (one just decided may not be logged yet, and a start-up arms above the
+        // schedule's rows, not a trigger's: seed 1927872738237 offered it again), or of one
+        // waiting (behind a run or for a place to run), which would make one claim of two
+        // decisions (seeds 2283, 958830001851).
         let mut slot = truncate_to_millis(now.wall);
         if let Some(floor) = self.trigger_floor.get(key) {
             if slot <= *floor {
@@ -131,12 +133,12 @@ impl Driver {
             }
         }
         let timer = self.entries.timer(key);
-        // A later slot of its schedule, which the trigger would take from it.
+        // A slot of its schedule, which the trigger would take from it.
         let on_grid = |slot: Timestamp| match (entry.def.schedule(), timer) {
             (Schedule::Every(interval), Some(timer)) => {
                 let since = slot.duration_since(timer.next_slot);
                 let step = i128::try_from(interval.as_millis()).unwrap_or(i128::MAX);
-                !since.is_negative() && step > 0 && since.as_millis() % step == 0
+                step > 0 && since.as_millis().rem_euclid(step) == 0
             }
             (Schedule::Every(_), None) => false,
             (schedule, _) => schedule.at_or_after(slot) == Some(slot),
