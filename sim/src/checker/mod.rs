@@ -1001,8 +1001,12 @@ impl Model<'_> {
 
     fn note_decision(&mut self, key: &HeartbeatKey, entry: &Entry, slot: Timestamp, decision: Decision) {
         self.one_shots.decided(key, slot);
-        if self.is_trigger(key, slot) {
-            return; // an operator's slot, not one of the schedule's
+        // An operator's trigger's slot is not one of the schedule's; a backfill's is the
+        // schedule's own (seed 1927872738592: backfilled slots dropped at a breaker's trip
+        // stayed pending, and after a backward wall jump the schedule's claim of one of
+        // them was taken for the backfill's alone, its slot never decided).
+        if self.is_trigger(key, slot) && self.one_shots.is_operator_trigger(key, slot) {
+            return;
         }
         self.decided.entry(key.clone()).or_default().insert(slot, entry.elapsed);
         if self.healed_at.is_some() {
