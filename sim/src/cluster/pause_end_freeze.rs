@@ -68,7 +68,7 @@ impl PauseEndFreeze {
 }
 
 /// In half of the seeds: a window clear of every other fault (their stops and freezes
-/// must not meet this one's), within the faults' phase.
+/// must not meet this one's), within the faults' phase. `faults` are in time order.
 pub fn draw(
     rng: &mut ChaCha8Rng,
     faults: &[(Duration, usize, Fault)],
@@ -100,7 +100,17 @@ pub fn draw(
     }
     let clear = Duration::from_secs(CLEAR_SECS);
     let latest = safety.checked_sub(workload.span() + clear)?.as_secs();
-    let busy: Vec<(Duration, Duration)> = faults.iter().map(|(at, _, fault)| (*at, *at + busy_for(fault))).collect();
+    // The fault loop runs its faults one after another: one may start late, after the one
+    // before it ends (seed 31450240854: a delayed kill met this workload's freeze). Each
+    // fault's window runs from its time to its latest end.
+    let mut latest_end = Duration::ZERO;
+    let busy: Vec<(Duration, Duration)> = faults
+        .iter()
+        .map(|(at, _, fault)| {
+            latest_end = latest_end.max(*at) + busy_for(fault);
+            (*at, latest_end)
+        })
+        .collect();
     for _ in 0..WINDOW_TRIES {
         let at = Duration::from_secs(rng.random_range(60..latest.max(61)));
         let end = at + workload.span();
