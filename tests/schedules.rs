@@ -433,16 +433,8 @@ async fn an_enable_keeps_a_one_shot_on_the_millisecond_after_a_trigger() {
 #[tokio::test(start_paused = true)]
 async fn an_enable_after_a_later_trigger_keeps_a_one_shot_off_the_first() {
     let rig = Rig::new();
-    let (engine, slot, offset) = one_shot_made_for_a_jittered_trigger(&rig).await;
-    rig.advance(2).await;
-    let second = engine.trigger(&key("main", "tick")).await.expect("a second trigger");
-    let systole::driver::TriggerOutcome::Queued { slot: later } = second else { panic!("queued: {second:?}") };
-    rig.advance(2).await;
-    engine.set_enabled(&key("main", "tick"), true).await.expect("enable");
-    rig.advance(offset.as_secs() + 5).await;
-    let own = slot.checked_add(SignedDuration::from_millis(1)).expect("in range");
-    assert_eq!(slots(&rig.starts("main", "tick")), vec![slot, later, own], "both triggers' runs, then the own");
-    engine.shutdown(Duration::from_secs(1)).await;
+    let (engine, slot, later, offset) = one_shot_with_a_second_trigger(&rig).await;
+    enable_and_expect_both_triggers_then_the_own(&rig, engine, slot, later, offset).await;
 }
 
 /// The same with a prune of the run log before the enable that keeps each heartbeat's
@@ -452,11 +444,7 @@ async fn an_enable_after_a_later_trigger_keeps_a_one_shot_off_the_first() {
 #[tokio::test(start_paused = true)]
 async fn an_enable_after_a_prune_of_the_first_triggers_row_keeps_a_one_shot_off_it() {
     let rig = Rig::new();
-    let (engine, slot, offset) = one_shot_made_for_a_jittered_trigger(&rig).await;
-    rig.advance(2).await;
-    let second = engine.trigger(&key("main", "tick")).await.expect("a second trigger");
-    let systole::driver::TriggerOutcome::Queued { slot: later } = second else { panic!("queued: {second:?}") };
-    rig.advance(2).await;
+    let (engine, slot, later, offset) = one_shot_with_a_second_trigger(&rig).await;
     // A prune as one whose cutoff has passed the first row would make (the simulator's
     // seed pruned a skipped trigger's row, which no readable window keeps).
     let latest_only = RunRetention { kept_days: systole::limits::RUNS_KEPT_DAYS_MIN, kept_per_heartbeat: 1 };
@@ -465,6 +453,29 @@ async fn an_enable_after_a_prune_of_the_first_triggers_row_keeps_a_one_shot_off_
     let rows = rig.store.executions(&key("main", "tick"), 10).await.expect("the run log");
     let kept: Vec<Timestamp> = rows.iter().map(|row| row.slot).collect();
     assert_eq!(kept, vec![later], "the prune kept the latest row only");
+    enable_and_expect_both_triggers_then_the_own(&rig, engine, slot, later, offset).await;
+}
+
+/// That one-shot with a second trigger two seconds after the edit, two seconds ago: the
+/// engine, the first trigger's slot, the second's, and the own run's offset.
+async fn one_shot_with_a_second_trigger(rig: &Rig) -> (EngineHandle, Timestamp, Timestamp, Duration) {
+    let (engine, slot, offset) = one_shot_made_for_a_jittered_trigger(rig).await;
+    rig.advance(2).await;
+    let second = engine.trigger(&key("main", "tick")).await.expect("a second trigger");
+    let systole::driver::TriggerOutcome::Queued { slot: later } = second else { panic!("queued: {second:?}") };
+    rig.advance(2).await;
+    (engine, slot, later, offset)
+}
+
+/// An operator's enable (it is enabled already) re-arms the one-shot: both triggers' runs,
+/// then its own on the millisecond after the first trigger's.
+async fn enable_and_expect_both_triggers_then_the_own(
+    rig: &Rig,
+    engine: EngineHandle,
+    slot: Timestamp,
+    later: Timestamp,
+    offset: Duration,
+) {
     engine.set_enabled(&key("main", "tick"), true).await.expect("enable");
     rig.advance(offset.as_secs() + 5).await;
     let own = slot.checked_add(SignedDuration::from_millis(1)).expect("in range");
