@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -397,11 +398,19 @@ async fn a_trigger_in_the_millisecond_of_a_decided_slot_takes_the_next_one() {
 /// one-shot for the trigger's very slot: armed at the next millisecond (ADR 0052), its own
 /// run `offset` later. The engine, the trigger's slot and that offset.
 async fn one_shot_made_for_a_jittered_trigger(rig: &Rig) -> (EngineHandle, Timestamp, Duration) {
+    one_shot_made_for_a_jittered_trigger_on(rig, rig.store.clone()).await
+}
+
+/// The same on `store` (a wrapper of the rig's own).
+async fn one_shot_made_for_a_jittered_trigger_on(
+    rig: &Rig,
+    store: Arc<dyn Store>,
+) -> (EngineHandle, Timestamp, Duration) {
     let mut hourly = HeartbeatDef { origin: Origin::Runtime, ..def("main", "tick", 3_600) };
     hourly.policy.jitter_max = Duration::from_secs(600);
     let offset = systole::core::policy::jitter_offset(&hourly.key, hourly.policy.jitter_max);
     assert!(offset >= Duration::from_secs(10), "room for the enable before the own run: {offset:?}");
-    let engine = rig.start(&[]).await;
+    let engine = rig.start_on(store, &[], options()).await;
     engine.upsert(hourly.clone()).await.expect("create");
     rig.advance(60).await;
     let triggered = engine.trigger(&key("main", "tick")).await.expect("a trigger");
@@ -456,10 +465,34 @@ async fn an_enable_after_a_prune_of_the_first_triggers_row_keeps_a_one_shot_off_
     enable_and_expect_both_triggers_then_the_own(&rig, engine, slot, later, offset).await;
 }
 
+/// The enable's read of the run log fails: the log can move nothing, and the one-shot's
+/// own slot, armed off the first trigger's millisecond and not fired, stands. The engine
+/// retired it unrun, as if the read had found no slot at or above that floor.
+#[tokio::test(start_paused = true)]
+async fn an_enable_whose_read_of_the_run_log_fails_keeps_a_one_shot_on_its_armed_slot() {
+    let rig = Rig::new();
+    let late = common::late_answers::LateAnswers::new(rig.store.clone(), rig.clock.clone());
+    let (engine, slot, later, offset) = one_shot_with_a_second_trigger_on(&rig, late.clone()).await;
+    late.log_reads_fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    let failed_reads =
+        || rig.events.matching(|event| matches!(event, EngineEvent::StoreFailed { operation: "executions", .. })).len();
+    let failed_before = failed_reads();
+    enable_and_expect_both_triggers_then_the_own(&rig, engine, slot, later, offset).await;
+    assert_eq!(failed_reads(), failed_before + 1, "the enable's read of the run log failed, and was reported");
+}
+
 /// That one-shot with a second trigger two seconds after the edit, two seconds ago: the
 /// engine, the first trigger's slot, the second's, and the own run's offset.
 async fn one_shot_with_a_second_trigger(rig: &Rig) -> (EngineHandle, Timestamp, Timestamp, Duration) {
-    let (engine, slot, offset) = one_shot_made_for_a_jittered_trigger(rig).await;
+    one_shot_with_a_second_trigger_on(rig, rig.store.clone()).await
+}
+
+/// The same on `store` (a wrapper of the rig's own).
+async fn one_shot_with_a_second_trigger_on(
+    rig: &Rig,
+    store: Arc<dyn Store>,
+) -> (EngineHandle, Timestamp, Timestamp, Duration) {
+    let (engine, slot, offset) = one_shot_made_for_a_jittered_trigger_on(rig, store).await;
     rig.advance(2).await;
     let second = engine.trigger(&key("main", "tick")).await.expect("a second trigger");
     let systole::driver::TriggerOutcome::Queued { slot: later } = second else { panic!("queued: {second:?}") };

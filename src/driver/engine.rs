@@ -1291,10 +1291,11 @@ impl Driver {
     /// process that a claim met (ADR 0055; seeds 1927872100004, 1927872113524), or any
     /// before a restart that followed the edit's moved slot; each time an enable retired
     /// the one-shot unrun. A retry's floor stays above: the own failed run holds the
-    /// instant, not a trigger. A failed read leaves the slot as it was (no slot is found).
-    /// Where the log no longer holds the rows that `armed_own` (the one-shot's own slot,
-    /// armed and not fired) was moved off, that slot stands: a prune keeps each heartbeat's
-    /// latest rows only (seed 1927872728561: an enable retired the one-shot unrun).
+    /// instant, not a trigger. Where the log no longer holds the rows that `armed_own` (the
+    /// one-shot's own slot, armed and not fired) was moved off, that slot stands: a prune
+    /// keeps each heartbeat's latest rows only (seed 1927872728561: an enable retired the
+    /// one-shot unrun). A failed read moves nothing either: that slot stands, and with none
+    /// armed no slot is found.
     async fn off_logged_triggers(
         &mut self,
         key: &HeartbeatKey,
@@ -1305,8 +1306,9 @@ impl Driver {
         let rows = match self.context.store.executions(key, ONE_SHOT_LOG_ROWS_READ_MAX).await {
             Ok(rows) => rows,
             Err(error) => {
-                self.store_failed("executions", error.to_string(), "a one-shot off a trigger's millisecond may retire");
-                return timer;
+                let consequence = "a one-shot keeps the slot it had armed, and one with none retires";
+                self.store_failed("executions", error.to_string(), consequence);
+                return armed_own.unwrap_or(timer);
             }
         };
         let triggered: BTreeSet<Timestamp> =

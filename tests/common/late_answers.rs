@@ -1,9 +1,11 @@
 //! A store whose answer to an operator's write (a put, an enable, a resume) comes late: the write is
 //! made at once, the answer after a delay on the virtual clock, as a slow commit's would.
 //! Runs that end meanwhile reach the engine before the write's change does. Run results
-//! can be made slow the same way (`results_delay`), as a slow group commit's.
+//! can be made slow the same way (`results_delay`), as a slow group commit's, and reads of
+//! the run log can be made to fail (`log_reads_fail`), as a lost connection's would.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,11 +34,19 @@ pub struct LateAnswers {
     pub delay: Mutex<Option<Duration>>,
     /// How late the next group commits of run results answer (none: at once).
     pub results_delay: Mutex<Option<Duration>>,
+    /// Whether reads of a heartbeat's run log fail.
+    pub log_reads_fail: AtomicBool,
 }
 
 impl LateAnswers {
     pub fn new(inner: Arc<MemoryStore>, clock: Arc<VirtualClock>) -> Arc<Self> {
-        Arc::new(Self { inner, clock, delay: Mutex::new(None), results_delay: Mutex::new(None) })
+        Arc::new(Self {
+            inner,
+            clock,
+            delay: Mutex::new(None),
+            results_delay: Mutex::new(None),
+            log_reads_fail: AtomicBool::new(false),
+        })
     }
 
     async fn answer_late(&self) {
@@ -131,6 +141,9 @@ impl Store for LateAnswers {
         before: Option<Timestamp>,
         limit: usize,
     ) -> Result<Vec<Execution>, StoreError> {
+        if self.log_reads_fail.load(Ordering::SeqCst) {
+            return Err(StoreError::Backend("the run log's read failed: connection lost".into()));
+        }
         self.inner.executions_page(key, before, limit).await
     }
     async fn recent_executions(&self, limit: usize) -> Result<BTreeMap<HeartbeatKey, Vec<Execution>>, StoreError> {
