@@ -281,3 +281,35 @@ async fn l6_an_isolated_cron_job_and_the_agent_heartbeat_both_run_when_they_fire
     assert_eq!(agent_starts(&rig), [at_ms(60_250)], "the isolated job holds no lane of the agent's");
     engine.shutdown(Duration::from_secs(10)).await;
 }
+
+/// After a restart the wake's slot is placed above the agent heartbeat's latest recorded
+/// one, read from the run log. While that read fails the wake waits: taken at once, its
+/// slot would lie below the run before the restart (the wall clock stepped back an hour),
+/// and its slots would not only move forward.
+#[tokio::test(start_paused = true)]
+async fn a_wake_whose_read_of_the_latest_slot_fails_waits_and_runs_above_it_later() {
+    let rig = Rig::new();
+    let engine = rig.start(&[agent_def("ops", 3_600)]).await;
+    assert!(engine.request_now(&ops(), WakeReason::Manual).await.expect("live"));
+    advance_ms(&rig, 300).await;
+    let first = rig.starts("ops", AGENT_HEARTBEAT_ID);
+    assert_eq!(first.len(), 1, "the run before the restart");
+    engine.shutdown(Duration::from_secs(1)).await;
+
+    rig.clock.jump_wall(SignedDuration::from_hours(-1));
+    let late = common::late_answers::LateAnswers::new(rig.store.clone(), rig.clock.clone());
+    late.fail_log_reads_after(0);
+    let engine = rig.start_on(late.clone(), &[agent_def("ops", 3_600)], common::options()).await;
+    assert!(engine.request_now(&ops(), WakeReason::Manual).await.expect("live"));
+    advance_ms(&rig, 3_000).await;
+    assert_eq!(rig.starts("ops", AGENT_HEARTBEAT_ID), first, "no run while the latest slot is unknown");
+    let failed = rig.events.matching(|e| matches!(e, EngineEvent::StoreFailed { operation: "executions", .. }));
+    assert!(!failed.is_empty(), "the failed read is reported");
+
+    late.answer_log_reads();
+    rig.advance(10).await;
+    let starts = rig.starts("ops", AGENT_HEARTBEAT_ID);
+    assert_eq!(starts.len(), 2, "the wake ran once the read answered: {starts:?}");
+    assert!(starts[1].1 > first[0].1, "its slot {} lies above the earlier run's {}", starts[1].1, first[0].1);
+    engine.shutdown(Duration::from_secs(1)).await;
+}

@@ -473,7 +473,7 @@ async fn an_enable_whose_read_of_the_run_log_fails_keeps_a_one_shot_on_its_armed
     let rig = Rig::new();
     let late = common::late_answers::LateAnswers::new(rig.store.clone(), rig.clock.clone());
     let (engine, slot, later, offset) = one_shot_with_a_second_trigger_on(&rig, late.clone()).await;
-    late.log_reads_fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    late.fail_log_reads_after(0);
     let failed_reads =
         || rig.events.matching(|event| matches!(event, EngineEvent::StoreFailed { operation: "executions", .. })).len();
     let failed_before = failed_reads();

@@ -1639,8 +1639,18 @@ impl Driver {
         let above = match self.context.store.executions(key, 1).await {
             Ok(latest) => latest.first().map_or(above, |execution| execution.slot.max(above)),
             Err(error) => {
-                self.store_failed("executions", error.to_string(), "the retry slot may be found claimed");
-                above
+                // Unread, it goes above what the entry knows: the instant, which its own
+                // run and retries lie at or above, and its latest retry slot. By the clock
+                // alone, a replace after a backward wall jump armed a retry below the
+                // instant's run (seed 1927872828583). Retries of an earlier process above
+                // the instant are known only to the log.
+                let consequence = "the retry slot may be found claimed, or lie below one of an earlier process";
+                self.store_failed("executions", error.to_string(), consequence);
+                let known = self.entries.get(key).and_then(|entry| {
+                    let Schedule::At(at) = entry.def.schedule() else { return None };
+                    Some(entry.rare().retry_slot.map_or(truncate_to_millis(*at), |retry| retry.max(*at)))
+                });
+                known.map_or(above, |known| known.max(above))
             }
         };
         let Some(entry) = self.entries.get_mut(key) else { return };

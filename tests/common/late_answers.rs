@@ -2,10 +2,9 @@
 //! made at once, the answer after a delay on the virtual clock, as a slow commit's would.
 //! Runs that end meanwhile reach the engine before the write's change does. Run results
 //! can be made slow the same way (`results_delay`), as a slow group commit's, and reads of
-//! the run log can be made to fail (`log_reads_fail`), as a lost connection's would.
+//! the run log can be made to fail (`fail_log_reads_after`), as a lost connection's would.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,8 +33,9 @@ pub struct LateAnswers {
     pub delay: Mutex<Option<Duration>>,
     /// How late the next group commits of run results answer (none: at once).
     pub results_delay: Mutex<Option<Duration>>,
-    /// Whether reads of a heartbeat's run log fail.
-    pub log_reads_fail: AtomicBool,
+    /// How many more reads of a heartbeat's run log answer before the rest fail (none:
+    /// all answer).
+    log_reads_answered: Mutex<Option<usize>>,
 }
 
 impl LateAnswers {
@@ -45,8 +45,18 @@ impl LateAnswers {
             clock,
             delay: Mutex::new(None),
             results_delay: Mutex::new(None),
-            log_reads_fail: AtomicBool::new(false),
+            log_reads_answered: Mutex::new(None),
         })
+    }
+
+    /// Reads of the run log fail after the next `answered` ones.
+    pub fn fail_log_reads_after(&self, answered: usize) {
+        *self.log_reads_answered.lock().expect("lock") = Some(answered);
+    }
+
+    /// Reads of the run log answer again.
+    pub fn answer_log_reads(&self) {
+        *self.log_reads_answered.lock().expect("lock") = None;
     }
 
     async fn answer_late(&self) {
@@ -141,8 +151,11 @@ impl Store for LateAnswers {
         before: Option<Timestamp>,
         limit: usize,
     ) -> Result<Vec<Execution>, StoreError> {
-        if self.log_reads_fail.load(Ordering::SeqCst) {
-            return Err(StoreError::Backend("the run log's read failed: connection lost".into()));
+        if let Some(answered) = self.log_reads_answered.lock().expect("lock").as_mut() {
+            if *answered == 0 {
+                return Err(StoreError::Backend("the run log's read failed: connection lost".into()));
+            }
+            *answered -= 1;
         }
         self.inner.executions_page(key, before, limit).await
     }

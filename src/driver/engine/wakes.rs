@@ -3,6 +3,7 @@
 //! the guard chain (lane and flood guard included) and becomes a claim or a skip.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -16,6 +17,7 @@ use crate::core::system_events::{cron_event_prompt, SystemEvent};
 use crate::core::wake::{PendingWake, WakeReason};
 use crate::driver::events::EngineEvent;
 use crate::driver::run_events::RunEvent;
+use crate::limits::WAKE_SLOT_READ_RETRY_SECS;
 use crate::ports::clock::{Mono, Now};
 use crate::ports::store::{NextSlot, SkipRecord, SlotClaim};
 
@@ -82,9 +84,13 @@ impl Driver {
                 self.context.events.emit(now.wall, &EngineEvent::WakeIgnored { agent, reason: wake.reason });
                 continue;
             };
+            let Some(slot) = self.wake_slot(&key, wake.slot.unwrap_or(now.wall)).await else {
+                let not_before = now.mono + Duration::from_secs(WAKE_SLOT_READ_RETRY_SECS);
+                self.wakes.insert(agent, wake.retry(now.mono, Some(not_before)));
+                continue;
+            };
             let events = self.pending_events(&agent, now).await;
             let file = if events.is_empty() { self.heartbeat_file(&agent, now).await } else { None };
-            let slot = self.wake_slot(&key, wake.slot.unwrap_or(now.wall)).await;
             let cap_reached = self.spent_budgets(BTreeSet::from([agent.clone()]), now).await.remove(&agent);
             let decision = self.guard_wake(&key, &wake, &events, file.as_deref(), cap_reached, now);
             if !wake.quiet || decision.is_ok() {
@@ -169,15 +175,17 @@ impl Driver {
     /// The slot a wake is recorded under: its interval slot or the time it is decided,
     /// raised above the agent heartbeat's latest recorded slot, so its slots only move
     /// forward (also after a backward wall jump) and a retry never collides with the skip
-    /// recorded before it.
-    async fn wake_slot(&mut self, key: &HeartbeatKey, candidate: Timestamp) -> Timestamp {
+    /// recorded before it. None when that slot is unknown (the read of the log failed): a
+    /// slot below it would break that order after a backward wall jump.
+    async fn wake_slot(&mut self, key: &HeartbeatKey, candidate: Timestamp) -> Option<Timestamp> {
         let latest = match self.agent_slots.get(&key.agent) {
             Some(latest) => Some(*latest),
             None => match self.context.store.executions(key, 1).await {
                 Ok(latest) => latest.first().map(|execution| execution.slot),
                 Err(error) => {
-                    self.store_failed("executions", error.to_string(), "the wake's slot may be found claimed");
-                    None
+                    let consequence = "the wake waits and is decided again a few seconds later";
+                    self.store_failed("executions", error.to_string(), consequence);
+                    return None;
                 }
             },
         };
@@ -185,7 +193,7 @@ impl Driver {
         let floor = latest.and_then(|latest| latest.checked_add(SignedDuration::from_millis(1)).ok());
         let slot = floor.map_or(candidate, |floor| candidate.max(floor));
         self.agent_slots.insert(key.agent.clone(), slot);
-        slot
+        Some(slot)
     }
 
     async fn pending_events(&mut self, agent: &AgentId, now: Now) -> Vec<SystemEvent> {
