@@ -68,10 +68,14 @@ pub enum FaultKind {
     /// A store read the engine makes when slots are claimed (their prompts) fails: the
     /// claimed runs must fail with a result, not hang or run without a prompt.
     StoreReadError,
+    /// A read of a heartbeat's run log fails (the engine reads it for a one-shot's re-arm,
+    /// retry and retirement, and for a wake's slot): each such read says what the engine
+    /// does without it, and the checker holds it to that.
+    StoreLogReadError,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 30] = [
+    pub const ALL: [FaultKind; 31] = [
         FaultKind::ClockSkew,
         FaultKind::ClockJumpForward,
         FaultKind::ClockJumpBackward,
@@ -102,6 +106,7 @@ impl FaultKind {
         FaultKind::ToolListChanged,
         FaultKind::LlmRefused,
         FaultKind::StoreReadError,
+        FaultKind::StoreLogReadError,
     ];
 
     pub fn name(self) -> &'static str {
@@ -136,6 +141,7 @@ impl FaultKind {
             FaultKind::ToolListChanged => "tool-list-changed",
             FaultKind::LlmRefused => "llm-refused",
             FaultKind::StoreReadError => "store-read-error",
+            FaultKind::StoreLogReadError => "store-log-read-error",
         }
     }
 
@@ -161,6 +167,7 @@ impl FaultKind {
                 | FaultKind::ToolServerDies
                 | FaultKind::ToolListChanged
                 | FaultKind::LlmRefused
+                | FaultKind::StoreLogReadError
         )
     }
 
@@ -246,6 +253,13 @@ impl FaultRates {
     pub fn add_store_reads(&mut self, rng: &mut ChaCha8Rng) {
         let rate = if rng.random_bool(0.33) { rng.random_range(0.01..0.1) } else { 0.0 };
         self.per_call.insert(FaultKind::StoreReadError, rate);
+    }
+
+    /// The rate of failing reads of the run log: on in 40 % of the seeds and often, since
+    /// the engine reads the log on rare paths only; from a stream of its own.
+    pub fn add_log_reads(&mut self, rng: &mut ChaCha8Rng) {
+        let rate = if rng.random_bool(0.4) { rng.random_range(0.05..0.5) } else { 0.0 };
+        self.per_call.insert(FaultKind::StoreLogReadError, rate);
     }
 
     pub fn add_reply_shapes(&mut self, rng: &mut ChaCha8Rng) {

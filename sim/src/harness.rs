@@ -69,6 +69,7 @@ async fn simulate(
         tools: Mutex::new(crate::ports::tools::ToolWorld::new(rng(options.seed, Stream::ToolServer))),
         tool_use_rng: Mutex::new(rng(options.seed, Stream::ToolUse)),
         refusal_rng: Mutex::new(rng(options.seed, Stream::Refusals)),
+        log_read_rng: Mutex::new(rng(options.seed, Stream::LogReadFailures)),
         workspace: Arc::new(MemoryWorkspace::default()),
         flaky_calls: Mutex::default(),
         planted_store_faults: Mutex::new(options.planted_store_faults.clone()),

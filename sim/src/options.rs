@@ -73,6 +73,10 @@ pub enum Stream {
     OneShotAtTrigger = 26,
     /// A one-shot retired with its instant unlogged, then enabled (`retired_one_shot_revived`).
     RetiredOneShotRevived = 27,
+    /// Whether reads of the run log fail, and how often.
+    LogReads = 28,
+    /// Those reads' failures during the run.
+    LogReadFailures = 29,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -298,6 +302,7 @@ impl SimOptions {
         let (daily_tokens_max, daily_cost_max_micros) = day_caps(&mut spend_rng);
         fault_rates.add_refusals(&mut spend_rng);
         fault_rates.add_store_reads(&mut self::rng(seed, Stream::StoreReads));
+        fault_rates.add_log_reads(&mut self::rng(seed, Stream::LogReads));
         // Last: its reload carries the config as the seed has it by now, tools included.
         let wall_at = |after: Duration| {
             let jumped = clock_jumps.iter().filter(|jump| jump.after <= after).map(|jump| jump.by);

@@ -122,6 +122,11 @@ pub enum Event {
     DefinitionsUnread {
         keys: Vec<HeartbeatKey>,
     },
+    /// A read of `key`'s run log failed by injection: until the next start-up the engine
+    /// may not know which of its slots the store decided.
+    LogUnread {
+        key: HeartbeatKey,
+    },
     Healed,
     End {
         heartbeats: Vec<(HeartbeatKey, bool)>,
@@ -508,6 +513,9 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
                 w.key(key);
             }
         }
+        Event::LogUnread { key } => {
+            w.tag(36).key(key);
+        }
         Event::Healed => {
             w.tag(11);
         }
@@ -691,6 +699,7 @@ pub fn describe(entry: &Entry) -> String {
             let keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
             format!("definitions unread: {}", keys.join(", "))
         }
+        Event::LogUnread { key } => format!("run log of {key} unread"),
         Event::Healed => "HEALED: faults off, liveness phase begins".to_owned(),
         Event::End { heartbeats } => format!("END with {} heartbeats", heartbeats.len()),
     };

@@ -37,6 +37,8 @@ pub struct World {
     pub tool_use_rng: Mutex<ChaCha8Rng>,
     /// The provider's refusals during the run (issue 27).
     pub refusal_rng: Mutex<ChaCha8Rng>,
+    /// The run log's failed reads during the run.
+    pub log_read_rng: Mutex<ChaCha8Rng>,
     /// The agents' workspaces: files survive crashes, like a disk.
     pub workspace: Arc<MemoryWorkspace>,
     /// Calls failed so far per flaky prompt (see `FLAKY_MARKER`), across lives.
@@ -217,6 +219,21 @@ impl World {
         drop(rng);
         self.injector.count(FaultKind::LlmRefused);
         Some(status)
+    }
+
+    /// Whether this read of the run log fails (counted as the fault when it does), from
+    /// [`World::log_read_rng`].
+    pub fn log_read_fails(&self) -> bool {
+        use rand::Rng;
+        let rate = self.options.fault_rates.per_call.get(&FaultKind::StoreLogReadError).copied().unwrap_or(0.0);
+        if rate <= 0.0 || !self.injector.is_active() {
+            return false;
+        }
+        let fails = self.log_read_rng.lock().unwrap_or_else(std::sync::PoisonError::into_inner).random_bool(rate);
+        if fails {
+            self.injector.count(FaultKind::StoreLogReadError);
+        }
+        fails
     }
 
     /// Whether this reply is a ping reply (counted as the fault when it is), and a draw

@@ -116,6 +116,10 @@ pub const PROMPT_SENT: &str = "prompt-sent";
 /// gave, or the breaker's (ADR 0050).
 pub const RETIREMENT_KEEPS_DISABLE: &str = "retirement-keeps-disable";
 
+/// A claim lost after a read of the job's run log failed in that life (counted, not
+/// judged: the claim is the guard the engine falls back on).
+pub const LOG_UNREAD_CLAIM_LOST: &str = "log-unread-claim-lost";
+
 pub const INVARIANTS: [&str; 81] = [
     NO_SLOT_OFFERED_TWICE,
     RETIREMENT_KEEPS_DISABLE,
@@ -444,6 +448,10 @@ struct Model<'a> {
     first_slots: first_slots::FirstSlotModel,
     unreadable: unreadable::UnreadableModel,
     one_shots: one_shots::OneShotModel,
+    /// Heartbeats a read of whose run log failed by injection in this life: the engine
+    /// may arm a slot the store decided (a lift past the log's latest slot not made), and
+    /// the store's claim then refuses it.
+    log_unread: BTreeSet<HeartbeatKey>,
 }
 
 /// Checks every invariant over `entries`; stops at the first violation.
@@ -500,6 +508,7 @@ pub fn check(options: &SimOptions, entries: &[Entry]) -> Verdict {
         first_slots: first_slots::FirstSlotModel::default(),
         unreadable: unreadable::UnreadableModel::default(),
         one_shots: one_shots::OneShotModel::default(),
+        log_unread: BTreeSet::new(),
         run_defs: BTreeMap::new(),
         run_read_defs: BTreeMap::new(),
         previous_defs: BTreeMap::new(),
@@ -590,6 +599,8 @@ impl Model<'_> {
                     self.first_slots.loaded(key, &def.schedule);
                 }
                 self.wall_high_water = None;
+                // A start-up arms each heartbeat above the latest slot its row holds.
+                self.log_unread.clear();
                 // A start-up loads every definition from the store.
                 self.running_defs.extend(self.defs.iter().map(|(key, def)| (key.clone(), def.clone())));
                 self.restart_pauses(entry);
@@ -661,6 +672,10 @@ impl Model<'_> {
             }
             Event::DefinitionsUnread { keys } => {
                 self.unreadable.read_failed(keys);
+                Ok(())
+            }
+            Event::LogUnread { key } => {
+                self.log_unread.insert(key.clone());
                 Ok(())
             }
             Event::Fault { .. } | Event::Restart { .. } | Event::StartFailed { .. } | Event::OpFailed { .. } => Ok(()),
@@ -795,7 +810,13 @@ impl Model<'_> {
                 // trigger kept off the old schedule's slots only, and backward wall jumps
                 // brought the new one's there (seed 1927871965001; ADR 0052's open collision).
                 let trigger_before_new_schedule = self.one_shots.decided_as_trigger_before_new_schedule(key, *slot);
-                if !self.is_trigger(key, *slot) && !trigger_before_new_schedule {
+                // Nor a slot armed after a read of the job's run log failed: the store's
+                // claim is then what keeps the slot from running twice.
+                let log_unread = self.log_unread.contains(key);
+                if log_unread {
+                    self.count(LOG_UNREAD_CLAIM_LOST);
+                }
+                if !self.is_trigger(key, *slot) && !trigger_before_new_schedule && !log_unread {
                     return fail(
                         NO_SLOT_OFFERED_TWICE,
                         format!("{key} offered slot {slot}, which the store had decided"),

@@ -1,8 +1,9 @@
 //! The simulated store: the real memory store's semantics over the run's durable state,
-//! with faults on every write (an error, a crash before it, a crash after it) and on the
-//! prompt reads of claimed slots, and duplicate checks that take time to read.
+//! with faults on every write (an error, a crash before it, a crash after it), on the
+//! prompt reads of claimed slots and on reads of the run log, and duplicate checks that
+//! take time to read.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +33,11 @@ use crate::world::{Life, RarePath, World};
 /// the heartbeats it asked for: the checker's `unreadable-justified` excuses their claimed
 /// runs failing after it, and no others).
 pub const DEFINITIONS_READ: &str = "definitions";
+
+/// The fault detail of a read of a heartbeat's run log that failed by injection (the
+/// trace then names the heartbeat: the checker excuses what the engine says it may do
+/// without the read).
+pub const LOG_READ: &str = "executions";
 
 pub struct SimStore {
     pub world: Arc<World>,
@@ -348,7 +354,21 @@ impl Store for SimStore {
         before: Option<Timestamp>,
         limit: usize,
     ) -> Result<Vec<Execution>, StoreError> {
-        self.read(self.world.durable.executions_page(key, before, limit)).await
+        self.life.ensure_alive().await;
+        if self.world.log_read_fails() {
+            self.world.fault(FaultKind::StoreLogReadError, LOG_READ);
+            self.world.record(Event::LogUnread { key: key.clone() });
+            return Err(StoreError::Backend("injected store error in a read of the run log".to_owned()));
+        }
+        self.world.durable.executions_page(key, before, limit).await
+    }
+
+    /// Read from the durable state, past the run log's injected failures: a lift above the
+    /// log's latest slot that fails leaves a slot armed below it, and the engine has no way
+    /// yet to keep slot order or a one-shot's retry without that read (seeds 1927872820140,
+    /// 1927872822302 and 1927872820988 with failing lifts; carried in the stop 83 note).
+    async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {
+        self.read(self.world.durable.latest_slots(keys)).await
     }
 
     async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<Definitions, StoreError> {
