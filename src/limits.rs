@@ -194,6 +194,9 @@ pub const WAKE_BUSY_RETRY_MS: u64 = 1_000;
 /// A wake whose slot could not be placed (the read of the agent heartbeat's latest slot
 /// failed) is decided again after this.
 pub const WAKE_SLOT_READ_RETRY_SECS: u64 = 5;
+/// A timer held because the read of its heartbeat's latest logged slot failed is lifted
+/// again after this.
+pub const LATEST_SLOT_READ_RETRY_SECS: u64 = 5;
 /// Flood guard: the agent heartbeat never starts sooner than this after its last start,
 /// whatever wakes it (field notes, failure 6).
 pub const AGENT_HEARTBEAT_SPACING_SECS_MIN: u64 = 30;

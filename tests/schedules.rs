@@ -87,6 +87,36 @@ async fn an_at_job_runs_once_then_is_deleted_and_a_failed_one_retries_until_the_
     engine.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A new schedule arms from the clock, lifted above the slots the run log holds (ADR
+/// 0051). While that read fails its timer is held, and a later read lifts it. Before, the
+/// old timer's slot stood in as its floor: after the wall clock stepped back an hour, the
+/// new schedule's slots above it ran an hour early, one every two minutes.
+#[tokio::test(start_paused = true)]
+async fn a_new_schedule_whose_lift_read_fails_is_held_until_a_later_read_lifts_it() {
+    let rig = Rig::new();
+    let late = common::late_answers::LateAnswers::new(rig.store.clone(), rig.clock.clone());
+    let every_minute = HeartbeatDef { origin: Origin::Runtime, ..def("main", "tick", 60) };
+    let engine = rig.start_on(late.clone(), &[], options()).await;
+    engine.upsert(every_minute.clone()).await.expect("create");
+    rig.advance(150).await;
+    let before = slots(&rig.starts("main", "tick"));
+    assert_eq!(before.len(), 2, "two slots ran: {before:?}");
+    rig.clock.jump_wall(SignedDuration::from_hours(-1));
+    late.fail_log_reads_after(0);
+    engine.upsert(HeartbeatDef { origin: Origin::Runtime, ..def("main", "tick", 120) }).await.expect("a new schedule");
+    rig.advance(600).await;
+    assert_eq!(slots(&rig.starts("main", "tick")), before, "nothing runs while the lift is unread");
+    let held = rig.events.matching(|e| matches!(e, EngineEvent::StoreFailed { operation: "latest_slots", .. }));
+    assert!(!held.is_empty(), "the failed lift is reported");
+
+    late.answer_log_reads();
+    rig.advance(3_600).await;
+    let after = slots(&rig.starts("main", "tick"));
+    assert!(after.len() > before.len(), "the lifted timer runs once the wall clock passes the slots run: {after:?}");
+    assert!(after.windows(2).all(|pair| pair[0] < pair[1]), "slots only move forward: {after:?}");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failed_at_job_that_then_succeeds_retires_and_a_restart_keeps_its_retry() {
     let rig = Rig::new();
@@ -477,8 +507,14 @@ async fn an_enable_whose_read_of_the_run_log_fails_keeps_a_one_shot_on_its_armed
     let failed_reads =
         || rig.events.matching(|event| matches!(event, EngineEvent::StoreFailed { operation: "executions", .. })).len();
     let failed_before = failed_reads();
-    enable_and_expect_both_triggers_then_the_own(&rig, engine, slot, later, offset).await;
-    assert_eq!(failed_reads(), failed_before + 1, "the enable's read of the run log failed, and was reported");
+    engine.set_enabled(&key("main", "tick"), true).await.expect("enable");
+    assert!(failed_reads() > failed_before, "the enable's read of the run log failed, and was reported");
+    // Its lift's read failed too: the timer waits for a later read, which answers.
+    late.answer_log_reads();
+    rig.advance(offset.as_secs() + 5).await;
+    let own = slot.checked_add(SignedDuration::from_millis(1)).expect("in range");
+    assert_eq!(slots(&rig.starts("main", "tick")), vec![slot, later, own], "both triggers' runs, then the own");
+    engine.shutdown(Duration::from_secs(1)).await;
 }
 
 /// That one-shot with a second trigger two seconds after the edit, two seconds ago: the

@@ -5,6 +5,7 @@ mod adoption;
 mod arming;
 mod breaker;
 mod budget;
+mod lifts;
 mod loading;
 pub(crate) mod operator;
 mod pause_changes;
@@ -278,6 +279,10 @@ pub(crate) struct Driver {
     exhausted: BTreeSet<HeartbeatKey>,
     /// When the run log is pruned next.
     next_prune: Mono,
+    /// Timers held, disarmed, because the read of their heartbeat's latest logged slot
+    /// failed (`lifts`), and when that read is tried again.
+    unlifted: BTreeMap<HeartbeatKey, SlotTimer>,
+    next_lift_retry: Mono,
     /// How many runs may be going at once: a slot is claimed only when its run can start
     /// (admission before the claim, ADR 0023), so `runs` never holds more.
     runs_in_flight_max: usize,
@@ -333,7 +338,8 @@ impl Driver {
         commands: mpsc::Receiver<Command>,
         completions: mpsc::UnboundedReceiver<RunNews>,
     ) -> Self {
-        let next_prune = context.clock.monotonic() + Duration::from_secs(RUNS_PRUNE_FIRST_DELAY_SECS);
+        let started = context.clock.monotonic();
+        let next_prune = started + Duration::from_secs(RUNS_PRUNE_FIRST_DELAY_SECS);
         Self {
             context: Arc::new(context),
             entries: TimerQueue::new(),
@@ -355,6 +361,8 @@ impl Driver {
             commons: Commons::default(),
             exhausted: BTreeSet::new(),
             next_prune,
+            unlifted: BTreeMap::new(),
+            next_lift_retry: started,
             runs_in_flight_max: runs_in_flight_max.max(1),
             admission_queue: VecDeque::new(),
             queued: key_map(),
@@ -376,6 +384,7 @@ impl Driver {
             if !self.cooldowns.is_empty() {
                 self.end_cooldowns(self.context.clock.now()).await;
             }
+            self.retry_lifts(self.context.clock.now()).await;
             self.fire_due(self.context.clock.now()).await;
             self.retire_exhausted().await;
             self.prune_if_due(self.context.clock.now());
@@ -1025,12 +1034,10 @@ impl Driver {
                 self.rearm(key.clone(), now, floor.filter(|_| !schedule_changed)).await;
                 // Its slots go above any the store has decided for the id (a one-shot that
                 // already ran, or a heartbeat deleted and made again after a backward wall
-                // jump), as at start-up: no slot is offered twice. Without that read, a new
-                // schedule keeps the old timer's slot as its floor after all: after a
-                // backward wall jump the clock's first slot may lie below decided ones.
-                if !self.lift_past_claims(&key).await && schedule_changed && floor.is_some() {
-                    self.rearm(key.clone(), now, floor).await;
-                }
+                // jump), as at start-up: no slot is offered twice. Without that read its
+                // timer is held until a later read lifts it (`lifts`): after a backward wall
+                // jump the clock's first slot may lie below decided ones.
+                self.lift_past_claims(&key).await;
             }
             Change::Adopt(heartbeats) => self.adopt_as_stored(heartbeats, now).await,
             Change::AdoptChanged(heartbeats) => {
@@ -1150,7 +1157,14 @@ impl Driver {
             || match self.context.store.latest_slots(std::slice::from_ref(key)).await {
                 Ok(latest) => latest.get(key).is_some_and(|slot| *slot >= timer.next_slot),
                 Err(error) => {
-                    self.store_failed("latest_slots", error.to_string(), "its slot may be found claimed and retired");
+                    // Claimed unread, an instant below a retry already run ran out of order
+                    // (seed 1927872822302): held, a later read decides it (`lifts`).
+                    self.store_failed(
+                        "latest_slots",
+                        error.to_string(),
+                        "its timer is held until a later read lifts it",
+                    );
+                    self.hold_unlifted(key);
                     false
                 }
             };
@@ -1486,6 +1500,7 @@ impl Driver {
         let housekeeping = pause_end.map_or(housekeeping, |end| housekeeping.min(end));
         let housekeeping = self.next_cooldown_end(now).map_or(housekeeping, |end| housekeeping.min(end));
         let housekeeping = housekeeping.min(self.next_prune);
+        let housekeeping = self.next_lift_retry().map_or(housekeeping, |retry| housekeeping.min(retry));
         if self.room() == 0 {
             return housekeeping;
         }
@@ -1573,7 +1588,8 @@ impl Driver {
         let latest = match self.context.store.latest_slots(std::slice::from_ref(key)).await {
             Ok(latest) => latest,
             Err(error) => {
-                self.store_failed("latest_slots", error.to_string(), "the next slot may be found claimed too");
+                self.store_failed("latest_slots", error.to_string(), "its timer is held until a later read lifts it");
+                self.hold_unlifted(key);
                 return false;
             }
         };

@@ -59,6 +59,17 @@ impl LateAnswers {
         *self.log_reads_answered.lock().expect("lock") = None;
     }
 
+    /// Whether this read of the run log answers (and counts it).
+    fn log_read(&self) -> Result<(), StoreError> {
+        if let Some(answered) = self.log_reads_answered.lock().expect("lock").as_mut() {
+            if *answered == 0 {
+                return Err(StoreError::Backend("the run log's read failed: connection lost".into()));
+            }
+            *answered -= 1;
+        }
+        Ok(())
+    }
+
     async fn answer_late(&self) {
         let delay = *self.delay.lock().expect("lock");
         if let Some(delay) = delay {
@@ -143,6 +154,7 @@ impl Store for LateAnswers {
         self.inner.prune_runs(now, retention).await
     }
     async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {
+        self.log_read()?;
         self.inner.latest_slots(keys).await
     }
     async fn executions_page(
@@ -151,12 +163,7 @@ impl Store for LateAnswers {
         before: Option<Timestamp>,
         limit: usize,
     ) -> Result<Vec<Execution>, StoreError> {
-        if let Some(answered) = self.log_reads_answered.lock().expect("lock").as_mut() {
-            if *answered == 0 {
-                return Err(StoreError::Backend("the run log's read failed: connection lost".into()));
-            }
-            *answered -= 1;
-        }
+        self.log_read()?;
         self.inner.executions_page(key, before, limit).await
     }
     async fn recent_executions(&self, limit: usize) -> Result<BTreeMap<HeartbeatKey, Vec<Execution>>, StoreError> {

@@ -3,7 +3,7 @@
 //! prompt reads of claimed slots and on reads of the run log, and duplicate checks that
 //! take time to read.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -361,14 +361,6 @@ impl Store for SimStore {
             return Err(StoreError::Backend("injected store error in a read of the run log".to_owned()));
         }
         self.world.durable.executions_page(key, before, limit).await
-    }
-
-    /// Read from the durable state, past the run log's injected failures: a lift above the
-    /// log's latest slot that fails leaves a slot armed below it, and the engine has no way
-    /// yet to keep slot order or a one-shot's retry without that read (seeds 1927872820140,
-    /// 1927872822302 and 1927872820988 with failing lifts; carried in the stop 83 note).
-    async fn latest_slots(&self, keys: &[HeartbeatKey]) -> Result<BTreeMap<HeartbeatKey, Timestamp>, StoreError> {
-        self.read(self.world.durable.latest_slots(keys)).await
     }
 
     async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<Definitions, StoreError> {
