@@ -1250,7 +1250,7 @@ impl Driver {
             // The timer armed now, if it is the floor and not a retry's: the own slot, found
             // off the triggers when it was armed, and not decided yet (it has not fired).
             let armed_own =
-                self.entries.timer(&key).filter(|armed| !entry.rare().retrying && floor == Some(armed.next_slot));
+                self.armed_or_held(&key).filter(|armed| !entry.rare().retrying && floor == Some(armed.next_slot));
             let below_floor = |own: &SlotTimer| floor.is_some_and(|floor| truncate_to_millis(floor) > own.next_slot);
             let own = match own {
                 Some(timer) if below_floor(&timer) => Some(self.off_logged_triggers(&key, timer, armed_own, now).await),
@@ -1652,15 +1652,18 @@ impl Driver {
         let above = self.trigger_floor.get(key).map_or(above, |triggered| (*triggered).max(above));
         // Retry slots follow the wall clock: after a backward jump they may reach slots it
         // decided before, which are not offered twice.
+        let mut unread = false;
         let above = match self.context.store.executions(key, 1).await {
             Ok(latest) => latest.first().map_or(above, |execution| execution.slot.max(above)),
             Err(error) => {
-                // Unread, it goes above what the entry knows: the instant, which its own
-                // run and retries lie at or above, and its latest retry slot. By the clock
-                // alone, a replace after a backward wall jump armed a retry below the
-                // instant's run (seed 1927872828583). Retries of an earlier process above
-                // the instant are known only to the log.
-                let consequence = "the retry slot may be found claimed, or lie below one of an earlier process";
+                // Unread, it goes above what the entry knows (the instant, which its own
+                // run and retries lie at or above, and its latest retry slot) and is held
+                // until a later read lifts it above the log's latest slot (ADR 0057). By
+                // the clock alone, a replace after a backward wall jump armed a retry below
+                // the instant's run (seed 1927872828583); above the instant only, one below
+                // a slot of the schedule the one-shot replaced (seed 1927872860319).
+                unread = true;
+                let consequence = "the retry is held until a later read lifts it";
                 self.store_failed("executions", error.to_string(), consequence);
                 let known = self.entries.get(key).and_then(|entry| {
                     let Schedule::At(at) = entry.def.schedule() else { return None };
@@ -1680,6 +1683,9 @@ impl Driver {
         let timer = SlotTimer::resume(now, entry.def.schedule(), entry.jitter(key), slot);
         self.arm(key.clone(), timer);
         self.store_next_slot(key.clone(), slot).await;
+        if unread {
+            self.hold_unlifted(key);
+        }
     }
 
     /// How the latest run of one-shot `key` ended, as the run log says: not what this

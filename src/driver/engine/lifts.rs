@@ -21,6 +21,13 @@ impl Driver {
         }
     }
 
+    /// `key`'s timer, armed or held: a trigger keeps off a held slot as off an armed one,
+    /// and a one-shot's re-arm knows its own slot either way (seed 1927872856178: a trigger
+    /// took a held own slot's millisecond, and an enable retired the one-shot unrun).
+    pub(super) fn armed_or_held(&self, key: &HeartbeatKey) -> Option<SlotTimer> {
+        self.entries.timer(key).or_else(|| self.unlifted.get(key).copied())
+    }
+
     /// When held timers are tried again, if any are held.
     pub(super) fn next_lift_retry(&self) -> Option<Mono> {
         (!self.unlifted.is_empty()).then_some(self.next_lift_retry)
@@ -57,6 +64,13 @@ impl Driver {
         for (key, timer) in held {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
             let lifted = match latest.get(&key) {
+                // A one-shot's retry goes on above the latest slot, as its read would have
+                // put it (seed 1927872860319: placed above the instant only, it ran below a
+                // slot of the schedule the one-shot replaced).
+                Some(latest) if entry.rare().retrying && timer.next_slot <= *latest => {
+                    let above = latest.checked_add(jiff::SignedDuration::from_millis(1)).unwrap_or(*latest);
+                    Some(SlotTimer::resume(now, entry.def.schedule(), entry.jitter(&key), above))
+                }
                 Some(latest) => timer.lifted_above(*latest, entry.def.schedule()),
                 None => Some(timer),
             };

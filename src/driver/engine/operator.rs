@@ -132,7 +132,7 @@ impl Driver {
                 slot = floor.checked_add(jiff::SignedDuration::from_millis(1)).unwrap_or(*floor);
             }
         }
-        let timer = self.entries.timer(key);
+        let timer = self.armed_or_held(key);
         // A slot of its schedule, which the trigger would take from it.
         let on_grid = |slot: Timestamp| match (entry.def.schedule(), timer) {
             (Schedule::Every(interval), Some(timer)) => {
@@ -167,7 +167,7 @@ impl Driver {
         // Slots from the armed one on are the schedule's to decide, and one already waiting
         // (behind a run or for a place to run) or triggered is decided once: a backfill
         // takes only what the schedule passed.
-        let armed = self.entries.timer(key).map(|timer| timer.next_slot);
+        let armed = self.armed_or_held(key).map(|timer| timer.next_slot);
         let Some(entry) = self.entries.get_mut(key) else { return TriggerOutcome::NotFound };
         if !entry.enabled {
             return TriggerOutcome::Disabled;
