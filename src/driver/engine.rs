@@ -779,7 +779,13 @@ impl Driver {
                     // for an operator's trigger, which says nothing of the one-shot (seed
                     // 1927871661338: a trigger's failed claim beside the own run armed a
                     // retry, which ran after that run succeeded).
-                    if !claim.triggered && self.entries.get(&claim.key).is_some_and(|entry| entry.exhausted) {
+                    // Nor when the log says its own run succeeded: a backfill of its instant,
+                    // asked for while its probe ran, failed its claim after the probe's
+                    // success, and the retry ran it again (seed 1927872974990).
+                    if !claim.triggered
+                        && self.entries.get(&claim.key).is_some_and(|entry| entry.exhausted)
+                        && self.one_shot_last_run(&claim.key).await != Some(OneShotLastRun::Succeeded)
+                    {
                         self.arm_retry(&claim.key, now, first, claim.slot).await;
                     }
                 }

@@ -63,14 +63,13 @@ impl Driver {
         };
         for (key, timer) in held {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
+            // A one-shot's timer below the latest slot (its retry's too) has no slot left:
+            // the retirement reads how its last run ended, and retries above the log's
+            // latest slot or retires it (seed 1927872860319: placed above the instant only,
+            // a retry ran below a slot of the schedule the one-shot replaced; resumed above
+            // the latest slot instead, a retry ran a one-shot that had succeeded, seed
+            // 1927872902774).
             let lifted = match latest.get(&key) {
-                // A one-shot's retry goes on above the latest slot, as its read would have
-                // put it (seed 1927872860319: placed above the instant only, it ran below a
-                // slot of the schedule the one-shot replaced).
-                Some(latest) if entry.rare().retrying && timer.next_slot <= *latest => {
-                    let above = latest.checked_add(jiff::SignedDuration::from_millis(1)).unwrap_or(*latest);
-                    Some(SlotTimer::resume(now, entry.def.schedule(), entry.jitter(&key), above))
-                }
                 Some(latest) => timer.lifted_above(*latest, entry.def.schedule()),
                 None => Some(timer),
             };
