@@ -3,6 +3,8 @@
 //! iteration cap is reached. Every call is recorded in the run's scope; past the run's
 //! cap of tool calls, a call answers the model with an error instead of running.
 
+use std::sync::Arc;
+
 use crate::agent::tools::{ToolBox, ToolContext, ToolOutcome, ToolSignal};
 use crate::core::text::truncate_chars;
 use crate::limits::TOOL_ARGUMENTS_LOGGED_CHARS_MAX;
@@ -29,12 +31,12 @@ pub async fn run_loop(
     llm: &dyn Llm,
     toolbox: &ToolBox,
     context: &ToolContext,
-    system_prompt: &str,
+    system_prompt: &Arc<str>,
     prompt: &str,
     model: Option<&str>,
 ) -> Result<LoopOutcome, LlmError> {
     let iterations_max = context.settings.loop_iterations_max.max(1);
-    let mut messages = vec![Message::system(system_prompt), Message::user(prompt)];
+    let mut messages = vec![Message::system(Arc::clone(system_prompt)), Message::user(prompt)];
     let tools = toolbox.specs();
     let mut iterations = 0;
     loop {
@@ -47,7 +49,7 @@ pub async fn run_loop(
         }
         messages.push(Message {
             role: Role::Assistant,
-            content: text.clone().unwrap_or_default(),
+            content: text.as_deref().unwrap_or_default().into(),
             tool_calls: response.tool_calls.clone(),
             tool_call_id: None,
         });
@@ -58,7 +60,7 @@ pub async fn run_loop(
             }
             messages.push(Message {
                 role: Role::Tool,
-                content: outcome.content,
+                content: outcome.content.into(),
                 tool_calls: Vec::new(),
                 tool_call_id: Some(call.id.clone()),
             });

@@ -143,10 +143,18 @@ pub fn normal_form(text: &str) -> String {
     collapse_whitespace(&text.to_lowercase())
 }
 
-/// A digest of the normal form, stored with each delivery (hex SHA-256).
+/// A digest of the normal form, stored with each delivery (hex SHA-256). The normal
+/// form's words are hashed as they are found, not collapsed into a copy first (a copy
+/// of every reply).
 pub fn digest(text: &str) -> String {
-    let digest = Sha256::digest(normal_form(text).as_bytes());
-    crate::core::hex::lower_hex(&digest)
+    let mut hasher = Sha256::new();
+    for (index, word) in text.to_lowercase().split_whitespace().enumerate() {
+        if index > 0 {
+            hasher.update(b" ");
+        }
+        hasher.update(word.as_bytes());
+    }
+    crate::core::hex::lower_hex(&hasher.finalize())
 }
 
 #[cfg(test)]

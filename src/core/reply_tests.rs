@@ -52,6 +52,19 @@ fn the_normal_form_ignores_case_and_whitespace() {
     assert_eq!(digest("Disk full"), digest("  disk   FULL "));
     assert_ne!(digest("Disk full"), digest("Disk fuller"));
     assert_eq!(digest("x").len(), 64);
+    // SHA-256 of "disk full": stored digests must keep matching new replies.
+    assert_eq!(digest(" Disk\tFULL\n"), "8c96d76f620269be0f4cbc27e6cb594426729e32474260ef82eb6fc24b2cba2f");
+}
+
+proptest! {
+    /// The digest hashes the normal form's words as it finds them: the same bytes as the
+    /// normal form itself, so a digest stored before still matches (Unicode case and
+    /// whitespace included).
+    #[test]
+    fn the_digest_is_the_normal_forms_hash(text in "[ \t\nA-Za-zΣσςİ\u{2003}\u{85}0-9.]{0,40}") {
+        let of_normal_form = crate::core::hex::lower_hex(&Sha256::digest(normal_form(&text).as_bytes()));
+        prop_assert_eq!(digest(&text), of_normal_form);
+    }
 }
 
 proptest! {

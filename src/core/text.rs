@@ -37,6 +37,23 @@ pub fn without_nul(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// [`without_nul`] of a text the caller owns: the same allocation when it has no NUL.
+pub fn into_without_nul(text: String) -> String {
+    if text.contains('\0') {
+        text.replace('\0', &NUL_REPLACEMENT.to_string())
+    } else {
+        text
+    }
+}
+
+/// [`truncate_chars`] of a text the caller owns: cut in place, not copied.
+pub fn into_truncated_chars(mut text: String, max: usize) -> String {
+    if let Some((end, _)) = text.char_indices().nth(max) {
+        text.truncate(end);
+    }
+    text
+}
+
 /// The first `max` characters of `text` (never splitting a character).
 pub fn truncate_chars(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
@@ -95,5 +112,17 @@ mod tests {
     fn display_copies_lose_only_the_nul() {
         assert!(matches!(without_nul("clean"), Cow::Borrowed("clean")));
         assert_eq!(without_nul("a\0b\0"), "a\u{FFFD}b\u{FFFD}");
+        assert_eq!(into_without_nul("a\0b\0".to_owned()), "a\u{FFFD}b\u{FFFD}");
+        let clean = String::from("clean");
+        let at = clean.as_ptr();
+        let kept = into_without_nul(clean);
+        assert_eq!((kept.as_str(), kept.as_ptr()), ("clean", at), "a clean text keeps its allocation");
+    }
+
+    #[test]
+    fn an_owned_text_is_cut_as_a_borrowed_one_is() {
+        for (text, max) in [("héllo wörld", 4), ("héllo", 5), ("héllo", 9), ("", 0), ("ab", 0)] {
+            assert_eq!(into_truncated_chars(text.to_owned(), max), truncate_chars(text, max), "{text:?} at {max}");
+        }
     }
 }

@@ -904,7 +904,7 @@ impl Driver {
     }
 
     async fn complete(&mut self, finished: FinishedRun) {
-        let FinishedRun { record, breaker, withheld } = finished;
+        let FinishedRun { mut record, breaker, withheld } = finished;
         if breaker.is_some() {
             let now = self.context.clock.now();
             self.count_spend(&record, now);
@@ -914,7 +914,8 @@ impl Driver {
         let entry = self.entries.get_mut(&record.key);
         let use_indicator =
             entry.as_ref().is_none_or(|entry| self.context.visibility.resolve(&entry.def.common.target).use_indicator);
-        self.context.run_events.publish(RunEvent::finished(&record, withheld, use_indicator));
+        let preview = record.output_preview.take();
+        self.context.run_events.publish(RunEvent::finished(&record, preview, withheld, use_indicator));
         let manual = forget_run_in(&mut self.runs, &mut self.writing, &record.key, record.slot);
         let now = self.context.clock.now();
         self.context.events.emit(

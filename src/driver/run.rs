@@ -16,7 +16,7 @@ use crate::core::heartbeat::{HeartbeatDef, JobKind};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::reply::{self, Reply, ReplyKind};
 use crate::core::system_events::cron_event_text;
-use crate::core::text::{truncate_chars, without_nul};
+use crate::core::text::{into_truncated_chars, into_without_nul, truncate_chars};
 use crate::core::tool_check::{self, ToolCheck};
 use crate::core::tool_policy::{tools_for_run, OfferedTool, RunTools};
 use crate::core::usage::PriceTable;
@@ -117,7 +117,12 @@ pub enum Claimed {
 
 /// The key a receiver can drop duplicates by: the same for every attempt at one slot.
 pub fn idempotency_key(key: &HeartbeatKey, slot: Timestamp) -> String {
-    format!("{}/{}/{}", key.agent, key.heartbeat, slot.as_millisecond())
+    use std::fmt::Write as _;
+    // Sized at once (`format!` grew it three times a run): two slashes and an i64.
+    let (agent, heartbeat) = (key.agent.as_str(), key.heartbeat.as_str());
+    let mut text = String::with_capacity(agent.len() + heartbeat.len() + 2 + 20);
+    let _ = write!(text, "{agent}/{heartbeat}/{}", slot.as_millisecond());
+    text
 }
 
 struct Outcome {
@@ -263,8 +268,8 @@ pub async fn run_claimed(context: Arc<RunContext>, claimed: Claimed, slot: Times
         delivery: outcome.delivery,
         duration: context.clock.monotonic().saturating_since(started),
         // Display copies: a NUL (which PostgreSQL cannot keep) becomes U+FFFD on every store.
-        error: outcome.error.map(|text| without_nul(&truncate_chars(&text, ERROR_TEXT_CHARS_MAX)).into_owned()),
-        output_preview: outcome.preview.map(|text| without_nul(&text).into_owned()),
+        error: outcome.error.map(|text| into_without_nul(into_truncated_chars(text, ERROR_TEXT_CHARS_MAX))),
+        output_preview: outcome.preview.map(into_without_nul),
         stop_reason: outcome.stop_reason,
         reply: outcome.reply,
         reply_digest: outcome.reply_digest,
@@ -423,7 +428,7 @@ async fn attempt(
     }
     let raw = looped.text.unwrap_or_default();
     let visibility = context.visibility.resolve(&def.target);
-    let (text, kind, digest) = match reply::classify(&raw, ack_max_chars) {
+    let (text, kind, digest, preview) = match reply::classify(&raw, ack_max_chars) {
         Reply::Empty => return Outcome::quiet(Some(ReplyKind::Empty), None, stop_reason),
         // "All is well": the token is never delivered to anyone, named heartbeats included;
         // a target that shows acknowledgements gets their note (or `ACK_SHOWN_TEXT`).
@@ -433,7 +438,8 @@ async fn attempt(
                 return Outcome::quiet(Some(ReplyKind::Token), preview, stop_reason);
             }
             let text = if note.is_empty() { ACK_SHOWN_TEXT.to_owned() } else { note };
-            (text, ReplyKind::Token, None)
+            let preview = Some(truncate_chars(&text, OUTPUT_PREVIEW_CHARS_MAX));
+            (text, ReplyKind::Token, None, preview)
         }
         Reply::Alert { text } => {
             let preview = Some(truncate_chars(&text, OUTPUT_PREVIEW_CHARS_MAX));
@@ -452,10 +458,9 @@ async fn attempt(
                 let outcome = Outcome::quiet(Some(ReplyKind::Duplicate), preview, stop_reason);
                 return outcome.withheld(Withheld::Duplicate);
             }
-            (text, ReplyKind::Sent, Some(digest))
+            (text, ReplyKind::Sent, Some(digest), preview)
         }
     };
-    let preview = Some(truncate_chars(&text, OUTPUT_PREVIEW_CHARS_MAX));
     let delivery = Delivery {
         target: def.target.clone(),
         heartbeat: def.key.clone(),

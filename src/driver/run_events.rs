@@ -118,7 +118,14 @@ impl RunEvent {
         }
     }
 
-    pub fn finished(record: &RunRecord, withheld: Option<Withheld>, use_indicator: bool) -> Self {
+    /// The event of a finished run; `preview` is its record's (moved here, the record's
+    /// last reader: a copy was an allocation a run on the driver's loop).
+    pub fn finished(
+        record: &RunRecord,
+        preview: Option<String>,
+        withheld: Option<Withheld>,
+        use_indicator: bool,
+    ) -> Self {
         let (status, reason, indicator) = if record.status != ExecutionStatus::Succeeded {
             let reason = record.error.clone().unwrap_or_else(|| record.status.as_str().to_owned());
             (RunStatus::Failed, Some(reason), Indicator::Error)
@@ -143,7 +150,7 @@ impl RunEvent {
             at: record.finished_at,
             status,
             reason,
-            preview: record.output_preview.clone(),
+            preview,
             duration: record.duration,
             indicator: use_indicator.then_some(indicator),
         }

@@ -71,7 +71,7 @@ impl Conversation {
     pub fn answered(&mut self, response: &ChatResponse) {
         let message = Message {
             role: Role::Assistant,
-            content: response.text.clone().unwrap_or_default(),
+            content: response.text.as_deref().unwrap_or_default().into(),
             tool_calls: response.tool_calls.clone(),
             tool_call_id: None,
         };
@@ -265,7 +265,7 @@ mod tests {
         let mut tools = Conversation::default();
         let asked = Message {
             role: Role::Assistant,
-            content: String::new(),
+            content: "".into(),
             tool_calls: vec![crate::ports::llm::ToolCall {
                 id: "call-1".to_owned(),
                 name: "inbox/search".to_owned(),

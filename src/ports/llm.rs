@@ -21,7 +21,9 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,
-    pub content: String,
+    /// Shared: a run's requests and its transcript carry the same texts, and every run
+    /// sends the engine's system prompt.
+    pub content: Arc<str>,
     /// The tool calls an assistant message asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
@@ -31,11 +33,11 @@ pub struct Message {
 }
 
 impl Message {
-    pub fn system(content: impl Into<String>) -> Self {
+    pub fn system(content: impl Into<Arc<str>>) -> Self {
         Self { role: Role::System, content: content.into(), tool_calls: Vec::new(), tool_call_id: None }
     }
 
-    pub fn user(content: impl Into<String>) -> Self {
+    pub fn user(content: impl Into<Arc<str>>) -> Self {
         Self { role: Role::User, content: content.into(), tool_calls: Vec::new(), tool_call_id: None }
     }
 }

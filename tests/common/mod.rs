@@ -106,8 +106,8 @@ impl ScriptedByPrompt {
         let mut seen = Vec::new();
         for request in requests.iter() {
             for message in request.messages.iter().filter(|m| m.role == Role::Tool) {
-                if !seen.contains(&message.content) {
-                    seen.push(message.content.clone());
+                if !seen.iter().any(|text: &String| **text == *message.content) {
+                    seen.push(message.content.to_string());
                 }
             }
         }
@@ -123,7 +123,7 @@ impl ScriptedByPrompt {
 impl Llm for ScriptedByPrompt {
     async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
         let prompt =
-            request.messages.iter().find(|m| m.role == Role::User).map(|m| m.content.clone()).unwrap_or_default();
+            request.messages.iter().find(|m| m.role == Role::User).map(|m| m.content.to_string()).unwrap_or_default();
         let has_tool_result = request.messages.iter().any(|m| m.role == Role::Tool);
         self.calls.lock().expect("lock").push((self.clock.wall(), prompt.clone()));
         self.requests.lock().expect("lock").push(request.clone());

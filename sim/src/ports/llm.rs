@@ -251,7 +251,7 @@ impl SimLlm {
     async fn answer_request(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         self.life.ensure_alive().await;
         let prompt =
-            request.messages.iter().find(|m| m.role == Role::User).map(|m| m.content.clone()).unwrap_or_default();
+            request.messages.iter().find(|m| m.role == Role::User).map(|m| m.content.to_string()).unwrap_or_default();
         let endless = request.messages.iter().any(|m| m.tool_calls.iter().any(|c| c.id.starts_with(ENDLESS_ID)));
         if endless {
             self.answer(&prompt, "tool heartbeat list (endless)");
