@@ -8,6 +8,13 @@ use tracing_subscriber::EnvFilter;
 
 use systole::daemon::cli::{run, Cli};
 
+/// jemalloc, not glibc's allocator: a run's memory is often freed on another worker than
+/// the one that made it, and glibc's arena lock then put both workers to sleep a quarter of
+/// a burst (ADR 0058).
+#[cfg(all(feature = "jemalloc", not(madsim)))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();

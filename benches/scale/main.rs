@@ -28,6 +28,12 @@ use measure::{median, parse_result, print_result, Figures};
 use systole::limits::RUNS_IN_FLIGHT_MAX_DEFAULT;
 use systole_cases::StoreKind;
 
+/// The daemon's allocator (ADR 0058), so that every case, tokio-cron-scheduler's too,
+/// measures what the daemon would run on.
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() {
     let process_start = Instant::now();
     let args: Vec<String> = std::env::args().skip(1).filter(|arg| arg != "--bench").collect();

@@ -18,14 +18,49 @@ pub fn resident_bytes() -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// Bytes the allocator has handed out and not taken back (glibc's `mallinfo2`): the
-/// heap a case's structures hold, without the freed pages resident memory still counts.
-/// It counts the main arena only, where a start-up on the main thread builds its maps;
-/// other threads' arenas are left out.
+/// Bytes the allocator has handed out and not taken back: the heap a case's structures
+/// hold, without the freed pages resident memory still counts. jemalloc's
+/// `stats.allocated` counts every thread's; glibc's `mallinfo2` (a build without the
+/// `jemalloc` feature) the main arena only, where a start-up on the main thread builds
+/// its maps.
 pub fn heap_in_use_bytes() -> u64 {
-    // SAFETY: `mallinfo2` only reads the allocator's counters; glibc 2.33 and later.
-    let info = unsafe { libc::mallinfo2() };
-    (info.uordblks + info.hblkhd) as u64
+    #[cfg(feature = "jemalloc")]
+    {
+        jemalloc_allocated_bytes()
+    }
+    #[cfg(not(feature = "jemalloc"))]
+    {
+        // SAFETY: `mallinfo2` only reads the allocator's counters; glibc 2.33 and later.
+        let info = unsafe { libc::mallinfo2() };
+        (info.uordblks + info.hblkhd) as u64
+    }
+}
+
+/// jemalloc's `stats.allocated`, after an `epoch` write refreshes its counters.
+#[cfg(feature = "jemalloc")]
+fn jemalloc_allocated_bytes() -> u64 {
+    let mut epoch: u64 = 1;
+    let mut allocated: usize = 0;
+    let mut length = std::mem::size_of::<usize>();
+    // SAFETY: NUL-terminated names; `epoch` is written from a u64 of its size, and
+    // `stats.allocated` read into a usize with its length, as jemalloc documents them.
+    unsafe {
+        tikv_jemalloc_sys::mallctl(
+            c"epoch".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            (&raw mut epoch).cast(),
+            std::mem::size_of::<u64>(),
+        );
+        tikv_jemalloc_sys::mallctl(
+            c"stats.allocated".as_ptr(),
+            (&raw mut allocated).cast(),
+            &raw mut length,
+            std::ptr::null_mut(),
+            0,
+        );
+    }
+    allocated as u64
 }
 
 /// CPU time this process has used (user + system), from `/proc/self/stat`.
