@@ -26,7 +26,7 @@ pub fn resident_bytes() -> (u64, u64) {
 pub fn heap_in_use_bytes() -> u64 {
     #[cfg(feature = "jemalloc")]
     {
-        jemalloc_allocated_bytes()
+        systole::adapters::heap_trim::jemalloc_counter(c"stats.allocated") as u64
     }
     #[cfg(not(feature = "jemalloc"))]
     {
@@ -34,33 +34,6 @@ pub fn heap_in_use_bytes() -> u64 {
         let info = unsafe { libc::mallinfo2() };
         (info.uordblks + info.hblkhd) as u64
     }
-}
-
-/// jemalloc's `stats.allocated`, after an `epoch` write refreshes its counters.
-#[cfg(feature = "jemalloc")]
-fn jemalloc_allocated_bytes() -> u64 {
-    let mut epoch: u64 = 1;
-    let mut allocated: usize = 0;
-    let mut length = std::mem::size_of::<usize>();
-    // SAFETY: NUL-terminated names; `epoch` is written from a u64 of its size, and
-    // `stats.allocated` read into a usize with its length, as jemalloc documents them.
-    unsafe {
-        tikv_jemalloc_sys::mallctl(
-            c"epoch".as_ptr(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            (&raw mut epoch).cast(),
-            std::mem::size_of::<u64>(),
-        );
-        tikv_jemalloc_sys::mallctl(
-            c"stats.allocated".as_ptr(),
-            (&raw mut allocated).cast(),
-            &raw mut length,
-            std::ptr::null_mut(),
-            0,
-        );
-    }
-    allocated as u64
 }
 
 /// CPU time this process has used (user + system), from `/proc/self/stat`.

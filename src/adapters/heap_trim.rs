@@ -38,40 +38,35 @@ fn purge_jemalloc() {
     }
 }
 
+/// One of jemalloc's counters (`stats.allocated`, `stats.arenas.4096.pdirty`), refreshed
+/// first (an `epoch` write); 0 when jemalloc does not know the name.
+#[cfg(all(feature = "jemalloc", not(madsim)))]
+pub fn jemalloc_counter(name: &std::ffi::CStr) -> usize {
+    let mut epoch: u64 = 1;
+    let mut value: usize = 0;
+    let mut length = std::mem::size_of::<usize>();
+    // SAFETY: NUL-terminated names; `epoch` is written from a u64 of its size, and the
+    // counter read into a usize with its length, as jemalloc documents them.
+    unsafe {
+        tikv_jemalloc_sys::mallctl(
+            c"epoch".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            (&raw mut epoch).cast(),
+            std::mem::size_of::<u64>(),
+        );
+        tikv_jemalloc_sys::mallctl(name.as_ptr(), (&raw mut value).cast(), &raw mut length, std::ptr::null_mut(), 0);
+    }
+    value
+}
+
 #[cfg(all(test, feature = "jemalloc", not(madsim)))]
 mod tests {
     use std::alloc::{GlobalAlloc, Layout};
-    use std::ffi::CStr;
 
     use tikv_jemallocator::Jemalloc;
 
-    use super::release_free_heap;
-
-    /// A jemalloc counter of every arena, refreshed first (`epoch`).
-    fn read_stat(name: &CStr) -> usize {
-        let mut epoch: u64 = 1;
-        let mut value: usize = 0;
-        let mut length = std::mem::size_of::<usize>();
-        // SAFETY: NUL-terminated names; `epoch` written from a u64, the counter read into
-        // a usize of its size, as jemalloc documents them.
-        unsafe {
-            tikv_jemalloc_sys::mallctl(
-                c"epoch".as_ptr(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                (&raw mut epoch).cast(),
-                std::mem::size_of::<u64>(),
-            );
-            tikv_jemalloc_sys::mallctl(
-                name.as_ptr(),
-                (&raw mut value).cast(),
-                &raw mut length,
-                std::ptr::null_mut(),
-                0,
-            );
-        }
-        value
-    }
+    use super::{jemalloc_counter, release_free_heap};
 
     #[test]
     fn a_start_ups_freed_pages_go_back_to_the_system() {
@@ -86,10 +81,10 @@ mod tests {
             unsafe { Jemalloc.dealloc(block, layout) };
         }
         let dirty_pages = c"stats.arenas.4096.pdirty";
-        let before = read_stat(dirty_pages);
+        let before = jemalloc_counter(dirty_pages);
         assert!(before > 1_000, "25 MB freed leaves dirty pages until they decay: {before}");
         release_free_heap();
-        let after = read_stat(dirty_pages);
+        let after = jemalloc_counter(dirty_pages);
         assert!(after < before / 10, "the purge hands them back: {before} dirty pages before, {after} after");
     }
 }
