@@ -58,11 +58,11 @@ async fn an_at_job_runs_once_then_is_deleted_and_a_failed_one_retries_until_the_
     done.origin = Origin::Runtime;
     let mut failing = done.clone();
     failing.key = key("main", "broken");
-    failing.prompt = "broken".to_owned();
+    failing.prompt = "broken".into();
     rig.llm.set("broken", Behaviour::Fail);
     let mut from_config = done.clone();
     from_config.key = key("main", "configured");
-    from_config.prompt = "configured".to_owned();
+    from_config.prompt = "configured".into();
     from_config.origin = Origin::Config;
     let engine = rig.start(&[from_config]).await;
     engine.upsert(done).await.expect("create");
@@ -148,7 +148,7 @@ async fn an_enable_never_runs_an_at_job_again_after_it_succeeded() {
     let one_shot = |id: &str| {
         let mut def = cron_def("main", id, "* * * * *", "UTC");
         def.schedule = Schedule::At(ts("2026-01-05T12:01:00Z"));
-        def.prompt = id.to_owned();
+        def.prompt = id.into();
         def
     };
     rig.llm.set("slow", Behaviour::Slow(Duration::from_secs(60), "done".to_owned()));

@@ -249,7 +249,7 @@ async fn a_seed_stores_every_field_of_a_definition_as_given_new_or_replaced() {
             };
             HeartbeatDef {
                 kind: JobKind::Cron,
-                prompt: prompt.to_owned(),
+                prompt: prompt.into(),
                 policy: RunPolicy {
                     catch_up: CatchUp::All,
                     catch_up_window: Duration::from_secs(7_200),
@@ -463,22 +463,22 @@ async fn a_run_time_edit_of_a_config_heartbeat_survives_seeds_of_the_same_config
     with_each_store(|store| async move {
         let seeded = def("main", "a", 60);
         store.seed_config(std::slice::from_ref(&seeded), at(0)).await.expect("seed");
-        let edited = HeartbeatDef { prompt: "edited at run time".to_owned(), ..seeded.clone() };
+        let edited = HeartbeatDef { prompt: "edited at run time".into(), ..seeded.clone() };
         store.put_heartbeat(&edited, at(10)).await.expect("edit");
         for second in [20, 30] {
             let report = store.seed_config(std::slice::from_ref(&seeded), at(second)).await.expect("seed again");
             assert_eq!(report.unchanged, vec![seeded.key.clone()], "the config did not change");
             let stored = store.load_heartbeats().await.expect("load");
-            assert_eq!(stored[0].def.prompt, "edited at run time", "the edit stays");
+            assert_eq!(&*stored[0].def.prompt, "edited at run time", "the edit stays");
         }
         // An edit back to the config's own text is still an edit: the same config stays unchanged.
         store.put_heartbeat(&seeded, at(40)).await.expect("edit back");
         let report = store.seed_config(std::slice::from_ref(&seeded), at(50)).await.expect("seed again");
         assert_eq!(report.unchanged, vec![seeded.key.clone()]);
-        let changed = HeartbeatDef { prompt: "the config's new prompt".to_owned(), ..seeded.clone() };
+        let changed = HeartbeatDef { prompt: "the config's new prompt".into(), ..seeded.clone() };
         let report = store.seed_config(std::slice::from_ref(&changed), at(60)).await.expect("seed a change");
         assert_eq!(report.updated, vec![seeded.key.clone()]);
-        assert_eq!(store.load_heartbeats().await.expect("load")[0].def.prompt, "the config's new prompt");
+        assert_eq!(store.load_heartbeats().await.expect("load")[0].def.prompt.to_string(), "the config's new prompt");
         let report = store.seed_config(&[changed], at(70)).await.expect("seed the change again");
         assert_eq!(report.unchanged, vec![seeded.key]);
     })
@@ -1023,8 +1023,8 @@ async fn a_large_first_seed_stores_each_definition_and_a_second_finds_each_uncha
         let count: usize = 120_000;
         let mut defs: Vec<HeartbeatDef> =
             (0..count as u64).rev().map(|index| def("main", &format!("h{index:06}"), 60 + index % 7)).collect();
-        defs[3].prompt = "the first part's own prompt".to_owned();
-        defs[count - 3].prompt = "the last part's own prompt".to_owned();
+        defs[3].prompt = "the first part's own prompt".into();
+        defs[count - 3].prompt = "the last part's own prompt".into();
         let report = store.seed_config(&defs, at(0)).await.expect("seed");
         assert_eq!(report.inserted.len(), count);
         let loaded = store.load_heartbeats().await.expect("load");
@@ -1033,7 +1033,7 @@ async fn a_large_first_seed_stores_each_definition_and_a_second_finds_each_uncha
         for (stored, given) in loaded.iter().zip(defs.iter().rev()) {
             assert_eq!(&stored.def, given, "{} is stored as given", given.key);
         }
-        defs[count / 2].prompt = "changed".to_owned();
+        defs[count / 2].prompt = "changed".into();
         let again = store.seed_config(&defs, at(10)).await.expect("seed again");
         assert_eq!(again.updated, vec![defs[count / 2].key.clone()], "only the changed definition is updated");
         assert_eq!(again.unchanged.len(), count - 1);
@@ -1048,13 +1048,13 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
         // More than ten multi-row statements' worth, and more than a page of SQLite's load.
         let count = 10_500;
         let mut defs: Vec<HeartbeatDef> = (0..count).map(|index| def("main", &format!("h{index}"), 60)).collect();
-        defs[7].prompt = "Ünïcode, \"quotes\", \\ a backslash,\nand a new line ✓ [1, {\"json\": null}]".to_owned();
+        defs[7].prompt = "Ünïcode, \"quotes\", \\ a backslash,\nand a new line ✓ [1, {\"json\": null}]".into();
         defs[14].model = Some("small-model".to_owned());
         defs[21].target = DeliveryTarget::parse("webhook:ops").expect("valid");
         defs[28].schedule = Schedule::cron(CronSchedule::parse("0 9 * * 1-5", "Europe/Berlin").expect("valid"));
         // What only a run reads, unlike the rest: a whole row keeps it, a row for arming may not.
         defs[35].kind = JobKind::Agent;
-        defs[35].prompt = "Read HEARTBEAT.md and follow it.".to_owned();
+        defs[35].prompt = "Read HEARTBEAT.md and follow it.".into();
         defs[42].dedup = false;
         defs[42].timeout = Duration::from_secs(7);
         defs[42].tools = JobTools::from_json(r#"{"allow":["search/*"]}"#).expect("valid tools").into();
@@ -1091,7 +1091,7 @@ async fn many_heartbeats_seed_in_batches_and_their_latest_slots_come_at_once() {
         // a store may leave out: the prompt (an agent heartbeat's stays, its wakes build on
         // it), dedup, timeout, tools and model.
         let armed_part = |def: &HeartbeatDef| HeartbeatDef {
-            prompt: if def.kind == JobKind::Agent { def.prompt.clone() } else { String::new() },
+            prompt: if def.kind == JobKind::Agent { def.prompt.clone() } else { "".into() },
             dedup: false,
             timeout: Duration::ZERO,
             tools: Default::default(),
@@ -1434,8 +1434,8 @@ async fn text_a_store_cannot_keep_is_refused_alike_and_any_other_text_round_trip
             .chain([0x7F, 0x200F, 0xFEFF, 0xFFFD, 0xFFFF, 0x1F600, 0x10FFFF])
             .filter_map(char::from_u32)
             .collect();
-        let job = HeartbeatDef { prompt: format!("check {odd}"), ..def("main", "odd", 60) };
-        let refused = HeartbeatDef { prompt: "before\0after".to_owned(), ..def("main", "nul", 60) };
+        let job = HeartbeatDef { prompt: format!("check {odd}").into(), ..def("main", "odd", 60) };
+        let refused = HeartbeatDef { prompt: "before\0after".into(), ..def("main", "nul", 60) };
         let problem = store.seed_config(&[job.clone(), refused.clone()], at(0)).await.expect_err("a NUL prompt");
         assert!(problem.to_string().contains("prompt") && problem.to_string().contains("NUL"), "{problem}");
         assert!(store.load_heartbeats().await.expect("load").is_empty(), "a refused batch stores none of its rows");

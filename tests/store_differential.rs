@@ -120,7 +120,7 @@ fn random_def(rng: &mut Rng, k: &HeartbeatKey, now_secs: i64) -> HeartbeatDef {
         _ => HeartbeatDef { schedule: Schedule::At(at(now_secs + 120)), ..def(a, h, 60) },
     };
     if rng.chance(30) {
-        made.prompt = format!("{h} (edited)");
+        made.prompt = format!("{h} (edited)").into();
     }
     made.origin = if rng.chance(50) { Origin::Config } else { Origin::Runtime };
     made.delete_after_run = rng.chance(20);

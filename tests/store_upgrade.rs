@@ -39,7 +39,7 @@ async fn a_database_from_before_schedule_kinds_keeps_its_heartbeats() {
     let heartbeat = &heartbeats[0];
     assert_eq!(heartbeat.def.schedule, Schedule::Every(Duration::from_secs(1_800)));
     assert_eq!(heartbeat.def.policy, RunPolicy::default());
-    assert_eq!(heartbeat.def.prompt, "Check the inbox.");
+    assert_eq!(&*heartbeat.def.prompt, "Check the inbox.");
     assert_eq!(
         (heartbeat.state.enabled, heartbeat.state.disabled_reason.as_deref(), heartbeat.state.consecutive_failures),
         (false, Some("circuit-breaker"), 3),

@@ -94,7 +94,7 @@ async fn run_case(name: &str, params: &BTreeMap<String, String>, process_start: 
     let spread = Duration::from_secs(number("spread") as u64);
     let windows = number("windows") as u32;
     match name {
-        "register" => systole_cases::register(store(), number("n"), &path).await,
+        "register" => systole_cases::register(store(), number("n"), &path, number("distinct_prompts") == 1).await,
         "prepare" => systole_cases::prepare(number("n"), &path, number("prompt_bytes")).await,
         "cold-start" => systole_cases::cold_start(&path, process_start).await,
         "log-runs" => systole_cases::log_runs(&path).await,
@@ -280,6 +280,18 @@ impl Bench {
             systole: format!("{} / {} MB", resident[0], resident[1]),
             peer: "—".into(),
             target: "no growth with the prompt",
+        });
+        // The memory store holds every definition, one copy of each distinct prompt: with a
+        // prompt of its own for every heartbeat, each holds its prompt too.
+        let path = self.db("register-distinct");
+        let params =
+            [("store", "memory".into()), ("n", count.to_string()), ("path", path), ("distinct_prompts", "1".into())];
+        let distinct = self.case("register", &params);
+        rows.push(Row {
+            measure: format!("  resident memory, {} heartbeats (memory), every prompt its own", thousands(count)),
+            systole: format!("{} MB, {} B each", whole(distinct.get("resident_mb")), whole(distinct.get("bytes_each"))),
+            peer: "—".into(),
+            target: "",
         });
         rows
     }

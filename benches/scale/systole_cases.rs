@@ -81,17 +81,17 @@ pub fn defs_with_prompt(
 ) -> Vec<HeartbeatDef> {
     let base = "Look at the job queue, the error rate and the disk; say what needs a person, or nothing. ";
     let prompt: String = base.chars().cycle().take(prompt_bytes).collect();
-    let target = DeliveryTarget::parse("webhook:ops").expect("a valid target");
     (first..first + count)
         .map(|index| HeartbeatDef {
             key: key(index),
             kind: JobKind::Heartbeat,
-            prompt: prompt.clone(),
+            // A text of its own for each, as a config's parse or an API call makes it.
+            prompt: prompt.as_str().into(),
             schedule: Schedule::Every(every),
             policy: RunPolicy { jitter_max: jitter, ..RunPolicy::default() },
             delete_after_run: false,
             dedup: true,
-            target: target.clone(),
+            target: DeliveryTarget::parse("webhook:ops").expect("a valid target"),
             active_hours: None,
             timeout: Duration::from_secs(60),
             origin: Origin::Config,
@@ -195,11 +195,21 @@ async fn start_engine(store: Arc<dyn Store>, recorder: Arc<Recorder>, reply: &st
 }
 
 /// Registration: `count` heartbeats seeded into the store the way the daemon seeds its
-/// config, then the engine started on them. Time for each, and resident memory.
-pub async fn register(kind: StoreKind, count: usize, path: &Path) -> Figures {
+/// config, then the engine started on them. Time for each, and resident memory. Their
+/// prompts are one text (each its own copy, as a config's parse gives them), or with
+/// `distinct_prompts` each a text of its own.
+pub async fn register(kind: StoreKind, count: usize, path: &Path, distinct_prompts: bool) -> Figures {
     let (resident_before, _) = resident_bytes();
     let store = open_store(&kind, path).await;
-    let defs = defs(0, count, Duration::from_secs(3_600), Duration::from_secs(3_600));
+    let mut defs = defs(0, count, Duration::from_secs(3_600), Duration::from_secs(3_600));
+    if distinct_prompts {
+        // Its id in place of the prompt's last characters, so that its length stays.
+        for def in &mut defs {
+            let id = def.key.heartbeat.as_str();
+            let kept = def.prompt.len().saturating_sub(id.len());
+            def.prompt = format!("{}{id}", &def.prompt[..kept]).into();
+        }
+    }
     let seeding = Instant::now();
     store.seed_config(&defs, Timestamp::now()).await.expect("the heartbeats are stored");
     let seed_secs = seeding.elapsed().as_secs_f64();

@@ -119,7 +119,7 @@ pub fn agent_layer(rng: &mut ChaCha8Rng, heartbeats: &[HeartbeatDef], safety: Du
 
 fn def(key: HeartbeatKey, kind: JobKind, schedule: Schedule, target: DeliveryTarget) -> HeartbeatDef {
     HeartbeatDef {
-        prompt: prompt_for(&key),
+        prompt: prompt_for(&key).into(),
         key,
         kind,
         schedule,

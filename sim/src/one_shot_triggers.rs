@@ -391,7 +391,7 @@ pub fn runtime_one_shot(
     def.active_hours = None;
     def.tools = SharedJobTools::default();
     def.timeout = Duration::from_secs(ONE_SHOT_CALL_SECS) * 3;
-    def.prompt = format!("{}\n{}", crate::workload::prompt_for(key), plan.marker());
+    def.prompt = format!("{}\n{}", crate::workload::prompt_for(key), plan.marker()).into();
     def
 }
 

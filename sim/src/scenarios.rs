@@ -131,7 +131,7 @@ fn make_slow_repeat(def: &mut HeartbeatDef) {
     def.policy.overlap = Overlap::AllowAll;
     def.active_hours = None;
     def.timeout = Duration::from_secs(SLOW_REPEAT_RUN_SECS * 2);
-    def.prompt = format!("{}\n{SLOW_REPEAT_MARKER}", def.prompt);
+    def.prompt = format!("{}\n{SLOW_REPEAT_MARKER}", def.prompt).into();
 }
 
 /// What the scenarios add to a seed.
@@ -180,7 +180,7 @@ pub fn plant(
         let mut def = heartbeats[timed[rng.random_range(0..timed.len())]].clone();
         def.key =
             HeartbeatKey { agent: def.key.agent.clone(), heartbeat: HeartbeatId::new("regrown").expect("a valid id") };
-        def.prompt = crate::workload::prompt_for(&def.key);
+        def.prompt = crate::workload::prompt_for(&def.key).into();
         def.origin = Origin::Runtime;
         def.kind = JobKind::Cron;
         let expression = CRON_EXPRESSIONS[rng.random_range(0..CRON_EXPRESSIONS.len())];
@@ -339,7 +339,7 @@ fn make_grid_runner(def: &mut HeartbeatDef, interval_secs: u64, marker: &str) {
     def.policy.catch_up = CatchUp::Once;
     def.active_hours = None;
     def.timeout = Duration::from_secs(GRID_FINISH_SECS * 2);
-    def.prompt = format!("{}\n{marker}", def.prompt);
+    def.prompt = format!("{}\n{marker}", def.prompt).into();
 }
 
 const HELD_ONE_SHOT_PROBABILITY: f64 = 0.4;
@@ -429,7 +429,7 @@ pub fn held_one_shot_enable(
     // then lies past its instant, which a start-up takes for a retry still to come.
     let flaky = rng.random_bool(HELD_ONE_SHOT_FLAKY_PROBABILITY);
     if flaky {
-        def.prompt = format!("{}\n{FLAKY_MARKER}1]", config[chosen].prompt);
+        def.prompt = format!("{}\n{FLAKY_MARKER}1]", config[chosen].prompt).into();
     }
     let key = def.key.clone();
     let enable = takeover + lead + Duration::from_secs(rng.random_range(1..=HELD_ONE_SHOT_ENABLE_SECS_MAX));
@@ -459,7 +459,7 @@ pub fn held_one_shot_enable(
             // The slow version fails; the one-shot answers at once.
             def.prompt = match def.schedule {
                 Schedule::At(_) => config[chosen].prompt.clone(),
-                _ => format!("{}\n{marker}", config[chosen].prompt),
+                _ => format!("{}\n{marker}", config[chosen].prompt).into(),
             };
         }
     }

@@ -70,7 +70,7 @@ fn random_def(rng: &mut ChaCha8Rng, key: HeartbeatKey, origin: Origin) -> Heartb
         None
     };
     HeartbeatDef {
-        prompt: prompt_for(&key),
+        prompt: prompt_for(&key).into(),
         key,
         kind: JobKind::Heartbeat,
         schedule: Schedule::Every(interval),
@@ -374,7 +374,7 @@ pub fn vary_schedules(
             if rng.random_bool(ONE_SHOT_FLAKY_PROBABILITY) {
                 // Its first calls fail: the retry after the backoff, and the breaker, get run.
                 let failures = rng.random_range(1..=3);
-                def.prompt = format!("{}\n{}{failures}]", def.prompt, crate::ports::llm::FLAKY_MARKER);
+                def.prompt = format!("{}\n{}{failures}]", def.prompt, crate::ports::llm::FLAKY_MARKER).into();
             }
         }
         def.policy = RunPolicy {

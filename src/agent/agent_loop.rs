@@ -32,7 +32,7 @@ pub async fn run_loop(
     toolbox: &ToolBox,
     context: &ToolContext,
     system_prompt: &Arc<str>,
-    prompt: &str,
+    prompt: Arc<str>,
     model: Option<&str>,
 ) -> Result<LoopOutcome, LlmError> {
     let iterations_max = context.settings.loop_iterations_max.max(1);

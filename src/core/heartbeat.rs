@@ -1,6 +1,7 @@
 //! A heartbeat's definition (what the user asked for) and its runtime state (what the
 //! engine has done with it), kept apart so config seeding can tell the two from each other.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -84,7 +85,9 @@ impl JobKind {
 pub struct HeartbeatDef {
     pub key: HeartbeatKey,
     pub kind: JobKind,
-    pub prompt: String,
+    /// Shared: a run's request and transcript take a count, and a seed into the memory
+    /// store gives equal prompts one text.
+    pub prompt: Arc<str>,
     pub schedule: Schedule,
     pub policy: RunPolicy,
     /// Deleted (instead of disabled) once its schedule has no more slots and the last ran.
@@ -200,7 +203,7 @@ pub(crate) fn test_def(agent: &str, id: &str, every_secs: u64) -> HeartbeatDef {
             heartbeat: HeartbeatId::new(id).expect("valid"),
         },
         kind: JobKind::Heartbeat,
-        prompt: "Check the inbox.".to_owned(),
+        prompt: "Check the inbox.".into(),
         schedule: Schedule::Every(Duration::from_secs(every_secs)),
         policy: RunPolicy::default(),
         delete_after_run: false,
@@ -229,7 +232,7 @@ mod tests {
         changed[9].model = Some("small-model".to_owned());
         let required = vec![crate::core::tool_policy::ToolName::new("inbox", "search")];
         changed[8].tools = crate::core::tool_policy::JobTools { required, ..Default::default() }.into();
-        changed[0].prompt.push('!');
+        changed[0].prompt = format!("{}!", changed[0].prompt).into();
         changed[1].schedule = Schedule::Every(Duration::from_secs(1_801));
         changed[4].policy.catch_up = crate::core::policy::CatchUp::All;
         changed[5].policy.overlap = crate::core::policy::Overlap::AllowAll;

@@ -169,7 +169,7 @@ fn cron_jobs_take_the_spec_shape() {
     let config = parse_text(&text).expect("cron job");
     let job = &config.heartbeats[0];
     assert_eq!(job.kind, crate::core::heartbeat::JobKind::Cron);
-    assert_eq!(job.prompt, "Daily status");
+    assert_eq!(&*job.prompt, "Daily status");
     assert_eq!(job.schedule.to_string(), "cron \"0 9 * * MON-FRI\" in Asia/Shanghai", "the agent's zone by default");
     assert_eq!(job.target.to_string(), "stdout");
     assert_eq!(job.timeout, Duration::from_secs(180));
@@ -280,7 +280,7 @@ fn the_agent_heartbeat_comes_from_the_workspace_and_the_defaults() {
     let def = &config.heartbeats[0];
     assert_eq!((def.kind, def.key.to_string()), (JobKind::Agent, "ops/main".to_owned()));
     assert_eq!(def.schedule, Schedule::Every(Duration::from_secs(20 * 60)));
-    assert_eq!(def.prompt, HEARTBEAT_PROMPT_DEFAULT);
+    assert_eq!(&*def.prompt, HEARTBEAT_PROMPT_DEFAULT);
     assert!(config.workspaces[&def.key.agent].ends_with("ops-space"));
     // The agent's table wins field by field (spec H14).
     let config = parse_text(&with_agent(
@@ -289,7 +289,7 @@ fn the_agent_heartbeat_comes_from_the_workspace_and_the_defaults() {
     .expect("valid");
     let def = &config.heartbeats[0];
     assert_eq!(def.schedule, Schedule::Every(Duration::from_secs(10 * 60)));
-    assert_eq!(def.prompt, "Check in.");
+    assert_eq!(&*def.prompt, "Check in.");
     let settings = &config.agents[&def.key.agent].agent_heartbeat;
     assert_eq!((settings.model.as_deref(), settings.ack_max_chars), (Some("small"), 50));
     // enabled = false turns it off even with a workspace.

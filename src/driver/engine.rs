@@ -854,7 +854,7 @@ impl Driver {
         let prepared = self.prepared.remove(&claim.key);
         let (claimed, consumes) = match (def, prepared) {
             (Ok(mut def), Some(prepared)) => {
-                Arc::make_mut(&mut def).prompt = prepared.prompt;
+                Arc::make_mut(&mut def).prompt = prepared.prompt.into();
                 (Claimed::Read(def), prepared.consumes)
             }
             (Ok(def), None) => (Claimed::Read(def), Vec::new()),

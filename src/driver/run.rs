@@ -402,7 +402,7 @@ async fn attempt(
     // The job's pre-check: a quiet answer ends the run before any LLM call (ADR 0021),
     // unless the run carries system events: they are work the model must see, and a run
     // that succeeds consumes them.
-    let mut prompt = std::borrow::Cow::Borrowed(def.prompt.as_str());
+    let mut prompt = Arc::clone(&def.prompt);
     if let Some(check) = &def.tools.check {
         match pre_check(&toolbox, &tools, check).await {
             Checked::Quiet if has_events => {}
@@ -416,7 +416,7 @@ async fn attempt(
             }
         }
     }
-    let looped = match run_loop(llm, &toolbox, &tools, &context.system_prompt, &prompt, model).await {
+    let looped = match run_loop(llm, &toolbox, &tools, &context.system_prompt, prompt, model).await {
         Ok(looped) => looped,
         Err(error) => return Outcome::failed(error.to_string(), None),
     };

@@ -22,6 +22,7 @@ use crate::ports::store::{
     Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError, INTERRUPTED_ERROR_TEXT,
 };
 use crate::store::config_keys::ConfigKeys;
+use crate::store::seed_pool::SeedPool;
 use crate::store::seed_threads;
 use crate::store::text_check;
 
@@ -324,7 +325,7 @@ fn for_arming(def: &HeartbeatDef, state: &HeartbeatState) -> Heartbeat {
         def: HeartbeatDef {
             key: def.key.clone(),
             kind: def.kind,
-            prompt: if def.kind == JobKind::Agent { def.prompt.clone() } else { String::new() },
+            prompt: if def.kind == JobKind::Agent { Arc::clone(&def.prompt) } else { Arc::default() },
             schedule: def.schedule.clone(),
             policy: def.policy,
             delete_after_run: def.delete_after_run,
@@ -368,18 +369,22 @@ fn claim_one(state: &mut MemoryState, claim: &SlotClaim) -> (ClaimOutcome, Optio
     }
 }
 
-/// A configured definition's row as a seed stores it.
-fn config_row(def: &HeartbeatDef, at: Timestamp) -> Box<Row> {
+/// A configured definition's row as a seed stores it, its texts from the seed's `pool`.
+fn config_row(def: &HeartbeatDef, at: Timestamp, pool: &mut SeedPool) -> Box<Row> {
     let fresh = HeartbeatState::stored_at(&def.schedule, at);
-    let stored = HeartbeatDef { origin: Origin::Config, ..def.clone() };
+    let stored = HeartbeatDef { origin: Origin::Config, ..pool.share(def) };
     Box::new(Row { def: Arc::new(stored), state: fresh, seeded: Seeded::AsStored })
 }
 
 /// The rows of `defs` in key order (of one key named twice, the later comes last), built
 /// and sorted on every core when there are many: copying and sorting a million
-/// definitions is most of a first seed.
+/// definitions is most of a first seed. Equal texts share one copy within a thread's part.
 fn config_rows(defs: &[HeartbeatDef], at: Timestamp) -> Vec<(HeartbeatKey, Box<Row>)> {
-    seed_threads::map_sorted(defs, |def| (def.key.clone(), config_row(def, at)), |row| &row.0)
+    let mapper = || {
+        let mut pool = SeedPool::default();
+        move |def: &HeartbeatDef| (def.key.clone(), config_row(def, at, &mut pool))
+    };
+    seed_threads::map_sorted(defs, mapper, |row| &row.0)
 }
 
 #[async_trait]
@@ -442,6 +447,7 @@ impl Store for MemoryStore {
         // Only a store that held config rows before can have some that left the config.
         let config_rows = state.heartbeats.values().any(|row| row.def.origin == Origin::Config);
         let config = ConfigKeys::of(defs);
+        let mut pool = SeedPool::default();
         for (_, def) in config.kept() {
             // One search a definition, and a copy only of what is stored.
             match state.heartbeats.entry(def.key.clone()) {
@@ -449,7 +455,7 @@ impl Store for MemoryStore {
                     report.unchanged.push(def.key.clone());
                 }
                 entry => {
-                    let row = config_row(def, at);
+                    let row = config_row(def, at, &mut pool);
                     match entry {
                         btree_map::Entry::Occupied(mut occupied) => {
                             occupied.insert(row);
@@ -881,5 +887,48 @@ fn running(claim: &SlotClaim) -> Execution {
         llm_calls: 0,
         usage: RunUsage::default(),
         tool_use: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::delivery_target::DeliveryTarget;
+    use crate::core::heartbeat::test_def;
+
+    /// Definitions with equal texts, each its own copy, as a config's parse gives them.
+    fn alike(ids: &[&str]) -> Vec<HeartbeatDef> {
+        let copy = |def: HeartbeatDef| HeartbeatDef {
+            prompt: def.prompt.to_string().into(),
+            target: DeliveryTarget::parse("webhook:ops").expect("valid"),
+            ..def
+        };
+        ids.iter().map(|id| copy(test_def("main", id, 60))).collect()
+    }
+
+    async fn stored(store: &MemoryStore, defs: &[HeartbeatDef]) -> Vec<HeartbeatDef> {
+        let keys: Vec<HeartbeatKey> = defs.iter().map(|def| def.key.clone()).collect();
+        store.heartbeats(&keys).await.expect("read").into_iter().map(|heartbeat| heartbeat.def).collect()
+    }
+
+    #[tokio::test]
+    async fn a_seeds_equal_prompts_and_targets_are_held_once() {
+        let store = MemoryStore::new();
+        let at = Timestamp::UNIX_EPOCH;
+        // A first seed (built in one pass), then one into a store that holds rows.
+        let first = alike(&["a", "b", "c"]);
+        store.seed_config(&first, at).await.expect("seed");
+        let held = stored(&store, &first).await;
+        assert!(held.iter().all(|def| Arc::ptr_eq(&def.prompt, &held[0].prompt)), "one prompt");
+        assert!(held.iter().all(|def| arcstr::ArcStr::ptr_eq(def.target.text(), held[0].target.text())), "one target");
+        let mut later = first.clone();
+        later.extend(alike(&["d", "e"]).into_iter().map(|def| HeartbeatDef { prompt: "Another.".into(), ..def }));
+        later.extend(alike(&["f", "g"]).into_iter().map(|def| HeartbeatDef { prompt: "Another.".into(), ..def }));
+        store.seed_config(&later, at).await.expect("seed");
+        let added = stored(&store, &later[3..]).await;
+        assert_eq!(added.len(), 4);
+        assert!(added.iter().all(|def| Arc::ptr_eq(&def.prompt, &added[0].prompt)), "one prompt");
+        assert_eq!(&*added[0].prompt, "Another.");
+        assert_eq!(added, later[3..], "the definitions as given");
     }
 }

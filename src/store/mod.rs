@@ -9,6 +9,7 @@ mod memory_leases;
 pub mod postgres;
 #[cfg(not(madsim))]
 pub mod postgres_leases;
+mod seed_pool;
 mod seed_threads;
 #[cfg(not(madsim))]
 mod slot_batch;

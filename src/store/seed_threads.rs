@@ -29,19 +29,21 @@ pub(crate) fn map_in_order<T: Sync, R: Send>(items: &[T], each: impl Fn(&T) -> R
     })
 }
 
-/// `each` of `items`, sorted by `key` (stable: equal keys keep the items' order), built and
-/// sorted on every core when there are many: each thread sorts its part and one pass
+/// Each of `items` mapped, sorted by `key` (stable: equal keys keep the items' order), built
+/// and sorted on every core when there are many: each thread sorts its part and one pass
 /// merges them. A map built from the result finds it sorted already; sorting a million
-/// keys on one thread was most of a first seed into the memory store.
-pub(crate) fn map_sorted<T: Sync, R: Send, K: Ord>(
+/// keys on one thread was most of a first seed into the memory store. Each thread maps
+/// with a mapper of its own from `mapper`, which may keep what it met (a seed's pool of
+/// texts).
+pub(crate) fn map_sorted<T: Sync, R: Send, K: Ord, M: FnMut(&T) -> R>(
     items: &[T],
-    each: impl Fn(&T) -> R + Sync,
+    mapper: impl Fn() -> M + Sync,
     key: impl Fn(&R) -> &K + Sync,
 ) -> Vec<R> {
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let threads = cores.min(items.len() / SEED_ROWS_PER_THREAD_MIN);
     let sorted = |chunk: &[T]| {
-        let mut part: Vec<R> = chunk.iter().map(&each).collect();
+        let mut part: Vec<R> = chunk.iter().map(mapper()).collect();
         part.sort_by(|a, b| key(a).cmp(key(b)));
         part
     };
@@ -97,11 +99,11 @@ mod tests {
     fn many_items_come_back_sorted_and_equal_keys_keep_their_order() {
         // Keys that repeat across the threads' parts, so the merge meets ties.
         let items: Vec<u64> = (0..(2 * SEED_ROWS_PER_THREAD_MIN as u64 + 11)).rev().collect();
-        let rows = map_sorted(&items, |item| (item % 1_000, *item), |row| &row.0);
+        let rows = map_sorted(&items, || |item: &u64| (item % 1_000, *item), |row| &row.0);
         assert_eq!(rows.len(), items.len());
         assert!(rows.windows(2).all(|pair| pair[0].0 <= pair[1].0), "sorted by key");
         // The items came in falling order: among equal keys, the higher item came first.
         assert!(rows.windows(2).all(|pair| pair[0].0 < pair[1].0 || pair[0].1 > pair[1].1), "stable");
-        assert_eq!(map_sorted(&[3_u64, 1, 2], |item| *item, |item| item), vec![1, 2, 3]);
+        assert_eq!(map_sorted(&[3_u64, 1, 2], || |item: &u64| *item, |item| item), vec![1, 2, 3]);
     }
 }

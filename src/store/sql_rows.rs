@@ -348,7 +348,7 @@ pub(super) fn heartbeat_from_row(row: HeartbeatRow<'_>, shared: &mut SharedTexts
         tools: tools.into(),
         model: row.model.map(Cow::into_owned),
         kind: JobKind::parse(&kind).ok_or_else(|| corrupt(what.to_string(), format!("unknown kind {kind:?}")))?,
-        prompt: row.prompt.into_owned(),
+        prompt: row.prompt.into(),
         schedule,
         policy,
         delete_after_run: row.delete_after_run == 1,

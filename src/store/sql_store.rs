@@ -1269,7 +1269,7 @@ macro_rules! sql_store {
                 row.push_bind(def.key.agent.as_str().to_owned())
                     .push_bind(def.key.heartbeat.as_str().to_owned())
                     .push_bind(def.kind.as_str())
-                    .push_bind(def.prompt.clone())
+                    .push_bind(def.prompt.to_string())
                     .push_bind(def.schedule.kind())
                     .push_bind(every_ms)
                     .push_bind(cron.map(|cron| cron.expression().to_owned()))

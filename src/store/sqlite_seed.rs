@@ -137,7 +137,7 @@ fn row_values(def: &HeartbeatDef, fingerprint: &str, at: Timestamp, push: &mut i
         def.key.agent.as_str().into(),
         def.key.heartbeat.as_str().into(),
         def.kind.as_str().into(),
-        def.prompt.as_str().into(),
+        (&*def.prompt).into(),
         def.schedule.kind().into(),
         every_ms.into(),
         cron.map(|cron| cron.expression()).into(),

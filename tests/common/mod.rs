@@ -42,7 +42,7 @@ pub fn def(agent: &str, heartbeat: &str, every_secs: u64) -> HeartbeatDef {
     HeartbeatDef {
         key: key(agent, heartbeat),
         kind: JobKind::Heartbeat,
-        prompt: heartbeat.to_owned(),
+        prompt: heartbeat.into(),
         schedule: Schedule::Every(Duration::from_secs(every_secs)),
         policy: RunPolicy::default(),
         delete_after_run: false,
@@ -274,14 +274,14 @@ impl Rig {
 /// The agent heartbeat of `agent` (`kind = agent`, id `main`), prompt "hb", every `every_secs`.
 pub fn agent_def(agent: &str, every_secs: u64) -> HeartbeatDef {
     let key = HeartbeatKey::agent_heartbeat(&AgentId::new(agent).expect("valid"));
-    HeartbeatDef { key, kind: JobKind::Agent, prompt: "hb".to_owned(), ..def(agent, "unused", every_secs) }
+    HeartbeatDef { key, kind: JobKind::Agent, prompt: "hb".into(), ..def(agent, "unused", every_secs) }
 }
 
 /// A main-mode cron job: every `every_secs` it queues `[CRON:id] text` for the agent heartbeat.
 pub fn cron_main_def(agent: &str, id: &str, every_secs: u64, text: &str) -> HeartbeatDef {
     HeartbeatDef {
         kind: JobKind::CronMain,
-        prompt: text.to_owned(),
+        prompt: text.into(),
         target: DeliveryTarget::silent(),
         ..def(agent, id, every_secs)
     }

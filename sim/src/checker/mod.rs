@@ -1105,7 +1105,7 @@ impl Model<'_> {
     }
 
     fn llm_call(&mut self, life: u32, prompt: &str) -> Step {
-        let Some(key) = self.defs.values().find(|def| def.prompt == prompt).map(|def| def.key.clone()) else {
+        let Some(key) = self.defs.values().find(|def| *def.prompt == *prompt).map(|def| def.key.clone()) else {
             return Ok(());
         };
         for (_, run) in self.open_runs.range_mut((life, key.clone(), Timestamp::MIN)..=(life, key, Timestamp::MAX)) {

@@ -732,7 +732,7 @@ fn heartbeat(agent: &str, every: Duration) -> HeartbeatDef {
     HeartbeatDef {
         key: HeartbeatKey { agent, heartbeat },
         kind: JobKind::Heartbeat,
-        prompt: "report".to_owned(),
+        prompt: "report".into(),
         schedule: Schedule::Every(every),
         policy: RunPolicy::default(),
         delete_after_run: false,

@@ -333,7 +333,7 @@ fn build(
 ) -> Result<HeartbeatDef, String> {
     let settings = &context.settings;
     let prompt = match (&arguments.prompt, existing) {
-        (Some(prompt), _) => prompt.clone(),
+        (Some(prompt), _) => prompt.as_str().into(),
         (None, Some(def)) => def.prompt.clone(),
         (None, None) => return Err("`prompt` is required".to_owned()),
     };

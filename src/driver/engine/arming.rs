@@ -39,7 +39,7 @@ pub(super) struct Common {
 
 impl Arming {
     pub fn new(def: HeartbeatDef, commons: &mut Commons) -> Self {
-        let agent_prompt = if def.kind == JobKind::Agent { def.prompt.into_boxed_str() } else { Box::default() };
+        let agent_prompt = if def.kind == JobKind::Agent { Box::from(&*def.prompt) } else { Box::default() };
         let common = Common {
             schedule: def.schedule,
             active_hours: def.active_hours,
@@ -65,7 +65,7 @@ impl Arming {
     /// is read from the store at each run).
     pub fn arms(&self, def: &HeartbeatDef) -> bool {
         let common = &self.common;
-        let agent_prompt = if def.kind == JobKind::Agent { def.prompt.as_str() } else { "" };
+        let agent_prompt = if def.kind == JobKind::Agent { &*def.prompt } else { "" };
         common.schedule == def.schedule
             && common.active_hours == def.active_hours
             && common.kind == def.kind
@@ -167,7 +167,7 @@ mod tests {
         let record = Arming::new(def.clone(), &mut commons);
         assert!(record.arms(&def));
         let reworded =
-            HeartbeatDef { prompt: "Read the inbox.".to_owned(), model: Some("small".to_owned()), ..def.clone() };
+            HeartbeatDef { prompt: "Read the inbox.".into(), model: Some("small".to_owned()), ..def.clone() };
         assert!(record.arms(&reworded), "a run reads its prompt and model from the store: nothing to re-arm");
         let retimed = HeartbeatDef { schedule: Schedule::Every(Duration::from_secs(138)), ..def.clone() };
         assert!(!record.arms(&retimed), "another cadence is another timer");
@@ -175,7 +175,7 @@ mod tests {
         assert!(!record.arms(&elsewhere));
         let agent = HeartbeatDef { kind: JobKind::Agent, ..def.clone() };
         let agent_record = Arming::new(agent.clone(), &mut commons);
-        let agent_reworded = HeartbeatDef { prompt: "Look around.".to_owned(), ..agent };
+        let agent_reworded = HeartbeatDef { prompt: "Look around.".into(), ..agent };
         assert!(!agent_record.arms(&agent_reworded), "an agent heartbeat's wakes build on its prompt");
     }
 }
