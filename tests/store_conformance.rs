@@ -676,7 +676,7 @@ async fn a_retirement_disables_only_an_enabled_row_and_keeps_an_earlier_reason()
 async fn enabled_and_reason(store: &dyn Store, k: &HeartbeatKey) -> (bool, Option<String>) {
     let loaded = store.load_heartbeats().await.expect("load");
     let state = loaded.into_iter().find(|stored| stored.def.key == *k).expect("stored").state;
-    (state.enabled, state.disabled_reason)
+    (state.enabled, state.disabled_reason.map(String::from))
 }
 
 #[tokio::test]

@@ -162,7 +162,7 @@ impl HeartbeatDef {
 pub struct HeartbeatState {
     pub enabled: bool,
     /// Why it is disabled (`circuit-breaker`, `user`), when it is.
-    pub disabled_reason: Option<String>,
+    pub disabled_reason: Option<Box<str>>,
     pub consecutive_failures: u32,
     /// The next slot the scheduler armed, if it has armed one.
     pub next_slot: Option<Timestamp>,

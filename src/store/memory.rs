@@ -519,7 +519,7 @@ impl Store for MemoryStore {
         let Some(row) = state.heartbeats.get_mut(key) else { return Ok(false) };
         let heartbeat_state = &mut row.state;
         heartbeat_state.enabled = enabled;
-        heartbeat_state.disabled_reason = if enabled { None } else { reason.map(str::to_owned) };
+        heartbeat_state.disabled_reason = if enabled { None } else { reason.map(Box::from) };
         if enabled {
             heartbeat_state.consecutive_failures = 0;
             heartbeat_state.breaker_opened_at = None;
@@ -532,7 +532,7 @@ impl Store for MemoryStore {
         self.fence(&state, std::iter::once(&key.agent))?;
         let Some(row) = state.heartbeats.get_mut(key).filter(|row| row.state.enabled) else { return Ok(false) };
         row.state.enabled = false;
-        row.state.disabled_reason = Some(reason.to_owned());
+        row.state.disabled_reason = Some(reason.into());
         Ok(true)
     }
 
@@ -656,7 +656,7 @@ impl Store for MemoryStore {
             heartbeat_state.consecutive_failures = step.consecutive_failures;
             if step.tripped {
                 heartbeat_state.enabled = false;
-                heartbeat_state.disabled_reason = Some(DISABLED_BY_BREAKER.to_owned());
+                heartbeat_state.disabled_reason = Some(DISABLED_BY_BREAKER.into());
                 heartbeat_state.breaker_opened_at = Some(run.finished_at);
             } else if step.consecutive_failures == 0 {
                 heartbeat_state.breaker_opened_at = None;

@@ -337,7 +337,7 @@ pub(super) fn heartbeat_from_row(row: HeartbeatRow<'_>, shared: &mut SharedTexts
     let failures = row.consecutive_failures;
     let state = HeartbeatState {
         enabled: row.enabled == 1,
-        disabled_reason: row.disabled_reason.map(Cow::into_owned),
+        disabled_reason: row.disabled_reason.map(Box::from),
         consecutive_failures: u32::try_from(failures)
             .map_err(|_| corrupt(what.to_string(), "failure count out of range"))?,
         next_slot: row.next_slot_ms.map(|ms| timestamp(ms, what)).transpose()?,
