@@ -17,7 +17,7 @@ use systole::core::schedule::Schedule;
 use systole::driver::events::EngineEvent;
 use systole::driver::EngineHandle;
 use systole::ports::clock::Clock;
-use systole::ports::store::{ExecutionStatus, Store};
+use systole::ports::store::{ExecutionStatus, NextSlot, Store};
 
 fn ts(text: &str) -> Timestamp {
     text.parse().expect("test timestamp")
@@ -173,6 +173,38 @@ async fn an_enable_never_runs_an_at_job_again_after_it_succeeded() {
     assert_eq!(rig.starts("main", "flaky").len(), 2, "its stored retry slot succeeded: not a retry to come");
     let stored = rig.store.load_heartbeats().await.expect("load");
     assert!(stored.iter().all(|h| !h.state.enabled), "both retired again");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A one-shot whose retry succeeded, then a later retry armed on a guess and its retirement's
+/// write lost: a restart takes that stored slot, past the instant, for a retry to come. A guard that skips that slot
+/// (a pause here) arms no other retry: the run log says it succeeded (seed 1927873154205).
+#[tokio::test(start_paused = true)]
+async fn a_guards_skip_after_a_restart_never_retries_a_one_shot_whose_retry_succeeded() {
+    let rig = Rig::new();
+    let mut once = cron_def("main", "once", "* * * * *", "UTC");
+    once.schedule = Schedule::At(ts("2026-01-05T12:01:00Z"));
+    rig.llm.set("once", Behaviour::Fail);
+    let engine = rig.start(std::slice::from_ref(&once)).await;
+    rig.advance(61).await;
+    rig.llm.set("once", Behaviour::Reply("done".to_owned()));
+    rig.advance(600).await;
+    assert_eq!(rig.starts("main", "once").len(), 2, "failed, then its retry succeeded");
+    let agent = key("main", "once").agent;
+    engine.pause(&agent, 30).await.expect("pause");
+    engine.shutdown(Duration::from_secs(1)).await;
+    // As if a later retry had been armed (a backfill's claim failed, the log unread) and
+    // its claim had failed too, and the retirement's write after it: enabled, that retry's
+    // slot stored, no row of it in the log.
+    assert!(rig.store.set_enabled(&key("main", "once"), true, None).await.expect("enable in the store"));
+    let retry = NextSlot { at: ts("2026-01-05T12:05:00Z"), schedule: once.schedule.clone() };
+    rig.store.set_next_slots(&[(key("main", "once"), retry)]).await.expect("its retry's slot");
+    let engine = rig.start(std::slice::from_ref(&once)).await;
+    rig.advance(7_200).await;
+    assert_eq!(rig.starts("main", "once").len(), 2, "the run log says its retry succeeded: no run after the pause");
+    let stored = rig.store.load_heartbeats().await.expect("load");
+    let row = stored.iter().find(|h| h.def.key == key("main", "once")).expect("kept: made by the config");
+    assert!(!row.state.enabled, "retired again");
     engine.shutdown(Duration::from_secs(1)).await;
 }
 

@@ -752,6 +752,14 @@ impl Driver {
             }
         }
         for (key, above) in retries {
+            // Not when the log says its own run succeeded: a start-up takes a one-shot whose
+            // stored slot lies past its instant for one retrying, and that retry may have
+            // succeeded, its retirement's write failed. Each guard's skip armed another
+            // retry, and the one a guard let through ran it again (seed 1927873154205). As
+            // for a failed claim, a log that cannot be read leaves the retry armed.
+            if self.one_shot_last_run(&key).await == Some(OneShotLastRun::Succeeded) {
+                continue;
+            }
             let after = self.hold_retry_delay(&key, now);
             self.arm_retry(&key, now, after, above).await;
         }
