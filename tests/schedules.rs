@@ -208,6 +208,37 @@ async fn a_guards_skip_after_a_restart_never_retries_a_one_shot_whose_retry_succ
     engine.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A backfill of a one-shot's instant, asked for while its retry ran: the retry succeeds,
+/// then the backfill's claim fails and the run log cannot be read to tell how the one-shot
+/// ended. A retry armed on that guess ran it again once the log answered; it is left to
+/// the retirement instead, which decides once the log says (seed 1927873154205's start).
+#[tokio::test(start_paused = true)]
+async fn a_failed_claim_with_the_log_unread_never_retries_a_one_shot_that_succeeded() {
+    let rig = Rig::new();
+    let late = common::late_answers::LateAnswers::new(rig.store.clone(), rig.clock.clone());
+    let mut once = cron_def("main", "once", "* * * * *", "UTC");
+    once.schedule = Schedule::At(ts("2026-01-05T12:01:00Z"));
+    once.policy.overlap = Overlap::BufferOne;
+    rig.llm.set("once", Behaviour::Fail);
+    let engine = rig.start_on(late.clone(), std::slice::from_ref(&once), options()).await;
+    rig.advance(61).await;
+    rig.llm.set("once", Behaviour::Slow(Duration::from_secs(60), "done".to_owned()));
+    rig.advance(30).await;
+    assert_eq!(rig.starts("main", "once").len(), 2, "failed, then its retry started");
+    engine.backfill(&once.key, vec![ts("2026-01-05T12:01:00Z")]).await.expect("backfilled");
+    late.fail_claims(1);
+    late.fail_log_reads_after(0);
+    rig.advance(120).await;
+    late.answer_log_reads();
+    rig.advance(7_200).await;
+    let runs = rig.starts("main", "once");
+    assert_eq!(runs.len(), 2, "its retry succeeded: nothing runs after the failed claim: {runs:?}");
+    let stored = rig.store.load_heartbeats().await.expect("load");
+    let row = stored.iter().find(|h| h.def.key == once.key).expect("kept: made by the config");
+    assert!(!row.state.enabled, "retired");
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_at_already_past_when_created_runs_at_once() {
     let rig = Rig::new();

@@ -789,12 +789,25 @@ impl Driver {
                     // retry, which ran after that run succeeded).
                     // Nor when the log says its own run succeeded: a backfill of its instant,
                     // asked for while its probe ran, failed its claim after the probe's
-                    // success, and the retry ran it again (seed 1927872974990).
-                    if !claim.triggered
-                        && self.entries.get(&claim.key).is_some_and(|entry| entry.exhausted)
-                        && self.one_shot_last_run(&claim.key).await != Some(OneShotLastRun::Succeeded)
-                    {
-                        self.arm_retry(&claim.key, now, first, claim.slot).await;
+                    // success, and the retry ran it again (seed 1927872974990). Nor on a
+                    // guess when the log cannot be read: that retry ran it again too once
+                    // the log answered (seed 1927873154205's start). The retirement decides
+                    // it instead, at a later turn if it must: a retry unless the log says
+                    // its own run succeeded.
+                    if claim.triggered || !self.entries.get(&claim.key).is_some_and(|entry| entry.exhausted) {
+                        continue;
+                    }
+                    match self.one_shot_last_run(&claim.key).await {
+                        Some(OneShotLastRun::Succeeded) => {}
+                        Some(OneShotLastRun::Failed | OneShotLastRun::Neither) => {
+                            self.arm_retry(&claim.key, now, first, claim.slot).await;
+                        }
+                        None => {
+                            if let Some(entry) = self.entries.get_mut(&claim.key) {
+                                entry.with_rare(|rare| rare.retrying = true);
+                            }
+                            self.exhausted.insert(claim.key);
+                        }
                     }
                 }
                 return;

@@ -1,8 +1,9 @@
 //! A store whose answer to an operator's write (a put, an enable, a resume) comes late: the write is
 //! made at once, the answer after a delay on the virtual clock, as a slow commit's would.
 //! Runs that end meanwhile reach the engine before the write's change does. Run results
-//! can be made slow the same way (`results_delay`), as a slow group commit's, and reads of
-//! the run log can be made to fail (`fail_log_reads_after`), as a lost connection's would.
+//! can be made slow the same way (`results_delay`), as a slow group commit's, reads of the
+//! run log can be made to fail (`fail_log_reads_after`), as a lost connection's would, and
+//! so can the next claims (`fail_claims`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -36,6 +37,8 @@ pub struct LateAnswers {
     /// How many more reads of a heartbeat's run log answer before the rest fail (none:
     /// all answer).
     log_reads_answered: Mutex<Option<usize>>,
+    /// How many of the next claims fail, writing nothing.
+    claims_failing: Mutex<usize>,
 }
 
 impl LateAnswers {
@@ -46,12 +49,28 @@ impl LateAnswers {
             delay: Mutex::new(None),
             results_delay: Mutex::new(None),
             log_reads_answered: Mutex::new(None),
+            claims_failing: Mutex::new(0),
         })
     }
 
     /// Reads of the run log fail after the next `answered` ones.
     pub fn fail_log_reads_after(&self, answered: usize) {
         *self.log_reads_answered.lock().expect("lock") = Some(answered);
+    }
+
+    /// The next `count` claims fail, writing nothing.
+    pub fn fail_claims(&self, count: usize) {
+        *self.claims_failing.lock().expect("lock") = count;
+    }
+
+    /// Whether this claim goes through (a failing one counts down).
+    fn claim(&self) -> Result<(), StoreError> {
+        let mut failing = self.claims_failing.lock().expect("lock");
+        if *failing > 0 {
+            *failing -= 1;
+            return Err(StoreError::Backend("the claim's commit failed: connection lost".into()));
+        }
+        Ok(())
     }
 
     /// Reads of the run log answer again.
@@ -114,9 +133,11 @@ impl Store for LateAnswers {
         self.inner.set_next_slots(slots).await
     }
     async fn claim_slots(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+        self.claim()?;
         self.inner.claim_slots(claims).await
     }
     async fn claim_and_read(&self, claims: &[SlotClaim]) -> Result<ClaimedSlots, StoreError> {
+        self.claim()?;
         self.inner.claim_and_read(claims).await
     }
     async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
