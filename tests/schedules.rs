@@ -177,11 +177,10 @@ async fn an_enable_never_runs_an_at_job_again_after_it_succeeded() {
 }
 
 /// A one-shot whose retry succeeded, then a later retry armed on a guess and its retirement's
-/// write lost: a restart takes that stored slot, past the instant, for a retry to come. A guard that skips that slot
-/// (a pause here) arms no other retry: the run log says it succeeded (seed 1927873154205).
-#[tokio::test(start_paused = true)]
-async fn a_guards_skip_after_a_restart_never_retries_a_one_shot_whose_retry_succeeded() {
-    let rig = Rig::new();
+/// write lost: enabled in the store, that retry's slot stored, no row of it in the log, and
+/// its agent paused across the restart that comes next. A restart takes the stored slot,
+/// past the instant, for a retry to come, and the pause skips it.
+async fn one_shot_retired_unstored_then_paused(rig: &Rig) -> HeartbeatDef {
     let mut once = cron_def("main", "once", "* * * * *", "UTC");
     once.schedule = Schedule::At(ts("2026-01-05T12:01:00Z"));
     rig.llm.set("once", Behaviour::Fail);
@@ -190,21 +189,47 @@ async fn a_guards_skip_after_a_restart_never_retries_a_one_shot_whose_retry_succ
     rig.llm.set("once", Behaviour::Reply("done".to_owned()));
     rig.advance(600).await;
     assert_eq!(rig.starts("main", "once").len(), 2, "failed, then its retry succeeded");
-    let agent = key("main", "once").agent;
-    engine.pause(&agent, 30).await.expect("pause");
+    engine.pause(&once.key.agent, 30).await.expect("pause");
     engine.shutdown(Duration::from_secs(1)).await;
-    // As if a later retry had been armed (a backfill's claim failed, the log unread) and
-    // its claim had failed too, and the retirement's write after it: enabled, that retry's
-    // slot stored, no row of it in the log.
-    assert!(rig.store.set_enabled(&key("main", "once"), true, None).await.expect("enable in the store"));
+    assert!(rig.store.set_enabled(&once.key, true, None).await.expect("enable in the store"));
     let retry = NextSlot { at: ts("2026-01-05T12:05:00Z"), schedule: once.schedule.clone() };
-    rig.store.set_next_slots(&[(key("main", "once"), retry)]).await.expect("its retry's slot");
+    rig.store.set_next_slots(&[(once.key.clone(), retry)]).await.expect("its retry's slot");
+    once
+}
+
+async fn assert_ran_twice_and_retired(rig: &Rig, once: &HeartbeatDef) {
+    let runs = rig.starts("main", "once");
+    assert_eq!(runs.len(), 2, "the run log says its retry succeeded: no run after the pause: {runs:?}");
+    let stored = rig.store.load_heartbeats().await.expect("load");
+    let row = stored.iter().find(|h| h.def.key == once.key).expect("kept: made by the config");
+    assert!(!row.state.enabled, "retired again");
+}
+
+/// The pause's skip arms no other retry: the run log says the one-shot succeeded (seed
+/// 1927873154205).
+#[tokio::test(start_paused = true)]
+async fn a_guards_skip_after_a_restart_never_retries_a_one_shot_whose_retry_succeeded() {
+    let rig = Rig::new();
+    let once = one_shot_retired_unstored_then_paused(&rig).await;
     let engine = rig.start(std::slice::from_ref(&once)).await;
     rig.advance(7_200).await;
-    assert_eq!(rig.starts("main", "once").len(), 2, "the run log says its retry succeeded: no run after the pause");
-    let stored = rig.store.load_heartbeats().await.expect("load");
-    let row = stored.iter().find(|h| h.def.key == key("main", "once")).expect("kept: made by the config");
-    assert!(!row.state.enabled, "retired again");
+    assert_ran_twice_and_retired(&rig, &once).await;
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+/// Nor when the log cannot be read at the skip: no retry on that guess, and the retirement
+/// decides once the log answers.
+#[tokio::test(start_paused = true)]
+async fn a_guards_skip_with_the_log_unread_never_retries_a_one_shot_whose_retry_succeeded() {
+    let rig = Rig::new();
+    let once = one_shot_retired_unstored_then_paused(&rig).await;
+    let late = common::late_answers::LateAnswers::new(rig.store.clone(), rig.clock.clone());
+    late.fail_log_reads_after(0);
+    let engine = rig.start_on(late.clone(), std::slice::from_ref(&once), options()).await;
+    rig.advance(600).await;
+    late.answer_log_reads();
+    rig.advance(7_200).await;
+    assert_ran_twice_and_retired(&rig, &once).await;
     engine.shutdown(Duration::from_secs(1)).await;
 }
 

@@ -752,16 +752,12 @@ impl Driver {
             }
         }
         for (key, above) in retries {
-            // Not when the log says its own run succeeded: a start-up takes a one-shot whose
-            // stored slot lies past its instant for one retrying, and that retry may have
-            // succeeded, its retirement's write failed. Each guard's skip armed another
-            // retry, and the one a guard let through ran it again (seed 1927873154205). As
-            // for a failed claim, a log that cannot be read leaves the retry armed.
-            if self.one_shot_last_run(&key).await == Some(OneShotLastRun::Succeeded) {
-                continue;
-            }
+            // Asking the log first: a start-up takes a one-shot whose stored slot lies past
+            // its instant for one retrying, and that retry may have succeeded, its
+            // retirement's write failed. Each guard's skip armed another retry, and the one
+            // a guard let through ran it again (seed 1927873154205).
             let after = self.hold_retry_delay(&key, now);
-            self.arm_retry(&key, now, after, above).await;
+            self.retry_one_shot(&key, now, after, above).await;
         }
         if !claims.is_empty() {
             self.claim_and_start(claims, now).await;
@@ -789,25 +785,9 @@ impl Driver {
                     // retry, which ran after that run succeeded).
                     // Nor when the log says its own run succeeded: a backfill of its instant,
                     // asked for while its probe ran, failed its claim after the probe's
-                    // success, and the retry ran it again (seed 1927872974990). Nor on a
-                    // guess when the log cannot be read: that retry ran it again too once
-                    // the log answered (seed 1927873154205's start). The retirement decides
-                    // it instead, at a later turn if it must: a retry unless the log says
-                    // its own run succeeded.
-                    if claim.triggered || !self.entries.get(&claim.key).is_some_and(|entry| entry.exhausted) {
-                        continue;
-                    }
-                    match self.one_shot_last_run(&claim.key).await {
-                        Some(OneShotLastRun::Succeeded) => {}
-                        Some(OneShotLastRun::Failed | OneShotLastRun::Neither) => {
-                            self.arm_retry(&claim.key, now, first, claim.slot).await;
-                        }
-                        None => {
-                            if let Some(entry) = self.entries.get_mut(&claim.key) {
-                                entry.with_rare(|rare| rare.retrying = true);
-                            }
-                            self.exhausted.insert(claim.key);
-                        }
+                    // success, and the retry ran it again (seed 1927872974990).
+                    if !claim.triggered && self.entries.get(&claim.key).is_some_and(|entry| entry.exhausted) {
+                        self.retry_one_shot(&claim.key, now, first, claim.slot).await;
                     }
                 }
                 return;
@@ -1665,6 +1645,23 @@ impl Driver {
             longest
         } else {
             left
+        }
+    }
+
+    /// Arms a retry of one-shot `key` (`arm_retry`) unless the run log says its own run
+    /// succeeded. When the log cannot be read, the retirement decides at a later turn, a
+    /// retry unless the log then says it succeeded: a retry armed on that guess ran a
+    /// one-shot that had succeeded once the log answered (the start of seed 1927873154205).
+    async fn retry_one_shot(&mut self, key: &HeartbeatKey, now: Now, after: Duration, above: Timestamp) {
+        match self.one_shot_last_run(key).await {
+            Some(OneShotLastRun::Succeeded) => {}
+            Some(OneShotLastRun::Failed | OneShotLastRun::Neither) => self.arm_retry(key, now, after, above).await,
+            None => {
+                if let Some(entry) = self.entries.get_mut(key) {
+                    entry.with_rare(|rare| rare.retrying = true);
+                }
+                self.exhausted.insert(key.clone());
+            }
         }
     }
 
