@@ -197,12 +197,14 @@ async fn one_shot_retired_unstored_then_paused(rig: &Rig) -> HeartbeatDef {
     once
 }
 
+/// Its failed run and its retry's success, nothing after, and retired (disabled: the config
+/// made it).
 async fn assert_ran_twice_and_retired(rig: &Rig, once: &HeartbeatDef) {
     let runs = rig.starts("main", "once");
-    assert_eq!(runs.len(), 2, "the run log says its retry succeeded: no run after the pause: {runs:?}");
+    assert_eq!(runs.len(), 2, "the run log says its retry succeeded: nothing runs after it: {runs:?}");
     let stored = rig.store.load_heartbeats().await.expect("load");
     let row = stored.iter().find(|h| h.def.key == once.key).expect("kept: made by the config");
-    assert!(!row.state.enabled, "retired again");
+    assert!(!row.state.enabled, "retired");
 }
 
 /// The pause's skip arms no other retry: the run log says the one-shot succeeded (seed
@@ -256,11 +258,7 @@ async fn a_failed_claim_with_the_log_unread_never_retries_a_one_shot_that_succee
     rig.advance(120).await;
     late.answer_log_reads();
     rig.advance(7_200).await;
-    let runs = rig.starts("main", "once");
-    assert_eq!(runs.len(), 2, "its retry succeeded: nothing runs after the failed claim: {runs:?}");
-    let stored = rig.store.load_heartbeats().await.expect("load");
-    let row = stored.iter().find(|h| h.def.key == once.key).expect("kept: made by the config");
-    assert!(!row.state.enabled, "retired");
+    assert_ran_twice_and_retired(&rig, &once).await;
     engine.shutdown(Duration::from_secs(1)).await;
 }
 
