@@ -7,15 +7,18 @@
 //! command runs it, so the harness itself cannot rot). `-- --case NAME key=value...` runs
 //! one case in this process and prints its figures (what the parent spawns).
 //! `-- --section NAME` runs one section's rows only (registration, cold-start, dispatch,
-//! cluster, lateness, simulator), to measure again what a change touched.
+//! cluster, lateness, saturation, simulator), to measure again what a change touched.
 #![allow(clippy::disallowed_methods)] // a benchmark reads the real clock on purpose
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a failed benchmark setup should stop loudly
 
+#[path = "../../tests/common/daemon_process.rs"]
+mod daemon_process;
 mod measure;
 mod peer_cases;
 #[path = "../../tests/common/postgres_server.rs"]
 #[allow(dead_code)] // the tests' helper; the benchmark uses a part of it
 mod postgres_server;
+mod saturation;
 mod sqlite_floor;
 mod systole_cases;
 
@@ -84,7 +87,8 @@ fn main() {
 }
 
 /// The table's sections, in its order (`--section`).
-const SECTIONS: [&str; 6] = ["registration", "cold-start", "dispatch", "cluster", "lateness", "simulator"];
+const SECTIONS: [&str; 7] =
+    ["registration", "cold-start", "dispatch", "cluster", "lateness", "saturation", "simulator"];
 
 async fn run_case(name: &str, params: &BTreeMap<String, String>, process_start: Instant) -> Figures {
     let number = |key: &str| params.get(key).and_then(|value| value.parse::<usize>().ok()).unwrap_or(0);
@@ -105,6 +109,10 @@ async fn run_case(name: &str, params: &BTreeMap<String, String>, process_start: 
             systole_cases::cluster_dispatch(number("nodes"), number("n"), &url, password).await
         }
         "lateness" => systole_cases::lateness(number("busy"), number("idle"), spread, windows).await,
+        "saturation" => {
+            let saturated = Duration::from_secs(number("saturated_secs") as u64);
+            saturation::saturation(number("agents"), number("per_agent"), saturated).await
+        }
         "floor-seed" => sqlite_floor::seed(&from(), &path),
         "floor-dispatch" => sqlite_floor::dispatch(&from(), &path, number("batch")),
         "peer-register" => peer_cases::register(number("n")).await,
@@ -156,8 +164,15 @@ impl Bench {
         print_machine(self.repeats);
         println!("| measure | systole | tokio-cron-scheduler | target |");
         println!("|---|---|---|---|");
-        let sections: [fn(&Self) -> Vec<Row>; 6] =
-            [Self::registration, Self::cold_start, Self::dispatch, Self::cluster, Self::lateness, Self::simulator];
+        let sections: [fn(&Self) -> Vec<Row>; 7] = [
+            Self::registration,
+            Self::cold_start,
+            Self::dispatch,
+            Self::cluster,
+            Self::lateness,
+            Self::saturation,
+            Self::simulator,
+        ];
         for (name, section) in SECTIONS.iter().zip(sections) {
             if only.is_some_and(|only| only != *name) {
                 continue;
@@ -499,6 +514,43 @@ impl Bench {
         rows
     }
 
+    /// The daemon saturated: heartbeats due every second, each run holding its place for the
+    /// model's 2 s, so twenty times more is due than the default places can start.
+    fn saturation(&self) -> Vec<Row> {
+        let count = self.size(3_000, 120);
+        let per_agent = 30;
+        let saturated_secs = if self.mode == Mode::Smoke { 3 } else { 6 };
+        let params = [
+            ("agents", (count / per_agent).to_string()),
+            ("per_agent", per_agent.to_string()),
+            ("saturated_secs", saturated_secs.to_string()),
+        ];
+        let ours = self.case("saturation", &params);
+        vec![Row {
+            measure: format!(
+                "saturation, the daemon on SQLite: {} heartbeats every second, a {} s model, {} places: \
+                 `GET /v1/status` (slowest of 5) / a pause answered / SIGTERM to exit; requests at once; \
+                 runs of the paused agent after its answer; slots abandoned / left running",
+                thousands(count),
+                saturation::MODEL_SECS,
+                RUNS_IN_FLIGHT_MAX_DEFAULT
+            ),
+            systole: format!(
+                "{} / {} / {} s; at most {} ({} requests); {}; {} / {}",
+                fixed(ours.get("status_secs_max"), 3),
+                fixed(ours.get("pause_secs"), 3),
+                secs(ours.get("stop_secs")),
+                whole(ours.get("in_flight_max")),
+                whole(ours.get("model_requests")),
+                whole(ours.get("paused_runs_after")),
+                whole(ours.get("abandoned")),
+                whole(ours.get("left_running"))
+            ),
+            peer: "—".into(),
+            target: SATURATION_TARGET,
+        }]
+    }
+
     /// Seeds a minute and simulated seconds per wall second, from the simulator's own
     /// `--stats` line (it is built first; a smoke run skips it).
     fn simulator(&self) -> Vec<Row> {
@@ -540,6 +592,11 @@ impl Bench {
         }]
     }
 }
+
+/// Issue 28's bounds for a saturated daemon: the API well under a second, a pause at once,
+/// SIGTERM within `shutdown_grace` and a second, no more requests at once than places, and
+/// no run of a paused agent, no abandoned run and no claimed slot left that never ran.
+const SATURATION_TARGET: &str = "< 1 s / at once / grace + 1 s; ≤ places; 0; 0 / 0";
 
 /// Runs a transaction of the SQLite floor's dispatch: about what one pass of the engine
 /// claimed in a dispatch of 10,000 (341 passes, "Definitions handed out shared" in
