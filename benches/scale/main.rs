@@ -678,8 +678,11 @@ fn ratio(ours: Option<&f64>, peer: Option<&f64>) -> String {
     match (ours, peer) {
         (Some(ours), Some(peer)) if *peer > 0.0 && *ours > 0.0 && ours.is_finite() => {
             let ratio = ours / peer;
-            if ratio < 1.0 {
+            // A fraction of a half or more reads as one: 0.79 would round to "1/1".
+            if ratio < 0.5 {
                 format!("systole: 1/{:.0} of it", 1.0 / ratio)
+            } else if ratio < 1.0 {
+                format!("systole: {ratio:.2}× it")
             } else {
                 format!("systole: {ratio:.1}× it")
             }
