@@ -212,8 +212,35 @@ impl Freezes {
         world.record(Record::TxEnded { node: node.to_owned(), partition, by_database: true });
     }
 
+    /// The node's process ended (killed, or restarted over a running one): the database
+    /// ends its sessions at once, so a transaction it left open, frozen, holds its row no
+    /// longer (seed 31450339256: a late joiner started early by a kill's restart was frozen
+    /// at a pause's end when its join time restarted it, and the row stayed held for good).
+    pub fn end_with_process(&self, world: &ClusterWorld, node: &str) {
+        let partition = {
+            let mut state = self.lock();
+            if state.frozen_at_pause_end.as_deref() == Some(node) {
+                state.frozen_at_pause_end = None;
+            }
+            let Some(Freeze::Holding { partition, ended }) = state.freezes.get(node).copied() else { return };
+            state.freezes.remove(node);
+            if ended {
+                return;
+            }
+            state.rows.remove(&partition);
+            partition
+        };
+        world.record(Record::TxEnded { node: node.to_owned(), partition, by_database: true });
+    }
+
     pub fn thaw(&self, node: &str) {
-        if let Some(thawed) = self.thawed.get(node) {
+        // Only a freeze still on has a write waiting: a node whose process ended meanwhile
+        // has none, and a signal kept for it would let its next freeze pass at once.
+        let waiting = {
+            let state = self.lock();
+            state.freezes.contains_key(node) || state.frozen_at_pause_end.as_deref() == Some(node)
+        };
+        if let Some(thawed) = self.thawed.get(node).filter(|_| waiting) {
             thawed.notify_one();
         }
     }

@@ -1019,6 +1019,8 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
             tokio::spawn(async move {
                 world.clock.sleep_until(origin + join).await;
                 world.fault(&name, FaultKind::Joined, format!("after {}s", join.as_secs()));
+                // A fault's restart may have started it before its time.
+                world.freezes.end_with_process(&world, &name);
                 handle.restart(id);
             });
         }
@@ -1110,6 +1112,7 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
             }
             Fault::Kill(down) => {
                 world.fault(&name, FaultKind::Killed, format!("down {}s", down.as_secs()));
+                world.freezes.end_with_process(&world, &name);
                 handle.kill(id);
                 world.clock.sleep(down).await;
                 world.fault(&name, FaultKind::Restarted, String::new());
@@ -1122,6 +1125,7 @@ async fn simulate(options: ClusterOptions) -> (Vec<Entry>, BTreeMap<FaultKind, u
                 }
                 world.clock.sleep(away).await;
                 world.fault(&name, FaultKind::Joined, String::new());
+                world.freezes.end_with_process(&world, &name);
                 handle.restart(id);
             }
         }
