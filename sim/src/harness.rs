@@ -297,6 +297,11 @@ async fn apply_ops(world: &World, life: &Life, queue: &OpQueue, engine: &EngineH
                 life.crash(world).await
             }
             Op::Backfill(key, span) => backfill(world, engine, key, *span).await,
+            Op::LogUnreadable(key) => {
+                let fault = crate::one_shot_triggers::PlantedStoreFault::LogRead(key.clone());
+                world.planted_store_faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(fault);
+                Ok(true)
+            }
             Op::Reload(defs) => {
                 // The file changes first; a crash before the reload is applied still
                 // restarts on the new file.

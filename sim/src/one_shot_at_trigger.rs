@@ -22,6 +22,11 @@
 //! After a restart, in half of the seeds, an operator's enable follows the edit:
 //! its re-arm must keep the slot the claim moved to (seed 1927872100004).
 //!
+//! In half of the seeds with an enable, the next read of the job's run log fails as the
+//! enable is asked: a re-arm that reads the log then finds it unreadable, and must keep
+//! the armed own slot all the same (ADR 0052, amended in stop 83). The store's own failed
+//! log reads met that read in about 1 fresh seed of 300.
+//!
 //! Drawn from a stream of its own.
 
 use std::time::Duration;
@@ -30,6 +35,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use systole::core::heartbeat::HeartbeatDef;
+use systole::core::ids::HeartbeatKey;
 use systole::core::policy::Overlap;
 
 use crate::one_shot_triggers::{
@@ -69,6 +75,8 @@ const RESTART_JITTERS_MAX_SECS: [u64; 3] = [7_200, 5_400, 3_600];
 const RESTART_JITTER_OFFSET_SECS_MIN: u64 = 1_800;
 /// How often, after a restart, an operator's enable follows the edit.
 const ENABLE_AFTER_EDIT_PROBABILITY: f64 = 0.5;
+/// How often the next read of the job's run log fails as an operator's enable is asked.
+const LOG_UNREADABLE_AT_ENABLE_PROBABILITY: f64 = 0.5;
 
 /// The scenario's ops, in a share of seeds: the job's creation, its trigger, the kill, and
 /// the edit to a one-shot at the trigger's slot (applied by the next life: the slot is read
@@ -135,7 +143,7 @@ pub fn one_shot_at_trigger(
             ops.push(ScheduledOp { after: kill, op: Op::Kill });
             enable = kill + Duration::from_secs(1);
         }
-        ops.push(ScheduledOp { after: enable, op: Op::Enable(key) });
+        ops.extend(enable_ops(rng, enable, key));
         return ops;
     }
     let mut ops = vec![
@@ -148,7 +156,20 @@ pub fn one_shot_at_trigger(
     if rng.random_bool(ENABLE_AFTER_EDIT_PROBABILITY) {
         // Queued behind the edit: applied as the next life starts too, once its claim of
         // the instant may have met the trigger's row and moved (seed 1927872100004).
-        ops.push(ScheduledOp { after: kill + Duration::from_secs(1), op: Op::Enable(key) });
+        ops.extend(enable_ops(rng, kill + Duration::from_secs(1), key));
     }
+    ops
+}
+
+/// An operator's enable at `after`, in half of the seeds with the next read of the job's
+/// run log planted to fail right before it (the draw comes after the scenario's others,
+/// so they stay as they were).
+fn enable_ops(rng: &mut ChaCha8Rng, after: Duration, key: HeartbeatKey) -> Vec<ScheduledOp> {
+    let mut ops = Vec::new();
+    if rng.random_bool(LOG_UNREADABLE_AT_ENABLE_PROBABILITY) {
+        // Applied first: ops of one instant keep their order.
+        ops.push(ScheduledOp { after, op: Op::LogUnreadable(key.clone()) });
+    }
+    ops.push(ScheduledOp { after, op: Op::Enable(key) });
     ops
 }

@@ -124,6 +124,9 @@ pub enum PlantedStoreFault {
     /// The first group commit that holds the result of this job's run of this slot (seed
     /// 1927871559156: the row stays `running`, and how the run ended is the process's).
     OwnResult(HeartbeatKey, Timestamp),
+    /// The first read of this job's run log (a read, not a write: planted by
+    /// [`crate::workload::Op::LogUnreadable`] as the op is applied, not at the start).
+    LogRead(HeartbeatKey),
 }
 
 /// What the scenario adds to a seed.

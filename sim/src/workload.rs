@@ -133,6 +133,10 @@ pub enum Op {
     /// trigger in the run log, read as the op is applied (`one_shot_at_trigger`): applied,
     /// it is the `Create` of that definition.
     OneShotAtLatestTrigger(Box<HeartbeatDef>),
+    /// The next read of the job's run log fails, while faults are on: planted right before
+    /// an operator's enable, whose re-arm may read it (`one_shot_at_trigger`). Not a change
+    /// of the job.
+    LogUnreadable(HeartbeatKey),
 }
 
 impl Op {
@@ -147,7 +151,8 @@ impl Op {
             | Op::Pause(..)
             | Op::Resume(..)
             | Op::Reload(..)
-            | Op::Kill => None,
+            | Op::Kill
+            | Op::LogUnreadable(_) => None,
         }
     }
 
@@ -178,6 +183,7 @@ impl Op {
             Op::Resume(agent) => format!("operator resumes {agent}"),
             Op::Backfill(key, span) => format!("backfill {key} over the last {}s", span.as_secs()),
             Op::OneShotAtLatestTrigger(def) => format!("edit {} into a one-shot at its latest trigger's slot", def.key),
+            Op::LogUnreadable(key) => format!("the next read of {key}'s run log fails"),
             Op::Reload(defs) => {
                 let keys: Vec<String> = defs.iter().map(|def| def.key.to_string()).collect();
                 format!("reload the config: now {}", keys.join(", "))

@@ -115,10 +115,14 @@ pub enum RarePath {
     /// The process was killed during a one-shot's retry whose failed own run lies below an
     /// operator's successful trigger of it (seed 1927871652031).
     KillDuringRetryBelowTriggerSuccess,
+    /// A planted fault failed the first read of a one-shot's run log after an operator's
+    /// enable of it was asked: the read that enable's re-arm makes, when it makes one (ADR
+    /// 0052, amended in stop 83: the armed own slot stands).
+    LogUnreadAtEnable,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 25] = [
+    pub const ALL: [RarePath; 26] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -144,6 +148,7 @@ impl RarePath {
         RarePath::EnableOfOneShotOffTrigger,
         RarePath::EnableOfOneShotOffEarlierTrigger,
         RarePath::KillDuringRetryBelowTriggerSuccess,
+        RarePath::LogUnreadAtEnable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -173,6 +178,7 @@ impl RarePath {
             RarePath::EnableOfOneShotOffTrigger => "enable-of-one-shot-off-trigger",
             RarePath::EnableOfOneShotOffEarlierTrigger => "enable-of-one-shot-off-earlier-trigger",
             RarePath::KillDuringRetryBelowTriggerSuccess => "kill-during-retry-below-trigger-success",
+            RarePath::LogUnreadAtEnable => "log-unread-at-enable",
         }
     }
 }

@@ -1471,7 +1471,8 @@ impl Model<'_> {
             | Op::Resume(..)
             | Op::Reload(..)
             | Op::Kill
-            | Op::Backfill(..) => true,
+            | Op::Backfill(..)
+            | Op::LogUnreadable(_) => true,
         };
         // A one-shot may run and be retired before its creator hears back; after that, an
         // enable or disable finds nothing (or a retired one) to change.

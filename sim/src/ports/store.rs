@@ -89,10 +89,28 @@ impl SimStore {
             PlantedStoreFault::Retirement(_) => RarePath::RetirementUnwritten,
             PlantedStoreFault::OwnSkip(_) => RarePath::OwnSkipUnwritten,
             PlantedStoreFault::OwnResult(..) => RarePath::OwnResultUnwritten,
+            PlantedStoreFault::LogRead(_) => RarePath::LogUnreadAtEnable,
         });
         self.world.injector.count(FaultKind::StoreError);
         self.world.fault(FaultKind::StoreError, format!("{operation} (planted: {fault:?})"));
         Err(StoreError::Backend(format!("injected store error in {operation}")))
+    }
+
+    /// Whether a planted fault fails this read of `key`'s run log (once, while faults are
+    /// on), counted as the log read fault it stands for.
+    fn planted_log_read_fails(&self, key: &HeartbeatKey) -> bool {
+        if !self.world.injector.is_active() {
+            return false;
+        }
+        let mut planted = self.world.planted_store_faults.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(index) = planted.iter().position(|fault| *fault == PlantedStoreFault::LogRead(key.clone())) else {
+            return false;
+        };
+        planted.remove(index);
+        drop(planted);
+        self.world.took(RarePath::LogUnreadAtEnable);
+        self.world.injector.count(FaultKind::StoreLogReadError);
+        true
     }
 
     async fn read<T>(&self, apply: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
@@ -355,7 +373,7 @@ impl Store for SimStore {
         limit: usize,
     ) -> Result<Vec<Execution>, StoreError> {
         self.life.ensure_alive().await;
-        if self.world.log_read_fails() {
+        if self.planted_log_read_fails(key) || self.world.log_read_fails() {
             self.world.fault(FaultKind::StoreLogReadError, LOG_READ);
             self.world.record(Event::LogUnread { key: key.clone() });
             return Err(StoreError::Backend("injected store error in a read of the run log".to_owned()));
