@@ -93,6 +93,11 @@ async fn a_saturated_engine_starts_no_more_than_it_may_pauses_at_once_and_stops_
     let (status_took, status) = timed_get(&http, &format!("{url}/v1/status")).await;
     let agents = status["agents"].as_array().map_or(0, Vec::len);
     assert_eq!(agents, AGENTS_COUNT, "the status shows every agent");
+    let (agents_took, list) = timed_get(&http, &format!("{url}/v1/agents")).await;
+    let listed = list["items"].as_array().map_or(0, Vec::len);
+    assert_eq!(listed, AGENTS_COUNT, "the agents' list shows every agent");
+    let jobs: u64 = list["items"].as_array().into_iter().flatten().filter_map(|agent| agent["jobs"].as_u64()).sum();
+    assert_eq!(jobs, (AGENTS_COUNT * HEARTBEATS_PER_AGENT) as u64, "each agent counts its own jobs");
 
     // A pause holds at once: no run of the paused agent starts after it is answered.
     let started = Instant::now();
@@ -143,7 +148,8 @@ async fn a_saturated_engine_starts_no_more_than_it_may_pauses_at_once_and_stops_
     println!(
         "saturation: {} heartbeats every second, a {MODEL_SECS} s model, {RUNS_IN_FLIGHT_MAX} places: \
          {requests} requests, at most {in_flight_max} at once ({in_flight_now} when looked at); \
-         GET /v1/status in {status_took:?}, a pause in {pause_took:?}, SIGTERM to exit in {stop_took:?}",
+         GET /v1/status in {status_took:?}, GET /v1/agents in {agents_took:?}, a pause in {pause_took:?}, \
+         SIGTERM to exit in {stop_took:?}",
         AGENTS_COUNT * HEARTBEATS_PER_AGENT
     );
 }

@@ -529,15 +529,16 @@ impl Bench {
         vec![Row {
             measure: format!(
                 "saturation, the daemon on SQLite: {} heartbeats every second, a {} s model, {} places: \
-                 `GET /v1/status` (slowest of 5) / a pause answered / SIGTERM to exit; requests at once; \
-                 runs of the paused agent after its answer; slots abandoned / left running",
+                 `GET /v1/status` / `GET /v1/agents` (slowest of 5 each) / a pause answered / SIGTERM to exit; \
+                 requests at once; runs of the paused agent after its answer; slots abandoned / left running",
                 thousands(count),
                 saturation::MODEL_SECS,
                 RUNS_IN_FLIGHT_MAX_DEFAULT
             ),
             systole: format!(
-                "{} / {} / {} s; at most {} ({} requests); {}; {} / {}",
+                "{} / {} / {} / {} s; at most {} ({} requests); {}; {} / {}",
                 fixed(ours.get("status_secs_max"), 3),
+                fixed(ours.get("agents_secs_max"), 3),
                 fixed(ours.get("pause_secs"), 3),
                 secs(ours.get("stop_secs")),
                 whole(ours.get("in_flight_max")),
@@ -596,7 +597,7 @@ impl Bench {
 /// Issue 28's bounds for a saturated daemon: the API well under a second, a pause at once,
 /// SIGTERM within `shutdown_grace` and a second, no more requests at once than places, and
 /// no run of a paused agent, no abandoned run and no claimed slot left that never ran.
-const SATURATION_TARGET: &str = "< 1 s / at once / grace + 1 s; ≤ places; 0; 0 / 0";
+const SATURATION_TARGET: &str = "< 1 s / < 1 s / at once / grace + 1 s; ≤ places; 0; 0 / 0";
 
 /// Runs a transaction of the SQLite floor's dispatch: about what one pass of the engine
 /// claimed in a dispatch of 10,000 (341 passes, "Definitions handed out shared" in

@@ -26,8 +26,9 @@ pub const MODEL_SECS: u64 = 2;
 pub const SHUTDOWN_GRACE_SECS: u64 = 10;
 /// The agent the case pauses (every case has at least two).
 const PAUSED_AGENT: &str = "a1";
-/// How many times the status is read; the figure is the slowest.
-const STATUS_READS: usize = 5;
+/// How many times each view (the status, the agents' list) is read; the figure is the
+/// slowest.
+const VIEW_READS: usize = 5;
 const TOKEN: &str = "saturation-bench-token";
 
 /// The model's view: how many requests it holds now and held at most, and how many came.
@@ -80,14 +81,8 @@ pub async fn saturation(agents: usize, per_agent: usize, saturated: Duration) ->
     tokio::time::sleep(saturated).await;
     let in_flight_then = model.in_flight.load(Ordering::SeqCst);
 
-    let mut status_secs = Vec::new();
-    for _ in 0..STATUS_READS {
-        let started = Instant::now();
-        let response = http.get(format!("{url}/v1/status")).bearer_auth(TOKEN).send().await.expect("the API answers");
-        assert_eq!(response.status().as_u16(), 200, "GET /v1/status");
-        let _: Value = response.json().await.expect("the status is JSON");
-        status_secs.push(started.elapsed().as_secs_f64());
-    }
+    let status_secs = read_times(&http, &format!("{url}/v1/status")).await;
+    let agents_secs = read_times(&http, &format!("{url}/v1/agents")).await;
 
     let started = Instant::now();
     let response = http
@@ -122,6 +117,7 @@ pub async fn saturation(agents: usize, per_agent: usize, saturated: Duration) ->
     Figures::from([
         ("status_secs_max".to_owned(), status_secs.iter().copied().fold(0.0, f64::max)),
         ("status_secs_median".to_owned(), median(&status_secs)),
+        ("agents_secs_max".to_owned(), agents_secs.iter().copied().fold(0.0, f64::max)),
         ("pause_secs".to_owned(), pause_secs),
         ("paused_runs_after".to_owned(), paused_after as f64),
         ("stop_secs".to_owned(), stop_secs),
@@ -135,6 +131,19 @@ pub async fn saturation(agents: usize, per_agent: usize, saturated: Duration) ->
         ("in_flight_then".to_owned(), in_flight_then as f64),
         ("places".to_owned(), RUNS_IN_FLIGHT_MAX_DEFAULT as f64),
     ])
+}
+
+/// How long each of [`VIEW_READS`] reads of `url` took, its whole JSON body received.
+async fn read_times(http: &reqwest::Client, url: &str) -> Vec<f64> {
+    let mut secs = Vec::new();
+    for _ in 0..VIEW_READS {
+        let started = Instant::now();
+        let response = http.get(url).bearer_auth(TOKEN).send().await.expect("the API answers");
+        assert_eq!(response.status().as_u16(), 200, "GET {url}");
+        let _: Value = response.json().await.expect("the view is JSON");
+        secs.push(started.elapsed().as_secs_f64());
+    }
+    secs
 }
 
 fn wall_ms() -> i64 {

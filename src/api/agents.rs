@@ -1,6 +1,8 @@
 //! `/v1/agents`: list and show agents (pause, today's spending against the caps, last run event), pause and
 //! resume their timed heartbeats, wake the agent heartbeat, and queue system events.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -12,7 +14,7 @@ use crate::api::error::{ApiError, Body};
 use crate::api::feed::run_event_json;
 use crate::api::forward;
 use crate::api::jobs::known_agent;
-use crate::api::spend;
+use crate::api::spend::{self, Today};
 use crate::api::status::PauseView;
 use crate::api::ApiState;
 use crate::core::heartbeat::JobKind;
@@ -22,37 +24,67 @@ use crate::core::wake::WakeReason;
 use crate::limits::{PAUSE_MINUTES_MIN, SYSTEM_EVENT_CHARS_MAX};
 use crate::ports::store::Queued;
 
-async fn agent_json(state: &ApiState, agent: &AgentId, pauses: &PauseView) -> Result<Value, ApiError> {
+/// What the agents' rows share, read once a request: a list of a thousand agents reads
+/// the store's heartbeats and the engine's views once, not once an agent (0.6 s for 100
+/// agents of 30 jobs under saturation when it did, stop 87).
+struct Seen {
+    pauses: PauseView,
+    /// Each agent's jobs: how many, and whether one is its agent heartbeat.
+    jobs: BTreeMap<AgentId, (usize, bool)>,
+    /// Each agent heartbeat's flood guard: when it opens, `None` while open.
+    flood_guards: BTreeMap<AgentId, Option<jiff::Timestamp>>,
+}
+
+impl Seen {
+    async fn load(state: &ApiState) -> Result<Self, ApiError> {
+        let pauses = PauseView::load(state).await?;
+        let mut jobs: BTreeMap<AgentId, (usize, bool)> = BTreeMap::new();
+        for job in state.store.load_heartbeats().await? {
+            let (count, has_agent_heartbeat) = jobs.entry(job.def.key.agent).or_default();
+            *count += 1;
+            *has_agent_heartbeat |= job.def.kind == JobKind::Agent;
+        }
+        let flood_guards = state
+            .engine
+            .inspect()
+            .await?
+            .into_iter()
+            .filter(|view| view.kind == JobKind::Agent)
+            .map(|view| (view.key.agent, view.flood_guard_opens))
+            .collect();
+        Ok(Self { pauses, jobs, flood_guards })
+    }
+}
+
+fn agent_json(state: &ApiState, agent: &AgentId, seen: &Seen, today: Today) -> Value {
     let settings = state.settings(agent);
-    let today = spend::today(state, agent).await?;
-    let jobs = state.store.load_heartbeats().await?;
-    let mine = jobs.iter().filter(|job| job.def.key.agent == *agent);
-    let views = state.engine.inspect().await?;
-    let own = views.iter().find(|view| view.key.agent == *agent && view.kind == JobKind::Agent);
-    let flood_guard = own.map(|view| match view.flood_guard_opens {
+    let (jobs, has_agent_heartbeat) = seen.jobs.get(agent).copied().unwrap_or_default();
+    let flood_guard = seen.flood_guards.get(agent).map(|opens| match opens {
         Some(opens) => json!({ "open": false, "opens_at": opens.to_string() }),
         None => json!({ "open": true }),
     });
-    Ok(json!({
+    json!({
         "id": agent.as_str(),
         "configured": state.agents.contains_key(agent),
         "timezone": settings.timezone,
-        "paused_until": pauses.until(agent).map(|until| until.to_string()),
-        "jobs": mine.clone().count(),
-        "has_agent_heartbeat": mine.clone().any(|job| job.def.kind == JobKind::Agent),
+        "paused_until": seen.pauses.until(agent).map(|until| until.to_string()),
+        "jobs": jobs,
+        "has_agent_heartbeat": has_agent_heartbeat,
         "flood_guard": flood_guard,
         "budget": today.agent,
         "last_event": state.engine.run_events().last(agent).map(|event| run_event_json(&event)),
-    }))
+    })
 }
 
 pub async fn list(State(state): State<ApiState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
-    let pauses = PauseView::load(&state).await?;
-    let mut agents: std::collections::BTreeSet<AgentId> = state.agents.keys().cloned().collect();
-    agents.extend(state.store.load_heartbeats().await?.into_iter().map(|job| job.def.key.agent));
+    let seen = Seen::load(&state).await?;
+    let mut agents: BTreeSet<AgentId> = state.agents.keys().cloned().collect();
+    agents.extend(seen.jobs.keys().cloned());
+    let mut spending = spend::today_of_each(&state, &agents).await?;
     let mut items = Vec::new();
     for agent in &agents {
-        items.push(agent_json(&state, agent, &pauses).await?);
+        let Some(today) = spending.remove(agent) else { continue };
+        items.push(agent_json(&state, agent, &seen, today));
     }
     // On a node of a cluster asked directly: each agent as its owner sees it.
     if let Some(route) = state.engine.cluster().filter(|_| !forward::forwarded(&headers)) {
@@ -68,8 +100,9 @@ pub async fn show(
 ) -> Result<Json<Value>, ApiError> {
     let Path(agent) = path?;
     let agent = known_agent(&state, &agent).await?;
-    let pauses = PauseView::load(&state).await?;
-    Ok(Json(agent_json(&state, &agent, &pauses).await?))
+    let seen = Seen::load(&state).await?;
+    let today = spend::today(&state, &agent).await?;
+    Ok(Json(agent_json(&state, &agent, &seen, today)))
 }
 
 #[derive(Deserialize)]
