@@ -1,8 +1,9 @@
 //! The daemon saturated (issue 28, ADR 0023): a real `systole serve` process on SQLite, its
 //! heartbeats due every second, a local model that takes `MODEL_SECS` to answer, the
-//! default runs in flight. What an operator meets then: how long the status and a pause
-//! take to answer, whether a run of the paused agent starts after its answer, how long
-//! SIGTERM takes to exit, and how many claimed slots a stop leaves without having run.
+//! default runs in flight. What an operator meets then: how long the status, the agents'
+//! list and a pause take to answer, whether a run of the paused agent starts after its
+//! answer, how long SIGTERM takes to exit, and how many claimed slots a stop leaves
+//! without having run.
 //! `tests/saturation.rs` holds the same daemon to these bounds; this case prints figures.
 
 use std::path::Path;
@@ -68,7 +69,7 @@ fn config(model: std::net::SocketAddr, agents: usize, per_agent: usize) -> Strin
 }
 
 /// `agents` agents of `per_agent` heartbeats each, every second, left saturated for
-/// `saturated` before the status is read, an agent paused and the daemon stopped.
+/// `saturated` before the views are read, an agent paused and the daemon stopped.
 pub async fn saturation(agents: usize, per_agent: usize, saturated: Duration) -> Figures {
     let model = Arc::new(Model::default());
     let app = Router::new().route("/v1/chat/completions", post(chat)).with_state(Arc::clone(&model));
