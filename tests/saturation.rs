@@ -10,65 +10,23 @@
 
 #[path = "common/daemon_process.rs"]
 mod daemon_process;
+#[path = "common/saturated_daemon.rs"]
+mod saturated_daemon;
 
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
-use axum::routing::post;
-use axum::{Json, Router};
-use serde_json::{json, Value};
+use serde_json::Value;
+use systole::limits::RUNS_IN_FLIGHT_MAX_DEFAULT as RUNS_IN_FLIGHT_MAX;
+
+use saturated_daemon::{config, count_rows, pause, SlowModel, MODEL_SECS, SHUTDOWN_GRACE_SECS};
 
 const AGENTS_COUNT: usize = 100;
 const HEARTBEATS_PER_AGENT: usize = 30;
-/// How long the model takes to answer.
-const MODEL_SECS: u64 = 2;
-const RUNS_IN_FLIGHT_MAX: usize = 64;
-const SHUTDOWN_GRACE_SECS: u64 = 10;
 /// How long the engine runs saturated before it is looked at.
 const SATURATED_SECS: u64 = 6;
 const TOKEN: &str = "saturation-test-token";
-
-#[derive(Default)]
-struct Model {
-    in_flight: AtomicUsize,
-    in_flight_max: AtomicUsize,
-    /// When each request arrived, with its prompt.
-    requests: Mutex<Vec<(Instant, String)>>,
-}
-
-async fn chat(State(model): State<Arc<Model>>, Json(body): Json<Value>) -> Json<Value> {
-    let messages = body["messages"].as_array().cloned().unwrap_or_default();
-    let prompt = messages.iter().find(|m| m["role"] == "user").and_then(|m| m["content"].as_str()).unwrap_or("");
-    model.requests.lock().expect("lock").push((Instant::now(), prompt.to_owned()));
-    let now = model.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-    model.in_flight_max.fetch_max(now, Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_secs(MODEL_SECS)).await;
-    model.in_flight.fetch_sub(1, Ordering::SeqCst);
-    let message = json!({ "role": "assistant", "content": "HEARTBEAT_OK" });
-    Json(json!({ "choices": [{ "index": 0, "message": message, "finish_reason": "stop" }] }))
-}
-
-fn config(model: std::net::SocketAddr) -> String {
-    let mut config = format!(
-        "[api]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"state.db\"\n\
-         [llm]\nbase_url = \"http://{model}/v1\"\nmodel = \"m\"\nattempts = 1\ntimeout = \"30s\"\n\
-         [engine]\nruns_in_flight_max = {RUNS_IN_FLIGHT_MAX}\nshutdown_grace = \"{SHUTDOWN_GRACE_SECS}s\"\n\
-         run_timeout = \"30s\"\n"
-    );
-    for agent in 0..AGENTS_COUNT {
-        config.push_str(&format!("[[agents]]\nid = \"a{agent}\"\n"));
-        for heartbeat in 0..HEARTBEATS_PER_AGENT {
-            config.push_str(&format!(
-                "[[agents.heartbeats]]\nid = \"h{heartbeat}\"\nprompt = \"check for agent a{agent}.\"\n\
-                 every = \"1s\"\ntarget = \"stdout\"\n"
-            ));
-        }
-    }
-    config
-}
 
 async fn timed_get(http: &reqwest::Client, url: &str) -> (Duration, Value) {
     let started = Instant::now();
@@ -80,12 +38,10 @@ async fn timed_get(http: &reqwest::Client, url: &str) -> (Duration, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saturated_engine_starts_no_more_than_it_may_pauses_at_once_and_stops_within_its_grace() {
-    let model = Arc::new(Model::default());
-    let app = Router::new().route("/v1/chat/completions", post(chat)).with_state(Arc::clone(&model));
-    let address = daemon_process::serve_loopback(app).await;
+    let (model, address) = SlowModel::serve().await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let (mut child, url) =
-        daemon_process::spawn_serve(dir.path(), &config(address), &[("SYSTOLE_API_TOKEN", TOKEN)]).await;
+    let config = config(address, AGENTS_COUNT, HEARTBEATS_PER_AGENT);
+    let (mut child, url) = daemon_process::spawn_serve(dir.path(), &config, &[("SYSTOLE_API_TOKEN", TOKEN)]).await;
     let http = reqwest::Client::new();
     tokio::time::sleep(Duration::from_secs(SATURATED_SECS)).await;
 
@@ -100,23 +56,10 @@ async fn a_saturated_engine_starts_no_more_than_it_may_pauses_at_once_and_stops_
     assert_eq!(jobs, (AGENTS_COUNT * HEARTBEATS_PER_AGENT) as u64, "each agent counts its own jobs");
 
     // A pause holds at once: no run of the paused agent starts after it is answered.
-    let started = Instant::now();
-    let response = http
-        .post(format!("{url}/v1/agents/a7/pause"))
-        .bearer_auth(TOKEN)
-        .json(&json!({ "minutes": 30 }))
-        .send()
-        .await
-        .expect("the API answers");
-    assert!(response.status().is_success(), "pause: {}", response.status());
-    let pause_took = started.elapsed();
-    // The daemon stamps runs with the same (system) wall clock this test reads.
-    let paused_at_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX));
+    let (pause_took, paused_at_ms) = pause(&http, &url, TOKEN, "a7").await;
     tokio::time::sleep(Duration::from_secs(MODEL_SECS + 1)).await;
 
-    let requests = model.requests.lock().expect("lock").len();
+    let requests = model.requests.load(Ordering::SeqCst);
     let in_flight_max = model.in_flight_max.load(Ordering::SeqCst);
     assert!(requests > RUNS_IN_FLIGHT_MAX, "the model was kept busy: {requests} requests");
     assert!(
@@ -152,17 +95,6 @@ async fn a_saturated_engine_starts_no_more_than_it_may_pauses_at_once_and_stops_
          SIGTERM to exit in {stop_took:?}",
         AGENTS_COUNT * HEARTBEATS_PER_AGENT
     );
-}
-
-/// Rows of the run log that match `condition`, read straight from the SQLite file.
-async fn count_rows(path: &std::path::Path, condition: &str) -> i64 {
-    use sqlx::Connection;
-    let url = format!("sqlite://{}?mode=ro", path.display());
-    let mut connection = sqlx::SqliteConnection::connect(&url).await.expect("open the store");
-    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM executions WHERE {condition}"))
-        .fetch_one(&mut connection)
-        .await
-        .expect("count rows")
 }
 
 fn tail(log: &str) -> String {

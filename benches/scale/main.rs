@@ -18,6 +18,8 @@ mod peer_cases;
 #[path = "../../tests/common/postgres_server.rs"]
 #[allow(dead_code)] // the tests' helper; the benchmark uses a part of it
 mod postgres_server;
+#[path = "../../tests/common/saturated_daemon.rs"]
+mod saturated_daemon;
 mod saturation;
 mod sqlite_floor;
 mod systole_cases;
@@ -532,7 +534,7 @@ impl Bench {
                  `GET /v1/status` / `GET /v1/agents` (slowest of 5 each) / a pause answered / SIGTERM to exit; \
                  requests at once; runs of the paused agent after its answer; slots abandoned / left running",
                 thousands(count),
-                saturation::MODEL_SECS,
+                saturated_daemon::MODEL_SECS,
                 RUNS_IN_FLIGHT_MAX_DEFAULT
             ),
             systole: format!(

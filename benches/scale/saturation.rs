@@ -1,30 +1,22 @@
 //! The daemon saturated (issue 28, ADR 0023): a real `systole serve` process on SQLite, its
 //! heartbeats due every second, a local model that takes `MODEL_SECS` to answer, the
-//! default runs in flight. What an operator meets then: how long the status, the agents'
-//! list and a pause take to answer, whether a run of the paused agent starts after its
-//! answer, how long SIGTERM takes to exit, and how many claimed slots a stop leaves
-//! without having run.
+//! default runs in flight (`tests/common/saturated_daemon.rs`). What an operator meets
+//! then: how long the status, the agents' list and a pause take to answer, whether a run
+//! of the paused agent starts after its answer, how long SIGTERM takes to exit, and how
+//! many claimed slots a stop leaves without having run.
 //! `tests/saturation.rs` holds the same daemon to these bounds; this case prints figures.
 
-use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
-use axum::routing::post;
-use axum::{Json, Router};
-use serde_json::{json, Value};
+use serde_json::Value;
 use systole::limits::RUNS_IN_FLIGHT_MAX_DEFAULT;
 
 use crate::daemon_process;
 use crate::measure::{median, Figures};
+use crate::saturated_daemon::{config, count_rows, pause, SlowModel, MODEL_SECS};
 
-/// How long the model takes to answer: each run holds its place this long.
-pub const MODEL_SECS: u64 = 2;
-/// The grace a stop gives the runs that began (`[engine] shutdown_grace`).
-pub const SHUTDOWN_GRACE_SECS: u64 = 10;
 /// The agent the case pauses (every case has at least two).
 const PAUSED_AGENT: &str = "a1";
 /// How many times each view (the status, the agents' list) is read; the figure is the
@@ -32,48 +24,10 @@ const PAUSED_AGENT: &str = "a1";
 const VIEW_READS: usize = 5;
 const TOKEN: &str = "saturation-bench-token";
 
-/// The model's view: how many requests it holds now and held at most, and how many came.
-#[derive(Default)]
-struct Model {
-    in_flight: AtomicUsize,
-    in_flight_max: AtomicUsize,
-    requests: AtomicUsize,
-}
-
-async fn chat(State(model): State<Arc<Model>>, Json(_body): Json<Value>) -> Json<Value> {
-    model.requests.fetch_add(1, Ordering::SeqCst);
-    let now = model.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-    model.in_flight_max.fetch_max(now, Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_secs(MODEL_SECS)).await;
-    model.in_flight.fetch_sub(1, Ordering::SeqCst);
-    let message = json!({ "role": "assistant", "content": "HEARTBEAT_OK" });
-    Json(json!({ "choices": [{ "index": 0, "message": message, "finish_reason": "stop" }] }))
-}
-
-fn config(model: std::net::SocketAddr, agents: usize, per_agent: usize) -> String {
-    let mut config = format!(
-        "[api]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"state.db\"\n\
-         [llm]\nbase_url = \"http://{model}/v1\"\nmodel = \"m\"\nattempts = 1\ntimeout = \"30s\"\n\
-         [engine]\nshutdown_grace = \"{SHUTDOWN_GRACE_SECS}s\"\nrun_timeout = \"30s\"\n"
-    );
-    for agent in 0..agents {
-        config.push_str(&format!("[[agents]]\nid = \"a{agent}\"\n"));
-        for heartbeat in 0..per_agent {
-            config.push_str(&format!(
-                "[[agents.heartbeats]]\nid = \"h{heartbeat}\"\nprompt = \"check for agent a{agent}.\"\n\
-                 every = \"1s\"\ntarget = \"stdout\"\n"
-            ));
-        }
-    }
-    config
-}
-
 /// `agents` agents of `per_agent` heartbeats each, every second, left saturated for
 /// `saturated` before the views are read, an agent paused and the daemon stopped.
 pub async fn saturation(agents: usize, per_agent: usize, saturated: Duration) -> Figures {
-    let model = Arc::new(Model::default());
-    let app = Router::new().route("/v1/chat/completions", post(chat)).with_state(Arc::clone(&model));
-    let address = daemon_process::serve_loopback(app).await;
+    let (model, address) = SlowModel::serve().await;
     let dir = tempfile::tempdir().expect("a scratch directory");
     let envs = [("SYSTOLE_API_TOKEN", TOKEN)];
     let (mut child, url) =
@@ -85,18 +39,7 @@ pub async fn saturation(agents: usize, per_agent: usize, saturated: Duration) ->
     let status_secs = read_times(&http, &format!("{url}/v1/status")).await;
     let agents_secs = read_times(&http, &format!("{url}/v1/agents")).await;
 
-    let started = Instant::now();
-    let response = http
-        .post(format!("{url}/v1/agents/{PAUSED_AGENT}/pause"))
-        .bearer_auth(TOKEN)
-        .json(&json!({ "minutes": 30 }))
-        .send()
-        .await
-        .expect("the API answers");
-    assert!(response.status().is_success(), "pause: {}", response.status());
-    let pause_secs = started.elapsed().as_secs_f64();
-    // The daemon stamps its runs with the system's wall clock, as read here.
-    let paused_at_ms = wall_ms();
+    let (pause_took, paused_at_ms) = pause(&http, &url, TOKEN, PAUSED_AGENT).await;
     // Every run that began before the pause ends within the model's time.
     tokio::time::sleep(Duration::from_secs(MODEL_SECS + 1)).await;
 
@@ -109,17 +52,16 @@ pub async fn saturation(agents: usize, per_agent: usize, saturated: Duration) ->
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default();
 
     let store = dir.path().join("state.db");
-    let count = |condition: String| count_rows(&store, condition);
-    let left_running = count("status = 'running'".into()).await;
-    let interrupted = count("status = 'interrupted'".into()).await;
-    let started_runs = count("status <> 'skipped'".into()).await;
-    let paused_after =
-        count(format!("agent_id = '{PAUSED_AGENT}' AND status <> 'skipped' AND started_at_ms > {paused_at_ms}")).await;
+    let left_running = count_rows(&store, "status = 'running'").await;
+    let interrupted = count_rows(&store, "status = 'interrupted'").await;
+    let started_runs = count_rows(&store, "status <> 'skipped'").await;
+    let paused = format!("agent_id = '{PAUSED_AGENT}' AND status <> 'skipped' AND started_at_ms > {paused_at_ms}");
+    let paused_after = count_rows(&store, &paused).await;
     Figures::from([
         ("status_secs_max".to_owned(), status_secs.iter().copied().fold(0.0, f64::max)),
         ("status_secs_median".to_owned(), median(&status_secs)),
         ("agents_secs_max".to_owned(), agents_secs.iter().copied().fold(0.0, f64::max)),
-        ("pause_secs".to_owned(), pause_secs),
+        ("pause_secs".to_owned(), pause_took.as_secs_f64()),
         ("paused_runs_after".to_owned(), paused_after as f64),
         ("stop_secs".to_owned(), stop_secs),
         ("exit_clean".to_owned(), if exit.success() { 1.0 } else { 0.0 }),
@@ -147,27 +89,10 @@ async fn read_times(http: &reqwest::Client, url: &str) -> Vec<f64> {
     secs
 }
 
-fn wall_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// The runs a stop abandoned, as its log line counts them (`abandoned=N`), 0 without one.
 fn abandoned(log: &str) -> u64 {
     log.lines()
         .filter_map(|line| line.split_once("abandoned=").map(|(_, rest)| rest))
         .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u64>().ok())
         .sum()
-}
-
-/// Rows of the run log that match `condition`, read straight from the SQLite file.
-async fn count_rows(path: &Path, condition: String) -> i64 {
-    use sqlx::Connection;
-    let url = format!("sqlite://{}?mode=ro", path.display());
-    let mut connection = sqlx::SqliteConnection::connect(&url).await.expect("open the store");
-    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM executions WHERE {condition}"))
-        .fetch_one(&mut connection)
-        .await
-        .expect("count rows")
 }
