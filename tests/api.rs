@@ -329,8 +329,47 @@ async fn tokens_status_and_refusals_that_change_nothing() {
     assert_error(status, &body, 422, "invalid", "before");
     let (status, body) = daemon.call(Method::POST, "/v1/agents/ops/user-turns", Some(r#"{"timeout_secs":0}"#)).await;
     assert_error(status, &body, 422, "invalid", "timeout_secs");
+    let (status, body) = daemon.call(Method::GET, "/v1/status?limit=0", None).await;
+    assert_error(status, &body, 422, "invalid", "limit");
+    let (status, body) = daemon.call(Method::GET, "/v1/status?limit=2001", None).await;
+    assert_error(status, &body, 422, "invalid", "limit");
+    let (status, body) = daemon.call(Method::GET, "/v1/status?after=ops", None).await;
+    assert_error(status, &body, 422, "invalid", "after");
+    let (status, body) = daemon.call(Method::GET, "/v1/status?after=ops%2FNot%20Valid", None).await;
+    assert_error(status, &body, 422, "invalid", "after");
     assert_eq!(snapshot(&daemon).await, before, "refused requests changed nothing");
     assert!(job(&daemon.get("/v1/status").await, "ops", "quiet")["paused_until"].is_null());
+
+    // The status a page at a time, in key order: an agent shows on each page that holds one
+    // of its jobs, and the last page says there is no other.
+    let pages = |limit: usize| {
+        let daemon = &daemon;
+        async move {
+            let mut pages = Vec::new();
+            let mut after = String::new();
+            loop {
+                let page = daemon.get(&format!("/v1/status?limit={limit}{after}")).await;
+                let shown: Vec<String> = page["agents"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|agent| {
+                        let jobs: Vec<&str> =
+                            agent["jobs"].as_array().into_iter().flatten().filter_map(|j| j["id"].as_str()).collect();
+                        format!("{}: {}", agent["id"].as_str().unwrap_or_default(), jobs.join(" "))
+                    })
+                    .collect();
+                pages.push(shown.join(", "));
+                match page["next_cursor"].as_str() {
+                    Some(cursor) => after = format!("&after={}", cursor.replace('/', "%2F")),
+                    None => return pages,
+                }
+            }
+        }
+    };
+    assert_eq!(pages(3).await, ["builder: main, home: main, ops: flaky", "ops: quiet"]);
+    assert_eq!(pages(2).await, ["builder: main, home: main", "ops: flaky quiet", ""]);
+    assert_eq!(pages(500).await, ["builder: main, home: main, ops: flaky quiet"]);
     let _ = daemon.stop();
 }
 

@@ -46,9 +46,28 @@ async fn a_saturated_engine_starts_no_more_than_it_may_pauses_at_once_and_stops_
     tokio::time::sleep(Duration::from_secs(SATURATED_SECS)).await;
 
     let in_flight_now = model.in_flight.load(Ordering::SeqCst);
-    let (status_took, status) = timed_get(&http, &format!("{url}/v1/status")).await;
-    let agents = status["agents"].as_array().map_or(0, Vec::len);
-    assert_eq!(agents, AGENTS_COUNT, "the status shows every agent");
+    // The status a page at a time: every job once, in key order, every agent listed.
+    let (mut status_took, mut cursor) = (Duration::ZERO, None::<String>);
+    let (mut shown_jobs, mut shown_agents) = (Vec::new(), std::collections::BTreeSet::new());
+    loop {
+        let after = cursor.as_ref().map(|key| format!("?after={}", key.replace('/', "%2F"))).unwrap_or_default();
+        let (took, page) = timed_get(&http, &format!("{url}/v1/status{after}")).await;
+        status_took = status_took.max(took);
+        for agent in page["agents"].as_array().into_iter().flatten() {
+            let id = agent["id"].as_str().unwrap_or_default().to_owned();
+            for job in agent["jobs"].as_array().into_iter().flatten() {
+                shown_jobs.push((id.clone(), job["id"].as_str().unwrap_or_default().to_owned()));
+            }
+            shown_agents.insert(id);
+        }
+        cursor = page["next_cursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(shown_agents.len(), AGENTS_COUNT, "the status's pages show every agent");
+    assert_eq!(shown_jobs.len(), AGENTS_COUNT * HEARTBEATS_PER_AGENT, "the status's pages show every job once");
+    assert!(shown_jobs.windows(2).all(|pair| pair[0] < pair[1]), "in key order, none twice");
     let (agents_took, list) = timed_get(&http, &format!("{url}/v1/agents")).await;
     let listed = list["items"].as_array().map_or(0, Vec::len);
     assert_eq!(listed, AGENTS_COUNT, "the agents' list shows every agent");
@@ -91,7 +110,7 @@ async fn a_saturated_engine_starts_no_more_than_it_may_pauses_at_once_and_stops_
     println!(
         "saturation: {} heartbeats every second, a {MODEL_SECS} s model, {RUNS_IN_FLIGHT_MAX} places: \
          {requests} requests, at most {in_flight_max} at once ({in_flight_now} when looked at); \
-         GET /v1/status in {status_took:?}, GET /v1/agents in {agents_took:?}, a pause in {pause_took:?}, \
+         the slowest page of GET /v1/status in {status_took:?}, GET /v1/agents in {agents_took:?}, a pause in {pause_took:?}, \
          SIGTERM to exit in {stop_took:?}",
         AGENTS_COUNT * HEARTBEATS_PER_AGENT
     );

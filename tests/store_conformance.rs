@@ -995,7 +995,7 @@ async fn the_run_log_pages_newest_first_before_a_cursor() {
 }
 
 #[tokio::test]
-async fn the_recent_runs_of_every_heartbeat_come_in_one_read_as_one_by_one() {
+async fn the_recent_runs_of_the_listed_heartbeats_come_in_one_read_as_one_by_one() {
     with_each_store(|store| async move {
         let (a, b, quiet) = (key("main", "a"), key("ops", "b"), key("main", "quiet"));
         let defs = [def("main", "a", 60), def("ops", "b", 60), def("main", "quiet", 60)];
@@ -1003,13 +1003,70 @@ async fn the_recent_runs_of_every_heartbeat_come_in_one_read_as_one_by_one() {
         let claims: Vec<SlotClaim> = (1..=5).map(|n| claim(&a, 60 * n)).chain([claim(&b, 150)]).collect();
         store.claim_slots(&claims).await.expect("claim");
         store.finish_runs(&[finished(&a, 300, false), finished(&b, 150, true)], BREAKER_MAX).await.expect("finish");
-        let recent = store.recent_executions(3).await.expect("recent");
+        let all = [a.clone(), b.clone(), quiet.clone()];
+        let recent = store.recent_executions(&all, 3).await.expect("recent");
         assert_eq!(recent.keys().cloned().collect::<Vec<_>>(), vec![a.clone(), b.clone()], "{quiet} has no run");
         for k in [&a, &b] {
             assert_eq!(recent[k], store.executions(k, 3).await.expect("read"), "{k}: the same runs, newest first");
         }
         assert_eq!(recent[&a].len(), 3);
-        assert!(store.recent_executions(0).await.expect("recent").is_empty());
+        let only_b = store.recent_executions(std::slice::from_ref(&b), 3).await.expect("recent");
+        assert_eq!(only_b.keys().cloned().collect::<Vec<_>>(), vec![b.clone()], "only the listed heartbeat");
+        assert!(store.recent_executions(&all, 0).await.expect("recent").is_empty());
+        assert!(store.recent_executions(&[], 3).await.expect("recent").is_empty());
+    })
+    .await;
+}
+
+/// The reads of one agent's jobs, of a page of every job and of each agent's count give
+/// what the whole load gives, in key order, a page's last key where the next begins.
+#[tokio::test]
+async fn an_agent_s_jobs_a_page_of_jobs_and_each_agent_s_count_agree_with_the_whole_load() {
+    with_each_store(|store| async move {
+        let mut defs: Vec<HeartbeatDef> = Vec::new();
+        // Ids that sort differently as texts joined by '/' than as keys, and an agent heartbeat.
+        for (agent, job) in [("a", "x"), ("a-b", "y"), ("a", "z-1"), ("ops", "main"), ("ops", "a"), ("z", "q")] {
+            let mut made = def(agent, job, 60);
+            if job == "main" {
+                made.kind = JobKind::Agent;
+            }
+            defs.push(made);
+        }
+        store.seed_config(&defs, at(0)).await.expect("seed");
+        let whole = store.load_heartbeats().await.expect("load");
+        let keys = |jobs: &[systole::core::heartbeat::Heartbeat]| -> Vec<HeartbeatKey> {
+            jobs.iter().map(|job| job.def.key.clone()).collect()
+        };
+        assert_eq!(whole.len(), 6);
+
+        let ops = AgentId::new("ops").expect("valid");
+        let mine = store.heartbeats_of_agent(&ops).await.expect("an agent's jobs");
+        assert_eq!(keys(&mine), vec![key("ops", "a"), key("ops", "main")], "its own, in key order");
+        assert_eq!(mine, whole.iter().filter(|job| job.def.key.agent == ops).cloned().collect::<Vec<_>>());
+        let nobody = AgentId::new("nobody").expect("valid");
+        assert!(store.heartbeats_of_agent(&nobody).await.expect("read").is_empty());
+
+        for limit in [1, 2, 4, 6, 7] {
+            let (mut walked, mut after) = (Vec::new(), None::<HeartbeatKey>);
+            loop {
+                let page = store.heartbeats_page(after.as_ref(), limit).await.expect("a page");
+                assert!(page.len() <= limit, "at most {limit}");
+                walked.extend(page.iter().cloned());
+                if page.len() < limit {
+                    break;
+                }
+                after = page.last().map(|job| job.def.key.clone());
+            }
+            assert_eq!(walked, whole, "pages of {limit} walk every job once, in key order");
+        }
+
+        let counts = store.jobs_of_each_agent().await.expect("counts");
+        let counted: Vec<(String, usize, bool)> =
+            counts.iter().map(|(agent, jobs)| (agent.to_string(), jobs.count, jobs.has_agent_heartbeat)).collect();
+        let expected = [("a", 2, false), ("a-b", 1, false), ("ops", 2, true), ("z", 1, false)];
+        let expected: Vec<(String, usize, bool)> =
+            expected.iter().map(|(agent, count, main)| ((*agent).to_owned(), *count, *main)).collect();
+        assert_eq!(counted, expected);
     })
     .await;
 }

@@ -363,7 +363,19 @@ async fn snapshot(store: &dyn Store, now: Timestamp) -> Vec<String> {
         format!("pauses {:?}", store.load_pauses().await),
         format!("latest slots {:?}", store.latest_slots(&all_keys()).await),
         format!("armed latest slots {:?}", armed_latest_slots(store).await),
+        format!("jobs of each agent {:?}", store.jobs_of_each_agent().await),
+        format!("recent runs {:?}", store.recent_executions(&all_keys(), 3).await),
     ];
+    // Pages of three, each after the last key of the one before.
+    let mut after: Option<HeartbeatKey> = None;
+    loop {
+        let page = store.heartbeats_page(after.as_ref(), 3).await;
+        seen.push(format!("page after {after:?} {page:?}"));
+        match page.as_deref() {
+            Ok([.., last]) => after = Some(last.def.key.clone()),
+            _ => break,
+        }
+    }
     for k in all_keys() {
         let runs = store.executions_page(&k, None, 1_000).await;
         for run in runs.iter().flatten() {
@@ -380,6 +392,7 @@ async fn snapshot(store: &dyn Store, now: Timestamp) -> Vec<String> {
     }
     for name in AGENTS {
         let a = agent(name);
+        seen.push(format!("{a} jobs {:?}", store.heartbeats_of_agent(&a).await));
         seen.push(format!("{a} events {:?}", store.pending_system_events(&a, now).await));
         seen.push(format!("{a} spent {:?}", store.spent_since(Some(&a), start(), &[]).await));
         seen.push(format!("{a} spent late {:?}", store.spent_since(Some(&a), at(1_800), &[]).await));

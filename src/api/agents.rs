@@ -18,11 +18,11 @@ use crate::api::spend::{self, Today};
 use crate::api::status::PauseView;
 use crate::api::ApiState;
 use crate::core::heartbeat::JobKind;
-use crate::core::ids::AgentId;
+use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::system_events::exec_event_text;
 use crate::core::wake::WakeReason;
 use crate::limits::{PAUSE_MINUTES_MIN, SYSTEM_EVENT_CHARS_MAX};
-use crate::ports::store::Queued;
+use crate::ports::store::{AgentJobs, Queued};
 
 /// What the agents' rows share, read once a request: a list of a thousand agents reads
 /// the store's heartbeats and the engine's views once, not once an agent (0.6 s for 100
@@ -30,23 +30,36 @@ use crate::ports::store::Queued;
 struct Seen {
     pauses: PauseView,
     /// Each agent's jobs: how many, and whether one is its agent heartbeat.
-    jobs: BTreeMap<AgentId, (usize, bool)>,
+    jobs: BTreeMap<AgentId, AgentJobs>,
     /// Each agent heartbeat's flood guard: when it opens, `None` while open.
     flood_guards: BTreeMap<AgentId, Option<jiff::Timestamp>>,
 }
 
 impl Seen {
-    async fn load(state: &ApiState) -> Result<Self, ApiError> {
+    /// For every agent (`only` none) or for one: the store's count of its jobs, not its
+    /// rows (a million rows for the list's few fields), and the views of the agent
+    /// heartbeats alone.
+    async fn load(state: &ApiState, only: Option<&AgentId>) -> Result<Self, ApiError> {
         let pauses = PauseView::load(state).await?;
-        let mut jobs: BTreeMap<AgentId, (usize, bool)> = BTreeMap::new();
-        for job in state.store.load_heartbeats().await? {
-            let (count, has_agent_heartbeat) = jobs.entry(job.def.key.agent).or_default();
-            *count += 1;
-            *has_agent_heartbeat |= job.def.kind == JobKind::Agent;
-        }
+        let jobs = match only {
+            None => state.store.jobs_of_each_agent().await?,
+            Some(agent) => {
+                let mine = state.store.heartbeats_of_agent(agent).await?;
+                let counted = AgentJobs {
+                    count: mine.len(),
+                    has_agent_heartbeat: mine.iter().any(|job| job.def.kind == JobKind::Agent),
+                };
+                BTreeMap::from([(agent.clone(), counted)])
+            }
+        };
+        let agent_heartbeats: Vec<HeartbeatKey> = jobs
+            .iter()
+            .filter(|(_, counted)| counted.has_agent_heartbeat)
+            .map(|(agent, _)| HeartbeatKey::agent_heartbeat(agent))
+            .collect();
         let flood_guards = state
             .engine
-            .inspect()
+            .inspect_keys(&agent_heartbeats)
             .await?
             .into_iter()
             .filter(|view| view.kind == JobKind::Agent)
@@ -58,7 +71,7 @@ impl Seen {
 
 fn agent_json(state: &ApiState, agent: &AgentId, seen: &Seen, today: Today) -> Value {
     let settings = state.settings(agent);
-    let (jobs, has_agent_heartbeat) = seen.jobs.get(agent).copied().unwrap_or_default();
+    let AgentJobs { count: jobs, has_agent_heartbeat } = seen.jobs.get(agent).copied().unwrap_or_default();
     let flood_guard = seen.flood_guards.get(agent).map(|opens| match opens {
         Some(opens) => json!({ "open": false, "opens_at": opens.to_string() }),
         None => json!({ "open": true }),
@@ -77,7 +90,7 @@ fn agent_json(state: &ApiState, agent: &AgentId, seen: &Seen, today: Today) -> V
 }
 
 pub async fn list(State(state): State<ApiState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
-    let seen = Seen::load(&state).await?;
+    let seen = Seen::load(&state, None).await?;
     let mut agents: BTreeSet<AgentId> = state.agents.keys().cloned().collect();
     agents.extend(seen.jobs.keys().cloned());
     let mut spending = spend::today_of_each(&state, &agents).await?;
@@ -100,7 +113,7 @@ pub async fn show(
 ) -> Result<Json<Value>, ApiError> {
     let Path(agent) = path?;
     let agent = known_agent(&state, &agent).await?;
-    let seen = Seen::load(&state).await?;
+    let seen = Seen::load(&state, Some(&agent)).await?;
     let today = spend::today(&state, &agent).await?;
     Ok(Json(agent_json(&state, &agent, &seen, today)))
 }
@@ -143,8 +156,8 @@ pub async fn resume(
 
 /// Refuses an agent without an agent heartbeat: nothing would read its events or wake.
 async fn require_agent_heartbeat(state: &ApiState, agent: &AgentId) -> Result<(), ApiError> {
-    let jobs = state.store.load_heartbeats().await?;
-    if jobs.iter().any(|job| job.def.key.agent == *agent && job.def.kind == JobKind::Agent) {
+    let own = state.store.heartbeats(&[HeartbeatKey::agent_heartbeat(agent)]).await?;
+    if own.iter().any(|job| job.def.kind == JobKind::Agent) {
         Ok(())
     } else {
         Err(ApiError::conflict(format!(

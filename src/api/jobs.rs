@@ -43,8 +43,7 @@ pub async fn known_agent(state: &ApiState, text: &str) -> Result<AgentId, ApiErr
     if state.agents.contains_key(&agent) {
         return Ok(agent);
     }
-    let jobs = state.store.load_heartbeats().await?;
-    if jobs.iter().any(|job| job.def.key.agent == agent) {
+    if !state.store.heartbeats_of_agent(&agent).await?.is_empty() {
         Ok(agent)
     } else {
         Err(unknown())
@@ -59,7 +58,7 @@ async fn find(state: &ApiState, agent: &str, kind: JobKind, id: &str) -> Result<
     let missing = || ApiError::not_found(format!("agent {agent} has no {noun} {id:?}"));
     let heartbeat = HeartbeatId::new(id).map_err(|_| missing())?;
     let key = HeartbeatKey { agent: agent.clone(), heartbeat };
-    let jobs = state.store.load_heartbeats().await?;
+    let jobs = state.store.heartbeats(std::slice::from_ref(&key)).await?;
     jobs.into_iter().find(|job| job.def.key == key && job.def.kind.listed_as() == kind).ok_or_else(missing)
 }
 
@@ -83,9 +82,8 @@ pub async fn list(
     let Path((agent, kind)) = path?;
     let kind = collection(&kind)?;
     let agent = known_agent(&state, &agent).await?;
-    let jobs = state.store.load_heartbeats().await?;
-    let mine: Vec<&Heartbeat> =
-        jobs.iter().filter(|job| job.def.key.agent == agent && job.def.kind.listed_as() == kind).collect();
+    let jobs = state.store.heartbeats_of_agent(&agent).await?;
+    let mine: Vec<&Heartbeat> = jobs.iter().filter(|job| job.def.kind.listed_as() == kind).collect();
     Ok(Json(json!({ "items": job_rows(&state, &mine).await? })))
 }
 

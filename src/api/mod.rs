@@ -32,6 +32,7 @@ use axum::Router;
 use crate::agent::settings::AgentSettings;
 use crate::api::error::ApiError;
 use crate::api::feed::EventFeed;
+use crate::api::status::PauseView;
 use crate::api::user_turns::UserTurns;
 use crate::cluster::engines::{ClusterRoute, Engines};
 use crate::core::ids::AgentId;
@@ -121,18 +122,15 @@ async fn healthz() -> impl IntoResponse {
 }
 
 async fn metrics(State(state): State<ApiState>) -> Result<impl IntoResponse, ApiError> {
-    let views = state.engine.inspect().await?;
-    let paused = state.store.load_pauses().await?;
-    let now = state.clock.wall();
+    // Counted by the engine an agent at a time: a view a job, each looked up among the
+    // pauses, was a million views and a search each at every scrape.
+    let of_each = state.engine.enabled_counts().await?;
+    let paused = PauseView::load(&state).await?;
     let mut counts: BTreeMap<&'static str, u64> = BTreeMap::from([("enabled", 0), ("disabled", 0), ("paused", 0)]);
-    for view in &views {
-        let agent_paused = paused.iter().any(|(agent, pause)| *agent == view.key.agent && pause.until > now);
-        let state = match (view.enabled, agent_paused) {
-            (false, _) => "disabled",
-            (true, true) => "paused",
-            (true, false) => "enabled",
-        };
-        *counts.entry(state).or_default() += 1;
+    for (agent, counted) in &of_each {
+        let enabled = if paused.until(agent).is_some() { "paused" } else { "enabled" };
+        *counts.entry(enabled).or_default() += counted.enabled;
+        *counts.entry("disabled").or_default() += counted.disabled;
     }
     let mut text = state.metrics.render(&counts);
     text.push_str(&crate::metrics::render_tool_servers(&state.tools.catalog()));

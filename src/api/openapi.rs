@@ -4,6 +4,8 @@
 use axum::Json;
 use serde_json::{json, Map, Value};
 
+use crate::limits::STATUS_JOBS_PAGE_MAX;
+
 /// An operation: summary, path parameters, request body schema (if any), success status
 /// and schema, and the error statuses it may answer.
 struct Operation {
@@ -142,11 +144,12 @@ pub fn document() -> Value {
         "/v1/status",
         "get",
         Operation {
-            summary: "Every agent and job: next run, last result, would_run_now and the guard's reason",
+            summary: "Every agent and job, a page at a time in key order (`next_cursor` goes in `after`): \
+                      next run, last result, would_run_now and the guard's reason",
             params: &[],
             body: None,
             success: ("200", any_object()),
-            errors: &[],
+            errors: &["422"],
         },
     );
     add(
@@ -384,6 +387,12 @@ pub fn document() -> Value {
         parameters.push(json!({ "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1 } }));
         parameters
             .push(json!({ "name": "before", "in": "query", "schema": { "type": "string", "format": "date-time" } }));
+    }
+    let status = paths.get_mut("/v1/status").and_then(|path| path.get_mut("get"));
+    if let Some(parameters) = status.and_then(|get| get["parameters"].as_array_mut()) {
+        let limit = json!({ "type": "integer", "minimum": 1, "maximum": STATUS_JOBS_PAGE_MAX });
+        parameters.push(json!({ "name": "limit", "in": "query", "schema": limit }));
+        parameters.push(json!({ "name": "after", "in": "query", "schema": { "type": "string" } }));
     }
     for open in ["/healthz", "/"] {
         if let Some(get) = paths.get_mut(open).and_then(|path| path.get_mut("get")) {

@@ -4,10 +4,12 @@
 use crate::cluster::engines::ClusterRoute;
 use std::collections::{BTreeMap, BTreeSet};
 
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::Json;
 use jiff::{SignedDuration, Timestamp};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::api::error::ApiError;
@@ -18,7 +20,7 @@ use crate::core::breaker::DISABLED_BY_BREAKER;
 use crate::core::budget::DaySpend;
 use crate::core::guard::SkipReason;
 use crate::core::heartbeat::Heartbeat;
-use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::core::next_run::next_runnable;
 use crate::core::policy::jitter_offset;
 use crate::core::reply::ReplyKind;
@@ -26,7 +28,9 @@ use crate::core::schedule::Schedule;
 use crate::core::text::truncate_chars;
 use crate::daemon::list::heartbeat_json;
 use crate::driver::JobView;
-use crate::limits::{OUTPUT_PREVIEW_CHARS_MAX, RECENT_RUNS_HOURS, RECENT_RUNS_SHOWN_MAX};
+use crate::limits::{
+    OUTPUT_PREVIEW_CHARS_MAX, RECENT_RUNS_HOURS, RECENT_RUNS_SHOWN_MAX, STATUS_JOBS_PAGE_DEFAULT, STATUS_JOBS_PAGE_MAX,
+};
 use crate::ports::store::{Execution, ExecutionStatus, StopReason};
 
 /// The pauses in the store that still hold.
@@ -163,7 +167,8 @@ fn job_zone(job: &Heartbeat, agent_zone: &str) -> String {
 /// The rows of `jobs` as the API shows them: each with its recent runs, the driver's view
 /// and its agent's pause, read once for all of them.
 pub async fn job_rows(state: &ApiState, jobs: &[&Heartbeat]) -> Result<Vec<Value>, ApiError> {
-    let views = state.engine.inspect().await?;
+    let keys: Vec<HeartbeatKey> = jobs.iter().map(|job| job.def.key.clone()).collect();
+    let views = state.engine.inspect_keys(&keys).await?;
     let pauses = PauseView::load(state).await?;
     job_rows_seen(state, jobs, &by_key(&views), &pauses, None).await
 }
@@ -199,13 +204,75 @@ async fn job_rows_seen(
     Ok(rows)
 }
 
-pub async fn status(State(state): State<ApiState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
-    let jobs = state.store.load_heartbeats().await?;
-    let views = state.engine.inspect().await?;
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusQuery {
+    limit: Option<String>,
+    /// The cursor: jobs after this key (`agent/job`), as the page before gave it.
+    after: Option<String>,
+}
+
+impl StatusQuery {
+    fn limit(&self) -> Result<usize, ApiError> {
+        match self.limit.as_deref() {
+            None => Ok(STATUS_JOBS_PAGE_DEFAULT),
+            Some(text) => match text.parse::<usize>() {
+                Ok(limit) if (1..=STATUS_JOBS_PAGE_MAX).contains(&limit) => Ok(limit),
+                _ => Err(ApiError::invalid(
+                    "limit",
+                    format!("{text:?} is not a number from 1 to {STATUS_JOBS_PAGE_MAX}"),
+                )),
+            },
+        }
+    }
+
+    fn after(&self) -> Result<Option<HeartbeatKey>, ApiError> {
+        let Some(text) = self.after.as_deref() else { return Ok(None) };
+        let invalid = || {
+            ApiError::invalid("after", format!("{text:?} is not a job's key (`agent/job`, as `next_cursor` gives it)"))
+        };
+        let (agent, heartbeat) = text.split_once('/').ok_or_else(invalid)?;
+        let agent = AgentId::new(agent).map_err(|_| invalid())?;
+        let heartbeat = HeartbeatId::new(heartbeat).map_err(|_| invalid())?;
+        Ok(Some(HeartbeatKey { agent, heartbeat }))
+    }
+
+    /// The query as a path's tail, for the other nodes of a cluster.
+    fn path(&self, limit: usize, after: Option<&HeartbeatKey>) -> String {
+        let mut path = format!("/v1/status?limit={limit}");
+        if let Some(after) = after {
+            path.push_str("&after=");
+            path.push_str(&after.to_string());
+        }
+        path
+    }
+}
+
+/// A page of every agent and job in key order, at most `limit` jobs after `after`:
+/// `next_cursor` goes in `after` for the next page. An agent shows on each page that
+/// holds one of its jobs; one with no job, on the page whose range of agents holds it.
+pub async fn status(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    query: Result<Query<StatusQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query?;
+    let limit = query.limit()?;
+    let after = query.after()?;
+    let jobs = state.store.heartbeats_page(after.as_ref(), limit).await?;
+    let next_cursor = (jobs.len() == limit).then(|| jobs.last().map(|job| job.def.key.clone())).flatten();
+    let keys: Vec<HeartbeatKey> = jobs.iter().map(|job| job.def.key.clone()).collect();
+    let views = state.engine.inspect_keys(&keys).await?;
     let views_by_key = by_key(&views);
     let pauses = PauseView::load(&state).await?;
-    let recent = state.store.recent_executions(RECENT_RUNS_SHOWN_MAX).await?;
-    let mut agents: BTreeSet<AgentId> = state.agents.keys().cloned().collect();
+    let recent = state.store.recent_executions(&keys, RECENT_RUNS_SHOWN_MAX).await?;
+    // The agents this page's range holds: after the cursor's agent (which the page before
+    // showed), up to the last job's agent when another page follows.
+    let in_range = |agent: &AgentId| {
+        after.as_ref().is_none_or(|after| *agent > after.agent)
+            && next_cursor.as_ref().is_none_or(|last| *agent <= last.agent)
+    };
+    let mut agents: BTreeSet<AgentId> = state.agents.keys().filter(|agent| in_range(agent)).cloned().collect();
     agents.extend(jobs.iter().map(|job| job.def.key.agent.clone()));
     let mut jobs_of: BTreeMap<&AgentId, Vec<&Heartbeat>> = BTreeMap::new();
     for job in &jobs {
@@ -233,12 +300,15 @@ pub async fn status(State(state): State<ApiState>, headers: HeaderMap) -> Result
         "store": state.store_identity.as_deref(),
         "today": spend::global_today(&state).await?,
         "agents": rows,
+        "limit": limit,
+        "next_cursor": next_cursor.map(|last| last.to_string()),
     });
     if let Some(route) = state.engine.cluster() {
         body["cluster"] = cluster_json(route);
-        // Asked directly: every agent of the cluster, each as its owner sees it.
+        // Asked directly: every agent of the page, each as its owner sees it (the same page:
+        // every node reads the one store).
         if !forward::forwarded(&headers) {
-            let (answers, silent) = forward::gather(route, &headers, "/v1/status").await;
+            let (answers, silent) = forward::gather(route, &headers, &query.path(limit, after.as_ref())).await;
             if let Some(rows) = body["agents"].as_array_mut() {
                 forward::merge_rows(route, rows, &answers, "agents");
             }

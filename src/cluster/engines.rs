@@ -6,16 +6,17 @@
 //! owner first (`api::forward`, ADR 0024), so this refusal is what a call meets only
 //! between owners.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use crate::cluster::{ClusterHandle, ClusterView, LeaseStats, Turns};
-use crate::core::ids::AgentId;
+use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::partition::{partition_of, LeaseView, PARTITIONS_COUNT};
 use crate::core::routing::{route, Route};
 use crate::driver::lanes::Lanes;
 use crate::driver::run_events::RunEvents;
-use crate::driver::{EngineClient, EngineError, JobView, Shared};
+use crate::driver::{EnabledCounts, EngineClient, EngineError, JobView, Shared};
 use crate::ports::leases::Leases;
 
 #[derive(Clone)]
@@ -115,6 +116,65 @@ impl Engines {
                 }
                 views.sort_by(|a, b| a.key.cmp(&b.key));
                 Ok(views)
+            }
+        }
+    }
+
+    /// Those of `keys` that the engines of this node run, as [`Engines::inspect`] sees them,
+    /// ordered by key: each engine is asked for its own partitions' keys only.
+    ///
+    /// # Errors
+    /// When an engine has stopped.
+    pub async fn inspect_keys(&self, keys: &[HeartbeatKey]) -> Result<Vec<JobView>, EngineError> {
+        match self {
+            Engines::One(engine) => engine.inspect_keys(keys.to_vec()).await,
+            Engines::Cluster(route) => {
+                let mut by_partition: BTreeMap<u32, Vec<HeartbeatKey>> = BTreeMap::new();
+                for key in keys {
+                    by_partition.entry(partition_of(&key.agent, PARTITIONS_COUNT)).or_default().push(key.clone());
+                }
+                let engines: Vec<(EngineClient, Vec<HeartbeatKey>)> = {
+                    let view = route.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    by_partition
+                        .into_iter()
+                        .filter_map(|(partition, keys)| {
+                            view.engines.get(&partition).map(|(_, engine)| (engine.clone(), keys))
+                        })
+                        .collect()
+                };
+                let mut views = Vec::new();
+                for (engine, keys) in engines {
+                    // A partition lost since the list was taken answers `Stopped`: skip it.
+                    if let Ok(jobs) = engine.inspect_keys(keys).await {
+                        views.extend(jobs);
+                    }
+                }
+                views.sort_by(|a, b| a.key.cmp(&b.key));
+                Ok(views)
+            }
+        }
+    }
+
+    /// Each agent's jobs, enabled and disabled, of the engines this node runs.
+    ///
+    /// # Errors
+    /// When an engine has stopped.
+    pub async fn enabled_counts(&self) -> Result<BTreeMap<AgentId, EnabledCounts>, EngineError> {
+        match self {
+            Engines::One(engine) => engine.enabled_counts().await,
+            Engines::Cluster(route) => {
+                let engines: Vec<EngineClient> = {
+                    let view = route.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    view.engines.values().map(|(_, engine)| engine.clone()).collect()
+                };
+                let mut counts = BTreeMap::new();
+                for engine in engines {
+                    // An agent lives in one partition: the engines' counts do not overlap.
+                    if let Ok(theirs) = engine.enabled_counts().await {
+                        counts.extend(theirs);
+                    }
+                }
+                Ok(counts)
             }
         }
     }

@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 use crate::core::heartbeat::JobKind;
 use crate::daemon::client::{segment, ApiClient};
 use crate::daemon::DaemonError;
+use crate::limits::STATUS_JOBS_PAGE_MAX;
 
 /// `2026-11-23 18:00:00 +01:00 (in 12m)`: an API time in `zone`, with how far from `now`.
 pub fn human_time(text: Option<&str>, zone: &TimeZone, now: Timestamp) -> String {
@@ -50,12 +51,53 @@ fn zone_of(agent: &Value) -> TimeZone {
     agent["timezone"].as_str().and_then(|name| TimeZone::get(name).ok()).unwrap_or(TimeZone::UTC)
 }
 
+/// The whole status, read a page at a time (`GET /v1/status` answers at most
+/// [`STATUS_JOBS_PAGE_MAX`] jobs): the first page's fields, every page's agents, an agent
+/// whose jobs span two pages as one.
+async fn whole_status(client: &ApiClient) -> Result<Value, DaemonError> {
+    let mut whole = Value::Null;
+    let mut agents: Vec<Value> = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut path = format!("/v1/status?limit={STATUS_JOBS_PAGE_MAX}");
+        if let Some(after) = &cursor {
+            path.push_str("&after=");
+            path.push_str(&segment(after));
+        }
+        let mut page = client.call(Method::GET, &path, None).await?;
+        for agent in page["agents"].as_array_mut().map(std::mem::take).unwrap_or_default() {
+            match agents.last_mut() {
+                Some(last) if last["id"] == agent["id"] => {
+                    let more = agent["jobs"].as_array().cloned().unwrap_or_default();
+                    if let Some(jobs) = last["jobs"].as_array_mut() {
+                        jobs.extend(more);
+                    }
+                }
+                _ => agents.push(agent),
+            }
+        }
+        cursor = page["next_cursor"].as_str().map(str::to_owned);
+        if whole.is_null() {
+            whole = page;
+        }
+        if cursor.is_none() {
+            break;
+        }
+    }
+    if let Some(fields) = whole.as_object_mut() {
+        fields.insert("agents".to_owned(), Value::Array(agents));
+        fields.remove("next_cursor");
+        fields.remove("limit");
+    }
+    Ok(whole)
+}
+
 /// `systole status`: one line per job, with the next run and why it would not run now.
 ///
 /// # Errors
 /// When the API cannot be reached or refuses.
 pub async fn status(client: &ApiClient, as_json: bool) -> Result<String, DaemonError> {
-    let status = client.call(Method::GET, "/v1/status", None).await?;
+    let status = whole_status(client).await?;
     if as_json {
         return Ok(pretty(&status));
     }
@@ -155,7 +197,7 @@ pub async fn agent_of(client: &ApiClient, kind: JobKind, id: &str, agent: Option
     if let Some(agent) = agent {
         return Ok(agent.to_owned());
     }
-    let status = client.call(Method::GET, "/v1/status", None).await?;
+    let status = whole_status(client).await?;
     let owners: Vec<String> = status["agents"]
         .as_array()
         .into_iter()

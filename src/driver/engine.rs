@@ -58,9 +58,15 @@ pub(crate) enum Command {
         change: Change,
         applied: oneshot::Sender<()>,
     },
-    /// Every job with the guard's verdict for now.
+    /// Every job (or those of `only` it has) with the guard's verdict for now.
     Inspect {
+        only: Option<Vec<HeartbeatKey>>,
         answer: oneshot::Sender<Vec<operator::JobView>>,
+    },
+    /// Each agent's jobs, enabled and disabled, counted: what `/metrics` shows, without a
+    /// view a job.
+    Count {
+        answer: oneshot::Sender<BTreeMap<AgentId, operator::EnabledCounts>>,
     },
     /// Run a job now, once, through the normal claim.
     Trigger {
@@ -415,9 +421,12 @@ impl Driver {
                         let now = self.context.clock.now();
                         let _ = accepted.send(self.request_wake(&agent, reason, None, now));
                     }
-                    Some(Command::Inspect { answer }) => {
+                    Some(Command::Inspect { only, answer }) => {
                         let now = self.context.clock.now();
-                        let _ = answer.send(self.inspect(now).await);
+                        let _ = answer.send(self.inspect(now, only.as_deref()).await);
+                    }
+                    Some(Command::Count { answer }) => {
+                        let _ = answer.send(self.enabled_counts());
                     }
                     Some(Command::Trigger { key, answer }) => {
                         let now = self.context.clock.now();
@@ -1813,7 +1822,8 @@ impl Driver {
                         let _ = accepted.send(false);
                     }
                     // Nothing new starts while draining; the callers hear the engine stopped.
-                    Command::Inspect { .. } | Command::Trigger { .. } | Command::Backfill { .. } => {}
+                    Command::Inspect { .. } | Command::Count { .. } | Command::Trigger { .. } | Command::Backfill { .. } => {
+                    }
                     Command::Shutdown { done, .. } => {
                         let _ = done.send(0);
                     }

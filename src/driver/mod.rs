@@ -34,7 +34,7 @@ use crate::core::usage::PriceTable;
 use crate::core::visibility::VisibilityRules;
 use crate::core::wake::WakeReason;
 use crate::driver::control::Control;
-pub use crate::driver::engine::operator::{JobView, TriggerOutcome};
+pub use crate::driver::engine::operator::{EnabledCounts, JobView, TriggerOutcome};
 use crate::driver::engine::{Command, Driver};
 use crate::driver::events::{EngineEvent, EventSink, TracingSink};
 use crate::driver::lanes::{Lanes, UserTurn};
@@ -393,9 +393,32 @@ impl EngineClient {
     /// # Errors
     /// When the engine has stopped.
     pub async fn inspect(&self) -> Result<Vec<JobView>, EngineError> {
+        self.inspect_only(None).await
+    }
+
+    /// Those of `keys` the driver runs, as [`EngineClient::inspect`] sees them: a page of a
+    /// status or one agent's jobs, where the whole list is a view a job (a million).
+    ///
+    /// # Errors
+    /// When the engine has stopped.
+    pub async fn inspect_keys(&self, keys: Vec<HeartbeatKey>) -> Result<Vec<JobView>, EngineError> {
+        self.inspect_only(Some(keys)).await
+    }
+
+    async fn inspect_only(&self, only: Option<Vec<HeartbeatKey>>) -> Result<Vec<JobView>, EngineError> {
         let (answer, view) = oneshot::channel();
-        self.commands.send(Command::Inspect { answer }).await.map_err(|_| EngineError::Stopped)?;
+        self.commands.send(Command::Inspect { only, answer }).await.map_err(|_| EngineError::Stopped)?;
         view.await.map_err(|_| EngineError::Stopped)
+    }
+
+    /// Each agent's jobs, enabled and disabled, counted on the engine's side.
+    ///
+    /// # Errors
+    /// When the engine has stopped.
+    pub async fn enabled_counts(&self) -> Result<BTreeMap<AgentId, EnabledCounts>, EngineError> {
+        let (answer, counts) = oneshot::channel();
+        self.commands.send(Command::Count { answer }).await.map_err(|_| EngineError::Stopped)?;
+        counts.await.map_err(|_| EngineError::Stopped)
     }
 
     /// Runs a job now, once, through the normal claim (see [`TriggerOutcome`]).

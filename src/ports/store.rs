@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use crate::core::breaker::{BreakerStep, Verdict};
 use crate::core::budget::DaySpend;
 use crate::core::guard::SkipReason;
-use crate::core::heartbeat::{Heartbeat, HeartbeatDef};
+use crate::core::heartbeat::{Heartbeat, HeartbeatDef, JobKind};
 use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::reply::ReplyKind;
@@ -415,11 +415,49 @@ pub struct Armable {
     pub latest_slot: Option<Timestamp>,
 }
 
+/// An agent's jobs as its list shows them ([`Store::jobs_of_each_agent`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentJobs {
+    pub count: usize,
+    /// Whether one of them is its agent heartbeat (the HEARTBEAT.md one).
+    pub has_agent_heartbeat: bool,
+}
+
 /// Durable state of the engine.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Every stored heartbeat, enabled or not, ordered by key.
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError>;
+
+    /// `agent`'s stored heartbeats, enabled or not, ordered by id: what an agent's page,
+    /// its schedule tool and a job's lookup read, where [`Store::load_heartbeats`] reads
+    /// every agent's (a million rows for one agent's dozen). The default filters that.
+    async fn heartbeats_of_agent(&self, agent: &AgentId) -> Result<Vec<Heartbeat>, StoreError> {
+        let all = self.load_heartbeats().await?;
+        Ok(all.into_iter().filter(|heartbeat| heartbeat.def.key.agent == *agent).collect())
+    }
+
+    /// At most `limit` stored heartbeats after `after` in key order (from the first when
+    /// `None`): a page of a status, whose last key is the next page's `after`. The default
+    /// filters [`Store::load_heartbeats`].
+    async fn heartbeats_page(&self, after: Option<&HeartbeatKey>, limit: usize) -> Result<Vec<Heartbeat>, StoreError> {
+        let all = self.load_heartbeats().await?;
+        let later = all.into_iter().filter(|heartbeat| after.is_none_or(|after| heartbeat.def.key > *after));
+        Ok(later.take(limit).collect())
+    }
+
+    /// Each agent that owns a stored heartbeat, with how many it owns and whether one is
+    /// its agent heartbeat: the agents' list, without reading a row's definition. The
+    /// default counts [`Store::load_heartbeats`].
+    async fn jobs_of_each_agent(&self) -> Result<BTreeMap<AgentId, AgentJobs>, StoreError> {
+        let mut jobs: BTreeMap<AgentId, AgentJobs> = BTreeMap::new();
+        for heartbeat in self.load_heartbeats().await? {
+            let counted = jobs.entry(heartbeat.def.key.agent).or_default();
+            counted.count += 1;
+            counted.has_agent_heartbeat |= heartbeat.def.kind == JobKind::Agent;
+        }
+        Ok(jobs)
+    }
 
     /// Those of `keys` that are stored, definition and state, as the store holds them now
     /// (in no particular order). A cluster's engine adopts a reload's rows by it in its own
@@ -547,15 +585,19 @@ pub trait Store: Send + Sync + 'static {
         self.executions_page(key, None, limit).await
     }
 
-    /// The newest `limit` executions of every heartbeat that has any, newest first, in one
-    /// read: the status of thousands of jobs makes one query, not one per job. The default
-    /// asks heartbeat by heartbeat (the stores of the simulator use it).
-    async fn recent_executions(&self, limit: usize) -> Result<BTreeMap<HeartbeatKey, Vec<Execution>>, StoreError> {
+    /// The newest `limit` executions of each of `keys` that has any, newest first, in one
+    /// read a batch of keys: a status page of hundreds of jobs makes one query, not one a
+    /// job. The default asks heartbeat by heartbeat (the stores of the simulator use it).
+    async fn recent_executions(
+        &self,
+        keys: &[HeartbeatKey],
+        limit: usize,
+    ) -> Result<BTreeMap<HeartbeatKey, Vec<Execution>>, StoreError> {
         let mut recent = BTreeMap::new();
-        for job in self.load_heartbeats().await? {
-            let runs = self.executions(&job.def.key, limit).await?;
+        for key in keys {
+            let runs = self.executions(key, limit).await?;
             if !runs.is_empty() {
-                recent.insert(job.def.key, runs);
+                recent.insert(key.clone(), runs);
             }
         }
         Ok(recent)

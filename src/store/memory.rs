@@ -2,6 +2,7 @@
 //! and as the base of the simulator's store.
 
 use std::collections::{btree_map, BTreeMap};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,8 +19,9 @@ use crate::core::system_events::{self, SystemEvent};
 use crate::core::tool_policy::SharedJobTools;
 use crate::core::usage::RunUsage;
 use crate::ports::store::{
-    Armable, ClaimOutcome, ClaimedSlots, DedupQuery, Definitions, DeliveryStatus, Execution, ExecutionStatus, NextSlot,
-    Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError, INTERRUPTED_ERROR_TEXT,
+    AgentJobs, Armable, ClaimOutcome, ClaimedSlots, DedupQuery, Definitions, DeliveryStatus, Execution,
+    ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport, SkipRecord, SlotClaim, Store, StoreError,
+    INTERRUPTED_ERROR_TEXT,
 };
 use crate::store::config_keys::ConfigKeys;
 use crate::store::seed_pool::SeedPool;
@@ -737,18 +739,49 @@ impl Store for MemoryStore {
         Ok(mine.rev().take(limit).map(|(_, entry)| entry.execution.clone()).collect())
     }
 
-    async fn recent_executions(&self, limit: usize) -> Result<BTreeMap<HeartbeatKey, Vec<Execution>>, StoreError> {
+    async fn recent_executions(
+        &self,
+        keys: &[HeartbeatKey],
+        limit: usize,
+    ) -> Result<BTreeMap<HeartbeatKey, Vec<Execution>>, StoreError> {
         let state = self.lock();
         let mut recent: BTreeMap<HeartbeatKey, Vec<Execution>> = BTreeMap::new();
-        // Ordered by key, then slot: each heartbeat's newest are the last of its run.
-        for ((key, _), entry) in state.executions.iter().rev() {
-            let runs = recent.entry(key.clone()).or_default();
-            if runs.len() < limit {
-                runs.push(entry.execution.clone());
+        for key in keys {
+            // Ordered by slot: the newest are the last of its log.
+            let runs: Vec<Execution> =
+                state.log_of(key).rev().take(limit).map(|(_, entry)| entry.execution.clone()).collect();
+            if !runs.is_empty() {
+                recent.insert(key.clone(), runs);
             }
         }
-        recent.retain(|_, runs| !runs.is_empty());
         Ok(recent)
+    }
+
+    async fn heartbeats_of_agent(&self, agent: &AgentId) -> Result<Vec<Heartbeat>, StoreError> {
+        let state = self.lock();
+        let mine = state.heartbeats.iter().filter(|(key, _)| key.agent == *agent && self.owns(agent));
+        Ok(mine.map(|(_, row)| row.heartbeat()).collect())
+    }
+
+    async fn heartbeats_page(&self, after: Option<&HeartbeatKey>, limit: usize) -> Result<Vec<Heartbeat>, StoreError> {
+        let state = self.lock();
+        let later = match after {
+            Some(after) => state.heartbeats.range::<HeartbeatKey, _>((Bound::Excluded(after), Bound::Unbounded)),
+            None => state.heartbeats.range::<HeartbeatKey, _>(..),
+        };
+        let owned = later.filter(|(key, _)| self.owns(&key.agent));
+        Ok(owned.take(limit).map(|(_, row)| row.heartbeat()).collect())
+    }
+
+    async fn jobs_of_each_agent(&self) -> Result<BTreeMap<AgentId, AgentJobs>, StoreError> {
+        let state = self.lock();
+        let mut jobs: BTreeMap<AgentId, AgentJobs> = BTreeMap::new();
+        for (key, row) in state.heartbeats.iter().filter(|(key, _)| self.owns(&key.agent)) {
+            let counted = jobs.entry(key.agent.clone()).or_default();
+            counted.count += 1;
+            counted.has_agent_heartbeat |= row.def.kind == JobKind::Agent;
+        }
+        Ok(jobs)
     }
 
     async fn prune_runs(&self, now: Timestamp, retention: RunRetention) -> Result<u64, StoreError> {

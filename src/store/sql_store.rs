@@ -82,7 +82,7 @@ macro_rules! sql_store {
             use crate::core::system_events::{self, SystemEvent};
             use crate::limits::STORE_BATCH_ROWS_MAX;
             use crate::ports::store::{
-                Armable, ClaimOutcome, ClaimedSlots, DedupQuery, Definitions, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport,
+                AgentJobs, Armable, ClaimOutcome, ClaimedSlots, DedupQuery, Definitions, DeliveryStatus, Execution, ExecutionStatus, NextSlot, Queued, RunRecord, SeedReport,
                 SkipRecord, SlotClaim, StopReason, Store, StoreError, INTERRUPTED_ERROR_TEXT,
             };
             use crate::store::sql_rows::{
@@ -872,26 +872,90 @@ macro_rules! sql_store {
 
             async fn recent_executions(
                 &self,
+                keys: &[HeartbeatKey],
                 limit: usize,
             ) -> Result<BTreeMap<HeartbeatKey, Vec<Execution>>, StoreError> {
-                // One scan, each heartbeat's rows numbered newest first; a window function both
-                // SQLite (3.25+) and PostgreSQL run.
-                let rows = sqlx::query(
-                    "SELECT agent_id, heartbeat_id, slot_ms, triggered, started_at_ms, finished_at_ms, status, skip_reason, delivery, \
-                     duration_ms, error, output_preview, stop_reason, reply, tool_use, llm_calls, input_tokens, cached_tokens, \
-                     output_tokens, reasoning_tokens, cost_micros, unpriced_calls FROM (SELECT *, ROW_NUMBER() OVER \
-                     (PARTITION BY agent_id, heartbeat_id ORDER BY slot_ms DESC) AS newest FROM executions) ranked \
-                     WHERE newest <= $1 ORDER BY agent_id, heartbeat_id, slot_ms DESC",
-                )
-                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-                .fetch_all(&self.pool)
-                .await?;
                 let mut recent: BTreeMap<HeartbeatKey, Vec<Execution>> = BTreeMap::new();
-                for row in &rows {
-                    let execution = execution_from_row(row)?;
-                    recent.entry(execution.key.clone()).or_default().push(execution);
+                for chunk in keys.chunks(STORE_BATCH_ROWS_MAX) {
+                    // Each listed heartbeat's rows numbered newest first; a window function
+                    // both SQLite (3.25+) and PostgreSQL run.
+                    let listed = listed_keys(chunk);
+                    let mut select = QueryBuilder::<$db>::new(
+                        "SELECT agent_id, heartbeat_id, slot_ms, triggered, started_at_ms, finished_at_ms, status, \
+                         skip_reason, delivery, duration_ms, error, output_preview, stop_reason, reply, tool_use, llm_calls, \
+                         input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost_micros, unpriced_calls \
+                         FROM (SELECT e.*, ROW_NUMBER() OVER (PARTITION BY e.agent_id, e.heartbeat_id \
+                         ORDER BY e.slot_ms DESC) AS newest FROM ",
+                    );
+                    push_listed(&mut select, &listed)?;
+                    select.push(
+                        " AS v JOIN executions e ON e.agent_id = v.column1 AND e.heartbeat_id = v.column2) ranked \
+                         WHERE newest <= ",
+                    );
+                    select.push_bind(i64::try_from(limit).unwrap_or(i64::MAX));
+                    select.push(" ORDER BY agent_id, heartbeat_id, slot_ms DESC");
+                    for row in &select.build().fetch_all(&self.pool).await? {
+                        let execution = execution_from_row(row)?;
+                        recent.entry(execution.key.clone()).or_default().push(execution);
+                    }
                 }
                 Ok(recent)
+            }
+
+            async fn heartbeats_of_agent(&self, agent: &AgentId) -> Result<Vec<Heartbeat>, StoreError> {
+                let (columns, selected) = whole_row_columns("");
+                let (head, tail) = json_rows_sql(&columns);
+                let owned = self.owned_rows_sql();
+                let sql = format!("{head}SELECT {selected} FROM heartbeats WHERE agent_id = $1{owned}{tail}");
+                let page: String = sqlx::query_scalar(&sql).bind(agent.as_str()).fetch_one(&self.pool).await?;
+                let mut heartbeats = Vec::new();
+                each_heartbeat_of_pages(&[page], &mut |heartbeat| heartbeats.push(heartbeat))?;
+                Ok(sorted_by_key(heartbeats))
+            }
+
+            async fn heartbeats_page(
+                &self,
+                after: Option<&HeartbeatKey>,
+                limit: usize,
+            ) -> Result<Vec<Heartbeat>, StoreError> {
+                let (columns, selected) = whole_row_columns("");
+                let (head, tail) = json_rows_sql(&columns);
+                let owned = self.owned_rows_sql();
+                // Keys compare byte-wise in both backends (PostgreSQL's are `COLLATE "C"`),
+                // as they do here: a page's last key is where the next begins.
+                let sql = format!(
+                    "{head}SELECT {selected} FROM heartbeats WHERE (agent_id, heartbeat_id) > ($1, $2){owned} \
+                     ORDER BY agent_id, heartbeat_id LIMIT $3{tail}"
+                );
+                // Empty texts: before every key (an id is never empty).
+                let (agent, heartbeat) = after.map_or(("", ""), |key| (key.agent.as_str(), key.heartbeat.as_str()));
+                let page: String = sqlx::query_scalar(&sql)
+                    .bind(agent)
+                    .bind(heartbeat)
+                    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                    .fetch_one(&self.pool)
+                    .await?;
+                let mut heartbeats = Vec::new();
+                each_heartbeat_of_pages(&[page], &mut |heartbeat| heartbeats.push(heartbeat))?;
+                Ok(sorted_by_key(heartbeats))
+            }
+
+            async fn jobs_of_each_agent(&self) -> Result<BTreeMap<AgentId, AgentJobs>, StoreError> {
+                let owned = self.owned_rows_sql();
+                let sql = format!(
+                    "SELECT agent_id, count(*), sum(CASE WHEN kind = '{}' THEN 1 ELSE 0 END) FROM heartbeats \
+                     WHERE 1 = 1{owned} GROUP BY agent_id",
+                    JobKind::Agent.as_str()
+                );
+                let rows: Vec<(String, i64, i64)> = sqlx::query_as(&sql).fetch_all(&self.pool).await?;
+                let mut jobs = BTreeMap::new();
+                for (agent, count, agent_heartbeats) in rows {
+                    let agent = AgentId::new(&agent)
+                        .map_err(|error| StoreError::Backend(format!("stored agent id {agent:?} {error}")))?;
+                    let count = usize::try_from(count).unwrap_or(0);
+                    jobs.insert(agent, AgentJobs { count, has_agent_heartbeat: agent_heartbeats > 0 });
+                }
+                Ok(jobs)
             }
 
             async fn definitions(

@@ -187,8 +187,12 @@ impl Store for LateAnswers {
         self.log_read()?;
         self.inner.executions_page(key, before, limit).await
     }
-    async fn recent_executions(&self, limit: usize) -> Result<BTreeMap<HeartbeatKey, Vec<Execution>>, StoreError> {
-        self.inner.recent_executions(limit).await
+    async fn recent_executions(
+        &self,
+        keys: &[HeartbeatKey],
+        limit: usize,
+    ) -> Result<BTreeMap<HeartbeatKey, Vec<Execution>>, StoreError> {
+        self.inner.recent_executions(keys, limit).await
     }
     async fn load_for_arming(&self) -> Result<Vec<Heartbeat>, StoreError> {
         self.inner.load_for_arming().await

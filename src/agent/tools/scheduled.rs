@@ -298,13 +298,12 @@ async fn act(context: &ToolContext, kind: JobKind, arguments: Arguments) -> Resu
 }
 
 async fn own_definitions(context: &ToolContext) -> Result<Vec<Heartbeat>, Refusal> {
-    let all = context
+    context
         .control
         .store()
-        .load_heartbeats()
+        .heartbeats_of_agent(&context.agent)
         .await
-        .map_err(|e| Refusal::Unavailable(format!("the store is unavailable: {e}")))?;
-    Ok(all.into_iter().filter(|h| h.def.key.agent == context.agent).collect())
+        .map_err(|e| Refusal::Unavailable(format!("the store is unavailable: {e}")))
 }
 
 fn key(context: &ToolContext, id: Option<&str>) -> Result<HeartbeatKey, String> {

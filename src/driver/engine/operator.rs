@@ -2,14 +2,14 @@
 //! the guard's verdict for "now" (the same chain a due slot goes through), and a run on
 //! demand through the normal claim.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 
 use super::Driver;
 use crate::core::guard::{self, GuardInput, SkipReason};
 use crate::core::heartbeat::JobKind;
-use crate::core::ids::HeartbeatKey;
+use crate::core::ids::{AgentId, HeartbeatKey};
 use crate::core::policy::{on_overlap, OverlapDecision};
 use crate::core::schedule::Schedule;
 use crate::core::slots::truncate_to_millis;
@@ -41,6 +41,13 @@ pub struct JobView {
     pub breaker_half_open: bool,
 }
 
+/// An agent's jobs by whether they are enabled ([`Driver::enabled_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EnabledCounts {
+    pub enabled: u64,
+    pub disabled: u64,
+}
+
 /// What a trigger did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TriggerOutcome {
@@ -61,13 +68,23 @@ pub enum TriggerOutcome {
 }
 
 impl Driver {
-    /// Every job with what a slot due `now` would meet. The agent heartbeat's file and lane
-    /// are read when it runs, so they do not show here.
-    pub(super) async fn inspect(&mut self, now: Now) -> Vec<JobView> {
-        let agents: BTreeSet<_> = self.entries.keys().map(|key| key.agent.clone()).collect();
+    /// Every job (those of `only` it has, when named) with what a slot due `now` would
+    /// meet. The agent heartbeat's file and lane are read when it runs, so they do not show
+    /// here.
+    pub(super) async fn inspect(&mut self, now: Now, only: Option<&[HeartbeatKey]>) -> Vec<JobView> {
+        let agents: BTreeSet<_> = match only {
+            Some(keys) => {
+                keys.iter().filter(|key| self.entries.get(key).is_some()).map(|key| key.agent.clone()).collect()
+            }
+            None => self.entries.keys().map(|key| key.agent.clone()).collect(),
+        };
         let spent = self.spent_budgets(agents, now).await;
-        let mut views = Vec::with_capacity(self.entries.len());
-        for (key, entry) in self.entries.iter() {
+        let jobs: Vec<_> = match only {
+            Some(keys) => keys.iter().filter_map(|key| self.entries.get(key).map(|entry| (key, entry))).collect(),
+            None => self.entries.iter().collect(),
+        };
+        let mut views = Vec::with_capacity(jobs.len());
+        for (key, entry) in jobs {
             let in_backoff = entry.rare().backoff_until.is_some_and(|until| now.mono < until);
             let overlap =
                 on_overlap(entry.def.common.policy.overlap, entry.runs_in_flight(), entry.rare().waiting.len());
@@ -105,6 +122,20 @@ impl Driver {
             });
         }
         views
+    }
+
+    /// Each agent's jobs, enabled and disabled.
+    pub(super) fn enabled_counts(&self) -> BTreeMap<AgentId, EnabledCounts> {
+        let mut counts: BTreeMap<AgentId, EnabledCounts> = BTreeMap::new();
+        for (key, entry) in self.entries.iter() {
+            let counted = counts.entry(key.agent.clone()).or_default();
+            if entry.enabled {
+                counted.enabled += 1;
+            } else {
+                counted.disabled += 1;
+            }
+        }
+        counts
     }
 
     /// Runs `key` now, once, as an explicit request: its slot is the current time and is
