@@ -7,10 +7,11 @@
 //! command runs it, so the harness itself cannot rot). `-- --case NAME key=value...` runs
 //! one case in this process and prints its figures (what the parent spawns).
 //! `-- --section NAME` runs one section's rows only (registration, cold-start, dispatch,
-//! cluster, lateness, saturation, simulator), to measure again what a change touched.
+//! cluster, lateness, saturation, api, simulator), to measure again what a change touched.
 #![allow(clippy::disallowed_methods)] // a benchmark reads the real clock on purpose
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a failed benchmark setup should stop loudly
 
+mod api_at_scale;
 #[path = "../../tests/common/daemon_process.rs"]
 mod daemon_process;
 mod measure;
@@ -89,8 +90,8 @@ fn main() {
 }
 
 /// The table's sections, in its order (`--section`).
-const SECTIONS: [&str; 7] =
-    ["registration", "cold-start", "dispatch", "cluster", "lateness", "saturation", "simulator"];
+const SECTIONS: [&str; 8] =
+    ["registration", "cold-start", "dispatch", "cluster", "lateness", "saturation", "api", "simulator"];
 
 async fn run_case(name: &str, params: &BTreeMap<String, String>, process_start: Instant) -> Figures {
     let number = |key: &str| params.get(key).and_then(|value| value.parse::<usize>().ok()).unwrap_or(0);
@@ -115,6 +116,7 @@ async fn run_case(name: &str, params: &BTreeMap<String, String>, process_start: 
             let saturated = Duration::from_secs(number("saturated_secs") as u64);
             saturation::saturation(number("agents"), number("per_agent"), saturated).await
         }
+        "api-at-scale" => api_at_scale::api_at_scale(number("n")).await,
         "floor-seed" => sqlite_floor::seed(&from(), &path),
         "floor-dispatch" => sqlite_floor::dispatch(&from(), &path, number("batch")),
         "peer-register" => peer_cases::register(number("n")).await,
@@ -166,13 +168,14 @@ impl Bench {
         print_machine(self.repeats);
         println!("| measure | systole | tokio-cron-scheduler | target |");
         println!("|---|---|---|---|");
-        let sections: [fn(&Self) -> Vec<Row>; 7] = [
+        let sections: [fn(&Self) -> Vec<Row>; 8] = [
             Self::registration,
             Self::cold_start,
             Self::dispatch,
             Self::cluster,
             Self::lateness,
             Self::saturation,
+            Self::api,
             Self::simulator,
         ];
         for (name, section) in SECTIONS.iter().zip(sections) {
@@ -551,6 +554,40 @@ impl Bench {
             ),
             peer: "—".into(),
             target: SATURATION_TARGET,
+        }]
+    }
+
+    /// The operator's API over a million jobs in the daemon's SQLite store.
+    fn api(&self) -> Vec<Row> {
+        let count = self.size(1_000_000, 2_000);
+        let ours = self.case("api-at-scale", &[("n", count.to_string())]);
+        let kib =
+            |name: &str| ours.get(name).map_or_else(|| "n/a".to_owned(), |bytes| format!("{:.0} KB", bytes / 1_000.0));
+        vec![Row {
+            measure: format!(
+                "the API over {} jobs in SQLite (a daemon, slowest of {} reads each): the status's first / a middle \
+                 page (its size) / the agents' list / an agent / its jobs / a job / `/metrics`; the daemon's resident \
+                 memory before / after the reads, and its peak before / after them",
+                thousands(count),
+                api_at_scale::READS_EACH
+            ),
+            systole: format!(
+                "{} / {} s ({}) / {} / {} / {} / {} / {} s; {} / {} MiB, peak {} / {} MiB",
+                fixed(ours.get("status_first_secs_max"), 3),
+                fixed(ours.get("status_middle_secs_max"), 3),
+                kib("status_first_bytes"),
+                fixed(ours.get("agents_secs_max"), 3),
+                fixed(ours.get("agent_secs_max"), 3),
+                fixed(ours.get("agent_jobs_secs_max"), 3),
+                fixed(ours.get("job_secs_max"), 3),
+                fixed(ours.get("metrics_secs_max"), 3),
+                whole(ours.get("rss_before_mib")),
+                whole(ours.get("rss_after_mib")),
+                whole(ours.get("peak_before_mib")),
+                whole(ours.get("peak_after_mib"))
+            ),
+            peer: "—".into(),
+            target: "each < 1 s; the peak not raised by the reads",
         }]
     }
 
