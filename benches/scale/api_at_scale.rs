@@ -17,7 +17,8 @@ pub const READS_EACH: usize = 5;
 const TOKEN: &str = "api-bench-token";
 
 /// The reads, by the figure's name: the status's first page and one from the middle,
-/// the agents' list, one agent, its jobs, one job, and the metrics.
+/// the agents' list, one agent, its jobs, one job, the metrics and the tools' catalog
+/// (the status page reads it every 15 s).
 fn reads(count: usize) -> Vec<(&'static str, String)> {
     // The benchmark's keys: job `check-N` of agent `agent-(N mod 1,000)`.
     let middle = count / 2;
@@ -30,6 +31,7 @@ fn reads(count: usize) -> Vec<(&'static str, String)> {
         ("agent_jobs", format!("/v1/agents/{agent}/heartbeats")),
         ("job", format!("/v1/agents/{agent}/heartbeats/check-{middle}")),
         ("metrics", "/metrics".to_owned()),
+        ("mcp", "/v1/mcp".to_owned()),
     ]
 }
 

@@ -566,13 +566,13 @@ impl Bench {
         vec![Row {
             measure: format!(
                 "the API over {} jobs in SQLite (a daemon, slowest of {} reads each): the status's first / a middle \
-                 page (its size) / the agents' list / an agent / its jobs / a job / `/metrics`; the daemon's resident \
+                 page (its size) / the agents' list / an agent / its jobs / a job / `/metrics` / `/v1/mcp`; the daemon's resident \
                  memory before / after the reads, and its peak before / after them",
                 thousands(count),
                 api_at_scale::READS_EACH
             ),
             systole: format!(
-                "{} / {} s ({}) / {} / {} / {} / {} / {} s; {} / {} MiB, peak {} / {} MiB",
+                "{} / {} s ({}) / {} / {} / {} / {} / {} / {} s; {} / {} MiB, peak {} / {} MiB",
                 fixed(ours.get("status_first_secs_max"), 3),
                 fixed(ours.get("status_middle_secs_max"), 3),
                 kib("status_first_bytes"),
@@ -581,6 +581,7 @@ impl Bench {
                 fixed(ours.get("agent_jobs_secs_max"), 3),
                 fixed(ours.get("job_secs_max"), 3),
                 fixed(ours.get("metrics_secs_max"), 3),
+                fixed(ours.get("mcp_secs_max"), 3),
                 whole(ours.get("rss_before_mib")),
                 whole(ours.get("rss_after_mib")),
                 whole(ours.get("peak_before_mib")),

@@ -7,9 +7,13 @@ use serde_json::Value;
 
 use crate::api::error::ApiError;
 use crate::api::ApiState;
-use crate::mcp::report::catalog_json;
+use crate::mcp::report::{agents_with_tools, catalog_json};
 
 pub async fn list(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
-    let jobs: Vec<_> = state.store.load_heartbeats().await?.into_iter().map(|job| job.def).collect();
-    Ok(Json(catalog_json(&state.tools.catalog(), &state.agents, &jobs)))
+    let catalog = state.tools.catalog();
+    let mut jobs = Vec::new();
+    for agent in agents_with_tools(&catalog, &state.agents) {
+        jobs.extend(state.store.heartbeats_of_agent(agent).await?.into_iter().map(|job| job.def));
+    }
+    Ok(Json(catalog_json(&catalog, &state.agents, &jobs)))
 }

@@ -68,6 +68,18 @@ fn tool_json(tool: &ServerTool, agents: &BTreeMap<AgentId, AgentSettings>, jobs:
     })
 }
 
+/// The configured agents that may use one of the catalog's tools: only their jobs can be
+/// listed under a tool, so only theirs need be read (a million others' rows were read at
+/// each look at the catalog).
+pub fn agents_with_tools<'a>(catalog: &Catalog, agents: &'a BTreeMap<AgentId, AgentSettings>) -> Vec<&'a AgentId> {
+    let tools: Vec<&ServerTool> = catalog.values().flat_map(|server| &server.tools).collect();
+    agents
+        .iter()
+        .filter(|(_, settings)| tools.iter().any(|tool| tool_allowed_to_agent(settings, tool)))
+        .map(|(agent, _)| agent)
+        .collect()
+}
+
 fn tool_allowed_to_agent(settings: &AgentSettings, tool: &ServerTool) -> bool {
     settings.tools.iter().any(|pattern| pattern.matches(&tool.name))
 }
@@ -113,4 +125,48 @@ pub fn catalog_text(catalog: &Value) -> String {
         out.push_str("no MCP servers are configured ([mcp.servers.NAME] in the config)\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::tool_policy::{ToolName, ToolPattern};
+    use crate::ports::tools::{ServerView, ToolHints};
+
+    fn catalog(tools: &[&str]) -> Catalog {
+        let tools = tools
+            .iter()
+            .map(|tool| ServerTool {
+                name: ToolName::new("inbox", *tool),
+                description: String::new(),
+                input_schema: json!({ "type": "object" }),
+                hints: ToolHints::default(),
+                read_only: true,
+            })
+            .collect();
+        let view =
+            ServerView { name: "inbox".into(), transport: "stdio", state: ServerState::Ready, tools, restarts: 0 };
+        BTreeMap::from([("inbox".to_owned(), view)])
+    }
+
+    fn agent(patterns: &[&str]) -> AgentSettings {
+        let tools = patterns.iter().map(|pattern| ToolPattern::parse(pattern).expect("a pattern")).collect();
+        AgentSettings { tools, ..AgentSettings::default() }
+    }
+
+    #[test]
+    fn only_the_agents_whose_list_matches_a_served_tool_have_their_jobs_read() {
+        let agents = BTreeMap::from([
+            (AgentId::new("all").expect("valid"), agent(&["inbox/*"])),
+            (AgentId::new("search").expect("valid"), agent(&["inbox/search"])),
+            (AgentId::new("elsewhere").expect("valid"), agent(&["web/*"])),
+            (AgentId::new("none").expect("valid"), agent(&[])),
+        ]);
+        let names = |catalog: &Catalog| -> Vec<String> {
+            agents_with_tools(catalog, &agents).iter().map(|agent| agent.to_string()).collect()
+        };
+        assert_eq!(names(&catalog(&["search", "archive"])), ["all", "search"]);
+        assert_eq!(names(&catalog(&["archive"])), ["all"], "a list that names another tool of the server");
+        assert!(names(&catalog(&[])).is_empty(), "a server with no tools yet");
+    }
 }
