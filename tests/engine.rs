@@ -712,3 +712,27 @@ async fn a_pause_that_ends_leaves_a_newer_stored_pause() {
     assert_eq!(stored, vec![(agent, newer)], "the newer pause stays stored");
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_look_at_some_jobs_sees_them_as_a_look_at_all_does_and_the_counts_split_by_agent() {
+    let rig = Rig::new();
+    let defs = [def("main", "a", 60), def("main", "b", 60), def("ops", "c", 60), def("ops", "d", 60)];
+    let engine = rig.start(&defs).await;
+    assert!(engine.set_enabled(&key("ops", "d"), false).await.expect("applied"), "disabled");
+    rig.advance(61).await;
+    let all = engine.inspect().await.expect("views");
+    let wanted = [key("ops", "d"), key("main", "a"), key("main", "gone")];
+    let some = engine.inspect_keys(wanted.to_vec()).await.expect("views");
+    let expected: Vec<_> = [key("ops", "d"), key("main", "a")]
+        .iter()
+        .filter_map(|k| all.iter().find(|view| &view.key == k))
+        .cloned()
+        .collect();
+    assert_eq!(some, expected, "the named jobs the engine runs, in the order named, as the whole look sees them");
+    assert!(engine.inspect_keys(Vec::new()).await.expect("views").is_empty());
+    let counts = engine.enabled_counts().await.expect("counts");
+    let counted: Vec<(String, u64, u64)> =
+        counts.iter().map(|(agent, counted)| (agent.to_string(), counted.enabled, counted.disabled)).collect();
+    assert_eq!(counted, [("main".to_owned(), 2, 0), ("ops".to_owned(), 1, 1)]);
+    engine.shutdown(Duration::from_secs(1)).await;
+}
