@@ -1060,13 +1060,18 @@ async fn an_agent_s_jobs_a_page_of_jobs_and_each_agent_s_count_agree_with_the_wh
             assert_eq!(walked, whole, "pages of {limit} walk every job once, in key order");
         }
 
-        let counts = store.jobs_of_each_agent().await.expect("counts");
+        let counts = store.jobs_of_agents(None).await.expect("counts");
         let counted: Vec<(String, usize, bool)> =
             counts.iter().map(|(agent, jobs)| (agent.to_string(), jobs.count, jobs.has_agent_heartbeat)).collect();
         let expected = [("a", 2, false), ("a-b", 1, false), ("ops", 2, true), ("z", 1, false)];
         let expected: Vec<(String, usize, bool)> =
             expected.iter().map(|(agent, count, main)| ((*agent).to_owned(), *count, *main)).collect();
         assert_eq!(counted, expected);
+        let one = store.jobs_of_agents(Some(&ops)).await.expect("one agent's count");
+        let one: Vec<(String, usize, bool)> =
+            one.iter().map(|(agent, jobs)| (agent.to_string(), jobs.count, jobs.has_agent_heartbeat)).collect();
+        assert_eq!(one, [("ops".to_owned(), 2, true)], "that agent's alone");
+        assert!(store.jobs_of_agents(Some(&nobody)).await.expect("read").is_empty(), "an agent with no job");
     })
     .await;
 }

@@ -363,7 +363,7 @@ async fn snapshot(store: &dyn Store, now: Timestamp) -> Vec<String> {
         format!("pauses {:?}", store.load_pauses().await),
         format!("latest slots {:?}", store.latest_slots(&all_keys()).await),
         format!("armed latest slots {:?}", armed_latest_slots(store).await),
-        format!("jobs of each agent {:?}", store.jobs_of_each_agent().await),
+        format!("jobs of each agent {:?}", store.jobs_of_agents(None).await),
         format!("recent runs {:?}", store.recent_executions(&all_keys(), 3).await),
     ];
     // Pages of three, each after the last key of the one before.
@@ -393,6 +393,7 @@ async fn snapshot(store: &dyn Store, now: Timestamp) -> Vec<String> {
     for name in AGENTS {
         let a = agent(name);
         seen.push(format!("{a} jobs {:?}", store.heartbeats_of_agent(&a).await));
+        seen.push(format!("{a} count {:?}", store.jobs_of_agents(Some(&a)).await));
         seen.push(format!("{a} events {:?}", store.pending_system_events(&a, now).await));
         seen.push(format!("{a} spent {:?}", store.spent_since(Some(&a), start(), &[]).await));
         seen.push(format!("{a} spent late {:?}", store.spent_since(Some(&a), at(1_800), &[]).await));

@@ -41,17 +41,7 @@ impl Seen {
     /// heartbeats alone.
     async fn load(state: &ApiState, only: Option<&AgentId>) -> Result<Self, ApiError> {
         let pauses = PauseView::load(state).await?;
-        let jobs = match only {
-            None => state.store.jobs_of_each_agent().await?,
-            Some(agent) => {
-                let mine = state.store.heartbeats_of_agent(agent).await?;
-                let counted = AgentJobs {
-                    count: mine.len(),
-                    has_agent_heartbeat: mine.iter().any(|job| job.def.kind == JobKind::Agent),
-                };
-                BTreeMap::from([(agent.clone(), counted)])
-            }
-        };
+        let jobs = state.store.jobs_of_agents(only).await?;
         let agent_heartbeats: Vec<HeartbeatKey> = jobs
             .iter()
             .filter(|(_, counted)| counted.has_agent_heartbeat)

@@ -43,7 +43,7 @@ pub async fn known_agent(state: &ApiState, text: &str) -> Result<AgentId, ApiErr
     if state.agents.contains_key(&agent) {
         return Ok(agent);
     }
-    if !state.store.heartbeats_of_agent(&agent).await?.is_empty() {
+    if !state.store.jobs_of_agents(Some(&agent)).await?.is_empty() {
         Ok(agent)
     } else {
         Err(unknown())

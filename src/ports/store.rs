@@ -415,7 +415,7 @@ pub struct Armable {
     pub latest_slot: Option<Timestamp>,
 }
 
-/// An agent's jobs as its list shows them ([`Store::jobs_of_each_agent`]).
+/// An agent's jobs as its list shows them ([`Store::jobs_of_agents`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AgentJobs {
     pub count: usize,
@@ -446,12 +446,15 @@ pub trait Store: Send + Sync + 'static {
         Ok(later.take(limit).collect())
     }
 
-    /// Each agent that owns a stored heartbeat, with how many it owns and whether one is
-    /// its agent heartbeat: the agents' list, without reading a row's definition. The
-    /// default counts [`Store::load_heartbeats`].
-    async fn jobs_of_each_agent(&self) -> Result<BTreeMap<AgentId, AgentJobs>, StoreError> {
+    /// Each agent that owns a stored heartbeat (`only` that one, when named), with how many
+    /// it owns and whether one is its agent heartbeat: the agents' list, and whether an
+    /// agent is known, without reading a row's definition. The default counts
+    /// [`Store::load_heartbeats`].
+    async fn jobs_of_agents(&self, only: Option<&AgentId>) -> Result<BTreeMap<AgentId, AgentJobs>, StoreError> {
         let mut jobs: BTreeMap<AgentId, AgentJobs> = BTreeMap::new();
-        for heartbeat in self.load_heartbeats().await? {
+        let all = self.load_heartbeats().await?;
+        for heartbeat in all.into_iter().filter(|heartbeat| only.is_none_or(|agent| heartbeat.def.key.agent == *agent))
+        {
             let counted = jobs.entry(heartbeat.def.key.agent).or_default();
             counted.count += 1;
             counted.has_agent_heartbeat |= heartbeat.def.kind == JobKind::Agent;

@@ -773,10 +773,11 @@ impl Store for MemoryStore {
         Ok(owned.take(limit).map(|(_, row)| row.heartbeat()).collect())
     }
 
-    async fn jobs_of_each_agent(&self) -> Result<BTreeMap<AgentId, AgentJobs>, StoreError> {
+    async fn jobs_of_agents(&self, only: Option<&AgentId>) -> Result<BTreeMap<AgentId, AgentJobs>, StoreError> {
         let state = self.lock();
         let mut jobs: BTreeMap<AgentId, AgentJobs> = BTreeMap::new();
-        for (key, row) in state.heartbeats.iter().filter(|(key, _)| self.owns(&key.agent)) {
+        let counted = state.heartbeats.iter().filter(|(key, _)| only.is_none_or(|agent| key.agent == *agent));
+        for (key, row) in counted.filter(|(key, _)| self.owns(&key.agent)) {
             let counted = jobs.entry(key.agent.clone()).or_default();
             counted.count += 1;
             counted.has_agent_heartbeat |= row.def.kind == JobKind::Agent;

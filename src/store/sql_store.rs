@@ -940,14 +940,24 @@ macro_rules! sql_store {
                 Ok(sorted_by_key(heartbeats))
             }
 
-            async fn jobs_of_each_agent(&self) -> Result<BTreeMap<AgentId, AgentJobs>, StoreError> {
+            async fn jobs_of_agents(
+                &self,
+                only: Option<&AgentId>,
+            ) -> Result<BTreeMap<AgentId, AgentJobs>, StoreError> {
                 let owned = self.owned_rows_sql();
+                // One agent's rows are the primary key's range; an `OR` around the filter
+                // would have SQLite scan them all.
+                let one = if only.is_some() { " AND agent_id = $1" } else { "" };
                 let sql = format!(
                     "SELECT agent_id, count(*), sum(CASE WHEN kind = '{}' THEN 1 ELSE 0 END) FROM heartbeats \
-                     WHERE 1 = 1{owned} GROUP BY agent_id",
+                     WHERE 1 = 1{one}{owned} GROUP BY agent_id",
                     JobKind::Agent.as_str()
                 );
-                let rows: Vec<(String, i64, i64)> = sqlx::query_as(&sql).fetch_all(&self.pool).await?;
+                let mut query = sqlx::query_as::<_, (String, i64, i64)>(&sql);
+                if let Some(agent) = only {
+                    query = query.bind(agent.as_str());
+                }
+                let rows = query.fetch_all(&self.pool).await?;
                 let mut jobs = BTreeMap::new();
                 for (agent, count, agent_heartbeats) in rows {
                     let agent = AgentId::new(&agent)
