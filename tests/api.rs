@@ -925,6 +925,35 @@ async fn the_status_page_updates_live_in_a_real_browser() {
         daemon.get("/v1/agents/ops/heartbeats/quiet").await["enabled"] == false
     })
     .await;
+
+    // Two jobs a page: the first page, then one more with each "Show more jobs"; an agent
+    // whose jobs span pages is listed once, and the button goes once every job shows.
+    // (A query, so that the browser loads the page again rather than only moving to the fragment.)
+    browser.open(&format!("{}/?paged#token={TOKEN}&page=2", daemon.url)).await;
+    let shown = r#"return { jobs: [...document.querySelectorAll('tr[data-job]')].map(r => r.dataset.job),
+        agents: [...document.querySelectorAll('tr[data-agent]')].map(r => r.dataset.agent),
+        more: !document.getElementById('more').hidden };"#;
+    let page_shows = async |jobs: usize, more: bool| {
+        let mut seen = Value::Null;
+        for _ in 0..WAIT_SECS_MAX * 10 {
+            seen = browser.run(shown).await;
+            if seen["jobs"].as_array().map(Vec::len) == Some(jobs) && seen["more"] == more {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        seen
+    };
+    let first = page_shows(2, true).await;
+    assert_eq!(first["jobs"], json!(["builder/main", "home/main"]), "{first}");
+    let click = "document.getElementById('more-jobs').click(); return true;";
+    browser.run(click).await;
+    let two = page_shows(4, true).await;
+    assert_eq!(two["jobs"], json!(["builder/main", "home/main", "ops/flaky", "ops/quiet"]), "{two}");
+    assert_eq!(two["agents"], json!(["builder", "home", "ops"]), "{two}");
+    browser.run(click).await;
+    let all = page_shows(4, false).await;
+    assert_eq!(all["more"], false, "the last page says there is no other: {all}");
     browser.stop().await;
     let _ = daemon.stop();
 }
