@@ -237,8 +237,9 @@ impl StatusQuery {
         Ok(Some(HeartbeatKey { agent, heartbeat }))
     }
 
-    /// The query as a path's tail, for the other nodes of a cluster.
-    fn path(&self, limit: usize, after: Option<&HeartbeatKey>) -> String {
+    /// The page's path, for the other nodes of a cluster (an id's characters need no
+    /// escape in a query: lowercase letters, digits and `-`).
+    fn path(limit: usize, after: Option<&HeartbeatKey>) -> String {
         let mut path = format!("/v1/status?limit={limit}");
         if let Some(after) = after {
             path.push_str("&after=");
@@ -308,7 +309,7 @@ pub async fn status(
         // Asked directly: every agent of the page, each as its owner sees it (the same page:
         // every node reads the one store).
         if !forward::forwarded(&headers) {
-            let (answers, silent) = forward::gather(route, &headers, &query.path(limit, after.as_ref())).await;
+            let (answers, silent) = forward::gather(route, &headers, &StatusQuery::path(limit, after.as_ref())).await;
             if let Some(rows) = body["agents"].as_array_mut() {
                 forward::merge_rows(route, rows, &answers, "agents");
             }
