@@ -48,6 +48,8 @@ pub(super) struct AgentModel {
     consumed: BTreeSet<u64>,
     /// Event texts some LLM prompt listed.
     listed: BTreeSet<String>,
+    /// When each agent heartbeat's runs finished (elapsed), and whether each succeeded.
+    finished: BTreeMap<HeartbeatKey, Vec<(Duration, bool)>>,
 }
 
 impl AgentModel {
@@ -71,6 +73,25 @@ impl AgentModel {
 
     pub(super) fn user_turns_open(&self, life: u32, agent: &AgentId) -> usize {
         self.user_turns.get(&(life, agent.clone())).copied().unwrap_or(0)
+    }
+
+    /// An agent heartbeat's run finished at `at`.
+    pub(super) fn run_finished(&mut self, key: &HeartbeatKey, at: Duration, succeeded: bool) {
+        if key.heartbeat.is_reserved() {
+            self.finished.entry(key.clone()).or_default().push((at, succeeded));
+        }
+    }
+
+    /// Whether a run of `key` failed at or after `since` and none succeeded after it: its
+    /// events stay queued (they leave only with a success), and its next try waits for a
+    /// backoff and a wake the model does not follow (seed 1927873415519).
+    fn failed_since(&self, key: &HeartbeatKey, since: Duration) -> bool {
+        let after = self.finished.get(key).into_iter().flatten().filter(|(at, _)| *at >= since);
+        let (mut failed, mut succeeded) = (false, false);
+        for (_, ok) in after {
+            (failed, succeeded) = (failed || !ok, succeeded || *ok);
+        }
+        failed && !succeeded
     }
 
     /// Whether the latest start of this agent heartbeat was asked for explicitly: such a
@@ -201,6 +222,9 @@ impl Model<'_> {
                 let ttl = Duration::from_secs(systole::limits::SYSTEM_EVENT_TTL_SECS);
                 if self.breaker.open_between(key, queued_at, queued_at + ttl) {
                     continue; // its breaker held the heartbeat while the event could still be listed
+                }
+                if self.agents.failed_since(key, queued_at) {
+                    continue; // its runs since failed (a required tool missing, a model down)
                 }
                 // While every run place is taken nothing new starts (ADR 0023): an event is
                 // owed only if the engine had room for long enough while it could still be

@@ -970,6 +970,7 @@ impl Model<'_> {
                 // one that fails says nothing of the job's own slot.
                 let manual = self.trigger_runs.remove(&(key.clone(), *slot));
                 let succeeded = *status == systole::ports::store::ExecutionStatus::Succeeded;
+                self.agents.run_finished(key, entry.elapsed, succeeded);
                 // A run of an earlier, recurring definition says nothing of a one-shot that
                 // replaced it (seed 32723).
                 let of_one_shot = self
