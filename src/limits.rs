@@ -261,11 +261,11 @@ pub const API_BODY_BYTES_MAX: usize = 128 * 1024;
 /// Runs one page of `GET .../runs` lists unless `limit` says otherwise, and the most it may ask.
 pub const API_RUNS_PAGE_DEFAULT: usize = 20;
 pub const API_RUNS_PAGE_MAX: usize = 500;
-/// Jobs one page of `GET /v1/status` shows unless `limit` says otherwise, and the most it
-/// may ask: a status of every job was a million rows of JSON (about 750 bytes each) built
-/// in one answer.
-pub const STATUS_JOBS_PAGE_DEFAULT: usize = 500;
-pub const STATUS_JOBS_PAGE_MAX: usize = 2_000;
+/// Jobs one page of `GET /v1/status` or of an agent's list shows unless `limit` says
+/// otherwise, and the most it may ask: a status of every job was a million rows of JSON
+/// (about 750 bytes each) built in one answer.
+pub const API_JOBS_PAGE_DEFAULT: usize = 500;
+pub const API_JOBS_PAGE_MAX: usize = 2_000;
 /// A user turn begun over the API ends by itself after this long unless its client ends it
 /// (so a crashed client cannot hold the agent's lane), and the longest it may ask for.
 pub const USER_TURN_SECS_DEFAULT: u64 = 300;

@@ -367,6 +367,24 @@ async fn tokens_status_and_refusals_that_change_nothing() {
             }
         }
     };
+    // An agent's list a page at a time by id, the same way.
+    let (status, body) = daemon.call(Method::GET, "/v1/agents/ops/heartbeats?limit=0", None).await;
+    assert_error(status, &body, 422, "invalid", "limit");
+    let (status, body) = daemon.call(Method::GET, "/v1/agents/ops/heartbeats?after=Not%20Valid", None).await;
+    assert_error(status, &body, 422, "invalid", "after");
+    let ids = |page: &Value| -> (Vec<String>, Value) {
+        let ids = page["items"].as_array().into_iter().flatten().filter_map(|j| j["id"].as_str().map(str::to_owned));
+        (ids.collect(), page["next_cursor"].clone())
+    };
+    assert_eq!(
+        ids(&daemon.get("/v1/agents/ops/heartbeats").await),
+        (vec!["flaky".into(), "quiet".into()], Value::Null)
+    );
+    assert_eq!(ids(&daemon.get("/v1/agents/ops/heartbeats?limit=1").await), (vec!["flaky".into()], json!("flaky")));
+    let second = daemon.get("/v1/agents/ops/heartbeats?limit=1&after=flaky").await;
+    assert_eq!(ids(&second), (vec!["quiet".into()], json!("quiet")));
+    let past = daemon.get("/v1/agents/ops/heartbeats?limit=1&after=quiet").await;
+    assert_eq!(ids(&past), (Vec::new(), Value::Null), "the page after the last says there is no other");
     assert_eq!(pages(3).await, ["builder: main, home: main, ops: flaky", "ops: quiet"]);
     assert_eq!(pages(2).await, ["builder: main, home: main", "ops: flaky quiet", ""]);
     assert_eq!(pages(500).await, ["builder: main, home: main, ops: flaky quiet"]);

@@ -1040,11 +1040,18 @@ async fn an_agent_s_jobs_a_page_of_jobs_and_each_agent_s_count_agree_with_the_wh
         assert_eq!(whole.len(), 6);
 
         let ops = AgentId::new("ops").expect("valid");
-        let mine = store.heartbeats_of_agent(&ops).await.expect("an agent's jobs");
+        let mine = store.heartbeats_of_agent(&ops, None, usize::MAX).await.expect("an agent's jobs");
         assert_eq!(keys(&mine), vec![key("ops", "a"), key("ops", "main")], "its own, in key order");
         assert_eq!(mine, whole.iter().filter(|job| job.def.key.agent == ops).cloned().collect::<Vec<_>>());
+        let first = store.heartbeats_of_agent(&ops, None, 1).await.expect("a page");
+        assert_eq!(keys(&first), vec![key("ops", "a")], "a page of one");
+        let a = systole::core::ids::HeartbeatId::new("a").expect("valid");
+        let next = store.heartbeats_of_agent(&ops, Some(&a), 1).await.expect("a page");
+        assert_eq!(keys(&next), vec![key("ops", "main")], "the page after its last id");
+        let main = systole::core::ids::HeartbeatId::new("main").expect("valid");
+        assert!(store.heartbeats_of_agent(&ops, Some(&main), 1).await.expect("a page").is_empty(), "none after");
         let nobody = AgentId::new("nobody").expect("valid");
-        assert!(store.heartbeats_of_agent(&nobody).await.expect("read").is_empty());
+        assert!(store.heartbeats_of_agent(&nobody, None, usize::MAX).await.expect("read").is_empty());
 
         for limit in [1, 2, 4, 6, 7] {
             let (mut walked, mut after) = (Vec::new(), None::<HeartbeatKey>);

@@ -392,7 +392,9 @@ async fn snapshot(store: &dyn Store, now: Timestamp) -> Vec<String> {
     }
     for name in AGENTS {
         let a = agent(name);
-        seen.push(format!("{a} jobs {:?}", store.heartbeats_of_agent(&a).await));
+        seen.push(format!("{a} jobs {:?}", store.heartbeats_of_agent(&a, None, usize::MAX).await));
+        let first = systole::core::ids::HeartbeatId::new(HEARTBEATS[0]).expect("valid");
+        seen.push(format!("{a} jobs after the first, two {:?}", store.heartbeats_of_agent(&a, Some(&first), 2).await));
         seen.push(format!("{a} count {:?}", store.jobs_of_agents(Some(&a)).await));
         seen.push(format!("{a} events {:?}", store.pending_system_events(&a, now).await));
         seen.push(format!("{a} spent {:?}", store.spent_since(Some(&a), start(), &[]).await));

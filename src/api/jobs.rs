@@ -25,7 +25,9 @@ use crate::core::heartbeat::{Heartbeat, JobKind, Origin};
 use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::daemon::list::execution_json;
 use crate::driver::TriggerOutcome;
-use crate::limits::{API_RUNS_PAGE_DEFAULT, API_RUNS_PAGE_MAX, INTERVAL_SECS_MIN};
+use crate::limits::{
+    API_JOBS_PAGE_DEFAULT, API_JOBS_PAGE_MAX, API_RUNS_PAGE_DEFAULT, API_RUNS_PAGE_MAX, INTERVAL_SECS_MIN,
+};
 
 /// Which list a path names.
 fn collection(text: &str) -> Result<JobKind, ApiError> {
@@ -75,16 +77,49 @@ async fn row(state: &ApiState, job: &Heartbeat, with_prompt: bool) -> Result<Val
     Ok(value)
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    limit: Option<String>,
+    /// The cursor: jobs whose id comes after this one, as the page before gave it.
+    after: Option<String>,
+}
+
+/// An agent's jobs of one list, a page at a time by id: at most `limit` of the agent's jobs
+/// are read (both lists share the ids), those of this list shown, and `next_cursor` goes
+/// in `after` while a page read `limit`. A page may so show fewer than `limit`.
 pub async fn list(
     State(state): State<ApiState>,
     path: Result<Path<(String, String)>, PathRejection>,
+    query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Path((agent, kind)) = path?;
+    let Query(query) = query?;
     let kind = collection(&kind)?;
+    let limit = page_limit(query.limit.as_deref())?;
+    let after = match query.after.as_deref() {
+        None => None,
+        Some(text) => Some(HeartbeatId::new(text).map_err(|_| {
+            ApiError::invalid("after", format!("{text:?} is not a job's id (as `next_cursor` gives it)"))
+        })?),
+    };
     let agent = known_agent(&state, &agent).await?;
-    let jobs = state.store.heartbeats_of_agent(&agent).await?;
+    let jobs = state.store.heartbeats_of_agent(&agent, after.as_ref(), limit).await?;
+    let next_cursor = (jobs.len() == limit).then(|| jobs.last().map(|job| job.def.key.heartbeat.to_string())).flatten();
     let mine: Vec<&Heartbeat> = jobs.iter().filter(|job| job.def.kind.listed_as() == kind).collect();
-    Ok(Json(json!({ "items": job_rows(&state, &mine).await? })))
+    Ok(Json(json!({ "items": job_rows(&state, &mine).await?, "next_cursor": next_cursor })))
+}
+
+/// A page's `limit` of jobs: [`API_JOBS_PAGE_DEFAULT`] when none is asked, at most
+/// [`API_JOBS_PAGE_MAX`].
+pub fn page_limit(text: Option<&str>) -> Result<usize, ApiError> {
+    match text {
+        None => Ok(API_JOBS_PAGE_DEFAULT),
+        Some(text) => match text.parse::<usize>() {
+            Ok(limit) if (1..=API_JOBS_PAGE_MAX).contains(&limit) => Ok(limit),
+            _ => Err(ApiError::invalid("limit", format!("{text:?} is not a number from 1 to {API_JOBS_PAGE_MAX}"))),
+        },
+    }
 }
 
 pub async fn show(

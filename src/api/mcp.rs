@@ -13,7 +13,7 @@ pub async fn list(State(state): State<ApiState>) -> Result<Json<Value>, ApiError
     let catalog = state.tools.catalog();
     let mut jobs = Vec::new();
     for agent in agents_with_tools(&catalog, &state.agents) {
-        jobs.extend(state.store.heartbeats_of_agent(agent).await?.into_iter().map(|job| job.def));
+        jobs.extend(state.store.heartbeats_of_agent(agent, None, usize::MAX).await?.into_iter().map(|job| job.def));
     }
     Ok(Json(catalog_json(&catalog, &state.agents, &jobs)))
 }

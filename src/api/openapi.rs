@@ -4,7 +4,7 @@
 use axum::Json;
 use serde_json::{json, Map, Value};
 
-use crate::limits::STATUS_JOBS_PAGE_MAX;
+use crate::limits::API_JOBS_PAGE_MAX;
 
 /// An operation: summary, path parameters, request body schema (if any), success status
 /// and schema, and the error statuses it may answer.
@@ -97,7 +97,10 @@ fn any_object() -> Value {
 /// The whole document.
 pub fn document() -> Value {
     let job = reference("Job");
-    let jobs = json!({ "type": "object", "properties": { "items": { "type": "array", "items": job.clone() } } });
+    let jobs = json!({ "type": "object", "properties": {
+        "items": { "type": "array", "items": job.clone() },
+        "next_cursor": { "type": ["string", "null"] },
+    } });
     let fields = reference("JobFields");
     const AGENT: &[&str] = &["agent"];
     const JOB: &[&str] = &["agent", "collection", "id"];
@@ -244,11 +247,11 @@ pub fn document() -> Value {
         "/v1/agents/{agent}/{collection}",
         "get",
         Operation {
-            summary: "List the agent's heartbeats or cron jobs",
+            summary: "List the agent's heartbeats or cron jobs, a page at a time by id (`next_cursor` goes in `after`)",
             params: &["agent", "collection"],
             body: None,
             success: ("200", jobs),
-            errors: &["404"],
+            errors: &["404", "422"],
         },
     );
     add(
@@ -388,11 +391,13 @@ pub fn document() -> Value {
         parameters
             .push(json!({ "name": "before", "in": "query", "schema": { "type": "string", "format": "date-time" } }));
     }
-    let status = paths.get_mut("/v1/status").and_then(|path| path.get_mut("get"));
-    if let Some(parameters) = status.and_then(|get| get["parameters"].as_array_mut()) {
-        let limit = json!({ "type": "integer", "minimum": 1, "maximum": STATUS_JOBS_PAGE_MAX });
-        parameters.push(json!({ "name": "limit", "in": "query", "schema": limit }));
-        parameters.push(json!({ "name": "after", "in": "query", "schema": { "type": "string" } }));
+    for paged in ["/v1/status", "/v1/agents/{agent}/{collection}"] {
+        let get = paths.get_mut(paged).and_then(|path| path.get_mut("get"));
+        if let Some(parameters) = get.and_then(|get| get["parameters"].as_array_mut()) {
+            let limit = json!({ "type": "integer", "minimum": 1, "maximum": API_JOBS_PAGE_MAX });
+            parameters.push(json!({ "name": "limit", "in": "query", "schema": limit }));
+            parameters.push(json!({ "name": "after", "in": "query", "schema": { "type": "string" } }));
+        }
     }
     for open in ["/healthz", "/"] {
         if let Some(get) = paths.get_mut(open).and_then(|path| path.get_mut("get")) {

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::api::error::ApiError;
 use crate::api::forward;
+use crate::api::jobs::page_limit;
 use crate::api::spend::{self, spend_json};
 use crate::api::ApiState;
 use crate::core::breaker::DISABLED_BY_BREAKER;
@@ -28,9 +29,7 @@ use crate::core::schedule::Schedule;
 use crate::core::text::truncate_chars;
 use crate::daemon::list::heartbeat_json;
 use crate::driver::JobView;
-use crate::limits::{
-    OUTPUT_PREVIEW_CHARS_MAX, RECENT_RUNS_HOURS, RECENT_RUNS_SHOWN_MAX, STATUS_JOBS_PAGE_DEFAULT, STATUS_JOBS_PAGE_MAX,
-};
+use crate::limits::{OUTPUT_PREVIEW_CHARS_MAX, RECENT_RUNS_HOURS, RECENT_RUNS_SHOWN_MAX};
 use crate::ports::store::{Execution, ExecutionStatus, StopReason};
 
 /// The pauses in the store that still hold.
@@ -214,16 +213,7 @@ pub struct StatusQuery {
 
 impl StatusQuery {
     fn limit(&self) -> Result<usize, ApiError> {
-        match self.limit.as_deref() {
-            None => Ok(STATUS_JOBS_PAGE_DEFAULT),
-            Some(text) => match text.parse::<usize>() {
-                Ok(limit) if (1..=STATUS_JOBS_PAGE_MAX).contains(&limit) => Ok(limit),
-                _ => Err(ApiError::invalid(
-                    "limit",
-                    format!("{text:?} is not a number from 1 to {STATUS_JOBS_PAGE_MAX}"),
-                )),
-            },
-        }
+        page_limit(self.limit.as_deref())
     }
 
     fn after(&self) -> Result<Option<HeartbeatKey>, ApiError> {

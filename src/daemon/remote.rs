@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use crate::core::heartbeat::JobKind;
 use crate::daemon::client::{segment, ApiClient};
 use crate::daemon::DaemonError;
-use crate::limits::STATUS_JOBS_PAGE_MAX;
+use crate::limits::API_JOBS_PAGE_MAX;
 
 /// `2026-11-23 18:00:00 +01:00 (in 12m)`: an API time in `zone`, with how far from `now`.
 pub fn human_time(text: Option<&str>, zone: &TimeZone, now: Timestamp) -> String {
@@ -52,14 +52,14 @@ fn zone_of(agent: &Value) -> TimeZone {
 }
 
 /// The whole status, read a page at a time (`GET /v1/status` answers at most
-/// [`STATUS_JOBS_PAGE_MAX`] jobs): the first page's fields, every page's agents, an agent
+/// [`API_JOBS_PAGE_MAX`] jobs): the first page's fields, every page's agents, an agent
 /// whose jobs span two pages as one.
 async fn whole_status(client: &ApiClient) -> Result<Value, DaemonError> {
     let mut whole = Value::Null;
     let mut agents: Vec<Value> = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let mut path = format!("/v1/status?limit={STATUS_JOBS_PAGE_MAX}");
+        let mut path = format!("/v1/status?limit={API_JOBS_PAGE_MAX}");
         if let Some(after) = &cursor {
             path.push_str("&after=");
             path.push_str(&segment(after));

@@ -15,7 +15,7 @@ use crate::core::breaker::{BreakerStep, Verdict};
 use crate::core::budget::DaySpend;
 use crate::core::guard::SkipReason;
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, JobKind};
-use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::reply::ReplyKind;
 use crate::core::retention::RunRetention;
@@ -429,12 +429,20 @@ pub trait Store: Send + Sync + 'static {
     /// Every stored heartbeat, enabled or not, ordered by key.
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError>;
 
-    /// `agent`'s stored heartbeats, enabled or not, ordered by id: what an agent's page,
-    /// its schedule tool and a job's lookup read, where [`Store::load_heartbeats`] reads
-    /// every agent's (a million rows for one agent's dozen). The default filters that.
-    async fn heartbeats_of_agent(&self, agent: &AgentId) -> Result<Vec<Heartbeat>, StoreError> {
+    /// At most `limit` of `agent`'s stored heartbeats after the id `after` (from its first
+    /// when `None`), enabled or not, ordered by id: a page of an agent's list, or all of it
+    /// for its schedule tool, where [`Store::load_heartbeats`] reads every agent's (a
+    /// million rows for one agent's dozen). The default filters that.
+    async fn heartbeats_of_agent(
+        &self,
+        agent: &AgentId,
+        after: Option<&HeartbeatId>,
+        limit: usize,
+    ) -> Result<Vec<Heartbeat>, StoreError> {
         let all = self.load_heartbeats().await?;
-        Ok(all.into_iter().filter(|heartbeat| heartbeat.def.key.agent == *agent).collect())
+        let mine = all.into_iter().filter(|heartbeat| heartbeat.def.key.agent == *agent);
+        let later = mine.filter(|heartbeat| after.is_none_or(|after| heartbeat.def.key.heartbeat > *after));
+        Ok(later.take(limit).collect())
     }
 
     /// At most `limit` stored heartbeats after `after` in key order (from the first when

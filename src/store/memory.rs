@@ -12,7 +12,7 @@ use jiff::Timestamp;
 use crate::core::breaker::{self, BreakerStep, DISABLED_BY_BREAKER};
 use crate::core::budget::DaySpend;
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, JobKind, Origin};
-use crate::core::ids::{AgentId, HeartbeatKey};
+use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::retention::{LogRow, RunRetention};
 use crate::core::system_events::{self, SystemEvent};
@@ -757,10 +757,16 @@ impl Store for MemoryStore {
         Ok(recent)
     }
 
-    async fn heartbeats_of_agent(&self, agent: &AgentId) -> Result<Vec<Heartbeat>, StoreError> {
+    async fn heartbeats_of_agent(
+        &self,
+        agent: &AgentId,
+        after: Option<&HeartbeatId>,
+        limit: usize,
+    ) -> Result<Vec<Heartbeat>, StoreError> {
         let state = self.lock();
         let mine = state.heartbeats.iter().filter(|(key, _)| key.agent == *agent && self.owns(agent));
-        Ok(mine.map(|(_, row)| row.heartbeat()).collect())
+        let later = mine.filter(|(key, _)| after.is_none_or(|after| key.heartbeat > *after));
+        Ok(later.take(limit).map(|(_, row)| row.heartbeat()).collect())
     }
 
     async fn heartbeats_page(&self, after: Option<&HeartbeatKey>, limit: usize) -> Result<Vec<Heartbeat>, StoreError> {

@@ -70,7 +70,7 @@ macro_rules! sql_store {
             use crate::core::budget::DaySpend;
             use crate::core::heartbeat::{Heartbeat, HeartbeatDef, JobKind, Origin};
             use crate::core::hex::lower_hex;
-            use crate::core::ids::{AgentId, HeartbeatKey};
+            use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
             use crate::core::pause::PauseRecord;
             use crate::core::reply::ReplyKind;
             use crate::core::retention::RunRetention;
@@ -902,12 +902,26 @@ macro_rules! sql_store {
                 Ok(recent)
             }
 
-            async fn heartbeats_of_agent(&self, agent: &AgentId) -> Result<Vec<Heartbeat>, StoreError> {
+            async fn heartbeats_of_agent(
+                &self,
+                agent: &AgentId,
+                after: Option<&HeartbeatId>,
+                limit: usize,
+            ) -> Result<Vec<Heartbeat>, StoreError> {
                 let (columns, selected) = whole_row_columns("");
                 let (head, tail) = json_rows_sql(&columns);
                 let owned = self.owned_rows_sql();
-                let sql = format!("{head}SELECT {selected} FROM heartbeats WHERE agent_id = $1{owned}{tail}");
-                let page: String = sqlx::query_scalar(&sql).bind(agent.as_str()).fetch_one(&self.pool).await?;
+                let sql = format!(
+                    "{head}SELECT {selected} FROM heartbeats WHERE agent_id = $1 AND heartbeat_id > $2{owned} \
+                     ORDER BY heartbeat_id LIMIT $3{tail}"
+                );
+                // An empty text: before every id (an id is never empty).
+                let page: String = sqlx::query_scalar(&sql)
+                    .bind(agent.as_str())
+                    .bind(after.map_or("", HeartbeatId::as_str))
+                    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                    .fetch_one(&self.pool)
+                    .await?;
                 let mut heartbeats = Vec::new();
                 each_heartbeat_of_pages(&[page], &mut |heartbeat| heartbeats.push(heartbeat))?;
                 Ok(sorted_by_key(heartbeats))

@@ -301,7 +301,7 @@ async fn own_definitions(context: &ToolContext) -> Result<Vec<Heartbeat>, Refusa
     context
         .control
         .store()
-        .heartbeats_of_agent(&context.agent)
+        .heartbeats_of_agent(&context.agent, None, usize::MAX)
         .await
         .map_err(|e| Refusal::Unavailable(format!("the store is unavailable: {e}")))
 }
