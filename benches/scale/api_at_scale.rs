@@ -17,7 +17,7 @@ pub const READS_EACH: usize = 5;
 const TOKEN: &str = "api-bench-token";
 
 /// The reads, by the figure's name: the status's first page and one from the middle,
-/// the agents' list, one agent, its jobs, one job, the metrics and the tools' catalog
+/// the agents' list, one agent, a page of its jobs, one job, the metrics and the tools' catalog
 /// (the status page reads it every 15 s).
 fn reads(count: usize) -> Vec<(&'static str, String)> {
     // The benchmark's keys: job `check-N` of agent `agent-(N mod 1,000)`.

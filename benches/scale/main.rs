@@ -566,7 +566,7 @@ impl Bench {
         vec![Row {
             measure: format!(
                 "the API over {} jobs in SQLite (a daemon, slowest of {} reads each): the status's first / a middle \
-                 page (its size) / the agents' list / an agent / its jobs / a job / `/metrics` / `/v1/mcp`; the daemon's resident \
+                 page (its size) / the agents' list / an agent / a page of its jobs / a job / `/metrics` / `/v1/mcp`; the daemon's resident \
                  memory before / after the reads, and its peak before / after them",
                 thousands(count),
                 api_at_scale::READS_EACH
