@@ -266,6 +266,31 @@ macro_rules! sql_store {
                 Ok(pages)
             }
 
+            /// At most `limit` whole rows `WHERE condition` (its `$1` and `$2` the two texts)
+            /// in `order`, decoded, in key order.
+            async fn whole_rows_page(
+                &self,
+                condition: &str,
+                order: &str,
+                texts: (&str, &str),
+                limit: usize,
+            ) -> Result<Vec<Heartbeat>, StoreError> {
+                let (columns, selected) = whole_row_columns("");
+                let (head, tail) = json_rows_sql(&columns);
+                let owned = self.owned_rows_sql();
+                let sql =
+                    format!("{head}SELECT {selected} FROM heartbeats WHERE {condition}{owned} ORDER BY {order} LIMIT $3{tail}");
+                let page: String = sqlx::query_scalar(&sql)
+                    .bind(texts.0)
+                    .bind(texts.1)
+                    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                    .fetch_one(&self.pool)
+                    .await?;
+                let mut heartbeats = Vec::new();
+                each_heartbeat_of_pages(&[page], &mut |heartbeat| heartbeats.push(heartbeat))?;
+                Ok(sorted_by_key(heartbeats))
+            }
+
             /// Every heartbeat, `selected` read as `columns`, in key order.
             async fn load_sorted(&self, columns: &str, selected: &str) -> Result<Vec<Heartbeat>, StoreError> {
                 let mut heartbeats = Vec::new();
@@ -908,23 +933,10 @@ macro_rules! sql_store {
                 after: Option<&HeartbeatId>,
                 limit: usize,
             ) -> Result<Vec<Heartbeat>, StoreError> {
-                let (columns, selected) = whole_row_columns("");
-                let (head, tail) = json_rows_sql(&columns);
-                let owned = self.owned_rows_sql();
-                let sql = format!(
-                    "{head}SELECT {selected} FROM heartbeats WHERE agent_id = $1 AND heartbeat_id > $2{owned} \
-                     ORDER BY heartbeat_id LIMIT $3{tail}"
-                );
                 // An empty text: before every id (an id is never empty).
-                let page: String = sqlx::query_scalar(&sql)
-                    .bind(agent.as_str())
-                    .bind(after.map_or("", HeartbeatId::as_str))
-                    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-                    .fetch_one(&self.pool)
-                    .await?;
-                let mut heartbeats = Vec::new();
-                each_heartbeat_of_pages(&[page], &mut |heartbeat| heartbeats.push(heartbeat))?;
-                Ok(sorted_by_key(heartbeats))
+                let after = after.map_or("", HeartbeatId::as_str);
+                self.whole_rows_page("agent_id = $1 AND heartbeat_id > $2", "heartbeat_id", (agent.as_str(), after), limit)
+                    .await
             }
 
             async fn heartbeats_page(
@@ -932,26 +944,11 @@ macro_rules! sql_store {
                 after: Option<&HeartbeatKey>,
                 limit: usize,
             ) -> Result<Vec<Heartbeat>, StoreError> {
-                let (columns, selected) = whole_row_columns("");
-                let (head, tail) = json_rows_sql(&columns);
-                let owned = self.owned_rows_sql();
                 // Keys compare byte-wise in both backends (PostgreSQL's are `COLLATE "C"`),
-                // as they do here: a page's last key is where the next begins.
-                let sql = format!(
-                    "{head}SELECT {selected} FROM heartbeats WHERE (agent_id, heartbeat_id) > ($1, $2){owned} \
-                     ORDER BY agent_id, heartbeat_id LIMIT $3{tail}"
-                );
-                // Empty texts: before every key (an id is never empty).
-                let (agent, heartbeat) = after.map_or(("", ""), |key| (key.agent.as_str(), key.heartbeat.as_str()));
-                let page: String = sqlx::query_scalar(&sql)
-                    .bind(agent)
-                    .bind(heartbeat)
-                    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-                    .fetch_one(&self.pool)
-                    .await?;
-                let mut heartbeats = Vec::new();
-                each_heartbeat_of_pages(&[page], &mut |heartbeat| heartbeats.push(heartbeat))?;
-                Ok(sorted_by_key(heartbeats))
+                // as they do here: a page's last key is where the next begins. Empty texts:
+                // before every key (an id is never empty).
+                let after = after.map_or(("", ""), |key| (key.agent.as_str(), key.heartbeat.as_str()));
+                self.whole_rows_page("(agent_id, heartbeat_id) > ($1, $2)", "agent_id, heartbeat_id", after, limit).await
             }
 
             async fn jobs_of_agents(
