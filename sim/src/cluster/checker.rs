@@ -107,7 +107,18 @@ fn agent_pauses(options: &ClusterOptions, entries: &[Entry], verdict: &mut Verdi
     };
     for (sequence, at, record) in entries {
         let Record::AgentPaused { node, agent, minutes, until } = record else { continue };
-        let set = set_at(node, *minutes, *until);
+        // Its end is on the clock of the node that stored it, which applied it first; another
+        // node applies it later, from the store (seed 31450387320: node-2's skew put a pause
+        // node-3 stored at 871 s after node-3's replacement at 897 s).
+        let writer = entries.iter().find_map(|(_, _, record)| match record {
+            Record::AgentPaused { node: first, agent: again, minutes: length, until: end }
+                if again == agent && length == minutes && end == until =>
+            {
+                Some(first.as_str())
+            }
+            _ => None,
+        });
+        let set = set_at(writer.unwrap_or(node), *minutes, *until);
         let ends = true_time(*until, ahead).saturating_sub(Duration::from_millis(PAUSE_END_SLACK_MS));
         let replaced = entries.iter().find_map(|(_, later, record)| match record {
             Record::OperatorAsked { agent: again, kind, .. }
