@@ -76,13 +76,15 @@ async fn whole_status(client: &ApiClient) -> Result<Value, DaemonError> {
                 _ => agents.push(agent),
             }
         }
-        cursor = page["next_cursor"].as_str().map(str::to_owned);
+        let next = page["next_cursor"].as_str().map(str::to_owned);
         if whole.is_null() {
             whole = page;
         }
-        if cursor.is_none() {
+        // A cursor that does not move on would read the same page for good.
+        if next.is_none() || next == cursor {
             break;
         }
+        cursor = next;
     }
     if let Some(fields) = whole.as_object_mut() {
         fields.insert("agents".to_owned(), Value::Array(agents));
