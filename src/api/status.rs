@@ -212,10 +212,6 @@ pub struct StatusQuery {
 }
 
 impl StatusQuery {
-    fn limit(&self) -> Result<usize, ApiError> {
-        page_limit(self.limit.as_deref())
-    }
-
     fn after(&self) -> Result<Option<HeartbeatKey>, ApiError> {
         let Some(text) = self.after.as_deref() else { return Ok(None) };
         let invalid = || {
@@ -248,7 +244,7 @@ pub async fn status(
     query: Result<Query<StatusQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(query) = query?;
-    let limit = query.limit()?;
+    let limit = page_limit(query.limit.as_deref())?;
     let after = query.after()?;
     let jobs = state.store.heartbeats_page(after.as_ref(), limit).await?;
     let next_cursor = (jobs.len() == limit).then(|| jobs.last().map(|job| job.def.key.clone())).flatten();

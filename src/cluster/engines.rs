@@ -103,12 +103,8 @@ impl Engines {
         match self {
             Engines::One(engine) => engine.inspect().await,
             Engines::Cluster(route) => {
-                let engines: Vec<EngineClient> = {
-                    let view = route.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    view.engines.values().map(|(_, engine)| engine.clone()).collect()
-                };
                 let mut views = Vec::new();
-                for engine in engines {
+                for (_, engine) in route.engines() {
                     // A partition lost since the list was taken answers `Stopped`: skip it.
                     if let Ok(jobs) = engine.inspect().await {
                         views.extend(jobs);
@@ -133,17 +129,9 @@ impl Engines {
                 for key in keys {
                     by_partition.entry(partition_of(&key.agent, PARTITIONS_COUNT)).or_default().push(key.clone());
                 }
-                let engines: Vec<(EngineClient, Vec<HeartbeatKey>)> = {
-                    let view = route.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    by_partition
-                        .into_iter()
-                        .filter_map(|(partition, keys)| {
-                            view.engines.get(&partition).map(|(_, engine)| (engine.clone(), keys))
-                        })
-                        .collect()
-                };
                 let mut views = Vec::new();
-                for (engine, keys) in engines {
+                for (partition, engine) in route.engines() {
+                    let Some(keys) = by_partition.remove(&partition) else { continue };
                     // A partition lost since the list was taken answers `Stopped`: skip it.
                     if let Ok(jobs) = engine.inspect_keys(keys).await {
                         views.extend(jobs);
@@ -163,12 +151,8 @@ impl Engines {
         match self {
             Engines::One(engine) => engine.enabled_counts().await,
             Engines::Cluster(route) => {
-                let engines: Vec<EngineClient> = {
-                    let view = route.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    view.engines.values().map(|(_, engine)| engine.clone()).collect()
-                };
                 let mut counts = BTreeMap::new();
-                for engine in engines {
+                for (_, engine) in route.engines() {
                     // An agent lives in one partition: the engines' counts do not overlap.
                     if let Ok(theirs) = engine.enabled_counts().await {
                         counts.extend(theirs);

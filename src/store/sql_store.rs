@@ -971,8 +971,7 @@ macro_rules! sql_store {
                 let rows = query.fetch_all(&self.pool).await?;
                 let mut jobs = BTreeMap::new();
                 for (agent, count, agent_heartbeats) in rows {
-                    let agent = AgentId::new(&agent)
-                        .map_err(|error| StoreError::Backend(format!("stored agent id {agent:?} {error}")))?;
+                    let agent = AgentId::new(&agent).map_err(|e| corrupt(format!("heartbeats of agent {agent:?}"), e))?;
                     let count = usize::try_from(count).unwrap_or(0);
                     jobs.insert(agent, AgentJobs { count, has_agent_heartbeat: agent_heartbeats > 0 });
                 }
