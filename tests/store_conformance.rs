@@ -851,13 +851,58 @@ async fn sqlite_a_large_seed_leaves_an_empty_wal() {
     let defs = |count: usize| -> Vec<HeartbeatDef> {
         (0..count).map(|index| def(&format!("agent-{}", index % 10), &format!("h{index:06}"), 60)).collect()
     };
-    store.seed_config(&defs(10), at(0)).await.expect("a small seed");
+    // The file's first write, before its WAL (ADR 0061).
+    store.seed_config(&defs(10), at(0)).await.expect("a first seed");
+    assert_eq!(wal_bytes(), 0, "a new file's first seed is written before its WAL");
+    store.seed_config(&defs(20), at(0)).await.expect("a small seed");
     assert!(wal_bytes() > 0, "a small seed's pages wait in the WAL");
-    let report = store.seed_config(&defs(SQLITE_SEED_ROWS_CHECKPOINT_MIN + 10), at(0)).await.expect("a large seed");
+    let report = store.seed_config(&defs(SQLITE_SEED_ROWS_CHECKPOINT_MIN + 20), at(0)).await.expect("a large seed");
     assert_eq!(report.inserted.len(), SQLITE_SEED_ROWS_CHECKPOINT_MIN);
     assert_eq!(wal_bytes(), 0, "the large seed's pages are in the database, the WAL empty");
     let reopened = SqliteStore::open(&path).await.expect("open again");
-    assert_eq!(reopened.load_heartbeats().await.expect("load").len(), SQLITE_SEED_ROWS_CHECKPOINT_MIN + 10);
+    assert_eq!(reopened.load_heartbeats().await.expect("load").len(), SQLITE_SEED_ROWS_CHECKPOINT_MIN + 20);
+}
+
+/// The journal mode another connection finds the file at `path` in.
+async fn journal_mode_of(path: &std::path::Path) -> String {
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
+    let mut connection = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(&options).await.expect("a reader");
+    sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&mut connection).await.expect("its journal mode")
+}
+
+/// A new file is written in its rollback journal until its first write, in WAL from then
+/// on (ADR 0061): a first seed writes each page once and puts the file in WAL after it;
+/// a first write of any other kind puts it there before; a file in WAL stays there. What
+/// was written reads the same either way, through connections opened before the switch.
+#[tokio::test]
+async fn sqlite_a_new_file_is_in_wal_from_its_first_write() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let wal_bytes = |name: &str| std::fs::metadata(dir.path().join(format!("{name}-wal"))).map_or(0, |wal| wal.len());
+
+    let seeded = dir.path().join("seeded.db");
+    let store = SqliteStore::open(&seeded).await.expect("open sqlite");
+    assert_eq!(journal_mode_of(&seeded).await, "delete", "nothing written yet");
+    // Read before the switch: the store's readers open now.
+    assert!(store.load_heartbeats().await.expect("load").is_empty());
+    let defs = vec![def("a", "h1", 60), def("a", "h2", 60)];
+    store.seed_config(&defs, at(0)).await.expect("a first seed");
+    assert_eq!(journal_mode_of(&seeded).await, "wal", "in WAL after the first seed");
+    assert_eq!(wal_bytes("seeded.db"), 0, "the seed's pages went to the database, not the WAL");
+    store.put_heartbeat(&def("b", "h3", 60), at(0)).await.expect("a write after it");
+    assert!(wal_bytes("seeded.db") > 0, "later writes go to the WAL");
+    let keys: Vec<String> =
+        store.load_heartbeats().await.expect("load").iter().map(|hb| hb.def.key.to_string()).collect();
+    assert_eq!(keys, ["a/h1", "a/h2", "b/h3"]);
+
+    let written = dir.path().join("written.db");
+    let store = SqliteStore::open(&written).await.expect("open sqlite");
+    store.put_heartbeat(&def("a", "h1", 60), at(0)).await.expect("a first write");
+    assert_eq!(journal_mode_of(&written).await, "wal", "in WAL before a first write of any kind");
+    assert!(wal_bytes("written.db") > 0, "that write went to the WAL");
+    drop(store);
+    let reopened = SqliteStore::open(&written).await.expect("open again");
+    assert_eq!(journal_mode_of(&written).await, "wal", "a file in WAL stays there");
+    assert_eq!(reopened.load_heartbeats().await.expect("load").len(), 1);
 }
 
 /// Writers of every kind at once, from two pools on one file (as the daemon and a CLI, or

@@ -347,7 +347,7 @@ impl Bench {
                 target: "",
             },
             Row {
-                measure: "  SQLite alone storing the same rows: one `INSERT` each, one transaction, checkpointed"
+                measure: "  SQLite alone storing the same rows: one `INSERT` each, one transaction, as a first seed"
                     .into(),
                 systole: format!("{} s", secs(Some(&median(&floors)))),
                 peer: "—".into(),

@@ -5,7 +5,7 @@
 //! cannot store its rows faster than a plain `INSERT` of each.
 //!
 //! The same build of SQLite as the store's (`libsqlite3-sys`, bundled by sqlx), the same
-//! pragmas (WAL, `synchronous = FULL`), the same schema (copied from the file systole
+//! journal (WAL, but for a new file's first seed) and `synchronous = FULL`, the same schema (copied from the file systole
 //! wrote) and, for a dispatch, the very statements the store steps
 //! (`systole::store::sqlite_statements`).
 
@@ -22,9 +22,9 @@ use crate::measure::{cpu_time, Figures};
 
 /// A seed's floor: every heartbeats row of `from` (a file `prepare` seeded), held in memory
 /// first, then stored into a fresh file at `path` by one prepared `INSERT` a row in one
-/// transaction, committed and checkpointed into the database as the store's seed is
-/// (its WAL emptied). The seed's own work (hashing each definition, the upsert's conflict
-/// clause) is left out: what is left is SQLite's.
+/// transaction, written as the store writes a new file's first seed: in the rollback
+/// journal, the file put in WAL after its commit (ADR 0061). The seed's own work (hashing
+/// each definition, the upsert's conflict clause) is left out: what is left is SQLite's.
 pub fn seed(from: &Path, path: &Path) -> Figures {
     let source = Db::open(from);
     let schema = source.texts("SELECT sql FROM sqlite_master WHERE name = 'heartbeats'");
@@ -37,7 +37,7 @@ pub fn seed(from: &Path, path: &Path) -> Figures {
     drop(read);
     let count = rows.len() / columns.max(1);
 
-    let db = Db::create(path);
+    let db = Db::create_new(path);
     for sql in &schema {
         db.exec(sql);
     }
@@ -51,7 +51,7 @@ pub fn seed(from: &Path, path: &Path) -> Figures {
     }
     drop(insert);
     db.exec("COMMIT");
-    db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    db.exec("PRAGMA journal_mode = WAL");
     let secs = started.elapsed().as_secs_f64();
     let cpu = cpu_time().saturating_sub(cpu_before).as_secs_f64();
     Figures::from([
@@ -179,11 +179,18 @@ impl Db {
         Self::open_with(path, ffi::SQLITE_OPEN_READWRITE | ffi::SQLITE_OPEN_NOMUTEX)
     }
 
-    /// A fresh file, in WAL with `synchronous = FULL`, as the store makes its own.
+    /// A fresh file, in WAL with `synchronous = FULL`, as the store's file is once written.
     fn create(path: &Path) -> Self {
+        let db = Self::create_new(path);
+        db.exec("PRAGMA journal_mode = WAL");
+        db
+    }
+
+    /// A fresh file in its rollback journal with `synchronous = FULL`, as the store opens
+    /// a new file: WAL comes with its first write (ADR 0061).
+    fn create_new(path: &Path) -> Self {
         crate::remove_database(path);
         let db = Self::open_with(path, ffi::SQLITE_OPEN_READWRITE | ffi::SQLITE_OPEN_CREATE | ffi::SQLITE_OPEN_NOMUTEX);
-        db.exec("PRAGMA journal_mode = WAL");
         db.exec("PRAGMA synchronous = FULL");
         db
     }

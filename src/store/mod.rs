@@ -28,6 +28,8 @@ mod sqlite_direct;
 #[cfg(not(madsim))]
 mod sqlite_dispatch_writer;
 #[cfg(not(madsim))]
+mod sqlite_journal;
+#[cfg(not(madsim))]
 mod sqlite_seed;
 #[cfg(not(madsim))]
 pub mod sqlite_statements;

@@ -142,6 +142,11 @@ impl PostgresStore {
         Ok(self.pool.begin().await?)
     }
 
+    /// A seed writes as any other write.
+    async fn seed_tx(&self) -> Result<Transaction<'static, Postgres>, StoreError> {
+        self.write_tx().await
+    }
+
     /// Several reads that must agree with each other: one snapshot for all of them.
     async fn snapshot_tx(&self) -> Result<Transaction<'static, Postgres>, StoreError> {
         Ok(self.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?)
@@ -179,7 +184,7 @@ impl PostgresStore {
         &self,
         tx: &mut Transaction<'_, Postgres>,
         defs: &[HeartbeatDef],
-        changed: &[(usize, String)],
+        changed: &[usize],
         at: Timestamp,
     ) -> Result<(), StoreError> {
         shared_sql::seed_rows_by_statements(tx, defs, changed, at).await

@@ -5,6 +5,8 @@
 //!
 //! A backend module invokes [`sql_store!`] after defining what differs:
 //! - `write_tx(&self)`: a transaction that writes (SQLite: `BEGIN IMMEDIATE`);
+//! - `seed_tx(&self)`: a seed's transaction (SQLite: a new file's first seed is written
+//!   before the file switches to WAL, ADR 0061);
 //! - `snapshot_tx(&self)`: a transaction whose reads share one snapshot;
 //! - `fence(&self, tx, keys)`: refuses a write on heartbeats this node does not own
 //!   (ADR 0017; SQLite owns everything);
@@ -22,7 +24,8 @@
 //!   `finish_runs_by_statements`; SQLite: its direct writer, ADR 0033);
 //! - `write_claims_and_read(&self, claims)`: the claims and their definitions
 //!   (PostgreSQL: one call after the other; SQLite: both on its writer's thread, ADR 0037).
-//! - `write_seed_rows(&self, tx, defs, changed, at)`: a seed's changed rows (PostgreSQL:
+//! - `write_seed_rows(&self, tx, defs, changed, at)`: a seed's changed rows, each taking its
+//!   fingerprint as it is written (PostgreSQL:
 //!   the shared `seed_rows_by_statements`; SQLite: one prepared upsert stepped a row,
 //!   `sqlite_seed`).
 //! - `close_connections(&self)`: ends the process's connections at a stop (SQLite: after
@@ -74,7 +77,7 @@ macro_rules! sql_store {
             use crate::core::pause::PauseRecord;
             use crate::core::reply::ReplyKind;
             use crate::core::retention::RunRetention;
-            use crate::store::config_keys::ConfigKeys;
+            use crate::store::config_keys::{self, ConfigKeys};
             use crate::store::seed_threads;
             use crate::store::slot_batch;
             use crate::store::sql_lists::{listed_keys, Listed};
@@ -528,7 +531,7 @@ macro_rules! sql_store {
 
             async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
                 text_check::defs(defs)?;
-                let mut tx = self.write_tx().await?;
+                let mut tx = self.seed_tx().await?;
                 // Two processes seeding at once would both read the old rows; they take turns.
                 serialize_on(&mut tx, "seed_config").await?;
                 let existing: BTreeMap<(String, String), (String, Option<String>)> =
@@ -539,38 +542,43 @@ macro_rules! sql_store {
                         .map(|row| Ok(((row.try_get(0)?, row.try_get(1)?), (row.try_get(2)?, row.try_get(3)?))))
                         .collect::<Result<_, sqlx::Error>>()?;
                 let mut report = SeedReport::default();
-                // Each changed definition's place in `defs` and its fingerprint: copied a chunk
-                // at a time as it is written, not all at once.
-                let mut changed: Vec<(usize, String)> = Vec::new();
-                // Each key once, at its last place (one statement may not upsert a key twice).
-                let config = ConfigKeys::of(defs);
-                let kept: Vec<(usize, &HeartbeatDef)> = config.kept().collect();
-                // Hashed on every core; the digests' texts are made here, on this thread: made
-                // on the helper threads, a million of them stayed in those threads' heaps as
-                // resident memory (44 bytes a heartbeat after a start).
-                let digests = seed_threads::map_in_order(&kept, |(_, def)| def.fingerprint_digest());
-                for ((index, def), digest) in kept.into_iter().zip(digests) {
-                    let fingerprint = lower_hex(&digest);
-                    // A first seed finds nothing stored, and copies no key to look.
-                    let stored = if existing.is_empty() {
-                        None
-                    } else {
-                        existing.get(&(def.key.agent.to_string(), def.key.heartbeat.to_string()))
-                    };
-                    match stored {
-                        Some((_, stored)) if stored.as_deref() == Some(fingerprint.as_str()) => {
-                            report.unchanged.push(def.key.clone());
-                            continue;
-                        }
-                        Some(_) => report.updated.push(def.key.clone()),
-                        None => report.inserted.push(def.key.clone()),
+                // Each changed definition's place in `defs`, in key order: upserted in that
+                // order, new rows are stored (SQLite: by rowid) in the order a start-up's load
+                // needs, which then has nothing to sort.
+                let changed: Vec<usize> = match config_keys::distinct_in_key_order(defs, existing.is_empty()) {
+                    // A first seed inserts every definition: nothing is hashed or looked up
+                    // before its rows are written (their fingerprints are taken as they are).
+                    Some(order) => {
+                        report.inserted = defs.iter().map(|def| def.key.clone()).collect();
+                        order
                     }
-                    changed.push((index, fingerprint));
-                }
-                // Upserted in key order, new rows are stored (SQLite: by rowid) in the order a
-                // start-up's load needs, which then has nothing to sort. The keys are distinct
-                // (each kept at its last place): an unstable sort gives the same order, faster.
-                changed.sort_unstable_by(|(a, _), (b, _)| defs[*a].key.cmp(&defs[*b].key));
+                    None => {
+                        let mut changed = Vec::new();
+                        // Each key once, at its last place (one statement may not upsert a key twice).
+                        let config = ConfigKeys::of(defs);
+                        let kept: Vec<(usize, &HeartbeatDef)> = config.kept().collect();
+                        // Hashed on every core; the digests' texts are made here, on this thread:
+                        // made on the helper threads, a million of them stayed in those threads'
+                        // heaps as resident memory (44 bytes a heartbeat after a start).
+                        let digests = seed_threads::map_in_order(&kept, |(_, def)| def.fingerprint_digest());
+                        for ((index, def), digest) in kept.into_iter().zip(digests) {
+                            let stored = existing.get(&(def.key.agent.to_string(), def.key.heartbeat.to_string()));
+                            match stored {
+                                Some((_, stored)) if stored.as_deref() == Some(lower_hex(&digest).as_str()) => {
+                                    report.unchanged.push(def.key.clone());
+                                    continue;
+                                }
+                                Some(_) => report.updated.push(def.key.clone()),
+                                None => report.inserted.push(def.key.clone()),
+                            }
+                            changed.push(index);
+                        }
+                        // The keys are distinct (each kept at its last place): an unstable sort
+                        // gives the same order, faster.
+                        changed.sort_unstable_by(|a, b| defs[*a].key.cmp(&defs[*b].key));
+                        changed
+                    }
+                };
                 let written = changed.len();
                 self.write_seed_rows(&mut tx, defs, &changed, at).await?;
                 // Hashed, not sorted (a million keys took seconds to sort), and only when the
@@ -1299,21 +1307,21 @@ macro_rules! sql_store {
         /// Rows one multi-row upsert writes: 25 parameters each, under SQLite's 32,766.
         const UPSERT_ROWS_MAX: usize = 1_000;
 
-        /// A seed's changed rows (`defs[index]` with its fingerprint, in key order) as
+        /// A seed's changed rows (`defs[index]`, in key order, each with its fingerprint) as
         /// multi-row upserts through sqlx (the backend's `write_seed_rows` may take another
         /// way): each statement built here while the database writes the one before.
         #[allow(dead_code)] // SQLite steps one prepared upsert a row (`sqlite_seed`)
         pub(crate) async fn seed_rows_by_statements(
             tx: &mut Transaction<'_, $db>,
             defs: &[HeartbeatDef],
-            changed: &[(usize, String)],
+            changed: &[usize],
             at: Timestamp,
         ) -> Result<(), StoreError> {
             let mut statements = changed.chunks(UPSERT_ROWS_MAX).map(|chunk| {
-                let rows = chunk.iter().map(|(index, fingerprint)| UpsertRow {
+                let rows = chunk.iter().map(|index| UpsertRow {
                     def: &defs[*index],
                     origin: Origin::Config,
-                    fingerprint: Some(fingerprint),
+                    fingerprint: Some(defs[*index].fingerprint()),
                 });
                 upsert_statement(rows, at)
             });
@@ -1336,7 +1344,7 @@ macro_rules! sql_store {
             /// The row's origin (a seed stores every definition as config).
             origin: Origin,
             /// `None` keeps the stored config fingerprint.
-            fingerprint: Option<&'d str>,
+            fingerprint: Option<String>,
         }
 
         /// The upsert statement of some definitions (at most [`UPSERT_ROWS_MAX`], each key
@@ -1371,7 +1379,7 @@ macro_rules! sql_store {
                     .push_bind(window.map(|window| window.zone_name().to_owned()))
                     .push_bind(millis(def.timeout))
                     .push_bind(origin.as_str())
-                    .push_bind(fingerprint.map(str::to_owned))
+                    .push_bind(fingerprint)
                     .push_bind(def.tools.to_json())
                     .push_bind(def.model.clone())
                     .push_bind(at.as_millisecond())

@@ -1,4 +1,4 @@
-//! The SQLite store, through sqlx: WAL, embedded migrations, a busy timeout, and
+//! The SQLite store, through sqlx: WAL (from a new file's first write, ADR 0061), embedded migrations, a busy timeout, and
 //! multi-row statements for batch writes, shared with PostgreSQL ([`super::sql_store`]);
 //! this file holds what only SQLite does, among it the dispatch path's claims and results,
 //! which run on a writer thread of their own (`sqlite_dispatch_writer.rs`, ADR 0034).
@@ -8,13 +8,14 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Sqlite, SqlitePool, Transaction};
 
 use super::sql_lists::{json_list, json_list_sql, Listed};
 use super::sql_store::sql_store;
 use super::sqlite_busy::wait_briefly_when_busy;
 use super::sqlite_dispatch_writer::DispatchWriter;
+use super::sqlite_journal::Journal;
 use super::sqlite_seed;
 use crate::core::breaker::BreakerStep;
 use crate::core::heartbeat::HeartbeatDef;
@@ -44,6 +45,8 @@ pub struct SqliteStore {
     /// (ADR 0034). They meet `writer` only at the rarer writes beside dispatch (a skip, a
     /// pause, an edit), where either waits for the other in short sleeps (`sqlite_busy`).
     dispatch: DispatchWriter,
+    /// A new file's rollback journal until its first write, WAL after (ADR 0061).
+    journal: Journal,
 }
 
 impl SqliteStore {
@@ -55,7 +58,7 @@ impl SqliteStore {
         let options = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
             .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
+            // No journal mode: WAL is the file's own, set at its first write (`journal`).
             // FULL: a write the engine acknowledged survives power loss, not only a crash.
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS))
@@ -80,9 +83,10 @@ impl SqliteStore {
         let lock = migration_lock(path).await?;
         sqlx::migrate!("src/store/migrations").run(&writer).await?;
         drop(lock);
+        let journal = Journal::at_open(&writer).await?;
         let pool = connect_pool(path, &options, SqlitePoolOptions::new().max_connections(READ_CONNECTIONS_MAX)).await?;
         let dispatch = DispatchWriter::new(path, definitions_sql()?);
-        Ok(Self { pool, writer, dispatch })
+        Ok(Self { pool, writer, dispatch, journal })
     }
 
     /// A transaction that holds the write lock from its first statement.
@@ -92,6 +96,14 @@ impl SqliteStore {
     /// connection committed in between. `BEGIN IMMEDIATE` waits for the lock up front,
     /// within the busy timeout, so concurrent writers take turns instead of failing.
     async fn write_tx(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        self.journal.wal_before_write(&self.writer).await?;
+        self.seed_tx().await
+    }
+
+    /// A seed's write transaction: as `write_tx`, but a new file's first seed is written
+    /// in its rollback journal, each page once, and switches to WAL after
+    /// (`after_seed_wrote`, ADR 0061).
+    async fn seed_tx(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 
@@ -123,6 +135,11 @@ impl SqliteStore {
     /// truncates the file. Best effort: a reader that holds an older snapshot keeps the
     /// WAL as it is, and the seed has landed either way.
     async fn after_seed_wrote(&self, rows: usize) {
+        // Written in the rollback journal: there is no WAL to empty.
+        if self.journal.wal_pending() {
+            self.journal.after_seed(&self.writer).await;
+            return;
+        }
         if rows < SQLITE_SEED_ROWS_CHECKPOINT_MIN {
             return;
         }
@@ -160,7 +177,7 @@ impl SqliteStore {
         &self,
         tx: &mut Transaction<'_, Sqlite>,
         defs: &[HeartbeatDef],
-        changed: &[(usize, String)],
+        changed: &[usize],
         at: Timestamp,
     ) -> Result<(), StoreError> {
         sqlite_seed::write_rows(tx, defs, changed, at).await
@@ -168,12 +185,14 @@ impl SqliteStore {
 
     /// A pass's claims, one transaction on the dispatch writer's thread (ADR 0034).
     async fn write_claims(&self, claims: &[SlotClaim]) -> Result<Vec<ClaimOutcome>, StoreError> {
+        self.journal.wal_before_write(&self.writer).await?;
         self.dispatch.claim(claims).await
     }
 
     /// A pass's claims and the definitions of those won, on the dispatch writer's thread
     /// (ADR 0037); the definitions are decoded here, off that thread.
     async fn write_claims_and_read(&self, claims: &[SlotClaim]) -> Result<ClaimedSlots, StoreError> {
+        self.journal.wal_before_write(&self.writer).await?;
         let (outcomes, pages) = self.dispatch.claim_and_read(claims).await?;
         let definitions = pages.and_then(|pages| shared_sql::definitions_of_pages(&pages));
         Ok(ClaimedSlots { outcomes, definitions })
@@ -185,6 +204,7 @@ impl SqliteStore {
         runs: &[RunRecord],
         breaker_failures_max: u32,
     ) -> Result<Vec<BreakerStep>, StoreError> {
+        self.journal.wal_before_write(&self.writer).await?;
         self.dispatch.finish(runs, breaker_failures_max).await
     }
 }
@@ -307,7 +327,7 @@ mod tests {
             SqliteConnectOptions::new()
                 .filename(&path)
                 .create_if_missing(true)
-                .journal_mode(SqliteJournalMode::Wal)
+                .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
                 .busy_timeout(Duration::from_millis(wait_ms))
         };
         let mut holder = sqlx::SqliteConnection::connect_with(&options(0)).await.expect("connect");

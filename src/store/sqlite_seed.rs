@@ -15,6 +15,7 @@ use super::sql_store::{UPSERT_CONFLICT_SQL, UPSERT_HEAD_SQL};
 use super::sqlite_direct::{Borrowed, Direct, Value};
 use crate::core::active_hours::ActiveHours;
 use crate::core::heartbeat::{HeartbeatDef, Origin};
+use crate::core::hex::lower_hex;
 use crate::ports::store::StoreError;
 
 /// Rows stepped in one turn on the connection before the seed's task yields: a turn keeps
@@ -31,12 +32,13 @@ const LATEST_SLOT_SQL: &str = "UPDATE heartbeats SET latest_slot_ms = \
 
 const ANY_LOGGED_SQL: &str = "SELECT EXISTS (SELECT 1 FROM executions)";
 
-/// Upserts `changed` (`defs[index]` with its config fingerprint, in key order) as config
-/// rows stored at `at`, in `tx`.
+/// Upserts `changed` (`defs[index]`, in key order) as config rows stored at `at`, in `tx`,
+/// each with its config fingerprint, taken as its row is gathered: on another core than
+/// SQLite's, while it writes the turn before.
 pub(super) async fn write_rows(
     tx: &mut Transaction<'_, Sqlite>,
     defs: &[HeartbeatDef],
-    changed: &[(usize, String)],
+    changed: &[usize],
     at: Timestamp,
 ) -> Result<(), StoreError> {
     let upsert_sql = upsert_sql();
@@ -93,10 +95,12 @@ enum Gathering {
 }
 
 impl Gathered {
-    fn of(defs: &[HeartbeatDef], turn: &[(usize, String)], at: Timestamp) -> Self {
+    fn of(defs: &[HeartbeatDef], turn: &[usize], at: Timestamp) -> Self {
         let mut gathered = Self { texts: String::new(), values: Vec::with_capacity(turn.len() * UPSERT_VALUES) };
-        for (index, fingerprint) in turn {
-            row_values(&defs[*index], fingerprint, at, &mut |value| gathered.push(value));
+        for index in turn {
+            let def = &defs[*index];
+            let fingerprint = lower_hex(&def.fingerprint_digest());
+            row_values(def, &fingerprint, at, &mut |value| gathered.push(value));
         }
         gathered
     }
