@@ -232,6 +232,32 @@ async fn a_slow_run_is_not_overlapped_and_does_not_block_others() {
     engine.shutdown(Duration::from_secs(60)).await;
 }
 
+/// What a stop waits for is the jobs with a run going, each once, as the views of every
+/// job show them: a stop no longer builds a view of a million jobs to find them.
+#[tokio::test(start_paused = true)]
+async fn the_jobs_in_flight_are_those_the_views_show_running() {
+    let rig = Rig::new();
+    rig.llm.set("slow", Behaviour::Slow(Duration::from_secs(25), "done".into()));
+    rig.llm.set("fast", Behaviour::Reply("tick".into()));
+    // Runs of ops/slow go alongside each other: two of them at once from its second slot.
+    let mut alongside = def("ops", "slow", 10);
+    alongside.policy.overlap = systole::core::policy::Overlap::AllowAll;
+    let defs = [alongside, def("main", "slow", 10), def("main", "fast", 10)];
+    let engine = rig.start(&defs).await;
+    assert!(engine.keys_in_flight().await.expect("keys").is_empty(), "nothing runs before the first slot");
+    for (after, ops_runs) in [(11, 1), (10, 2)] {
+        rig.advance(after).await;
+        let views = engine.inspect().await.expect("views");
+        let running: Vec<_> =
+            views.iter().filter(|view| view.runs_in_flight > 0).map(|view| view.key.clone()).collect();
+        assert_eq!(running, [key("main", "slow"), key("ops", "slow")]);
+        let ops = views.iter().find(|view| view.key == key("ops", "slow")).expect("ops/slow");
+        assert_eq!(ops.runs_in_flight, ops_runs);
+        assert_eq!(engine.keys_in_flight().await.expect("keys"), running, "each job once, in key order");
+    }
+    engine.shutdown(Duration::from_secs(60)).await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_run_past_its_budget_times_out_and_counts_as_a_failure() {
     let rig = Rig::new();

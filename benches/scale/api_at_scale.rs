@@ -69,10 +69,13 @@ pub async fn api_at_scale(count: usize) -> Figures {
     figures.insert("peak_before_mib".to_owned(), peak_before / 1024.0);
     figures.insert("rss_after_mib".to_owned(), rss_after / 1024.0);
     figures.insert("peak_after_mib".to_owned(), peak_after / 1024.0);
+    // A stop with a million jobs and no run going: what it does beside the runs' grace.
+    let stopping = Instant::now();
     let signal = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("send SIGTERM");
     assert!(signal.success(), "SIGTERM was not sent");
     let exit = tokio::task::spawn_blocking(move || child.wait()).await.expect("join").expect("the daemon exits");
     assert!(exit.success(), "the daemon exits cleanly: {exit}");
+    figures.insert("stop_secs".to_owned(), stopping.elapsed().as_secs_f64());
     figures
 }
 

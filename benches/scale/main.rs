@@ -567,12 +567,12 @@ impl Bench {
             measure: format!(
                 "the API over {} jobs in SQLite (a daemon, slowest of {} reads each): the status's first / a middle \
                  page (its size) / the agents' list / an agent / a page of its jobs / a job / `/metrics` / `/v1/mcp`; the daemon's resident \
-                 memory before / after the reads, and its peak before / after them",
+                 memory before / after the reads, and its peak before / after them; SIGTERM to its exit",
                 thousands(count),
                 api_at_scale::READS_EACH
             ),
             systole: format!(
-                "{} / {} s ({}) / {} / {} / {} / {} / {} / {} s; {} / {} MiB, peak {} / {} MiB",
+                "{} / {} s ({}) / {} / {} / {} / {} / {} / {} s; {} / {} MiB, peak {} / {} MiB; {} s",
                 fixed(ours.get("status_first_secs_max"), 3),
                 fixed(ours.get("status_middle_secs_max"), 3),
                 kib("status_first_bytes"),
@@ -585,7 +585,8 @@ impl Bench {
                 whole(ours.get("rss_before_mib")),
                 whole(ours.get("rss_after_mib")),
                 whole(ours.get("peak_before_mib")),
-                whole(ours.get("peak_after_mib"))
+                whole(ours.get("peak_after_mib")),
+                fixed(ours.get("stop_secs"), 2)
             ),
             peer: "—".into(),
             target: "each < 1 s; the peak not raised by the reads",

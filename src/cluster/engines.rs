@@ -95,28 +95,29 @@ impl Engines {
         }
     }
 
-    /// Every job of the engines this node runs, ordered by key.
+    /// The jobs with a run going on the engines of this node, in key order: what a stop
+    /// waits for.
     ///
     /// # Errors
     /// When an engine has stopped.
-    pub async fn inspect(&self) -> Result<Vec<JobView>, EngineError> {
+    pub async fn keys_in_flight(&self) -> Result<Vec<HeartbeatKey>, EngineError> {
         match self {
-            Engines::One(engine) => engine.inspect().await,
+            Engines::One(engine) => engine.keys_in_flight().await,
             Engines::Cluster(route) => {
-                let mut views = Vec::new();
+                let mut keys = Vec::new();
                 for (_, engine) in route.engines() {
                     // A partition lost since the list was taken answers `Stopped`: skip it.
-                    if let Ok(jobs) = engine.inspect().await {
-                        views.extend(jobs);
+                    if let Ok(theirs) = engine.keys_in_flight().await {
+                        keys.extend(theirs);
                     }
                 }
-                views.sort_by(|a, b| a.key.cmp(&b.key));
-                Ok(views)
+                keys.sort();
+                Ok(keys)
             }
         }
     }
 
-    /// Those of `keys` that the engines of this node run, as [`Engines::inspect`] sees them,
+    /// Those of `keys` that the engines of this node run, as `EngineClient::inspect` sees them,
     /// ordered by key: each engine is asked for its own partitions' keys only.
     ///
     /// # Errors

@@ -227,14 +227,9 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     }
     // The API goes first: nothing can change the engine while it drains.
     drop(api);
-    let going: Vec<String> = engines
-        .inspect()
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|view| view.runs_in_flight > 0)
-        .map(|view| view.key.to_string())
-        .collect();
+    // The jobs with a run going only: a view of every job was a million at a stop.
+    let going: Vec<String> =
+        engines.keys_in_flight().await.unwrap_or_default().iter().map(ToString::to_string).collect();
     tracing::info!(
         grace_secs = config.engine.shutdown_grace.as_secs(),
         runs = ?going,

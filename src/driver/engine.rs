@@ -68,6 +68,10 @@ pub(crate) enum Command {
     Count {
         answer: oneshot::Sender<BTreeMap<AgentId, operator::EnabledCounts>>,
     },
+    /// The jobs with a run going: what a stop waits for, without a view of every job.
+    InFlight {
+        answer: oneshot::Sender<Vec<HeartbeatKey>>,
+    },
     /// Run a job now, once, through the normal claim.
     Trigger {
         key: HeartbeatKey,
@@ -427,6 +431,9 @@ impl Driver {
                     }
                     Some(Command::Count { answer }) => {
                         let _ = answer.send(self.enabled_counts());
+                    }
+                    Some(Command::InFlight { answer }) => {
+                        let _ = answer.send(self.keys_in_flight());
                     }
                     Some(Command::Trigger { key, answer }) => {
                         let now = self.context.clock.now();
@@ -1822,8 +1829,11 @@ impl Driver {
                         let _ = accepted.send(false);
                     }
                     // Nothing new starts while draining; the callers hear the engine stopped.
-                    Command::Inspect { .. } | Command::Count { .. } | Command::Trigger { .. } | Command::Backfill { .. } => {
-                    }
+                    Command::Inspect { .. }
+                    | Command::Count { .. }
+                    | Command::InFlight { .. }
+                    | Command::Trigger { .. }
+                    | Command::Backfill { .. } => {}
                     Command::Shutdown { done, .. } => {
                         let _ = done.send(0);
                     }

@@ -421,6 +421,16 @@ impl EngineClient {
         counts.await.map_err(|_| EngineError::Stopped)
     }
 
+    /// The jobs with a run going, in key order: what a stop waits for.
+    ///
+    /// # Errors
+    /// When the engine has stopped.
+    pub async fn keys_in_flight(&self) -> Result<Vec<HeartbeatKey>, EngineError> {
+        let (answer, keys) = oneshot::channel();
+        self.commands.send(Command::InFlight { answer }).await.map_err(|_| EngineError::Stopped)?;
+        keys.await.map_err(|_| EngineError::Stopped)
+    }
+
     /// Runs a job now, once, through the normal claim (see [`TriggerOutcome`]).
     ///
     /// # Errors

@@ -124,6 +124,14 @@ impl Driver {
         views
     }
 
+    /// The jobs with a run going, each once, in key order (the runs' map is ordered by
+    /// key, then slot).
+    pub(super) fn keys_in_flight(&self) -> Vec<HeartbeatKey> {
+        let mut keys: Vec<HeartbeatKey> = self.runs.keys().map(|(key, _)| key.clone()).collect();
+        keys.dedup();
+        keys
+    }
+
     /// Each agent's jobs, enabled and disabled.
     pub(super) fn enabled_counts(&self) -> BTreeMap<AgentId, EnabledCounts> {
         let mut counts: BTreeMap<AgentId, EnabledCounts> = BTreeMap::new();
