@@ -6,13 +6,15 @@
 # PostgreSQL store's tests start throwaway servers.
 set -euo pipefail
 
-if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+# procps: `pkill`, with which a failed browser test ends the chromium it started.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1 \
+    || ! command -v pkill >/dev/null 2>&1; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    echo "installing chromium and chromium-driver (Debian packages) for the status page's test"
+    echo "installing chromium, chromium-driver and procps (Debian packages) for the status page's test"
     export DEBIAN_FRONTEND=noninteractive
     $sudo apt-get update -qq
-    $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
+    $sudo apt-get install -y -qq chromium chromium-driver procps >/dev/null
 fi
 
 if ! python3 -c "import openapi_spec_validator" >/dev/null 2>&1; then

@@ -746,7 +746,7 @@ struct Browser {
     base: String,
     session: String,
     http: reqwest::Client,
-    _profile: tempfile::TempDir,
+    profile: tempfile::TempDir,
 }
 
 impl Browser {
@@ -790,7 +790,7 @@ impl Browser {
             .await
             .expect("JSON");
         let session = answer["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("a session: {answer}")).to_owned();
-        Self { driver, base, session, http, _profile: profile }
+        Self { driver, base, session, http, profile }
     }
 
     async fn command(&self, path: &str, body: Value) -> Value {
@@ -842,10 +842,21 @@ impl Browser {
         seen
     }
 
-    async fn stop(mut self) {
+    async fn stop(self) {
         let _ = self.http.delete(format!("{}/session/{}", self.base, self.session)).send().await;
+        // The rest as a test that failed before here leaves it (`Drop`).
+    }
+}
+
+/// A test that panics before `stop` ends its browser too: chromedriver, and the chromium it
+/// started, found by the profile directory that is this browser's alone (killing the driver
+/// leaves its chromium running).
+impl Drop for Browser {
+    fn drop(&mut self) {
         let _ = self.driver.kill();
         let _ = self.driver.wait();
+        let profile = format!("--user-data-dir={}", self.profile.path().display());
+        let _ = Command::new("pkill").arg("-f").arg("--").arg(profile).status();
     }
 }
 
