@@ -24,10 +24,9 @@
 //!   `finish_runs_by_statements`; SQLite: its direct writer, ADR 0033);
 //! - `write_claims_and_read(&self, claims)`: the claims and their definitions
 //!   (PostgreSQL: one call after the other; SQLite: both on its writer's thread, ADR 0037).
-//! - `write_seed_rows(&self, tx, defs, changed, at)`: a seed's changed rows, each taking its
-//!   fingerprint as it is written (PostgreSQL:
-//!   the shared `seed_rows_by_statements`; SQLite: one prepared upsert stepped a row,
-//!   `sqlite_seed`).
+//! - `write_seed_rows(&self, tx, defs, changed, at)`: a seed's changed rows, each with its
+//!   fingerprint taken as it is written (PostgreSQL: the shared `seed_rows_by_statements`;
+//!   SQLite: one prepared upsert stepped a row, `sqlite_seed`).
 //! - `close_connections(&self)`: ends the process's connections at a stop (SQLite: after
 //!   a checkpoint that leaves the whole database in its file).
 //!

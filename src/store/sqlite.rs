@@ -1,5 +1,6 @@
-//! The SQLite store, through sqlx: WAL (from a new file's first write, ADR 0061), embedded migrations, a busy timeout, and
-//! multi-row statements for batch writes, shared with PostgreSQL ([`super::sql_store`]);
+//! The SQLite store, through sqlx: WAL (from a new file's first write, ADR 0061), embedded
+//! migrations, a busy timeout, and multi-row statements for batch writes, shared with
+//! PostgreSQL ([`super::sql_store`]);
 //! this file holds what only SQLite does, among it the dispatch path's claims and results,
 //! which run on a writer thread of their own (`sqlite_dispatch_writer.rs`, ADR 0034).
 
