@@ -134,7 +134,18 @@ impl Daemon {
         let exit = self.child.wait().expect("daemon exits");
         assert!(exit.success(), "daemon exits cleanly on SIGTERM: {exit}");
         assert!(!self.dir.path().join("state.db.api").exists(), "the address file goes with the daemon");
-        self.dir
+        // Its files outlive it; a type with a `Drop` gives a field up only by a swap.
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"))
+    }
+}
+
+/// A test that fails half-way still stops its daemon.
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+            let _ = self.child.wait();
+        }
     }
 }
 
