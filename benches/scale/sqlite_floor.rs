@@ -5,9 +5,9 @@
 //! cannot store its rows faster than a plain `INSERT` of each.
 //!
 //! The same build of SQLite as the store's (`libsqlite3-sys`, bundled by sqlx), the same
-//! journal (WAL, but for a new file's first seed) and `synchronous = FULL`, the same schema (copied from the file systole
-//! wrote) and, for a dispatch, the very statements the store steps
-//! (`systole::store::sqlite_statements`).
+//! journal (WAL, but for a new file's first seed) and `synchronous = FULL`, the same schema
+//! (copied from the file systole wrote) and, for a dispatch, the very statements the store
+//! steps (`systole::store::sqlite_statements`).
 
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
