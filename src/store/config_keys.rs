@@ -31,16 +31,12 @@ impl<'d> ConfigKeys<'d> {
     }
 }
 
-/// The places of `defs` in key order, sorted on every core, for a seed into a store that
-/// holds nothing (`store_empty`) of a config that names no key twice; `None` otherwise.
-/// Such a seed inserts every definition as it is: nothing to look up or compare first,
-/// where the map of [`ConfigKeys`] and the sort after it were a third of a first seed of a
-/// million into SQLite.
+/// The places of `defs` in key order, sorted on every core, when the config names no key
+/// twice; `None` otherwise. A seed into a store that holds nothing inserts such a config's
+/// definitions as they are: nothing to look up or compare first, where the map of
+/// [`ConfigKeys`] and the sort after it were a third of a first seed of a million into SQLite.
 #[cfg(not(madsim))]
-pub(crate) fn distinct_in_key_order(defs: &[HeartbeatDef], store_empty: bool) -> Option<Vec<usize>> {
-    if !store_empty {
-        return None;
-    }
+pub(crate) fn distinct_in_key_order(defs: &[HeartbeatDef]) -> Option<Vec<usize>> {
     let places: Vec<(&HeartbeatKey, usize)> = defs.iter().enumerate().map(|(place, def)| (&def.key, place)).collect();
     let sorted = seed_threads::map_sorted(&places, || |place: &(&HeartbeatKey, usize)| *place, |place| place.0);
     if sorted.windows(2).any(|pair| pair[0].0 == pair[1].0) {

@@ -544,7 +544,8 @@ macro_rules! sql_store {
                 // Each changed definition's place in `defs`, in key order: upserted in that
                 // order, new rows are stored (SQLite: by rowid) in the order a start-up's load
                 // needs, which then has nothing to sort.
-                let changed: Vec<usize> = match config_keys::distinct_in_key_order(defs, existing.is_empty()) {
+                let first_seed = existing.is_empty().then(|| config_keys::distinct_in_key_order(defs)).flatten();
+                let changed: Vec<usize> = match first_seed {
                     // A first seed inserts every definition: nothing is hashed or looked up
                     // before its rows are written (their fingerprints are taken as they are).
                     Some(order) => {
@@ -573,7 +574,8 @@ macro_rules! sql_store {
                             changed.push(index);
                         }
                         // The keys are distinct (each kept at its last place): an unstable sort
-                        // gives the same order, faster.
+                        // gives the same order, faster. A changed row is hashed again as it is
+                        // written: a re-seed changes few rows.
                         changed.sort_unstable_by(|a, b| defs[*a].key.cmp(&defs[*b].key));
                         changed
                     }
