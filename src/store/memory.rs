@@ -390,7 +390,7 @@ fn config_row(def: &HeartbeatDef, at: Timestamp, pool: &mut SeedPool) -> Box<Row
 fn config_rows(defs: &[HeartbeatDef], at: Timestamp) -> Vec<(HeartbeatKey, Box<Row>)> {
     let mapper = || {
         let mut pool = SeedPool::default();
-        move |def: &HeartbeatDef| (def.key.clone(), config_row(def, at, &mut pool))
+        move |_, def: &HeartbeatDef| (def.key.clone(), config_row(def, at, &mut pool))
     };
     seed_threads::map_sorted(defs, mapper, |row| &row.0)
 }

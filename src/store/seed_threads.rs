@@ -34,26 +34,29 @@ pub(crate) fn map_in_order<T: Sync, R: Send>(items: &[T], each: impl Fn(&T) -> R
 /// merges them. A map built from the result finds it sorted already; sorting a million
 /// keys on one thread was most of a first seed into the memory store. Each thread maps
 /// with a mapper of its own from `mapper`, which may keep what it met (a seed's pool of
-/// texts).
-pub(crate) fn map_sorted<T: Sync, R: Send, K: Ord, M: FnMut(&T) -> R>(
-    items: &[T],
+/// texts), and is given each item's place in `items` with it.
+pub(crate) fn map_sorted<'a, T: Sync, R: Send, K: Ord, M: FnMut(usize, &'a T) -> R>(
+    items: &'a [T],
     mapper: impl Fn() -> M + Sync,
     key: impl Fn(&R) -> &K + Sync,
 ) -> Vec<R> {
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let threads = cores.min(items.len() / SEED_ROWS_PER_THREAD_MIN);
-    let sorted = |chunk: &[T]| {
-        let mut part: Vec<R> = chunk.iter().map(mapper()).collect();
+    // A part's items with their places in `items`, mapped and sorted.
+    let sorted = |first: usize, chunk: &'a [T]| {
+        let mut map = mapper();
+        let mut part: Vec<R> = chunk.iter().enumerate().map(|(place, item)| map(first + place, item)).collect();
         part.sort_by(|a, b| key(a).cmp(key(b)));
         part
     };
     if threads <= 1 {
-        return sorted(items);
+        return sorted(0, items);
     }
     let part = items.len().div_ceil(threads);
     let sorted = &sorted;
     let parts: Vec<Vec<R>> = std::thread::scope(|scope| {
-        let parts: Vec<_> = items.chunks(part).map(|chunk| scope.spawn(move || sorted(chunk))).collect();
+        let parts: Vec<_> =
+            items.chunks(part).enumerate().map(|(n, chunk)| scope.spawn(move || sorted(n * part, chunk))).collect();
         // The work of one item cannot fail; a panic there is a bug, and stays one.
         parts.into_iter().map(|part| part.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
     });
@@ -99,11 +102,14 @@ mod tests {
     fn many_items_come_back_sorted_and_equal_keys_keep_their_order() {
         // Keys that repeat across the threads' parts, so the merge meets ties.
         let items: Vec<u64> = (0..(2 * SEED_ROWS_PER_THREAD_MIN as u64 + 11)).rev().collect();
-        let rows = map_sorted(&items, || |item: &u64| (item % 1_000, *item), |row| &row.0);
+        let rows = map_sorted(&items, || |_, item: &u64| (item % 1_000, *item), |row| &row.0);
         assert_eq!(rows.len(), items.len());
         assert!(rows.windows(2).all(|pair| pair[0].0 <= pair[1].0), "sorted by key");
         // The items came in falling order: among equal keys, the higher item came first.
         assert!(rows.windows(2).all(|pair| pair[0].0 < pair[1].0 || pair[0].1 > pair[1].1), "stable");
-        assert_eq!(map_sorted(&[3_u64, 1, 2], || |item: &u64| *item, |item| item), vec![1, 2, 3]);
+        assert_eq!(map_sorted(&[3_u64, 1, 2], || |_, item: &u64| *item, |item| item), vec![1, 2, 3]);
+        // Each item's place in `items`, whichever thread mapped it.
+        let places = map_sorted(&items, || |place, item: &u64| (*item, place), |row| &row.0);
+        assert!(places.iter().all(|(item, place)| items[*place] == *item));
     }
 }
