@@ -1070,7 +1070,10 @@ async fn an_agent_s_jobs_a_page_of_jobs_and_each_agent_s_count_agree_with_the_wh
     with_each_store(|store| async move {
         let mut defs: Vec<HeartbeatDef> = Vec::new();
         // Ids that sort differently as texts joined by '/' than as keys, and an agent heartbeat.
-        for (agent, job) in [("a", "x"), ("a-b", "y"), ("a", "z-1"), ("ops", "main"), ("ops", "a"), ("z", "q")] {
+        // "-" is the lowest id there is: an agent's range begins at it.
+        for (agent, job) in
+            [("a", "x"), ("a-b", "y"), ("a", "z-1"), ("ops", "main"), ("ops", "a"), ("z", "q"), ("z", "-")]
+        {
             let mut made = def(agent, job, 60);
             if job == "main" {
                 made.kind = JobKind::Agent;
@@ -1082,7 +1085,12 @@ async fn an_agent_s_jobs_a_page_of_jobs_and_each_agent_s_count_agree_with_the_wh
         let keys = |jobs: &[systole::core::heartbeat::Heartbeat]| -> Vec<HeartbeatKey> {
             jobs.iter().map(|job| job.def.key.clone()).collect()
         };
-        assert_eq!(whole.len(), 6);
+        assert_eq!(whole.len(), 7);
+        let of = |agent: &str| AgentId::new(agent).expect("valid");
+        let a_jobs = store.heartbeats_of_agent(&of("a"), None, usize::MAX).await.expect("an agent's jobs");
+        assert_eq!(keys(&a_jobs), vec![key("a", "x"), key("a", "z-1")], "not those of a-b, which follow its own");
+        let z_jobs = store.heartbeats_of_agent(&of("z"), None, usize::MAX).await.expect("an agent's jobs");
+        assert_eq!(keys(&z_jobs), vec![key("z", "-"), key("z", "q")], "from the lowest id on");
 
         let ops = AgentId::new("ops").expect("valid");
         let mine = store.heartbeats_of_agent(&ops, None, usize::MAX).await.expect("an agent's jobs");
@@ -1115,7 +1123,7 @@ async fn an_agent_s_jobs_a_page_of_jobs_and_each_agent_s_count_agree_with_the_wh
         let counts = store.jobs_of_agents(None).await.expect("counts");
         let counted: Vec<(String, usize, bool)> =
             counts.iter().map(|(agent, jobs)| (agent.to_string(), jobs.count, jobs.has_agent_heartbeat)).collect();
-        let expected = [("a", 2, false), ("a-b", 1, false), ("ops", 2, true), ("z", 1, false)];
+        let expected = [("a", 2, false), ("a-b", 1, false), ("ops", 2, true), ("z", 2, false)];
         let expected: Vec<(String, usize, bool)> =
             expected.iter().map(|(agent, count, main)| ((*agent).to_owned(), *count, *main)).collect();
         assert_eq!(counted, expected);
@@ -1123,6 +1131,9 @@ async fn an_agent_s_jobs_a_page_of_jobs_and_each_agent_s_count_agree_with_the_wh
         let one: Vec<(String, usize, bool)> =
             one.iter().map(|(agent, jobs)| (agent.to_string(), jobs.count, jobs.has_agent_heartbeat)).collect();
         assert_eq!(one, [("ops".to_owned(), 2, true)], "that agent's alone");
+        let a_count = store.jobs_of_agents(Some(&of("a"))).await.expect("one agent's count");
+        assert_eq!(a_count.get(&of("a")).map(|jobs| jobs.count), Some(2), "not a-b's besides");
+        assert_eq!(a_count.len(), 1);
         assert!(store.jobs_of_agents(Some(&nobody)).await.expect("read").is_empty(), "an agent with no job");
     })
     .await;

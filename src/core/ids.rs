@@ -109,6 +109,14 @@ id_type!(
     HeartbeatId
 );
 
+impl HeartbeatId {
+    /// The id that orders before every other (`-`, the lowest of the characters an id
+    /// may hold): where a range of one agent's keys begins.
+    pub fn lowest() -> Self {
+        Self(SharedText::new("-").expect("a constant of one byte has a length in 32 bits"))
+    }
+}
+
 /// A heartbeat's identity across the whole engine: ids are unique per agent only.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct HeartbeatKey {
