@@ -274,6 +274,9 @@ pub const USER_TURN_SECS_MAX: u64 = 3_600;
 pub const SYSTEM_EVENT_CHARS_MAX: usize = 4_096;
 /// How long the CLI waits for one answer of the operator API.
 pub const CLI_REQUEST_TIMEOUT_SECS: u64 = 30;
+/// Requests the CLI has in flight at once when it asks each agent whether a job is its
+/// own (a job named without `--agent`).
+pub const CLI_OWNER_LOOKUPS_IN_FLIGHT_MAX: usize = 16;
 /// The most slots one backfill runs (each one costs an LLM run).
 pub const BACKFILL_SLOTS_MAX: usize = 100;
 /// Slots `status` walks to find a job's next run past quiet hours, a pause or a backoff.

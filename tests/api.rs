@@ -672,6 +672,22 @@ async fn the_cli_steers_the_daemon_and_says_what_went_wrong() {
     let (code, out, _) = cli(&["heartbeat", "list", "--agent", "ops", "--json"], Some(TOKEN));
     assert_eq!(code, Some(0));
     assert!(out.ends_with("]\n") && out.contains("\"made\""), "{out}");
+    // A job named without --agent is looked up among the agents: once is its agent's,
+    // twice needs --agent, and a heartbeat is no cron job.
+    let mut home = body;
+    home[4] = "home";
+    let (code, _, stderr) = cli(&home, Some(TOKEN));
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, _, stderr) = cli(&["heartbeat", "show", "made"], Some(TOKEN));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("several agents have a heartbeat \"made\"; pass --agent"), "{stderr}");
+    let (code, shown, stderr) = cli(&["heartbeat", "show", "made", "--agent", "home", "--json"], Some(TOKEN));
+    assert_eq!(code, Some(0), "{stderr}");
+    let shown: Value = serde_json::from_str(&shown).expect("show --json prints JSON");
+    assert_eq!(shown["id"], "made", "{shown:#}");
+    let (code, _, stderr) = cli(&["cron", "show", "quiet"], Some(TOKEN));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("no cron \"quiet\""), "{stderr}");
 
     // Mistakes the user can fix exit 2 and say what is wrong.
     let (code, _, stderr) = cli(&["heartbeat", "enable", "ghost"], Some(TOKEN));

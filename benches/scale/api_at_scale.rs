@@ -2,7 +2,8 @@
 //! SQLite file that holds `count` jobs (the registration's definitions, made run-time jobs
 //! and disabled, so that none runs and the model is never asked). What an operator, a
 //! Prometheus scrape and an agent's page meet then: how long each read takes, how large
-//! the status's page is, and how much the daemon's memory grew while they were answered.
+//! the status's page is, how long the CLI takes to show a job named without its agent,
+//! and how much the daemon's memory grew while they were answered.
 
 use std::path::Path;
 use std::process::Command;
@@ -63,6 +64,17 @@ pub async fn api_at_scale(count: usize) -> Figures {
         figures.insert(format!("{name}_secs_max"), slowest);
         figures.insert(format!("{name}_bytes"), bytes as f64);
     }
+    // The CLI's `show` of a job named without `--agent`, which must find the job's agent
+    // first: once, as an operator would type it.
+    let showing = Instant::now();
+    let shown = Command::new(env!("CARGO_BIN_EXE_systole"))
+        .args(["heartbeat", "show", &format!("check-{}", count / 2), "--json", "--url", &url])
+        .env("SYSTOLE_API_TOKEN", TOKEN)
+        .env_remove("SYSTOLE_CONFIG")
+        .output()
+        .expect("run the CLI");
+    figures.insert("cli_show_secs".to_owned(), showing.elapsed().as_secs_f64());
+    assert!(shown.status.success(), "the CLI shows the job: {}", String::from_utf8_lossy(&shown.stderr));
     // The peak so far is the start-up's load; one above it was set by the reads.
     let (rss_after, peak_after) = (memory_kib(child.id(), "VmRSS:"), memory_kib(child.id(), "VmHWM:"));
     figures.insert("rss_before_mib".to_owned(), rss_before / 1024.0);

@@ -566,13 +566,14 @@ impl Bench {
         vec![Row {
             measure: format!(
                 "the API over {} jobs in SQLite (a daemon, slowest of {} reads each): the status's first / a middle \
-                 page (its size) / the agents' list / an agent / a page of its jobs / a job / `/metrics` / `/v1/mcp`; the daemon's resident \
+                 page (its size) / the agents' list / an agent / a page of its jobs / a job / `/metrics` / `/v1/mcp`; the CLI's \
+                 `heartbeat show` of a job without `--agent` (once); the daemon's resident \
                  memory before / after the reads, and its peak before / after them; SIGTERM to its exit",
                 thousands(count),
                 api_at_scale::READS_EACH
             ),
             systole: format!(
-                "{} / {} s ({}) / {} / {} / {} / {} / {} / {} s; {} / {} MiB, peak {} / {} MiB; {} s",
+                "{} / {} s ({}) / {} / {} / {} / {} / {} / {} s; {} s; {} / {} MiB, peak {} / {} MiB; {} s",
                 fixed(ours.get("status_first_secs_max"), 3),
                 fixed(ours.get("status_middle_secs_max"), 3),
                 kib("status_first_bytes"),
@@ -582,6 +583,7 @@ impl Bench {
                 fixed(ours.get("job_secs_max"), 3),
                 fixed(ours.get("metrics_secs_max"), 3),
                 fixed(ours.get("mcp_secs_max"), 3),
+                fixed(ours.get("cli_show_secs"), 2),
                 whole(ours.get("rss_before_mib")),
                 whole(ours.get("rss_after_mib")),
                 whole(ours.get("peak_before_mib")),

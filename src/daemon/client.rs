@@ -73,6 +73,20 @@ impl ApiClient {
     /// No daemon answers (1), the token is missing or wrong (2), the API refused the
     /// request (2 for the caller's mistakes, 1 for the daemon's trouble).
     pub async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value, DaemonError> {
+        self.call_unless_missing(method, path, body).await?.map_err(DaemonError::Usage)
+    }
+
+    /// [`ApiClient::call`], with a 404's message as `Ok(Err(_))`: for a caller that asks
+    /// whether something exists.
+    ///
+    /// # Errors
+    /// As [`ApiClient::call`], for any refusal but a 404.
+    pub async fn call_unless_missing(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Result<Value, String>, DaemonError> {
         let mut request = self.request(method, path);
         if let Some(body) = body {
             request = request.json(body);
@@ -86,7 +100,7 @@ impl ApiClient {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
         if status.is_success() {
-            return Ok(value);
+            return Ok(Ok(value));
         }
         let message = value["error"]["message"].as_str().map_or_else(|| value.to_string(), str::to_owned);
         if value["error"]["code"] == "wrong-daemon" {
@@ -97,7 +111,9 @@ impl ApiClient {
                 "the API refused the token: {message} (set {API_TOKEN_ENV_DEFAULT} to the daemon's token)"
             )));
         }
-        if status.is_client_error() {
+        if status == reqwest::StatusCode::NOT_FOUND {
+            Ok(Err(message))
+        } else if status.is_client_error() {
             Err(DaemonError::Usage(message))
         } else {
             Err(DaemonError::Startup(format!("the daemon answered {status}: {message}")))

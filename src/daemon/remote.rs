@@ -1,6 +1,7 @@
 //! The CLI verbs that steer a running daemon through its API, and how their answers look
 //! in a terminal: times in the agent's zone with the offset and how far off they are.
 
+use futures_util::StreamExt;
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
 use reqwest::Method;
@@ -9,7 +10,7 @@ use serde_json::{json, Map, Value};
 use crate::core::heartbeat::JobKind;
 use crate::daemon::client::{segment, ApiClient};
 use crate::daemon::DaemonError;
-use crate::limits::API_JOBS_PAGE_MAX;
+use crate::limits::{API_JOBS_PAGE_MAX, CLI_OWNER_LOOKUPS_IN_FLIGHT_MAX};
 
 /// `2026-11-23 18:00:00 +01:00 (in 12m)`: an API time in `zone`, with how far from `now`.
 pub fn human_time(text: Option<&str>, zone: &TimeZone, now: Timestamp) -> String {
@@ -199,19 +200,26 @@ pub async fn agent_of(client: &ApiClient, kind: JobKind, id: &str, agent: Option
     if let Some(agent) = agent {
         return Ok(agent.to_owned());
     }
-    let status = whole_status(client).await?;
-    let owners: Vec<String> = status["agents"]
+    // Each agent with jobs is asked for this one, a few at a time: a read of one job by its
+    // key, where reading every page of the status read every job (a million of them).
+    let agents = client.call(Method::GET, "/v1/agents", None).await?;
+    let with_jobs = agents["items"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|agent| {
-            agent["jobs"].as_array().into_iter().flatten().any(|job| {
-                job["id"] == id
-                    && JobKind::parse(job["kind"].as_str().unwrap_or("")).map(JobKind::listed_as) == Some(kind)
-            })
+        .filter(|agent| agent["jobs"].as_u64() != Some(0))
+        .filter_map(|agent| agent["id"].as_str().map(str::to_owned));
+    let asked = futures_util::stream::iter(with_jobs)
+        .map(|agent| async move {
+            let found = client.call_unless_missing(Method::GET, &job_path(kind, &agent, id, ""), None).await?;
+            Ok::<_, DaemonError>(found.ok().map(|_| agent))
         })
-        .filter_map(|agent| agent["id"].as_str().map(str::to_owned))
-        .collect();
+        .buffered(CLI_OWNER_LOOKUPS_IN_FLIGHT_MAX);
+    let answers: Vec<Result<Option<String>, DaemonError>> = asked.collect().await;
+    let mut owners = Vec::new();
+    for answer in answers {
+        owners.extend(answer?);
+    }
     let noun = kind.as_str();
     match owners.as_slice() {
         [agent] => Ok(agent.clone()),
