@@ -127,7 +127,10 @@ mod tests {
     use crate::core::ids::{AgentId, HeartbeatId};
 
     fn key(agent: &str, heartbeat: &str) -> HeartbeatKey {
-        HeartbeatKey { agent: AgentId::new(agent).unwrap(), heartbeat: HeartbeatId::new(heartbeat).unwrap() }
+        HeartbeatKey {
+            agent: AgentId::new(agent).expect("a valid agent id"),
+            heartbeat: HeartbeatId::new(heartbeat).expect("a valid heartbeat id"),
+        }
     }
 
     #[test]
