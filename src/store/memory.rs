@@ -451,7 +451,7 @@ impl Store for MemoryStore {
     }
 
     async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
-        text_check::defs(defs)?;
+        text_check::seed_defs(defs)?;
         let mut state = self.lock();
         let mut report = SeedReport::default();
         // Into an empty store (a first start), a config without a key twice is built in

@@ -29,6 +29,25 @@ pub(crate) fn map_in_order<T: Sync, R: Send>(items: &[T], each: impl Fn(&T) -> R
     })
 }
 
+/// `check` of each of `items`, on as many threads as the machine has cores when there are
+/// many; the first failure in the items' order.
+#[cfg(not(madsim))]
+pub(crate) fn check_each<T: Sync, E: Send>(items: &[T], check: impl Fn(&T) -> Result<(), E> + Sync) -> Result<(), E> {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let threads = cores.min(items.len() / SEED_ROWS_PER_THREAD_MIN);
+    if threads <= 1 {
+        return items.iter().try_for_each(check);
+    }
+    let part = items.len().div_ceil(threads);
+    let check = &check;
+    std::thread::scope(|scope| {
+        let parts: Vec<_> =
+            items.chunks(part).map(|chunk| scope.spawn(move || chunk.iter().try_for_each(check))).collect();
+        // The check of one item cannot panic; a panic there is a bug, and stays one.
+        parts.into_iter().map(|part| part.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    })
+}
+
 /// Each of `items` mapped, sorted by `key` (stable: equal keys keep the items' order), built
 /// and sorted on every core when there are many: each thread sorts its part and one pass
 /// merges them. A map built from the result finds it sorted already; sorting a million
@@ -96,6 +115,21 @@ mod tests {
         assert!(doubled.iter().zip(&items).all(|(twice, item)| *twice == item * 2));
         assert_eq!(map_in_order(&items[..3], |item| item + 1), vec![1, 2, 3]);
         assert!(map_in_order(&items[..0], |item| *item).is_empty());
+    }
+
+    #[cfg(not(madsim))]
+    #[test]
+    fn a_check_of_many_items_answers_their_first_failure() {
+        let items: Vec<u64> = (0..(3 * SEED_ROWS_PER_THREAD_MIN as u64 + 7)).collect();
+        fn failing(bad: &[u64]) -> impl Fn(&u64) -> Result<(), u64> + Sync + '_ {
+            move |item| if bad.contains(item) { Err(*item) } else { Ok(()) }
+        }
+        assert_eq!(check_each(&items, failing(&[])), Ok(()));
+        // Failures in the last thread's part and the first's: the earlier item is told.
+        let last = *items.last().expect("items");
+        assert_eq!(check_each(&items, failing(&[last, 5])), Err(5));
+        assert_eq!(check_each(&items, failing(&[last])), Err(last));
+        assert_eq!(check_each(&items[..3], failing(&[2, 1])), Err(1));
     }
 
     #[test]

@@ -529,7 +529,7 @@ macro_rules! sql_store {
             }
 
             async fn seed_config(&self, defs: &[HeartbeatDef], at: Timestamp) -> Result<SeedReport, StoreError> {
-                text_check::defs(defs)?;
+                text_check::seed_defs(defs)?;
                 let mut tx = self.seed_tx().await?;
                 // Two processes seeding at once would both read the old rows; they take turns.
                 serialize_on(&mut tx, "seed_config").await?;
