@@ -44,7 +44,7 @@ pub(crate) fn check_each<T: Sync, E: Send>(items: &[T], check: impl Fn(&T) -> Re
         let parts: Vec<_> =
             items.chunks(part).map(|chunk| scope.spawn(move || chunk.iter().try_for_each(check))).collect();
         // The check of one item cannot panic; a panic there is a bug, and stays one.
-        parts.into_iter().map(|part| part.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+        parts.into_iter().try_for_each(|part| part.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
     })
 }
 
