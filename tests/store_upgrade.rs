@@ -217,6 +217,7 @@ async fn rewriting_the_checks_keeps_every_row_its_rowid_and_the_event_counter() 
             "executions_finished_spend",
             "executions_reply_digest",
             "executions_running",
+            "heartbeats_agent_heartbeats",
             "system_events_pending"
         ]
     );

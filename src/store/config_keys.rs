@@ -48,6 +48,7 @@ pub(crate) fn distinct_in_key_order(defs: &[HeartbeatDef]) -> Option<Vec<usize>>
 }
 
 /// Bytes of each id a [`KeyOrder`] holds in itself.
+#[cfg(not(madsim))]
 const ID_PREFIX_BYTES: usize = 16;
 
 /// A key as a sort compares it: the first bytes of its ids held in place, so that most

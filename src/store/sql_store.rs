@@ -101,6 +101,26 @@ macro_rules! sql_store {
             CAST(COALESCE(SUM(e.input_tokens + e.output_tokens), 0) AS BIGINT), \
             CAST(COALESCE(SUM(e.cost_micros), 0) AS BIGINT)";
 
+        /// Each agent's count of jobs (of one agent, `$1`, with `one_agent`), and a row for
+        /// each agent heartbeat: agent, count, 1 for an agent heartbeat's row. The counts
+        /// come from the primary key alone and the agent heartbeats from their partial
+        /// index, in one statement (one snapshot): a count that read each row's kind read
+        /// the whole table (0.23 s at a million jobs in SQLite). `owned` filters the rows
+        /// of a partition's engine.
+        pub(crate) fn jobs_of_agents_read(one_agent: bool, owned: &str) -> String {
+            // One agent's rows are the primary key's range; an `OR` around the filter
+            // would have SQLite scan them all.
+            let one = if one_agent { " AND agent_id = $1" } else { "" };
+            format!(
+                "SELECT agent_id, count(*), CAST(0 AS BIGINT) FROM heartbeats WHERE 1 = 1{one}{owned} \
+                 GROUP BY agent_id \
+                 UNION ALL \
+                 SELECT agent_id, CAST(0 AS BIGINT), CAST(1 AS BIGINT) FROM heartbeats \
+                 WHERE kind = '{}'{one}{owned}",
+                JobKind::Agent.as_str()
+            )
+        }
+
         /// Each listed agent's spending since its listed day began (agent, since).
         pub(crate) fn each_day_spent_read<'a>(days: &[[Listed<'a>; 2]]) -> Result<QueryBuilder<'a, $db>, StoreError> {
             let mut select = QueryBuilder::new(format!("SELECT v.column1, v.column2, {SUMS} FROM "));
@@ -964,25 +984,18 @@ macro_rules! sql_store {
                 &self,
                 only: Option<&AgentId>,
             ) -> Result<BTreeMap<AgentId, AgentJobs>, StoreError> {
-                let owned = self.owned_rows_sql();
-                // One agent's rows are the primary key's range; an `OR` around the filter
-                // would have SQLite scan them all.
-                let one = if only.is_some() { " AND agent_id = $1" } else { "" };
-                let sql = format!(
-                    "SELECT agent_id, count(*), sum(CASE WHEN kind = '{}' THEN 1 ELSE 0 END) FROM heartbeats \
-                     WHERE 1 = 1{one}{owned} GROUP BY agent_id",
-                    JobKind::Agent.as_str()
-                );
+                let sql = shared_sql::jobs_of_agents_read(only.is_some(), &self.owned_rows_sql());
                 let mut query = sqlx::query_as::<_, (String, i64, i64)>(&sql);
                 if let Some(agent) = only {
                     query = query.bind(agent.as_str());
                 }
                 let rows = query.fetch_all(&self.pool).await?;
-                let mut jobs = BTreeMap::new();
-                for (agent, count, agent_heartbeats) in rows {
+                let mut jobs: BTreeMap<AgentId, AgentJobs> = BTreeMap::new();
+                for (agent, count, agent_heartbeat) in rows {
                     let agent = AgentId::new(&agent).map_err(|e| corrupt(format!("heartbeats of agent {agent:?}"), e))?;
-                    let count = usize::try_from(count).unwrap_or(0);
-                    jobs.insert(agent, AgentJobs { count, has_agent_heartbeat: agent_heartbeats > 0 });
+                    let counted = jobs.entry(agent).or_default();
+                    counted.count += usize::try_from(count).unwrap_or(0);
+                    counted.has_agent_heartbeat |= agent_heartbeat > 0;
                 }
                 Ok(jobs)
             }

@@ -341,6 +341,31 @@ mod tests {
         assert!(!is_busy(&missing), "{missing}");
     }
 
+    /// The agents' counts read the primary key's index alone, and their agent heartbeats
+    /// the partial index: no read of the table's rows, which hold every prompt.
+    #[tokio::test]
+    async fn the_agents_counts_read_indexes_not_rows() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("counts.db");
+        let _store = SqliteStore::open(&path).await.expect("a new store");
+        let pool = sqlx::SqlitePool::connect_with(SqliteConnectOptions::new().filename(&path)).await.expect("a reader");
+        for one_agent in [false, true] {
+            let sql = shared_sql::jobs_of_agents_read(one_agent, "");
+            let plan: Vec<String> = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .bind("a")
+                .fetch_all(&pool)
+                .await
+                .unwrap_or_else(|error| panic!("{sql}: {error}"))
+                .iter()
+                .map(|row| sqlx::Row::get::<String, _>(row, "detail"))
+                .collect();
+            let reads: Vec<&String> = plan.iter().filter(|step| step.contains("heartbeats")).collect();
+            assert_eq!(reads.len(), 2, "{plan:?}");
+            assert!(reads.iter().any(|step| step.contains("COVERING INDEX sqlite_autoindex_heartbeats_1")), "{plan:?}");
+            assert!(reads.iter().any(|step| step.contains("INDEX heartbeats_agent_heartbeats")), "{plan:?}");
+        }
+    }
+
     /// The batched reads find their rows through an index, whatever their list holds: a
     /// scan of `heartbeats` or `executions` would read every row on every dispatch pass.
     /// Their text does not change with the list's length (ADR 0036), and the duplicate
