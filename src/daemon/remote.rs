@@ -203,12 +203,14 @@ pub async fn agent_of(client: &ApiClient, kind: JobKind, id: &str, agent: Option
     // Each agent with jobs is asked for this one, a few at a time: a read of one job by its
     // key, where reading every page of the status read every job (a million of them).
     let agents = client.call(Method::GET, "/v1/agents", None).await?;
-    let with_jobs = agents["items"]
+    // A set: an agent listed twice (by two nodes of a cluster) is one owner.
+    let with_jobs: std::collections::BTreeSet<String> = agents["items"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|agent| agent["jobs"].as_u64() != Some(0))
-        .filter_map(|agent| agent["id"].as_str().map(str::to_owned));
+        .filter_map(|agent| agent["id"].as_str().map(str::to_owned))
+        .collect();
     let asked = futures_util::stream::iter(with_jobs)
         .map(|agent| async move {
             let found = client.call_unless_missing(Method::GET, &job_path(kind, &agent, id, ""), None).await?;
