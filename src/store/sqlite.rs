@@ -341,24 +341,34 @@ mod tests {
         assert!(!is_busy(&missing), "{missing}");
     }
 
+    /// A new store at `path`, and a reader of its file beside it.
+    async fn store_and_reader(path: &Path) -> (SqliteStore, sqlx::SqlitePool) {
+        let store = SqliteStore::open(path).await.expect("a new store");
+        let pool = sqlx::SqlitePool::connect_with(SqliteConnectOptions::new().filename(path)).await.expect("a reader");
+        (store, pool)
+    }
+
+    /// SQLite's plan for `sql`, each step's text, with `first` bound to its first parameter.
+    async fn query_plan(pool: &sqlx::SqlitePool, sql: &str, first: &str) -> Vec<String> {
+        sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .bind(first)
+            .fetch_all(pool)
+            .await
+            .unwrap_or_else(|error| panic!("{sql}: {error}"))
+            .iter()
+            .map(|row| sqlx::Row::get::<String, _>(row, "detail"))
+            .collect()
+    }
+
     /// The agents' counts read the primary key's index alone, and their agent heartbeats
     /// the partial index: no read of the table's rows, which hold every prompt.
     #[tokio::test]
     async fn the_agents_counts_read_indexes_not_rows() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("counts.db");
-        let _store = SqliteStore::open(&path).await.expect("a new store");
-        let pool = sqlx::SqlitePool::connect_with(SqliteConnectOptions::new().filename(&path)).await.expect("a reader");
+        let (_store, pool) = store_and_reader(&dir.path().join("counts.db")).await;
         for one_agent in [false, true] {
             let sql = shared_sql::jobs_of_agents_read(one_agent, "");
-            let plan: Vec<String> = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
-                .bind("a")
-                .fetch_all(&pool)
-                .await
-                .unwrap_or_else(|error| panic!("{sql}: {error}"))
-                .iter()
-                .map(|row| sqlx::Row::get::<String, _>(row, "detail"))
-                .collect();
+            let plan = query_plan(&pool, &sql, "a").await;
             let reads: Vec<&String> = plan.iter().filter(|step| step.contains("heartbeats")).collect();
             assert_eq!(reads.len(), 2, "{plan:?}");
             assert!(reads.iter().any(|step| step.contains("COVERING INDEX sqlite_autoindex_heartbeats_1")), "{plan:?}");
@@ -373,9 +383,7 @@ mod tests {
     #[tokio::test]
     async fn batched_reads_search_an_index_in_one_text_and_the_duplicate_check_builds_no_table() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("plans.db");
-        let store = SqliteStore::open(&path).await.expect("a new store");
-        let pool = sqlx::SqlitePool::connect_with(SqliteConnectOptions::new().filename(&path)).await.expect("a reader");
+        let (store, pool) = store_and_reader(&dir.path().join("plans.db")).await;
         let key = || [Listed::Text("a"), Listed::Text("h")];
         let reads = [
             shared_sql::each_day_spent_read(&[[Listed::Text("a"), Listed::Integer(0)]]),
@@ -399,14 +407,7 @@ mod tests {
         for read in reads {
             let sql = read.expect("a read").into_sql();
             // Its list as a one-row list's text; the other parameters unbound (NULL).
-            let plan: Vec<String> = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
-                .bind(r#"[["a","h",0]]"#)
-                .fetch_all(&pool)
-                .await
-                .unwrap_or_else(|error| panic!("{sql}: {error}"))
-                .iter()
-                .map(|row| sqlx::Row::get::<String, _>(row, "detail"))
-                .collect();
+            let plan = query_plan(&pool, &sql, r#"[["a","h",0]]"#).await;
             assert!(plan.iter().any(|step| step.contains("USING") && step.contains("INDEX")), "{sql}: {plan:?}");
             assert!(
                 !plan.iter().any(|step| step.starts_with("SCAN ") && !step.contains("VIRTUAL TABLE")),
