@@ -24,98 +24,11 @@ use crate::ports::store::{
     INTERRUPTED_ERROR_TEXT,
 };
 use crate::store::config_keys::ConfigKeys;
+use crate::store::memory_row::{Body, Row};
 use crate::store::seed_pool::SeedPool;
 use crate::store::seed_threads;
 use crate::store::text_check;
 
-#[derive(Debug, Clone)]
-struct Row {
-    /// Shared with the runs that read it (`definitions`): a claimed slot's run takes a
-    /// count, not a copy of its prompt and target. Replaced whole, never changed in place.
-    def: Arc<HeartbeatDef>,
-    state: HeartbeatState,
-    seeded: Seeded,
-}
-
-impl Row {
-    fn heartbeat(&self) -> Heartbeat {
-        Heartbeat { def: HeartbeatDef::clone(&self.def), state: self.state.clone() }
-    }
-}
-
-/// The config definition a row was last seeded from, which a later seed compares with
-/// its own to tell whether the config changed (as the SQL stores' fingerprint column).
-#[derive(Debug, Clone)]
-enum Seeded {
-    /// Never seeded: a heartbeat made at run time.
-    Never,
-    /// The row's own definition: nothing replaced it since. Its fingerprint is taken only
-    /// when a later seed or edit needs it; hashing every definition was most of a first
-    /// seed's time.
-    AsStored,
-    /// A definition a run-time edit has since replaced, by its fingerprint (boxed: few
-    /// rows have one, and the others stay 16 bytes smaller).
-    Fingerprint(Box<[u8; 32]>),
-}
-
-impl Seeded {
-    /// Whether a seed of `def` finds the config as `row` was seeded from it. The same
-    /// answer as comparing fingerprints, which leave out only `origin`: equal definitions
-    /// have equal fingerprints, so only unequal ones are hashed.
-    fn unchanged(row: &Row, def: &HeartbeatDef) -> bool {
-        match &row.seeded {
-            Seeded::Never => false,
-            Seeded::AsStored => {
-                let stored = &row.def;
-                same_but_origin(stored, def) || stored.fingerprint_digest() == def.fingerprint_digest()
-            }
-            Seeded::Fingerprint(fingerprint) => **fingerprint == def.fingerprint_digest(),
-        }
-    }
-
-    /// What a row keeps when a run-time edit replaces the definition of `row`.
-    fn after_edit(row: &Row) -> Self {
-        match &row.seeded {
-            Seeded::Never => Seeded::Never,
-            Seeded::AsStored => Seeded::Fingerprint(Box::new(row.def.fingerprint_digest())),
-            Seeded::Fingerprint(fingerprint) => Seeded::Fingerprint(fingerprint.clone()),
-        }
-    }
-}
-
-/// Whether two definitions are equal in every field the fingerprint reads (all but
-/// `origin`); written out field by field, so a new field must be placed here.
-fn same_but_origin(a: &HeartbeatDef, b: &HeartbeatDef) -> bool {
-    let HeartbeatDef {
-        key,
-        kind,
-        prompt,
-        schedule,
-        policy,
-        delete_after_run,
-        dedup,
-        target,
-        active_hours,
-        timeout,
-        origin: _,
-        tools,
-        model,
-    } = a;
-    *key == b.key
-        && *kind == b.kind
-        && *prompt == b.prompt
-        && *schedule == b.schedule
-        && *policy == b.policy
-        && *delete_after_run == b.delete_after_run
-        && *dedup == b.dedup
-        && *target == b.target
-        && *active_hours == b.active_hours
-        && *timeout == b.timeout
-        && *tools == b.tools
-        && *model == b.model
-}
-
-/// Everything the memory store holds. Cloneable, so a simulator can snapshot it.
 /// A row of the run log. What dedup and the caps read lives on the row, as in SQLite:
 /// a run with no row records nothing, and a pruned row takes its digest and spending along.
 #[derive(Debug, Clone)]
@@ -146,11 +59,12 @@ type SpendingByTime = BTreeMap<Timestamp, Vec<SpendRow>>;
 /// A log row's spending, by the row's key and slot.
 type SpendRow = ((HeartbeatKey, Timestamp), DaySpend);
 
+/// Everything the memory store holds. Cloneable, so a simulator can snapshot it.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryState {
-    /// Boxed: a map's nodes are half empty after inserts in key order (a seed's), and a
-    /// row inline is 96 bytes of it (456 when this was chosen); a box is 8.
-    heartbeats: BTreeMap<HeartbeatKey, Box<Row>>,
+    /// Rows inline, packed (`memory_row`): a first seed builds the map from its sorted
+    /// rows, which fills every node.
+    heartbeats: BTreeMap<HeartbeatKey, Row>,
     executions: BTreeMap<(HeartbeatKey, Timestamp), LogEntry>,
     /// The log's rows that spent (called the LLM and finished), by agent and when they
     /// finished: the daily caps read the day's spending every minute, which a walk of the
@@ -176,7 +90,7 @@ impl MemoryState {
         &'s self,
         agent: &'s AgentId,
         after: Option<&HeartbeatId>,
-    ) -> impl Iterator<Item = (&'s HeartbeatKey, &'s Box<Row>)> + 's {
+    ) -> impl Iterator<Item = (&'s HeartbeatKey, &'s Row)> + 's {
         let from = match after {
             Some(after) => Bound::Excluded(HeartbeatKey { agent: agent.clone(), heartbeat: after.clone() }),
             None => Bound::Included(HeartbeatKey { agent: agent.clone(), heartbeat: HeartbeatId::lowest() }),
@@ -288,7 +202,7 @@ impl MemoryStore {
     /// Whether any stored heartbeat's state passes `test`, read in place (the simulator asks
     /// whether a breaker's cooldown is running when it injects a fault).
     pub fn any_heartbeat(&self, test: impl Fn(&HeartbeatState) -> bool) -> bool {
-        self.lock().heartbeats.values().any(|row| test(&row.state))
+        self.lock().heartbeats.values().any(|row| test(&row.state()))
     }
 
     /// Every row of the run log, by heartbeat and slot: the simulator reads it around a
@@ -313,9 +227,9 @@ impl MemoryStore {
     /// time to `take`, until it declines one.
     fn arming_pages(&self, state: &MemoryState, mut take: impl FnMut(Vec<Armable>) -> bool) {
         let mut page = Vec::with_capacity(ARMING_PAGE_ROWS);
-        for row in state.heartbeats.values().filter(|row| self.owns(&row.def.key.agent)) {
-            let latest_slot = if row.state.enabled { state.latest_slot(&row.def.key) } else { None };
-            page.push(Armable { heartbeat: for_arming(&row.def, &row.state), latest_slot });
+        for (key, row) in state.heartbeats.iter().filter(|(key, _)| self.owns(&key.agent)) {
+            let latest_slot = if row.enabled() { state.latest_slot(key) } else { None };
+            page.push(Armable { heartbeat: for_arming(key, row), latest_slot });
             if page.len() == ARMING_PAGE_ROWS
                 && !take(std::mem::replace(&mut page, Vec::with_capacity(ARMING_PAGE_ROWS)))
             {
@@ -343,32 +257,33 @@ const ARMING_PAGES_AHEAD: usize = 2;
 /// A row's heartbeat as a load for arming gives it: what only a run reads left out, as the
 /// SQL stores' arming columns leave it (the prompt but an agent heartbeat's, dedup, timeout,
 /// tools, model), so the engine a simulator runs on this store arms what production's does.
-fn for_arming(def: &HeartbeatDef, state: &HeartbeatState) -> Heartbeat {
+fn for_arming(key: &HeartbeatKey, row: &Row) -> Heartbeat {
+    let body = row.body();
     Heartbeat {
         def: HeartbeatDef {
-            key: def.key.clone(),
-            kind: def.kind,
-            prompt: if def.kind == JobKind::Agent { Arc::clone(&def.prompt) } else { Arc::default() },
-            schedule: def.schedule.clone(),
-            policy: def.policy,
-            delete_after_run: def.delete_after_run,
+            key: key.clone(),
+            kind: body.kind,
+            prompt: if body.kind == JobKind::Agent { Arc::clone(&body.prompt) } else { Arc::default() },
+            schedule: body.schedule.clone(),
+            policy: body.policy,
+            delete_after_run: body.delete_after_run,
             dedup: false,
-            target: def.target.clone(),
-            active_hours: def.active_hours.clone(),
+            target: body.target.clone(),
+            active_hours: body.active_hours.clone(),
             timeout: Duration::ZERO,
-            origin: def.origin,
+            origin: body.origin,
             tools: SharedJobTools::default(),
             model: None,
         },
-        state: state.clone(),
+        state: row.state(),
     }
 }
 
 /// Keeps `next` as the heartbeat's next slot while it still has the schedule that gave it.
 fn set_next_slot(state: &mut MemoryState, key: &HeartbeatKey, next: &NextSlot) {
     if let Some(row) = state.heartbeats.get_mut(key) {
-        if row.def.schedule == next.schedule {
-            row.state.next_slot = Some(next.at);
+        if row.body().schedule == next.schedule {
+            row.set_next_slot(next.at);
         }
     }
 }
@@ -384,28 +299,47 @@ fn claim_one(state: &mut MemoryState, claim: &SlotClaim) -> (ClaimOutcome, Optio
         btree_map::Entry::Vacant(vacant) => {
             vacant.insert(LogEntry::new(running(claim)));
             // An operator's trigger changes nothing of the schedule's (ADR 0049).
-            if !claim.triggered && row.def.schedule == claim.next_slot.schedule {
-                row.state.next_slot = Some(claim.next_slot.at);
+            if !claim.triggered && row.body().schedule == claim.next_slot.schedule {
+                row.set_next_slot(claim.next_slot.at);
             }
-            (ClaimOutcome::Claimed, Some(Arc::clone(&row.def)))
+            (ClaimOutcome::Claimed, Some(Arc::new(row.def(&claim.key))))
         }
     }
 }
 
-/// A configured definition's row as a seed stores it, its texts from the seed's `pool`.
-fn config_row(def: &HeartbeatDef, at: Timestamp, pool: &mut SeedPool) -> Box<Row> {
-    let fresh = HeartbeatState::stored_at(&def.schedule, at);
-    let stored = HeartbeatDef { origin: Origin::Config, ..pool.share(def) };
-    Box::new(Row { def: Arc::new(stored), state: fresh, seeded: Seeded::AsStored })
+/// The bodies of one thread's part of a seed: equal texts share one copy (the pool's), and
+/// each run of equal definitions (a template's jobs, alike in all but their keys) one body.
+#[derive(Default)]
+struct SeedBodies {
+    pool: SeedPool,
+    last: Option<Arc<Body>>,
+}
+
+impl SeedBodies {
+    /// A configured definition's row as a seed stores it.
+    fn config_row(&mut self, def: &HeartbeatDef, at: Timestamp) -> Row {
+        let fresh = HeartbeatState::stored_at(&def.schedule, at);
+        Row::seeded(self.body(def), &fresh)
+    }
+
+    fn body(&mut self, def: &HeartbeatDef) -> Arc<Body> {
+        if let Some(last) = self.last.as_ref().filter(|last| last.same_but_origin(def)) {
+            return Arc::clone(last);
+        }
+        let body = Arc::new(Body::of(&self.pool.share(def), Origin::Config));
+        self.last = Some(Arc::clone(&body));
+        body
+    }
 }
 
 /// The rows of `defs` in key order (of one key named twice, the later comes last), built
 /// and sorted on every core when there are many: copying and sorting a million
-/// definitions is most of a first seed. Equal texts share one copy within a thread's part.
-fn config_rows(defs: &[HeartbeatDef], at: Timestamp) -> Vec<(HeartbeatKey, Box<Row>)> {
+/// definitions is most of a first seed. Equal texts and bodies are shared within a
+/// thread's part (`SeedBodies`).
+fn config_rows(defs: &[HeartbeatDef], at: Timestamp) -> Vec<(HeartbeatKey, Row)> {
     let mapper = || {
-        let mut pool = SeedPool::default();
-        move |_, def: &HeartbeatDef| (def.key.clone(), config_row(def, at, &mut pool))
+        let mut bodies = SeedBodies::default();
+        move |_, def: &HeartbeatDef| (def.key.clone(), bodies.config_row(def, at))
     };
     seed_threads::map_sorted(defs, mapper, |row| &row.0)
 }
@@ -414,13 +348,14 @@ fn config_rows(defs: &[HeartbeatDef], at: Timestamp) -> Vec<(HeartbeatKey, Box<R
 impl Store for MemoryStore {
     async fn load_heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
         let state = self.lock();
-        Ok(state.heartbeats.values().filter(|row| self.owns(&row.def.key.agent)).map(|row| row.heartbeat()).collect())
+        let owned = state.heartbeats.iter().filter(|(key, _)| self.owns(&key.agent));
+        Ok(owned.map(|(key, row)| row.heartbeat(key)).collect())
     }
 
     async fn load_for_arming(&self) -> Result<Vec<Heartbeat>, StoreError> {
         let state = self.lock();
-        let owned = state.heartbeats.values().filter(|row| self.owns(&row.def.key.agent));
-        Ok(owned.map(|row| for_arming(&row.def, &row.state)).collect())
+        let owned = state.heartbeats.iter().filter(|(key, _)| self.owns(&key.agent));
+        Ok(owned.map(|(key, row)| for_arming(key, row)).collect())
     }
 
     // One snapshot, as a SQL store's load: the pages are built and handed over under the
@@ -458,7 +393,7 @@ impl Store for MemoryStore {
         // one pass (the map sorts its rows first): a search from the root per definition
         // was a third of a seed.
         if state.heartbeats.is_empty() {
-            let rows: BTreeMap<HeartbeatKey, Box<Row>> = config_rows(defs, at).into_iter().collect();
+            let rows: BTreeMap<HeartbeatKey, Row> = config_rows(defs, at).into_iter().collect();
             // A key named twice is one row of the map: that config takes the path below,
             // which keeps its last definition and reports it once.
             if rows.len() == defs.len() {
@@ -468,17 +403,17 @@ impl Store for MemoryStore {
             }
         }
         // Only a store that held config rows before can have some that left the config.
-        let config_rows = state.heartbeats.values().any(|row| row.def.origin == Origin::Config);
+        let config_rows = state.heartbeats.values().any(|row| row.body().origin == Origin::Config);
         let config = ConfigKeys::of(defs);
-        let mut pool = SeedPool::default();
+        let mut bodies = SeedBodies::default();
         for (_, def) in config.kept() {
             // One search a definition, and a copy only of what is stored.
             match state.heartbeats.entry(def.key.clone()) {
-                btree_map::Entry::Occupied(row) if Seeded::unchanged(row.get(), def) => {
+                btree_map::Entry::Occupied(row) if row.get().seeded_unchanged(&def.key, def) => {
                     report.unchanged.push(def.key.clone());
                 }
                 entry => {
-                    let row = config_row(def, at, &mut pool);
+                    let row = bodies.config_row(def, at);
                     match entry {
                         btree_map::Entry::Occupied(mut occupied) => {
                             occupied.insert(row);
@@ -496,7 +431,7 @@ impl Store for MemoryStore {
             state
                 .heartbeats
                 .iter()
-                .filter(|(key, row)| row.def.origin == Origin::Config && !config.contains(key))
+                .filter(|(key, row)| row.body().origin == Origin::Config && !config.contains(key))
                 .map(|(key, _)| key.clone())
                 .collect()
         } else {
@@ -513,15 +448,14 @@ impl Store for MemoryStore {
         text_check::defs([def])?;
         let mut state = self.lock();
         self.fence(&state, std::iter::once(&def.key.agent))?;
-        let seeded = state.heartbeats.get(&def.key).map_or(Seeded::Never, |row| Seeded::after_edit(row));
         let fresh = HeartbeatState::stored_at(&def.schedule, at);
-        let row = Box::new(Row { def: Arc::new(def.clone()), state: fresh, seeded });
+        let row = Row::edited(&def.key, def, &fresh, state.heartbeats.get(&def.key));
         state.heartbeats.insert(def.key.clone(), row);
         Ok(())
     }
 
     async fn consecutive_failures(&self, key: &HeartbeatKey) -> Result<Option<u32>, StoreError> {
-        Ok(self.lock().heartbeats.get(key).map(|row| row.state.consecutive_failures))
+        Ok(self.lock().heartbeats.get(key).map(Row::consecutive_failures))
     }
 
     async fn delete_heartbeat(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
@@ -534,22 +468,25 @@ impl Store for MemoryStore {
         let mut state = self.lock();
         self.fence(&state, std::iter::once(&key.agent))?;
         let Some(row) = state.heartbeats.get_mut(key) else { return Ok(false) };
-        let heartbeat_state = &mut row.state;
-        heartbeat_state.enabled = enabled;
-        heartbeat_state.disabled_reason = if enabled { None } else { reason.map(Box::from) };
-        if enabled {
-            heartbeat_state.consecutive_failures = 0;
-            heartbeat_state.breaker_opened_at = None;
-        }
+        row.change_state(|heartbeat_state| {
+            heartbeat_state.enabled = enabled;
+            heartbeat_state.disabled_reason = if enabled { None } else { reason.map(Box::from) };
+            if enabled {
+                heartbeat_state.consecutive_failures = 0;
+                heartbeat_state.breaker_opened_at = None;
+            }
+        });
         Ok(true)
     }
 
     async fn disable_if_enabled(&self, key: &HeartbeatKey, reason: &str) -> Result<bool, StoreError> {
         let mut state = self.lock();
         self.fence(&state, std::iter::once(&key.agent))?;
-        let Some(row) = state.heartbeats.get_mut(key).filter(|row| row.state.enabled) else { return Ok(false) };
-        row.state.enabled = false;
-        row.state.disabled_reason = Some(reason.into());
+        let Some(row) = state.heartbeats.get_mut(key).filter(|row| row.enabled()) else { return Ok(false) };
+        row.change_state(|heartbeat_state| {
+            heartbeat_state.enabled = false;
+            heartbeat_state.disabled_reason = Some(reason.into());
+        });
         Ok(true)
     }
 
@@ -557,13 +494,15 @@ impl Store for MemoryStore {
         let mut state = self.lock();
         self.fence(&state, std::iter::once(&key.agent))?;
         let Some(row) = state.heartbeats.get_mut(key) else { return Ok(false) };
-        let heartbeat_state = &mut row.state;
-        let open = !heartbeat_state.enabled && heartbeat_state.disabled_reason.as_deref() == Some(DISABLED_BY_BREAKER);
-        if open {
-            heartbeat_state.enabled = true;
-            heartbeat_state.disabled_reason = None;
-        }
-        Ok(open)
+        Ok(row.change_state(|heartbeat_state| {
+            let open =
+                !heartbeat_state.enabled && heartbeat_state.disabled_reason.as_deref() == Some(DISABLED_BY_BREAKER);
+            if open {
+                heartbeat_state.enabled = true;
+                heartbeat_state.disabled_reason = None;
+            }
+            open
+        }))
     }
 
     async fn set_next_slots(&self, slots: &[(HeartbeatKey, NextSlot)]) -> Result<(), StoreError> {
@@ -662,22 +601,23 @@ impl Store for MemoryStore {
                 steps.push(BreakerStep::unchanged(0));
                 continue;
             };
-            let heartbeat_state = &mut row.state;
-            if breaker::is_open(heartbeat_state.enabled, heartbeat_state.disabled_reason.as_deref()) {
-                steps.push(BreakerStep::unchanged(heartbeat_state.consecutive_failures));
-                continue;
-            }
-            let after_run =
-                if heartbeat_state.enabled { breaker::after_run } else { breaker::after_run_while_disabled };
-            let step = after_run(heartbeat_state.consecutive_failures, run.verdict(), breaker_failures_max);
-            heartbeat_state.consecutive_failures = step.consecutive_failures;
-            if step.tripped {
-                heartbeat_state.enabled = false;
-                heartbeat_state.disabled_reason = Some(DISABLED_BY_BREAKER.into());
-                heartbeat_state.breaker_opened_at = Some(run.finished_at);
-            } else if step.consecutive_failures == 0 {
-                heartbeat_state.breaker_opened_at = None;
-            }
+            let step = row.change_state(|heartbeat_state| {
+                if breaker::is_open(heartbeat_state.enabled, heartbeat_state.disabled_reason.as_deref()) {
+                    return BreakerStep::unchanged(heartbeat_state.consecutive_failures);
+                }
+                let after_run =
+                    if heartbeat_state.enabled { breaker::after_run } else { breaker::after_run_while_disabled };
+                let step = after_run(heartbeat_state.consecutive_failures, run.verdict(), breaker_failures_max);
+                heartbeat_state.consecutive_failures = step.consecutive_failures;
+                if step.tripped {
+                    heartbeat_state.enabled = false;
+                    heartbeat_state.disabled_reason = Some(DISABLED_BY_BREAKER.into());
+                    heartbeat_state.breaker_opened_at = Some(run.finished_at);
+                } else if step.consecutive_failures == 0 {
+                    heartbeat_state.breaker_opened_at = None;
+                }
+                step
+            });
             steps.push(step);
         }
         Ok(steps)
@@ -782,7 +722,7 @@ impl Store for MemoryStore {
             return Ok(Vec::new());
         }
         let state = self.lock();
-        Ok(state.rows_of_agent(agent, after).take(limit).map(|(_, row)| row.heartbeat()).collect())
+        Ok(state.rows_of_agent(agent, after).take(limit).map(|(key, row)| row.heartbeat(key)).collect())
     }
 
     async fn heartbeats_page(&self, after: Option<&HeartbeatKey>, limit: usize) -> Result<Vec<Heartbeat>, StoreError> {
@@ -792,20 +732,20 @@ impl Store for MemoryStore {
             None => state.heartbeats.range::<HeartbeatKey, _>(..),
         };
         let owned = later.filter(|(key, _)| self.owns(&key.agent));
-        Ok(owned.take(limit).map(|(_, row)| row.heartbeat()).collect())
+        Ok(owned.take(limit).map(|(key, row)| row.heartbeat(key)).collect())
     }
 
     async fn jobs_of_agents(&self, only: Option<&AgentId>) -> Result<BTreeMap<AgentId, AgentJobs>, StoreError> {
         let state = self.lock();
         let mut jobs: BTreeMap<AgentId, AgentJobs> = BTreeMap::new();
-        let counted: Box<dyn Iterator<Item = (&HeartbeatKey, &Box<Row>)>> = match only {
+        let counted: Box<dyn Iterator<Item = (&HeartbeatKey, &Row)>> = match only {
             Some(agent) => Box::new(state.rows_of_agent(agent, None)),
             None => Box::new(state.heartbeats.iter()),
         };
         for (key, row) in counted.filter(|(key, _)| self.owns(&key.agent)) {
             let counted = jobs.entry(key.agent.clone()).or_default();
             counted.count += 1;
-            counted.has_agent_heartbeat |= row.def.kind == JobKind::Agent;
+            counted.has_agent_heartbeat |= row.body().kind == JobKind::Agent;
         }
         Ok(jobs)
     }
@@ -845,13 +785,13 @@ impl Store for MemoryStore {
 
     async fn heartbeats(&self, keys: &[HeartbeatKey]) -> Result<Vec<Heartbeat>, StoreError> {
         let state = self.lock();
-        Ok(keys.iter().filter_map(|key| state.heartbeats.get(key)).map(|row| row.heartbeat()).collect())
+        Ok(keys.iter().filter_map(|key| state.heartbeats.get(key).map(|row| row.heartbeat(key))).collect())
     }
 
     async fn definitions(&self, keys: &[HeartbeatKey]) -> Result<Definitions, StoreError> {
         let state = self.lock();
         let stored = keys.iter().filter_map(|key| state.heartbeats.get(key).map(|row| (key, row)));
-        Ok(stored.map(|(key, row)| (key.clone(), Arc::clone(&row.def))).collect())
+        Ok(stored.map(|(key, row)| (key.clone(), Arc::new(row.def(key)))).collect())
     }
 
     async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {
@@ -974,6 +914,22 @@ mod tests {
     async fn stored(store: &MemoryStore, defs: &[HeartbeatDef]) -> Vec<HeartbeatDef> {
         let keys: Vec<HeartbeatKey> = defs.iter().map(|def| def.key.clone()).collect();
         store.heartbeats(&keys).await.expect("read").into_iter().map(|heartbeat| heartbeat.def).collect()
+    }
+
+    #[test]
+    fn a_run_of_alike_definitions_shares_one_body() {
+        let mut bodies = SeedBodies::default();
+        let defs = alike(&["a", "b", "c"]);
+        let other = HeartbeatDef { prompt: "Another.".into(), ..test_def("main", "d", 60) };
+        let first = bodies.body(&defs[0]);
+        assert!(Arc::ptr_eq(&first, &bodies.body(&defs[1])), "alike but their keys: one body");
+        assert!(Arc::ptr_eq(&first, &bodies.body(&HeartbeatDef { origin: Origin::Runtime, ..defs[2].clone() })));
+        let apart = bodies.body(&other);
+        assert!(!Arc::ptr_eq(&first, &apart), "another prompt: a body of its own");
+        assert_eq!(apart.def(&other.key), HeartbeatDef { origin: Origin::Config, ..other.clone() });
+        let again = bodies.body(&defs[0]);
+        assert!(Arc::ptr_eq(&again.prompt, &first.prompt), "a body made again keeps the pool's texts");
+        assert_eq!(first.origin, Origin::Config, "a seed's rows are the config's");
     }
 
     #[tokio::test]

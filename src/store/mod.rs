@@ -5,6 +5,7 @@ mod breaker_batch;
 mod config_keys;
 pub mod memory;
 mod memory_leases;
+mod memory_row;
 #[cfg(not(madsim))]
 pub mod postgres;
 #[cfg(not(madsim))]
