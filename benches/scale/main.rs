@@ -258,10 +258,11 @@ impl Bench {
                 rows.push(Row {
                     measure: format!("  resident memory, {} heartbeats ({store})", thousands(count)),
                     systole: format!(
-                        "{} MB, {} B each, the engine's heap {} B of it (peak {} MB)",
+                        "{} MB, {} B each: the engine's heap {} B, the store's {} B (peak {} MB)",
                         whole(ours.get("resident_mb")),
                         whole(ours.get("bytes_each")),
                         whole(ours.get("engine_heap_bytes_each")),
+                        whole(ours.get("store_heap_bytes_each")),
                         whole(ours.get("peak_mb"))
                     ),
                     peer: peer.as_ref().map_or_else(

@@ -200,6 +200,7 @@ async fn start_engine(store: Arc<dyn Store>, recorder: Arc<Recorder>, reply: &st
 /// `distinct_prompts` each a text of its own.
 pub async fn register(kind: StoreKind, count: usize, path: &Path, distinct_prompts: bool) -> Figures {
     let (resident_before, _) = resident_bytes();
+    let heap_before = heap_in_use_bytes();
     let store = open_store(&kind, path).await;
     let mut defs = defs(0, count, Duration::from_secs(3_600), Duration::from_secs(3_600));
     if distinct_prompts {
@@ -231,6 +232,7 @@ pub async fn register(kind: StoreKind, count: usize, path: &Path, distinct_promp
         ("peak_mb".to_owned(), peak as f64 / 1e6),
         ("bytes_each".to_owned(), resident.saturating_sub(resident_before) as f64 / count as f64),
         ("engine_heap_bytes_each".to_owned(), engine_heap as f64 / count as f64),
+        ("store_heap_bytes_each".to_owned(), heap_stored.saturating_sub(heap_before) as f64 / count as f64),
     ])
 }
 
