@@ -78,7 +78,8 @@ pub enum ClaimOutcome {
 }
 
 /// Stored definitions by heartbeat, each shared: the run of a claimed slot holds a count
-/// of its definition, not a copy of its prompt and target (the memory store keeps them so).
+/// of its definition, whose prompt and target are counts of the store's texts where the
+/// store holds them (the memory store, ADR 0062).
 pub type Definitions = BTreeMap<HeartbeatKey, Arc<HeartbeatDef>>;
 
 /// A pass's claims as the store answered them ([`Store::claim_and_read`]).
