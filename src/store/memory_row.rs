@@ -4,7 +4,8 @@
 //!
 //! The row's key is the map's, so the definition is kept without it ([`Body`]) and rows
 //! of equal definitions (a tenant's template, a config's alike jobs) share one. The state
-//! is kept as plain numbers, its optional instants without `Option`'s padding.
+//! is kept as plain numbers, the next slot without `Option`'s padding, and what few rows
+//! have (a disabled reason, a breaker's opening, an edit's seeded fingerprint) out of line.
 
 use std::sync::Arc;
 use std::time::Duration;
