@@ -2,7 +2,8 @@
 //! breaker is not half-opened before its cooldown has passed (by the pause's clock rules,
 //! ADR 0005: whichever of the wall and monotonic clocks gets there first; after a restart
 //! what is left is read off the wall clock, at most the whole cooldown); once it has
-//! passed, a running engine half-opens it; and each opening from closed and each close by
+//! passed, a running engine half-opens it (within a bound, judged once faults are off,
+//! at the half-open or at the end); and each opening from closed and each close by
 //! a probe is announced at most once, never without one.
 
 use std::collections::BTreeMap;
@@ -15,12 +16,16 @@ use systole::limits::{BREAKER_HALF_OPEN_RETRY_SECS, DRIVER_SLEEP_SECS_MAX};
 use systole::ports::messenger::DeliveryKind;
 
 use super::{fail, signed, Step, DEADLINE_SLACK};
+use crate::faults::FaultKind;
 use crate::trace::Entry;
 
 /// No probe before the cooldown; a probe once it is over.
 pub const BREAKER_COOLDOWN: &str = "breaker-cooldown";
 /// Announcements match the breaker's openings and closes, one each at most.
 pub const BREAKER_ANNOUNCED: &str = "breaker-announced";
+
+/// The store operation of a half-open, as a failed one's fault names it.
+const HALF_OPEN_WRITE: &str = "half_open_breaker";
 
 /// How late after its cooldown a running engine may half-open a breaker: one failed store
 /// write's retry plus one driver sleep, with room for scheduling.
@@ -33,11 +38,23 @@ struct Open {
     length: Duration,
     /// Elapsed time at which the monotonic deadline of the current life falls.
     mono_end: Duration,
+    /// When that deadline was set (the trip, or the start of the current life).
+    since: Duration,
 }
 
 impl Open {
     fn wall_end(&self) -> Timestamp {
         self.opened_wall + signed(self.length)
+    }
+
+    /// The elapsed time by which a running engine half-opens it once faults went off at
+    /// `healed_at`: its monotonic deadline or its end by the wall, whichever comes first
+    /// (after healing the wall clock is elapsed time plus `wall_offset`), not before the
+    /// healing.
+    fn due_after_healing(&self, healed_at: Duration, wall_offset: SignedDuration) -> Duration {
+        let wall_end = self.wall_end().duration_since(Timestamp::UNIX_EPOCH) - wall_offset;
+        let wall_end = if wall_end.is_negative() { Duration::ZERO } else { wall_end.unsigned_abs() };
+        self.mono_end.min(wall_end).max(healed_at)
     }
 }
 
@@ -54,6 +71,9 @@ pub struct BreakerModel {
     /// When each heartbeat's breaker opened (elapsed), and closed again if it did (by a
     /// probe or an operator): it decides nothing of its own in between.
     open_spans: BTreeMap<HeartbeatKey, Vec<(Duration, Option<Duration>)>>,
+    /// When a half-open write failed (elapsed), and when a start-up's load did.
+    half_open_write_failures: Vec<Duration>,
+    load_failures: Vec<Duration>,
     /// The wall clock as read in the last `HALF_OPEN_BOUND`: a half-open the engine decided
     /// then (the cooldown over by the wall) may be written only after a failed write's
     /// retry, when a backward jump has put the wall back before the end.
@@ -77,7 +97,8 @@ impl BreakerModel {
     pub fn tripped(&mut self, entry: &Entry, key: &HeartbeatKey, finished_at: Timestamp, failures: u32, opened: bool) {
         match cooldown(&self.ladder, failures, self.failures_max) {
             Some(length) => {
-                let open = Open { opened_wall: finished_at, length, mono_end: entry.elapsed + length };
+                let open =
+                    Open { opened_wall: finished_at, length, mono_end: entry.elapsed + length, since: entry.elapsed };
                 self.open.insert(key.clone(), open);
             }
             None => {
@@ -133,11 +154,32 @@ impl BreakerModel {
         }
     }
 
-    /// The store half-opened `key` at `entry`.
-    pub fn half_opened(&mut self, entry: &Entry, key: &HeartbeatKey) -> Step {
+    /// The store half-opened `key` at `entry`; `healed` is when faults went off and the wall
+    /// clock's offset from elapsed time from then on, once they have.
+    pub fn half_opened(
+        &mut self,
+        entry: &Entry,
+        key: &HeartbeatKey,
+        healed: Option<(Duration, SignedDuration)>,
+    ) -> Step {
         let Some(open) = self.open.remove(key) else {
             return fail(BREAKER_COOLDOWN, format!("{key} was half-opened, but no open breaker of it has a cooldown"));
         };
+        // As late as `probes_due` would find it missing at the end: a probe that came at
+        // all, but later (a restart that counted the whole cooldown again), is as wrong.
+        if let Some(message) = self.late(entry, key, &open) {
+            return fail(BREAKER_COOLDOWN, message);
+        }
+        if let Some((healed_at, wall_offset)) = healed {
+            let due = open.due_after_healing(healed_at, wall_offset);
+            if entry.elapsed > due + HALF_OPEN_BOUND {
+                let message = format!(
+                    "{key} was half-opened at +{:?}, though its {:?} cooldown ended by +{due:?}",
+                    entry.elapsed, open.length
+                );
+                return fail(BREAKER_COOLDOWN, message);
+            }
+        }
         self.half_opened.entry(key.clone()).or_default().push(entry.elapsed);
         self.span_ends(key, entry.elapsed);
         let slack = signed(DEADLINE_SLACK);
@@ -170,7 +212,41 @@ impl BreakerModel {
             let left = open.wall_end().duration_since(entry.wall);
             let left = if left.is_negative() { Duration::ZERO } else { left.unsigned_abs() };
             open.mono_end = entry.elapsed + left.min(open.length);
+            open.since = entry.elapsed;
         }
+    }
+
+    /// A fault fired at `entry`: a failed half-open write is tried again after
+    /// `BREAKER_HALF_OPEN_RETRY_SECS`, and a start-up's failed load arms what it did not
+    /// read later, its cooldowns too.
+    pub fn fault(&mut self, entry: &Entry, kind: FaultKind, detail: &str) {
+        match kind {
+            FaultKind::StoreError if detail.starts_with(HALF_OPEN_WRITE) => {
+                self.half_open_write_failures.push(entry.elapsed);
+            }
+            FaultKind::StoreReadError if detail.starts_with("load") => self.load_failures.push(entry.elapsed),
+            _ => {}
+        }
+    }
+
+    /// Why `open` of `key`, half-opened at `entry`, came later than the engine's own clock
+    /// allows: its monotonic deadline (the wall's end may come first, never later), one
+    /// retry of each failed half-open write since the deadline was set, and a driver's
+    /// sleep. Unjudged when a start-up's load failed in that time.
+    fn late(&self, entry: &Entry, key: &HeartbeatKey, open: &Open) -> Option<String> {
+        let within = |at: &&Duration| **at > open.since && **at <= entry.elapsed;
+        if self.load_failures.iter().any(|at| within(&at)) {
+            return None;
+        }
+        let retries = self.half_open_write_failures.iter().filter(within).count() as u32;
+        let allowed = open.mono_end + HALF_OPEN_BOUND + Duration::from_secs(BREAKER_HALF_OPEN_RETRY_SECS) * retries;
+        (entry.elapsed > allowed).then(|| {
+            format!(
+                "{key} was half-opened at +{:?}, though its {:?} cooldown ended by +{:?} on the engine's clock \
+                 ({retries} failed half-open writes since +{:?})",
+                entry.elapsed, open.length, open.mono_end, open.since
+            )
+        })
     }
 
     /// An announcement of `key` went out.
@@ -202,10 +278,7 @@ impl BreakerModel {
     ) -> Step {
         for (key, open) in self.open.iter().filter(|(key, _)| present(key)) {
             count();
-            // After healing the wall clock is elapsed time plus the offset.
-            let wall_end = open.wall_end().duration_since(Timestamp::UNIX_EPOCH) - wall_offset;
-            let wall_end = if wall_end.is_negative() { Duration::ZERO } else { wall_end.unsigned_abs() };
-            let due = open.mono_end.min(wall_end).max(healed_at);
+            let due = open.due_after_healing(healed_at, wall_offset);
             if end > due + HALF_OPEN_BOUND {
                 let message =
                     format!("{key}: its cooldown ended by +{due:?}, and it was never half-opened (end +{end:?})");

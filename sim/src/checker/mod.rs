@@ -678,7 +678,11 @@ impl Model<'_> {
                 self.log_unread.insert(key.clone());
                 Ok(())
             }
-            Event::Fault { .. } | Event::Restart { .. } | Event::StartFailed { .. } | Event::OpFailed { .. } => Ok(()),
+            Event::Fault { kind, detail } => {
+                self.breaker.fault(entry, *kind, detail);
+                Ok(())
+            }
+            Event::Restart { .. } | Event::StartFailed { .. } | Event::OpFailed { .. } => Ok(()),
             Event::WorkspaceChanged { agent, content } => {
                 self.agents.file_changed(agent, content);
                 Ok(())
@@ -1361,7 +1365,8 @@ impl Model<'_> {
                 }
                 self.stopped.remove(key);
                 self.present.insert(key.clone(), true);
-                self.breaker.half_opened(entry, key)?;
+                let healed = self.healed_at.zip(self.healed_wall_offset);
+                self.breaker.half_opened(entry, key, healed)?;
             }
             DurableWrite::Retired { key } => {
                 self.count(RETIREMENT_KEEPS_DISABLE);
