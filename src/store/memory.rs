@@ -199,8 +199,9 @@ impl MemoryStore {
         self.lock().clone()
     }
 
-    /// Whether any stored heartbeat's state passes `test`, read in place (the simulator asks
-    /// whether a breaker's cooldown is running when it injects a fault).
+    /// Whether any stored heartbeat's state passes `test`, each row's built in turn under
+    /// the lock, not a copy of the store (the simulator asks whether a breaker's cooldown is
+    /// running when it injects a fault).
     pub fn any_heartbeat(&self, test: impl Fn(&HeartbeatState) -> bool) -> bool {
         self.lock().heartbeats.values().any(|row| test(&row.state()))
     }
