@@ -23,7 +23,7 @@ const BUSY_SHORT_TRIES: u64 = 40;
 const BUSY_LONG_SLEEP_US: u64 = 1_000;
 
 /// The sleep before try `tries + 1`, or `None` once the busy timeout is spent.
-fn busy_sleep(tries: u64) -> Option<Duration> {
+pub(super) fn busy_sleep(tries: u64) -> Option<Duration> {
     let short_tries = tries.min(BUSY_SHORT_TRIES);
     let slept_us = short_tries * BUSY_SHORT_SLEEP_US + (tries - short_tries) * BUSY_LONG_SLEEP_US;
     if slept_us >= SQLITE_BUSY_TIMEOUT_MS * 1_000 {

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use sqlx::SqlitePool;
 
+use super::sqlite_busy::busy_sleep;
 use crate::ports::store::StoreError;
 
 /// Whether the file still waits for its switch to WAL.
@@ -49,7 +50,7 @@ impl Journal {
         if !self.wal_pending() {
             return Ok(());
         }
-        let mode = journal_mode(writer, "PRAGMA journal_mode = WAL").await?;
+        let mode = switch_to_wal(writer).await?;
         if !is_wal(&mode) {
             tracing::warn!(mode, "the database could not be put in WAL mode; its readers wait for each write's commit");
         }
@@ -67,8 +68,41 @@ impl Journal {
 }
 
 /// The mode `pragma` answers: the journal mode the file is in after it.
-async fn journal_mode(writer: &SqlitePool, pragma: &str) -> Result<String, StoreError> {
-    Ok(sqlx::query_scalar(pragma).fetch_one(writer).await?)
+async fn journal_mode(writer: &SqlitePool, pragma: &str) -> Result<String, sqlx::Error> {
+    sqlx::query_scalar(pragma).fetch_one(writer).await
+}
+
+/// `PRAGMA journal_mode = WAL`, asked again while another connection holds a lock on the
+/// file, for as long as a busy write would wait (`sqlite_busy`'s sleeps). SQLite answers a
+/// switch that cannot lock the file at once with "database is locked" and calls no busy
+/// handler: the pragma holds its read lock as it asks for the exclusive one. So two stores'
+/// first writes on one new file (a daemon's and a CLI's) failed one of them, in 3 of 30
+/// runs of the conformance suite's concurrent writers.
+async fn switch_to_wal(writer: &SqlitePool) -> Result<String, StoreError> {
+    let mut tries = 0;
+    loop {
+        match journal_mode(writer, "PRAGMA journal_mode = WAL").await {
+            Err(error) if is_busy(&error) => {
+                let Some(sleep) = busy_sleep(tries) else { return Err(error.into()) };
+                // A real adapter's wait for the file's lock, as SQLite's own busy handler
+                // sleeps on the real clock.
+                #[allow(clippy::disallowed_methods)]
+                tokio::time::sleep(sleep).await;
+                tries += 1;
+            }
+            answer => return Ok(answer?),
+        }
+    }
+}
+
+/// Whether SQLite refused for a lock another connection holds (`SQLITE_BUSY`, with any
+/// extended code).
+fn is_busy(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|database| database.code())
+        .and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| code & 0xff == libsqlite3_sys::SQLITE_BUSY)
 }
 
 fn is_wal(mode: &str) -> bool {
