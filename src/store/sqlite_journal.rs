@@ -72,12 +72,13 @@ async fn journal_mode(writer: &SqlitePool, pragma: &str) -> Result<String, sqlx:
     sqlx::query_scalar(pragma).fetch_one(writer).await
 }
 
-/// `PRAGMA journal_mode = WAL`, asked again while another connection holds a lock on the
-/// file, for as long as a busy write would wait (`sqlite_busy`'s sleeps). SQLite answers a
-/// switch that cannot lock the file at once with "database is locked" and calls no busy
-/// handler: the pragma holds its read lock as it asks for the exclusive one. So two stores'
-/// first writes on one new file (a daemon's and a CLI's) failed one of them, in 3 of 30
-/// runs of the conformance suite's concurrent writers.
+/// `PRAGMA journal_mode = WAL`, asked again while SQLite refuses it for a lock another
+/// connection holds, for as long as a busy write would wait (`sqlite_busy`'s sleeps). When
+/// two connections switch one file at once, SQLite refuses one of them at once with
+/// "database is locked" and calls no busy handler: each holds its read lock as it asks for
+/// the exclusive one, and waiting would deadlock. So two stores' first writes on one new
+/// file (a daemon's and a CLI's) failed one of them, in 3 of 30 runs of the conformance
+/// suite's concurrent writers.
 async fn switch_to_wal(writer: &SqlitePool) -> Result<String, StoreError> {
     let mut tries = 0;
     loop {
