@@ -290,7 +290,7 @@ fn json_rows_sql(columns: &str) -> (String, &'static str) {
 }
 
 /// SQLite's `SQLITE_BUSY` ("database is locked"), primary or extended code.
-fn is_busy(error: &sqlx::Error) -> bool {
+pub(super) fn is_busy(error: &sqlx::Error) -> bool {
     let code = error.as_database_error().and_then(|error| error.code()).and_then(|code| code.parse::<i32>().ok());
     code.is_some_and(|code| code & 0xff == SQLITE_BUSY_CODE)
 }

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use sqlx::SqlitePool;
 
+use super::sqlite::is_busy;
 use super::sqlite_busy::busy_sleep;
 use crate::ports::store::StoreError;
 
@@ -94,16 +95,6 @@ async fn switch_to_wal(writer: &SqlitePool) -> Result<String, StoreError> {
             answer => return Ok(answer?),
         }
     }
-}
-
-/// Whether SQLite refused for a lock another connection holds (`SQLITE_BUSY`, with any
-/// extended code).
-fn is_busy(error: &sqlx::Error) -> bool {
-    error
-        .as_database_error()
-        .and_then(|database| database.code())
-        .and_then(|code| code.parse::<i32>().ok())
-        .is_some_and(|code| code & 0xff == libsqlite3_sys::SQLITE_BUSY)
 }
 
 fn is_wal(mode: &str) -> bool {
