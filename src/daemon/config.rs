@@ -2,6 +2,7 @@
 //! definitions. Every error names the file, the field and the problem.
 
 use crate::cluster::{ClusterSettings, LEASE_SECS_DEFAULT, LEASE_SECS_MAX, LEASE_SECS_MIN};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -403,7 +404,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let path = error.path().to_string();
         toml_error(&file, text, error.inner(), if path == "." { "" } else { &path })
     })?;
-    Validator { file, path }.config(raw)
+    Validator { file, path, targets: RefCell::default() }.config(raw)
 }
 
 /// A TOML error as a config error: the key's path when known, and the line and column.
@@ -426,6 +427,11 @@ fn toml_error(file: &str, text: &str, error: &toml::de::Error, key: &str) -> Con
 struct Validator<'a> {
     file: String,
     path: &'a Path,
+    /// Each target text parsed so far: equal targets share one parsed target. A config's
+    /// jobs mostly name a few; a copy of its own for each was freed once the store shared
+    /// their definitions, and left a hole among the ids kept (33 B a heartbeat at a
+    /// million, `docs/performance.md`).
+    targets: RefCell<BTreeMap<String, DeliveryTarget>>,
 }
 
 impl Validator<'_> {
@@ -885,6 +891,9 @@ impl Validator<'_> {
 
     /// A delivery target whose adapter is configured.
     fn known_target(&self, field: &str, text: &str, adapters: &AdapterSettings) -> Result<DeliveryTarget, ConfigError> {
+        if let Some(target) = self.targets.borrow().get(text) {
+            return Ok(target.clone());
+        }
         let target = DeliveryTarget::parse(text).map_err(|e| self.error(field, e))?;
         if !adapters.knows(&target) {
             let problem = format!(
@@ -894,6 +903,7 @@ impl Validator<'_> {
             );
             return Err(self.error(field, problem));
         }
+        self.targets.borrow_mut().insert(text.to_owned(), target.clone());
         Ok(target)
     }
 

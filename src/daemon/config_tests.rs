@@ -143,6 +143,31 @@ fn heartbeat_ids_are_unique_per_agent_only() {
 }
 
 #[test]
+fn equal_targets_share_one_text_and_a_bad_one_is_refused_at_each_use() {
+    let text = format!(
+        "{LLM}[adapters.webhook.ops]\nurl = \"http://127.0.0.1:9/hook\"\n\
+         [[agents]]\nid = \"a\"\n[[agents.heartbeats]]\nid = \"x\"\nprompt = \"p\"\nevery = \"1m\"\ntarget = \"webhook:ops\"\n\
+         [[agents.heartbeats]]\nid = \"y\"\nprompt = \"p\"\nevery = \"1m\"\ntarget = \"stdout\"\n\
+         [[agents.heartbeats]]\nid = \"z\"\nprompt = \"p\"\nevery = \"1m\"\ntarget = \"webhook:ops\"\n"
+    );
+    let config = parse_text(&text).expect("valid");
+    let [x, y, z] = [0, 1, 2].map(|index| &config.heartbeats[index].target);
+    assert!(arcstr::ArcStr::ptr_eq(x.text(), z.text()), "one parsed target for both");
+    assert!(!arcstr::ArcStr::ptr_eq(x.text(), y.text()));
+    assert_eq!(
+        (x.to_string(), y.to_string(), z.to_string()),
+        ("webhook:ops".into(), "stdout".into(), "webhook:ops".into())
+    );
+    // A target refused once is not remembered: its second use is refused, naming its field.
+    let unknown = text.replace("target = \"webhook:ops\"", "target = \"webhook:nope\"");
+    assert_eq!(refused(&unknown).field, "agents[0].heartbeats[0].target");
+    let later = text
+        .replacen("target = \"webhook:ops\"", "target = \"stdout\"", 1)
+        .replace("webhook:ops\"\n", "webhook:nope\"\n");
+    assert_eq!(refused(&later).field, "agents[0].heartbeats[2].target");
+}
+
+#[test]
 fn window_zone_falls_back_to_agent_then_engine() {
     let text = format!(
         "{LLM}[engine]\ntimezone = \"Asia/Shanghai\"\n[[agents]]\nid = \"a\"\n[[agents.heartbeats]]\nid = \"x\"\nprompt = \"p\"\nevery = \"1m\"\n\
