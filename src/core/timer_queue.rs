@@ -10,6 +10,7 @@
 //! taken out and its entry found without comparing a key. A key finds its place through a
 //! hash table of places (ADR 0054).
 
+mod due;
 mod key_index;
 mod places;
 
@@ -22,6 +23,7 @@ use crate::core::ids::HeartbeatKey;
 use crate::core::slots::SlotTimer;
 use crate::limits::DRIVER_SLEEP_SECS_MAX;
 use crate::ports::clock::{Mono, Now};
+use due::Due;
 use key_index::KeyIndex;
 use places::Places;
 
@@ -35,9 +37,9 @@ pub struct TimerQueue<V> {
     armed: usize,
     /// By wall due time in nanoseconds since the Unix epoch ([`wall_nanos`]: 8 bytes, not
     /// 16), then by place: equal due times come in the order their entries were placed.
-    by_wall: BTreeSet<(i64, u32)>,
+    by_wall: BTreeSet<Due>,
     /// By monotonic deadline in nanoseconds (as [`PackedTimer`] keeps it: 8 bytes, not 16).
-    by_mono: BTreeSet<(u64, u32)>,
+    by_mono: BTreeSet<Due>,
 }
 
 impl<V> Default for TimerQueue<V> {
@@ -137,8 +139,8 @@ const LOAD_ENTRIES_PER_THREAD_MIN: usize = 50_000;
 pub struct QueueLoad<V> {
     /// The entries in the order they came: each one's place is its index.
     entries: Vec<Timed<V>>,
-    by_wall: Vec<(i64, u32)>,
-    by_mono: Vec<(u64, u32)>,
+    by_wall: Vec<Due>,
+    by_mono: Vec<Due>,
 }
 
 impl<V> Default for QueueLoad<V> {
@@ -161,9 +163,9 @@ impl<V> QueueLoad<V> {
             let packed = timer.map_or(PackedTimer::none(), PackedTimer::pack);
             self.entries.push(Timed { key, value, timer: packed });
             if let Some(timer) = timer {
-                self.by_wall.push((wall_nanos(timer.due_wall()), place));
+                self.by_wall.push(Due::wall(wall_nanos(timer.due_wall()), place));
                 if let Some(mono) = timer.next_mono {
-                    self.by_mono.push((mono_nanos(mono), place));
+                    self.by_mono.push(Due::mono(mono_nanos(mono), place));
                 }
             }
         }
@@ -276,9 +278,9 @@ impl<V> TimerQueue<V> {
             None => self.armed += 1,
         }
         timed.timer = PackedTimer::pack(timer);
-        self.by_wall.insert((wall_nanos(timer.due_wall()), place));
+        self.by_wall.insert(Due::wall(wall_nanos(timer.due_wall()), place));
         if let Some(mono) = timer.next_mono {
-            self.by_mono.insert((mono_nanos(mono), place));
+            self.by_mono.insert(Due::mono(mono_nanos(mono), place));
         }
         true
     }
@@ -314,7 +316,7 @@ impl<V> TimerQueue<V> {
             let keyed = entries.iter().enumerate().map(|(index, timed)| (&timed.key, places::loaded_place(index)));
             KeyIndex::build(keyed, |place| entries.get(place as usize).map(|timed| &timed.key))
         };
-        let build_indexes = |mut by_wall: Vec<(i64, u32)>, mut by_mono: Vec<(u64, u32)>| {
+        let build_indexes = |mut by_wall: Vec<Due>, mut by_mono: Vec<Due>| {
             by_wall.sort_unstable();
             by_mono.sort_unstable();
             (by_wall.into_iter().collect::<BTreeSet<_>>(), by_mono.into_iter().collect::<BTreeSet<_>>())
@@ -370,11 +372,11 @@ impl<V> TimerQueue<V> {
     /// The place of the earliest due timer, taken out of the index that has it first: its
     /// first element.
     fn take_earliest_due(&mut self, now: Now) -> Option<(u32, Index)> {
-        if self.by_mono.first().is_some_and(|(mono, _)| *mono <= mono_nanos(now.mono)) {
-            return self.by_mono.pop_first().map(|(_, place)| (place, Index::Mono));
+        if self.by_mono.first().is_some_and(|due| due.mono_nanos() <= mono_nanos(now.mono)) {
+            return self.by_mono.pop_first().map(|due| (due.place(), Index::Mono));
         }
-        if self.by_wall.first().is_some_and(|(wall, _)| *wall <= wall_nanos(now.wall)) {
-            return self.by_wall.pop_first().map(|(_, place)| (place, Index::Wall));
+        if self.by_wall.first().is_some_and(|due| due.wall_nanos() <= wall_nanos(now.wall)) {
+            return self.by_wall.pop_first().map(|due| (due.place(), Index::Wall));
         }
         None
     }
@@ -395,11 +397,11 @@ impl<V> TimerQueue<V> {
     /// either chain, but never more than [`DRIVER_SLEEP_SECS_MAX`] away.
     pub fn next_wake(&self, now: Now) -> Mono {
         let mut wake = now.mono + Duration::from_secs(DRIVER_SLEEP_SECS_MAX);
-        if let Some((mono, _)) = self.by_mono.first() {
-            wake = wake.min(Mono::from_duration(Duration::from_nanos(*mono)));
+        if let Some(due) = self.by_mono.first() {
+            wake = wake.min(Mono::from_duration(Duration::from_nanos(due.mono_nanos())));
         }
-        if let Some((wall, _)) = self.by_wall.first() {
-            let wall = Timestamp::from_nanosecond(i128::from(*wall)).unwrap_or(Timestamp::MAX);
+        if let Some(due) = self.by_wall.first() {
+            let wall = Timestamp::from_nanosecond(i128::from(due.wall_nanos())).unwrap_or(Timestamp::MAX);
             let ahead = wall.duration_since(now.wall);
             let ahead = if ahead.is_negative() { Duration::ZERO } else { ahead.unsigned_abs() };
             wake = wake.min(now.mono + ahead);
@@ -416,17 +418,17 @@ fn key_at<'a, V>(placed: &'a Places<Timed<V>>) -> impl Fn(u32) -> Option<&'a Hea
 /// Drops the index elements of `timer`, at `place`, but the `popped` one's, which is out
 /// already (the entry's own timer is the caller's to change).
 fn unindex(
-    by_wall: &mut BTreeSet<(i64, u32)>,
-    by_mono: &mut BTreeSet<(u64, u32)>,
+    by_wall: &mut BTreeSet<Due>,
+    by_mono: &mut BTreeSet<Due>,
     place: u32,
     timer: SlotTimer,
     popped: Option<Index>,
 ) {
     if popped != Some(Index::Wall) {
-        by_wall.remove(&(wall_nanos(timer.due_wall()), place));
+        by_wall.remove(&Due::wall(wall_nanos(timer.due_wall()), place));
     }
     if let Some(mono) = timer.next_mono.filter(|_| popped != Some(Index::Mono)) {
-        by_mono.remove(&(mono_nanos(mono), place));
+        by_mono.remove(&Due::mono(mono_nanos(mono), place));
     }
 }
 
@@ -615,8 +617,10 @@ mod tests {
     }
 
     /// An index's elements with the key each place holds.
-    fn named<T: Copy, V>(queue: &TimerQueue<V>, index: &BTreeSet<(T, u32)>) -> Vec<(T, HeartbeatKey)> {
-        index.iter().map(|(due, place)| (*due, queue.placed.get(*place).expect("placed").key.clone())).collect()
+    fn named<V>(queue: &TimerQueue<V>, index: &BTreeSet<Due>) -> Vec<(Due, HeartbeatKey)> {
+        // The place left out: places may be numbered otherwise.
+        let named = |due: &Due| (due.without_place(), queue.placed.get(due.place()).expect("placed").key.clone());
+        index.iter().map(named).collect()
     }
 
     /// Whether a load gives some keys twice (a store never does; the load must still keep
