@@ -81,15 +81,16 @@ pub fn defs_with_prompt(
 ) -> Vec<HeartbeatDef> {
     let base = "Look at the job queue, the error rate and the disk; say what needs a person, or nothing. ";
     let prompt: String = base.chars().cycle().take(prompt_bytes).collect();
-    // One parsed target for all, as a config's parse shares equal targets (its own copy for
-    // each left a 32-byte hole among the ids a heartbeat, once the store shared them).
+    // One prompt and one parsed target for all, as a config's parse shares equal ones (a copy
+    // of its own for each, freed once the store shared them, left a 32-byte hole among the
+    // ids and 8 B of the allocator's bookkeeping a heartbeat).
+    let prompt: Arc<str> = prompt.into();
     let target = DeliveryTarget::parse("webhook:ops").expect("a valid target");
     (first..first + count)
         .map(|index| HeartbeatDef {
             key: key(index),
             kind: JobKind::Heartbeat,
-            // A text of its own for each, as a config's parse or an API call makes it.
-            prompt: prompt.as_str().into(),
+            prompt: Arc::clone(&prompt),
             schedule: Schedule::Every(every),
             policy: RunPolicy { jitter_max: jitter, ..RunPolicy::default() },
             delete_after_run: false,
@@ -199,7 +200,7 @@ async fn start_engine(store: Arc<dyn Store>, recorder: Arc<Recorder>, reply: &st
 
 /// Registration: `count` heartbeats seeded into the store the way the daemon seeds its
 /// config, then the engine started on them. Time for each, and resident memory. Their
-/// prompts are one text (each its own copy, as a config's parse gives them), or with
+/// prompts are one text (as a config's parse gives equal prompts), or with
 /// `distinct_prompts` each a text of its own.
 pub async fn register(kind: StoreKind, count: usize, path: &Path, distinct_prompts: bool) -> Figures {
     let (resident_before, _) = resident_bytes();
@@ -226,6 +227,9 @@ pub async fn register(kind: StoreKind, count: usize, path: &Path, distinct_promp
     let start_secs = starting.elapsed().as_secs_f64();
     let (resident, peak) = resident_bytes();
     let engine_heap = heap_in_use_bytes().saturating_sub(heap_stored);
+    if std::env::var_os("STATS").is_some() {
+        unsafe { tikv_jemalloc_sys::malloc_stats_print(None, std::ptr::null_mut(), c"dabxel".as_ptr()) };
+    }
     engine.shutdown(Duration::ZERO).await;
     Figures::from([
         ("seed_secs".to_owned(), seed_secs),

@@ -203,7 +203,7 @@ impl Validator<'_> {
         Ok(HeartbeatDef {
             key: shared.key,
             kind,
-            prompt: shared.prompt.into(),
+            prompt: self.shared_prompt(shared.prompt),
             schedule: shared.schedule,
             policy,
             delete_after_run,

@@ -1,5 +1,6 @@
 use crate::core::retention::RunRetention;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
@@ -143,11 +144,11 @@ fn heartbeat_ids_are_unique_per_agent_only() {
 }
 
 #[test]
-fn equal_targets_share_one_text_and_a_bad_one_is_refused_at_each_use() {
+fn equal_targets_and_prompts_share_one_text_and_a_bad_target_is_refused_at_each_use() {
     let text = format!(
         "{LLM}[adapters.webhook.ops]\nurl = \"http://127.0.0.1:9/hook\"\n\
          [[agents]]\nid = \"a\"\n[[agents.heartbeats]]\nid = \"x\"\nprompt = \"p\"\nevery = \"1m\"\ntarget = \"webhook:ops\"\n\
-         [[agents.heartbeats]]\nid = \"y\"\nprompt = \"p\"\nevery = \"1m\"\ntarget = \"stdout\"\n\
+         [[agents.heartbeats]]\nid = \"y\"\nprompt = \"q\"\nevery = \"1m\"\ntarget = \"stdout\"\n\
          [[agents.heartbeats]]\nid = \"z\"\nprompt = \"p\"\nevery = \"1m\"\ntarget = \"webhook:ops\"\n"
     );
     let config = parse_text(&text).expect("valid");
@@ -158,6 +159,9 @@ fn equal_targets_share_one_text_and_a_bad_one_is_refused_at_each_use() {
         (x.to_string(), y.to_string(), z.to_string()),
         ("webhook:ops".into(), "stdout".into(), "webhook:ops".into())
     );
+    let [x, y, z] = [0, 1, 2].map(|index| &config.heartbeats[index].prompt);
+    assert!(Arc::ptr_eq(x, z), "one text for both prompts");
+    assert_eq!((&**x, &**y, &**z), ("p", "q", "p"));
     // A target refused once is not remembered: its second use is refused, naming its field.
     let unknown = text.replace("target = \"webhook:ops\"", "target = \"webhook:nope\"");
     assert_eq!(refused(&unknown).field, "agents[0].heartbeats[0].target");
