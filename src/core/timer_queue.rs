@@ -12,6 +12,7 @@
 
 mod due;
 mod key_index;
+mod packed_timer;
 mod places;
 
 use std::collections::BTreeSet;
@@ -25,6 +26,7 @@ use crate::limits::DRIVER_SLEEP_SECS_MAX;
 use crate::ports::clock::{Mono, Now};
 use due::Due;
 use key_index::KeyIndex;
+use packed_timer::{mono_nanos, PackedTimer};
 use places::Places;
 
 #[derive(Debug)]
@@ -69,61 +71,11 @@ struct Timed<V> {
     timer: PackedTimer,
 }
 
-/// A [`SlotTimer`] or none, as the queue keeps it: 32 bytes where an optional timer is 48
-/// (two durations and an optional one), beside every entry. The durations are kept in
-/// nanoseconds, which saturate past 584 years: beyond any clock's uptime and any jitter a
-/// definition may have.
-#[derive(Debug, Clone, Copy)]
-struct PackedTimer {
-    next_slot: Timestamp,
-    /// `next_mono` since its clock's origin, or [`PackedTimer::NO_MONO`].
-    next_mono_nanos: u64,
-    /// The jitter, or [`PackedTimer::DISARMED`] for no timer at all.
-    jitter_nanos: u64,
-}
-
-/// A duration in nanoseconds, saturated below [`PackedTimer::NO_MONO`] (and so below
-/// [`PackedTimer::DISARMED`]).
-fn nanos(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos()).unwrap_or(PackedTimer::NO_MONO - 1).min(PackedTimer::NO_MONO - 1)
-}
-
-fn mono_nanos(mono: Mono) -> u64 {
-    nanos(mono.since_origin())
-}
-
 /// A wall time in nanoseconds since the Unix epoch, saturated to the years 1677-2262: a
 /// timer due before them is due now and one due after them never in this engine's life,
 /// as they would be unsaturated.
 fn wall_nanos(wall: Timestamp) -> i64 {
     i64::try_from(wall.as_nanosecond()).unwrap_or(if wall < Timestamp::UNIX_EPOCH { i64::MIN } else { i64::MAX })
-}
-
-impl PackedTimer {
-    const NO_MONO: u64 = u64::MAX;
-    /// No jitter is this long ([`nanos`] saturates below it).
-    const DISARMED: u64 = u64::MAX;
-
-    fn none() -> Self {
-        Self { next_slot: Timestamp::UNIX_EPOCH, next_mono_nanos: Self::NO_MONO, jitter_nanos: Self::DISARMED }
-    }
-
-    fn pack(timer: SlotTimer) -> Self {
-        Self {
-            next_slot: timer.next_slot,
-            next_mono_nanos: timer.next_mono.map_or(Self::NO_MONO, mono_nanos),
-            jitter_nanos: nanos(timer.jitter),
-        }
-    }
-
-    fn unpack(self) -> Option<SlotTimer> {
-        (self.jitter_nanos != Self::DISARMED).then(|| SlotTimer {
-            next_slot: self.next_slot,
-            next_mono: (self.next_mono_nanos != Self::NO_MONO)
-                .then(|| Mono::from_duration(Duration::from_nanos(self.next_mono_nanos))),
-            jitter: Duration::from_nanos(self.jitter_nanos),
-        })
-    }
 }
 
 /// Entries a start-up's load must have before its map is built on a thread beside its
@@ -160,7 +112,10 @@ impl<V> QueueLoad<V> {
         self.entries.reserve(page.len());
         for (key, value, timer) in page {
             let place = places::loaded_place(self.entries.len());
-            let packed = timer.map_or(PackedTimer::none(), PackedTimer::pack);
+            let (packed, timer) = match timer.map(PackedTimer::kept) {
+                Some((packed, kept)) => (packed, Some(kept)),
+                None => (PackedTimer::none(), None),
+            };
             self.entries.push(Timed { key, value, timer: packed });
             if let Some(timer) = timer {
                 self.by_wall.push(Due::wall(wall_nanos(timer.due_wall()), place));
@@ -277,7 +232,8 @@ impl<V> TimerQueue<V> {
             Some(old) => unindex(&mut self.by_wall, &mut self.by_mono, place, old, None),
             None => self.armed += 1,
         }
-        timed.timer = PackedTimer::pack(timer);
+        let (packed, timer) = PackedTimer::kept(timer);
+        timed.timer = packed;
         self.by_wall.insert(Due::wall(wall_nanos(timer.due_wall()), place));
         if let Some(mono) = timer.next_mono {
             self.by_mono.insert(Due::mono(mono_nanos(mono), place));
@@ -553,17 +509,22 @@ mod tests {
     }
 
     #[test]
-    fn a_packed_timer_is_32_bytes_and_unpacks_as_it_was() {
-        assert_eq!(std::mem::size_of::<PackedTimer>(), 32);
-        assert_eq!(std::mem::size_of::<Option<SlotTimer>>(), 48);
-        let every = timer(at(7), 5);
-        assert!(every.next_mono.is_some());
-        assert_eq!(PackedTimer::pack(every).unpack(), Some(every));
-        let wall_only = SlotTimer { next_mono: None, jitter: Duration::from_millis(1_234), ..every };
-        assert_eq!(PackedTimer::pack(wall_only).unpack(), Some(wall_only));
-        let longest = SlotTimer { jitter: Duration::MAX, ..every };
-        assert!(PackedTimer::pack(longest).unpack().is_some(), "no jitter reads as disarmed");
-        assert_eq!(PackedTimer::none().unpack(), None);
+    fn a_timer_is_indexed_and_handed_back_as_kept() {
+        // A jitter finer than a millisecond (none that `jitter_offset` gives) is kept to the
+        // millisecond below: the due time indexed is the kept one's, so a removal finds it.
+        let fine = SlotTimer { jitter: Duration::from_micros(1_500), ..timer(at(0), 10) };
+        let mut queue = TimerQueue::new();
+        arm(&mut queue, "x", fine);
+        let kept = SlotTimer { jitter: Duration::from_millis(1), ..fine };
+        assert_eq!(queue.timer(&key("x")), Some(kept));
+        assert_eq!(queue.disarm(&key("x")), Some(kept));
+        assert_eq!((queue.armed(), queue.by_wall.len(), queue.by_mono.len()), (0, 0, 0), "no stray index element");
+        arm(&mut queue, "x", fine);
+        arm(&mut queue, "x", timer(at(0), 20));
+        assert_eq!((queue.armed(), queue.by_wall.len(), queue.by_mono.len()), (1, 1, 1), "re-armed, not added");
+        let mut loaded = TimerQueue::new();
+        loaded.load(one_page(vec![(key("y"), (), Some(fine))]));
+        assert_eq!(loaded.take_due(at(10), 10), vec![(key("y"), kept)]);
     }
 
     /// `loaded` as one page.
