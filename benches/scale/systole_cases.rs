@@ -227,9 +227,6 @@ pub async fn register(kind: StoreKind, count: usize, path: &Path, distinct_promp
     let start_secs = starting.elapsed().as_secs_f64();
     let (resident, peak) = resident_bytes();
     let engine_heap = heap_in_use_bytes().saturating_sub(heap_stored);
-    if std::env::var_os("STATS").is_some() {
-        unsafe { tikv_jemalloc_sys::malloc_stats_print(None, std::ptr::null_mut(), c"dabxel".as_ptr()) };
-    }
     engine.shutdown(Duration::ZERO).await;
     Figures::from([
         ("seed_secs".to_owned(), seed_secs),
