@@ -11,11 +11,11 @@
 //! hash table of places (ADR 0054).
 
 mod due;
+mod due_index;
 mod key_index;
 mod packed_timer;
 mod places;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -25,6 +25,7 @@ use crate::core::slots::SlotTimer;
 use crate::limits::DRIVER_SLEEP_SECS_MAX;
 use crate::ports::clock::{Mono, Now};
 use due::Due;
+use due_index::DueIndex;
 use key_index::KeyIndex;
 use packed_timer::{mono_nanos, PackedTimer};
 use places::Places;
@@ -39,9 +40,9 @@ pub struct TimerQueue<V> {
     armed: usize,
     /// By wall due time in nanoseconds since the Unix epoch ([`wall_nanos`]: 8 bytes, not
     /// 16), then by place: equal due times come in the order their entries were placed.
-    by_wall: BTreeSet<Due>,
+    by_wall: DueIndex,
     /// By monotonic deadline in nanoseconds (as [`PackedTimer`] keeps it: 8 bytes, not 16).
-    by_mono: BTreeSet<Due>,
+    by_mono: DueIndex,
 }
 
 impl<V> Default for TimerQueue<V> {
@@ -50,8 +51,8 @@ impl<V> Default for TimerQueue<V> {
             places: KeyIndex::default(),
             placed: Places::default(),
             armed: 0,
-            by_wall: BTreeSet::new(),
-            by_mono: BTreeSet::new(),
+            by_wall: DueIndex::default(),
+            by_mono: DueIndex::default(),
         }
     }
 }
@@ -250,8 +251,8 @@ impl<V> TimerQueue<V> {
     /// Sets each of `loaded`'s entries as [`TimerQueue::insert`] and [`TimerQueue::arm`]
     /// would, in the order its pages came (a timer of `None` leaves the one the key had).
     /// Into an empty queue (a start-up) the indexes are built from the sorted whole, their
-    /// nodes full (filled one at a time, a B-tree's nodes split and stay two-thirds full in
-    /// due order), and the table of places from the entries as they lie. A key given twice
+    /// blocks full (filled one at a time, blocks split in halves), and the table of places
+    /// from the entries as they lie. A key given twice
     /// keeps its last entry and timer.
     pub fn load(&mut self, loaded: QueueLoad<V>)
     where
@@ -275,7 +276,7 @@ impl<V> TimerQueue<V> {
         let build_indexes = |mut by_wall: Vec<Due>, mut by_mono: Vec<Due>| {
             by_wall.sort_unstable();
             by_mono.sort_unstable();
-            (by_wall.into_iter().collect::<BTreeSet<_>>(), by_mono.into_iter().collect::<BTreeSet<_>>())
+            (DueIndex::from_sorted(&by_wall), DueIndex::from_sorted(&by_mono))
         };
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
         let (places, (by_wall, by_mono)) = if cores > 1 && entries.len() >= LOAD_ENTRIES_PER_THREAD_MIN {
@@ -373,13 +374,7 @@ fn key_at<'a, V>(placed: &'a Places<Timed<V>>) -> impl Fn(u32) -> Option<&'a Hea
 
 /// Drops the index elements of `timer`, at `place`, but the `popped` one's, which is out
 /// already (the entry's own timer is the caller's to change).
-fn unindex(
-    by_wall: &mut BTreeSet<Due>,
-    by_mono: &mut BTreeSet<Due>,
-    place: u32,
-    timer: SlotTimer,
-    popped: Option<Index>,
-) {
+fn unindex(by_wall: &mut DueIndex, by_mono: &mut DueIndex, place: u32, timer: SlotTimer, popped: Option<Index>) {
     if popped != Some(Index::Wall) {
         by_wall.remove(&Due::wall(wall_nanos(timer.due_wall()), place));
     }
@@ -578,7 +573,7 @@ mod tests {
     }
 
     /// An index's elements with the key each place holds.
-    fn named<V>(queue: &TimerQueue<V>, index: &BTreeSet<Due>) -> Vec<(Due, HeartbeatKey)> {
+    fn named<V>(queue: &TimerQueue<V>, index: &DueIndex) -> Vec<(Due, HeartbeatKey)> {
         // The place left out: places may be numbered otherwise.
         let named = |due: &Due| (due.without_place(), queue.placed.get(due.place()).expect("placed").key.clone());
         index.iter().map(named).collect()
