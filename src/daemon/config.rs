@@ -428,10 +428,10 @@ fn toml_error(file: &str, text: &str, error: &toml::de::Error, key: &str) -> Con
 struct Validator<'a> {
     file: String,
     path: &'a Path,
-    /// Each target text parsed so far: equal targets share one parsed target. A config's
-    /// jobs mostly name a few; a copy of its own for each was freed once the store shared
-    /// their definitions, and left a hole among the ids kept (33 B a heartbeat at a
-    /// million, `docs/performance.md`).
+    /// Each target text parsed so far: equal targets share one parsed target (ADR 0064). A
+    /// config's jobs mostly name a few; a copy of its own for each was freed once the store
+    /// shared their definitions, and left a hole among the ids kept (33 B a heartbeat at a
+    /// million).
     targets: RefCell<BTreeMap<String, DeliveryTarget>>,
     /// Each prompt read so far, so that equal prompts are one text, for the same reason: the
     /// store shares them, and the copies a seed freed were 1,000,000 blocks whose allocator
