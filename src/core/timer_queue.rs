@@ -252,8 +252,7 @@ impl<V> TimerQueue<V> {
     /// would, in the order its pages came (a timer of `None` leaves the one the key had).
     /// Into an empty queue (a start-up) the indexes are built from the sorted whole, their
     /// blocks full (filled one at a time, blocks split in halves), and the table of places
-    /// from the entries as they lie. A key given twice
-    /// keeps its last entry and timer.
+    /// from the entries as they lie. A key given twice keeps its last entry and timer.
     pub fn load(&mut self, loaded: QueueLoad<V>)
     where
         V: Sync,

@@ -1,7 +1,6 @@
 //! An element of the queue's indexes: a due time in nanoseconds and the place of the entry
 //! it belongs to, in 12 bytes where the pair `(u64, u32)` takes 16 (aligned to 8). Every
-//! armed interval heartbeat has two of them, and a B-tree's leaf of eleven is then 144 bytes
-//! where it was 192: 6.4 B less a heartbeat at a million (`docs/performance.md`).
+//! armed interval heartbeat has two of them (ADR 0063).
 
 /// Three words of 32 bits ordered as written: the due time's high and low halves, then the
 /// place, so the derived order is the pair's (equal due times in the order of their places).

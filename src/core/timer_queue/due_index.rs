@@ -3,9 +3,9 @@
 //!
 //! A `BTreeSet` of 12-byte elements holds eleven in a leaf of 144 bytes, which the
 //! allocator rounds up to 160: 15.2 B an element with every node full, as a start-up's load
-//! leaves them, and about 21 B once random inserts have split them. A block here is 1,536
-//! bytes, one of jemalloc's size classes exactly: 12.2 B an element when full, and a block
-//! split in two or merged with a neighbour keeps about 17 B (`docs/performance.md`).
+//! leaves them. A block here is 1,536 bytes, one of jemalloc's size classes exactly: 12.2 B
+//! an element when full (ADR 0063). Blocks split by random inserts are, like a B-tree's
+//! nodes, about two-thirds full: by that reckoning about 17 B, where a B-tree's are 21.
 //!
 //! Each block's first element is kept apart, in order, so a search reads one small array
 //! and then one block, as a B-tree's search reads a node at each of its levels.
