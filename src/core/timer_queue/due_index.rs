@@ -16,11 +16,19 @@ use super::due::Due;
 
 /// 1,536 bytes of 12-byte elements: a size class of jemalloc's (the daemon's allocator,
 /// ADR 0058), so a block wastes nothing at the allocator.
+#[cfg(not(madsim))]
 const BLOCK_ELEMENTS_MAX: usize = 128;
+/// In the simulator, whose seeds arm a few dozen heartbeats at most, blocks of four, so that
+/// its seeds split and merge blocks under every fault and clock jump, as a million
+/// heartbeats do in production. The order of the elements, and so every trace, is the same
+/// whatever a block holds (ADR 0063).
+#[cfg(madsim)]
+const BLOCK_ELEMENTS_MAX: usize = 4;
 
-/// A block this small merges with a neighbour when their elements fit in one block, so that
-/// removals cannot leave many blocks nearly empty (each still holds its whole allocation).
-const BLOCK_ELEMENTS_MERGE_BELOW: usize = BLOCK_ELEMENTS_MAX / 4;
+/// A block of a quarter of the most or fewer merges with a neighbour when their elements
+/// fit in one block, so that removals cannot leave many blocks nearly empty (each still
+/// holds its whole allocation).
+const BLOCK_ELEMENTS_MERGE_MAX: usize = BLOCK_ELEMENTS_MAX / 4;
 
 #[derive(Debug, Default)]
 pub(super) struct DueIndex {
@@ -127,7 +135,7 @@ impl DueIndex {
             return;
         }
         self.firsts[at] = block[0];
-        if block.len() >= BLOCK_ELEMENTS_MERGE_BELOW {
+        if block.len() > BLOCK_ELEMENTS_MERGE_MAX {
             return;
         }
         let fits = |index: &Self, with: usize| index.blocks[at].len() + index.blocks[with].len() <= BLOCK_ELEMENTS_MAX;
