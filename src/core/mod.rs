@@ -32,6 +32,7 @@ pub mod shared_text;
 pub mod slots;
 pub mod system_events;
 pub mod text;
+pub mod text_pool;
 pub mod timer_queue;
 pub mod tool_check;
 pub mod tool_policy;

@@ -3,7 +3,7 @@
 
 use crate::cluster::{ClusterSettings, LEASE_SECS_DEFAULT, LEASE_SECS_MAX, LEASE_SECS_MIN};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +18,7 @@ use crate::core::duration::parse_duration;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::AgentId;
 use crate::core::retention::RunRetention;
+use crate::core::text_pool::TextPool;
 use crate::core::usage::PriceTable;
 use crate::core::visibility::VisibilityRules;
 use crate::delivery::settings::AdapterSettings;
@@ -405,7 +406,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let path = error.path().to_string();
         toml_error(&file, text, error.inner(), if path == "." { "" } else { &path })
     })?;
-    Validator { file, path, targets: RefCell::default(), prompts: RefCell::default() }.config(raw)
+    Validator { file, path, texts: RefCell::default() }.config(raw)
 }
 
 /// A TOML error as a config error: the key's path when known, and the line and column.
@@ -428,15 +429,10 @@ fn toml_error(file: &str, text: &str, error: &toml::de::Error, key: &str) -> Con
 struct Validator<'a> {
     file: String,
     path: &'a Path,
-    /// Each target text parsed so far: equal targets share one parsed target (ADR 0064). A
-    /// config's jobs mostly name a few; a copy of its own for each was freed once the store
-    /// shared their definitions, and left a hole among the ids kept (33 B a heartbeat at a
-    /// million).
-    targets: RefCell<BTreeMap<String, DeliveryTarget>>,
-    /// Each prompt read so far, so that equal prompts are one text, for the same reason: the
-    /// store shares them, and the copies a seed freed were 1,000,000 blocks whose allocator
-    /// bookkeeping stayed (8 B a heartbeat at a million).
-    prompts: RefCell<HashSet<Arc<str>>>,
+    /// The prompts and targets read so far: equal ones are one text (ADR 0064). The store
+    /// shares them anyway; the copies a seed then freed left holes among the ids kept and
+    /// the allocator's bookkeeping for a million blocks (41 B a heartbeat at a million).
+    texts: RefCell<TextPool>,
 }
 
 impl Validator<'_> {
@@ -895,20 +891,12 @@ impl Validator<'_> {
     }
 
     /// `prompt` as one text with every equal prompt of the config.
-    fn shared_prompt(&self, prompt: String) -> Arc<str> {
-        if let Some(shared) = self.prompts.borrow().get(prompt.as_str()) {
-            return Arc::clone(shared);
-        }
-        let shared: Arc<str> = prompt.into();
-        self.prompts.borrow_mut().insert(Arc::clone(&shared));
-        shared
+    fn shared_prompt(&self, prompt: &str) -> Arc<str> {
+        self.texts.borrow_mut().prompt_text(prompt)
     }
 
     /// A delivery target whose adapter is configured.
     fn known_target(&self, field: &str, text: &str, adapters: &AdapterSettings) -> Result<DeliveryTarget, ConfigError> {
-        if let Some(target) = self.targets.borrow().get(text) {
-            return Ok(target.clone());
-        }
         let target = DeliveryTarget::parse(text).map_err(|e| self.error(field, e))?;
         if !adapters.knows(&target) {
             let problem = format!(
@@ -918,8 +906,7 @@ impl Validator<'_> {
             );
             return Err(self.error(field, problem));
         }
-        self.targets.borrow_mut().insert(text.to_owned(), target.clone());
-        Ok(target)
+        Ok(self.texts.borrow_mut().target(&target))
     }
 
     fn active_hours(

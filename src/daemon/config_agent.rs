@@ -127,7 +127,7 @@ impl Validator<'_> {
         let def = HeartbeatDef {
             key: HeartbeatKey::agent_heartbeat(jobs.agent),
             kind: JobKind::Agent,
-            prompt: self.shared_prompt(prompt),
+            prompt: self.shared_prompt(&prompt),
             schedule,
             // One run at a time, never stacked (spec H16); after downtime, one run.
             policy: RunPolicy::default(),

@@ -203,7 +203,7 @@ impl Validator<'_> {
         Ok(HeartbeatDef {
             key: shared.key,
             kind,
-            prompt: self.shared_prompt(shared.prompt),
+            prompt: self.shared_prompt(&shared.prompt),
             schedule: shared.schedule,
             policy,
             delete_after_run,

@@ -16,6 +16,7 @@ use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
 use crate::core::retention::{LogRow, RunRetention};
 use crate::core::system_events::{self, SystemEvent};
+use crate::core::text_pool::TextPool;
 use crate::core::tool_policy::SharedJobTools;
 use crate::core::usage::RunUsage;
 use crate::ports::store::{
@@ -25,7 +26,6 @@ use crate::ports::store::{
 };
 use crate::store::config_keys::ConfigKeys;
 use crate::store::memory_row::{Body, Row};
-use crate::store::seed_pool::SeedPool;
 use crate::store::seed_threads;
 use crate::store::text_check;
 
@@ -312,7 +312,7 @@ fn claim_one(state: &mut MemoryState, claim: &SlotClaim) -> (ClaimOutcome, Optio
 /// each run of equal definitions (a template's jobs, alike in all but their keys) one body.
 #[derive(Default)]
 struct SeedBodies {
-    pool: SeedPool,
+    pool: TextPool,
     last: Option<Arc<Body>>,
 }
 

@@ -10,7 +10,6 @@ mod memory_row;
 pub mod postgres;
 #[cfg(not(madsim))]
 pub mod postgres_leases;
-mod seed_pool;
 mod seed_threads;
 #[cfg(not(madsim))]
 mod slot_batch;
