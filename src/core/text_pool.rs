@@ -31,7 +31,9 @@ impl TextPool {
         Arc::clone(self.prompts.get_or_insert_with(&**prompt, |_| Arc::clone(prompt)))
     }
 
-    /// The pool's copy of `prompt`, made from it when the pool met no equal one.
+    /// The pool's copy of `prompt`, made from it when the pool met no equal one. For the
+    /// config's parse, which the simulator's build leaves out.
+    #[cfg(not(madsim))]
     pub fn prompt_text(&mut self, prompt: &str) -> Arc<str> {
         Arc::clone(self.prompts.get_or_insert_with(prompt, |text| Arc::from(text)))
     }

@@ -17,15 +17,13 @@ use systole::ports::messenger::DeliveryKind;
 
 use super::{fail, signed, Step, DEADLINE_SLACK};
 use crate::faults::FaultKind;
+use crate::ports::store::{ARMING_LOAD, HALF_OPEN_WRITE};
 use crate::trace::Entry;
 
 /// No probe before the cooldown; a probe once it is over.
 pub const BREAKER_COOLDOWN: &str = "breaker-cooldown";
 /// Announcements match the breaker's openings and closes, one each at most.
 pub const BREAKER_ANNOUNCED: &str = "breaker-announced";
-
-/// The store operation of a half-open, as a failed one's fault names it.
-const HALF_OPEN_WRITE: &str = "half_open_breaker";
 
 /// How late after its cooldown a running engine may half-open a breaker: one failed store
 /// write's retry plus one driver sleep, with room for scheduling.
@@ -224,7 +222,7 @@ impl BreakerModel {
             FaultKind::StoreError if detail.starts_with(HALF_OPEN_WRITE) => {
                 self.half_open_write_failures.push(entry.elapsed);
             }
-            FaultKind::StoreReadError if detail.starts_with("load") => self.load_failures.push(entry.elapsed),
+            FaultKind::StoreReadError if detail.starts_with(ARMING_LOAD) => self.load_failures.push(entry.elapsed),
             _ => {}
         }
     }

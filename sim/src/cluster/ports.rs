@@ -37,6 +37,7 @@ use systole::ports::store::{
 
 use super::freezes::{wait_for_row, Taken, Thawed};
 use super::{ClusterWorld, FaultKind, Record, MODEL_HANG_SECS, REMINDER_PREFIX};
+use crate::ports::store::HALF_OPEN_WRITE;
 use systole::cluster;
 
 /// The share of runs, in percent, whose model pauses its agent (for 2 to 7 minutes) or
@@ -182,7 +183,7 @@ impl Store for NodeStore {
     }
 
     async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
-        self.write("half_open_breaker", self.inner.half_open_breaker(key)).await
+        self.write(HALF_OPEN_WRITE, self.inner.half_open_breaker(key)).await
     }
 
     async fn set_next_slots(&self, slots: &[(HeartbeatKey, NextSlot)]) -> Result<(), StoreError> {

@@ -29,6 +29,11 @@ use crate::one_shot_triggers::PlantedStoreFault;
 use crate::trace::{DurableWrite, Event, LoggedRow};
 use crate::world::{Life, RarePath, World};
 
+/// A failed half-open write's fault names this operation; the breaker checker reads it.
+pub const HALF_OPEN_WRITE: &str = "half_open_breaker";
+/// A start-up's load that failed in a later page names this; the breaker checker reads it.
+pub const ARMING_LOAD: &str = "load_for_arming_in_pages";
+
 /// The fault detail of a definitions read that failed by injection (the trace then names
 /// the heartbeats it asked for: the checker's `unreadable-justified` excuses their claimed
 /// runs failing after it, and no others).
@@ -149,7 +154,7 @@ impl Store for SimStore {
         let mut first = true;
         while heartbeats.peek().is_some() {
             if !first && self.world.injector.roll(FaultKind::StoreReadError) {
-                self.world.fault(FaultKind::StoreReadError, "load_for_arming_in_pages");
+                self.world.fault(FaultKind::StoreReadError, ARMING_LOAD);
                 self.world.took(RarePath::LoadFailedMidway);
                 return Err(StoreError::Backend("injected store error in a page of the load".to_owned()));
             }
@@ -200,7 +205,7 @@ impl Store for SimStore {
     async fn half_open_breaker(&self, key: &HeartbeatKey) -> Result<bool, StoreError> {
         let write = DurableWrite::HalfOpen { key: key.clone() };
         let opened = |opened: &bool| if *opened { vec![write] } else { Vec::new() };
-        self.write("half_open_breaker", self.world.durable.half_open_breaker(key), opened).await
+        self.write(HALF_OPEN_WRITE, self.world.durable.half_open_breaker(key), opened).await
     }
 
     async fn set_next_slots(&self, slots: &[(HeartbeatKey, NextSlot)]) -> Result<(), StoreError> {
