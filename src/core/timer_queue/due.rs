@@ -67,20 +67,25 @@ mod tests {
         let walls =
             [i64::MIN, -1_000_000_007, -1, 0, 1, 4_294_967_295, 4_294_967_296, 1_767_225_600_000_000_000, i64::MAX];
         let monos = [0, 1, 4_294_967_295, 4_294_967_296, 86_400_000_000_000, u64::MAX - 1, u64::MAX];
+        assert_order_as_pairs(&walls, Due::wall, Due::wall_nanos, "wall times, negative ones included");
+        assert_order_as_pairs(&monos, Due::mono, Due::mono_nanos, "monotonic deadlines");
+    }
+
+    /// Elements made of each of `times` with each of a few places sort as the pairs do, and
+    /// give the pairs back.
+    fn assert_order_as_pairs<T: Copy + Ord + std::fmt::Debug>(
+        times: &[T],
+        element: fn(T, u32) -> Due,
+        time: fn(Due) -> T,
+        what: &str,
+    ) {
         let places = [0, 1, 7, u32::MAX];
-        let mut pairs: Vec<(i64, u32)> = walls.iter().flat_map(|&wall| places.map(|place| (wall, place))).collect();
+        let mut pairs: Vec<(T, u32)> = times.iter().flat_map(|&at| places.map(|place| (at, place))).collect();
         pairs.reverse();
-        let mut elements: Vec<Due> = pairs.iter().map(|&(wall, place)| Due::wall(wall, place)).collect();
+        let mut elements: Vec<Due> = pairs.iter().map(|&(at, place)| element(at, place)).collect();
         pairs.sort_unstable();
         elements.sort_unstable();
-        let back: Vec<(i64, u32)> = elements.iter().map(|due| (due.wall_nanos(), due.place())).collect();
-        assert_eq!(back, pairs, "wall times, negative ones included");
-        let mut pairs: Vec<(u64, u32)> = monos.iter().flat_map(|&mono| places.map(|place| (mono, place))).collect();
-        pairs.reverse();
-        let mut elements: Vec<Due> = pairs.iter().map(|&(mono, place)| Due::mono(mono, place)).collect();
-        pairs.sort_unstable();
-        elements.sort_unstable();
-        let back: Vec<(u64, u32)> = elements.iter().map(|due| (due.mono_nanos(), due.place())).collect();
-        assert_eq!(back, pairs, "monotonic deadlines");
+        let back: Vec<(T, u32)> = elements.iter().map(|&due| (time(due), due.place())).collect();
+        assert_eq!(back, pairs, "{what}");
     }
 }
