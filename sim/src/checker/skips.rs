@@ -84,6 +84,11 @@ impl Model<'_> {
             SkipReason::Backoff => self.backoff_holds(entry, key),
             SkipReason::FloodGuard => self.flood_closed(entry, life, key),
             SkipReason::Overlap => {
+                let trigger_going =
+                    self.trigger_runs.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX)).next();
+                if trigger_going.is_some() {
+                    self.overlaps_a_trigger.insert((key.clone(), entry.elapsed));
+                }
                 if self.run_open(life, key).is_err() {
                     // A slot of it may have been chosen to run earlier in the same pass,
                     // its claim still to come: judged once the pass is over.
