@@ -1618,8 +1618,8 @@ impl Model<'_> {
                     Decision::Skip(reason) if reason.is_day_cap() => {}
                     // The overlap that wait made (ADR 0023): a healed world's runs are fast,
                     // but one that started late can outlast its heartbeat's next due slot.
-                    // `skip-justified:overlap` checks a run of it was going. So can an
-                    // operator's trigger, which runs outside the cadence.
+                    // `skip-justified:overlap` checks a run of it was going. An operator's
+                    // trigger runs outside the cadence, and its run may overlap a slot too.
                     Decision::Skip(SkipReason::Overlap)
                         if after_a_wait || self.overlaps_a_trigger.contains(&(key.clone(), *at)) => {}
                     Decision::Skip(SkipReason::AlertsDisabled) if reference::shows_nothing(self.options.visibility) => {

@@ -84,9 +84,12 @@ impl Model<'_> {
             SkipReason::Backoff => self.backoff_holds(entry, key),
             SkipReason::FloodGuard => self.flood_closed(entry, life, key),
             SkipReason::Overlap => {
-                let trigger_going =
-                    self.trigger_runs.range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX)).next();
-                if trigger_going.is_some() {
+                // Going in this life: a trigger's run a crash ended stays in `trigger_runs`.
+                let trigger_going = self
+                    .trigger_runs
+                    .range((key.clone(), Timestamp::MIN)..=(key.clone(), Timestamp::MAX))
+                    .any(|(_, slot)| self.open_runs.contains_key(&(life, key.clone(), *slot)));
+                if trigger_going {
                     self.overlaps_a_trigger.insert((key.clone(), entry.elapsed));
                 }
                 if self.run_open(life, key).is_err() {
