@@ -58,6 +58,10 @@ pub const CRON_ACTIVE_SEARCH_SLOTS_MAX: u32 = 20_000;
 /// A reply identical (case and whitespace aside) to one a heartbeat delivered this recently
 /// is not delivered again.
 pub const DEDUP_WINDOW_SECS: u64 = 24 * 3_600;
+/// Delivered replies a SQLite store keeps in memory to answer duplicate checks without a
+/// read (ADR 0066): about 150 B each. Beyond it the older half goes and checks that reach
+/// back past what it holds are read from the run log.
+pub const DEDUP_INDEX_ENTRIES_MAX: usize = 100_000;
 /// Characters of note an `HEARTBEAT_OK` reply may carry and still count as "all is well".
 pub const ACK_MAX_CHARS_DEFAULT: usize = 300;
 /// The most a config may allow.

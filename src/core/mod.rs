@@ -22,6 +22,7 @@ pub mod next_run;
 pub mod partition;
 pub mod pause;
 pub mod policy;
+pub mod recent_deliveries;
 pub mod reload_plan;
 pub mod reply;
 pub mod retention;

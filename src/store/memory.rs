@@ -1,7 +1,7 @@
 //! An in-memory store with the same semantics as the SQLite one: for tests, embedding,
 //! and as the base of the simulator's store.
 
-use std::collections::{btree_map, BTreeMap};
+use std::collections::{btree_map, BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,6 +14,7 @@ use crate::core::budget::DaySpend;
 use crate::core::heartbeat::{Heartbeat, HeartbeatDef, HeartbeatState, JobKind, Origin};
 use crate::core::ids::{AgentId, HeartbeatId, HeartbeatKey};
 use crate::core::pause::PauseRecord;
+use crate::core::recent_deliveries::Fill;
 use crate::core::retention::{LogRow, RunRetention};
 use crate::core::system_events::{self, SystemEvent};
 use crate::core::text_pool::TextPool;
@@ -212,6 +213,32 @@ impl MemoryStore {
     /// copy every reply and error.
     pub fn run_log_rows<T>(&self, row: impl Fn(&Execution) -> T) -> Vec<T> {
         self.lock().executions.values().map(|entry| row(&entry.execution)).collect()
+    }
+
+    /// What a store's index of recent deliveries is filled with
+    /// (`store::delivered_index`): the latest finish of each delivered reply at or after
+    /// `from_ms`, newest first, at most `entries_max` of them.
+    pub fn recent_deliveries(&self, from_ms: i64, entries_max: usize) -> Fill {
+        let state = self.lock();
+        let mut latest: HashMap<(&HeartbeatKey, &str), i64> = HashMap::new();
+        for ((key, _), entry) in &state.executions {
+            let finished = entry.execution.finished_at.map(Timestamp::as_millisecond);
+            if let (Some(digest), Some(finished)) = (entry.reply_digest.as_deref(), finished) {
+                if finished >= from_ms {
+                    let at = latest.entry((key, digest)).or_insert(finished);
+                    *at = (*at).max(finished);
+                }
+            }
+        }
+        let delivered =
+            latest.into_iter().map(|((key, digest), finished)| (key.clone(), digest.to_owned(), finished)).collect();
+        Fill::newest(from_ms, delivered, entries_max)
+    }
+
+    /// Whether each run's claimed row is in the log: a result finds it there, or writes nothing.
+    pub fn runs_logged(&self, runs: &[RunRecord]) -> Vec<bool> {
+        let state = self.lock();
+        runs.iter().map(|run| state.executions.contains_key(&(run.key.clone(), run.slot))).collect()
     }
 
     /// The ids of `agent`'s pending system events, expired ones included (for a simulator

@@ -3,6 +3,7 @@
 #[cfg(not(madsim))]
 mod breaker_batch;
 mod config_keys;
+pub mod delivered_index;
 pub mod memory;
 mod memory_leases;
 mod memory_row;

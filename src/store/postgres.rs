@@ -17,7 +17,7 @@ use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::AgentId;
 use crate::core::partition::{partition_of, PARTITIONS_COUNT};
 use crate::ports::leases::Lease;
-use crate::ports::store::{claim_then_read, ClaimOutcome, ClaimedSlots, RunRecord, SlotClaim, StoreError};
+use crate::ports::store::{claim_then_read, ClaimOutcome, ClaimedSlots, DedupQuery, RunRecord, SlotClaim, StoreError};
 
 /// Connections one process keeps open to the database.
 pub const POSTGRES_CONNECTIONS_MAX: u32 = 8;
@@ -225,6 +225,14 @@ impl PostgresStore {
     async fn write_claims_and_read(&self, claims: &[SlotClaim]) -> Result<ClaimedSlots, StoreError> {
         claim_then_read(self, claims).await
     }
+
+    /// Read each time: another node may have delivered for a partition this node runs now.
+    async fn delivered_since_indexed(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {
+        self.read_delivered_since(queries).await
+    }
+
+    #[allow(clippy::unused_self)] // keeps no index to forget
+    fn runs_deleting(&self) {}
 
     /// A group commit of results: the shared multi-row statements.
     async fn write_results(

@@ -27,6 +27,9 @@
 //! - `write_seed_rows(&self, tx, defs, changed, at)`: a seed's changed rows, each with its
 //!   fingerprint taken as it is written (PostgreSQL: the shared `seed_rows_by_statements`;
 //!   SQLite: one prepared upsert stepped a row, `sqlite_seed`).
+//! - `delivered_since_indexed(&self, queries)` and `runs_deleting(&self)`: duplicate checks
+//!   and the runs they read going (SQLite: from its index of recent deliveries, which
+//!   forgets; PostgreSQL: read each time, ADR 0066).
 //! - `close_connections(&self)`: ends the process's connections at a stop (SQLite: after
 //!   a checkpoint that leaves the whole database in its file).
 //!
@@ -223,6 +226,36 @@ macro_rules! sql_store {
         }
 
         impl $store {
+            /// The duplicate checks `queries`, read from the run log: each query's position
+            /// comes back once if it matches, one read a chunk.
+            pub(crate) async fn read_delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {
+                let mut found = vec![false; queries.len()];
+                for (chunk_index, chunk) in queries.chunks(STORE_BATCH_ROWS_MAX).enumerate() {
+                    let first = chunk_index * STORE_BATCH_ROWS_MAX;
+                    let listed: Vec<[Listed; 5]> = chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(index, query)| {
+                            [
+                                Listed::Text(query.key.agent.as_str()),
+                                Listed::Text(query.key.heartbeat.as_str()),
+                                Listed::Text(query.digest.as_str()),
+                                Listed::Integer(query.since.as_millisecond()),
+                                Listed::Integer(i64::try_from(first + index).unwrap_or(i64::MAX)),
+                            ]
+                        })
+                        .collect();
+                    let positions: Vec<i64> =
+                        delivered_since_read(&listed)?.build_query_scalar().fetch_all(&self.pool).await?;
+                    for position in positions {
+                        if let Some(found) = usize::try_from(position).ok().and_then(|position| found.get_mut(position)) {
+                            *found = true;
+                        }
+                    }
+                }
+                Ok(found)
+            }
+
             /// Every heartbeat of this store (this node's), `selected` read as `columns`.
             // sqlx hands SQLite rows over one at a time between threads (~30 µs each here); a
             // page of rows as one JSON array is one value, so a million load in seconds.
@@ -779,6 +812,7 @@ macro_rules! sql_store {
                 .execute(&mut *tx)
                 .await?;
                 tx.commit().await?;
+                self.runs_deleting();
                 Ok(result.rows_affected())
             }
 
@@ -847,6 +881,8 @@ macro_rules! sql_store {
                 // among the rest (the floor: the newest that is not a trigger); the conformance
                 // suite holds them equal.
                 let cutoffs = retention.cutoffs(now);
+                // Checks answered from memory while runs are deleted could name a reply gone.
+                self.runs_deleting();
                 let mut tx = self.write_tx().await?;
                 // A partition's engine prunes its own partition's rows (`owned_rows_sql`).
                 let result = sqlx::query(&format!(
@@ -865,6 +901,7 @@ macro_rules! sql_store {
                 .execute(&mut *tx)
                 .await?;
                 tx.commit().await?;
+                self.runs_deleting();
                 Ok(result.rows_affected())
             }
 
@@ -1018,32 +1055,7 @@ macro_rules! sql_store {
             }
 
             async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {
-                // Each query's position comes back once if it matches: one read for the chunk.
-                let mut found = vec![false; queries.len()];
-                for (chunk_index, chunk) in queries.chunks(STORE_BATCH_ROWS_MAX).enumerate() {
-                    let first = chunk_index * STORE_BATCH_ROWS_MAX;
-                    let listed: Vec<[Listed; 5]> = chunk
-                        .iter()
-                        .enumerate()
-                        .map(|(index, query)| {
-                            [
-                                Listed::Text(query.key.agent.as_str()),
-                                Listed::Text(query.key.heartbeat.as_str()),
-                                Listed::Text(query.digest.as_str()),
-                                Listed::Integer(query.since.as_millisecond()),
-                                Listed::Integer(i64::try_from(first + index).unwrap_or(i64::MAX)),
-                            ]
-                        })
-                        .collect();
-                    let positions: Vec<i64> =
-                        delivered_since_read(&listed)?.build_query_scalar().fetch_all(&self.pool).await?;
-                    for position in positions {
-                        if let Some(found) = usize::try_from(position).ok().and_then(|position| found.get_mut(position)) {
-                            *found = true;
-                        }
-                    }
-                }
-                Ok(found)
+                self.delivered_since_indexed(queries).await
             }
 
             async fn queue_system_event(&self, agent: &AgentId, text: &str, at: Timestamp) -> Result<Queued, StoreError> {

@@ -12,7 +12,9 @@ use jiff::Timestamp;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{QueryBuilder, Sqlite, SqlitePool, Transaction};
 
+use super::delivered_index::DeliveredIndex;
 use super::sql_lists::{json_list, json_list_sql, Listed};
+use super::sql_rows::{corrupt, key_from_parts};
 use super::sql_store::sql_store;
 use super::sqlite_busy::wait_briefly_when_busy;
 use super::sqlite_dispatch_writer::DispatchWriter;
@@ -21,10 +23,12 @@ use super::sqlite_seed;
 use crate::core::breaker::BreakerStep;
 use crate::core::heartbeat::HeartbeatDef;
 use crate::core::ids::AgentId;
+use crate::core::recent_deliveries::Fill;
 use crate::limits::{
-    SQLITE_BUSY_TIMEOUT_MS, SQLITE_OPEN_BUSY_ATTEMPTS_MAX, SQLITE_OPEN_BUSY_RETRY_MS, SQLITE_WRITE_QUEUE_TIMEOUT_MS,
+    DEDUP_INDEX_ENTRIES_MAX, SQLITE_BUSY_TIMEOUT_MS, SQLITE_OPEN_BUSY_ATTEMPTS_MAX, SQLITE_OPEN_BUSY_RETRY_MS,
+    SQLITE_WRITE_QUEUE_TIMEOUT_MS,
 };
-use crate::ports::store::{ClaimOutcome, ClaimedSlots, RunRecord, SlotClaim, StoreError};
+use crate::ports::store::{ClaimOutcome, ClaimedSlots, DedupQuery, RunRecord, SlotClaim, StoreError};
 
 /// Connections that read beside the writer (WAL: readers never wait for it).
 const READ_CONNECTIONS_MAX: u32 = 4;
@@ -48,6 +52,9 @@ pub struct SqliteStore {
     dispatch: DispatchWriter,
     /// A new file's rollback journal until its first write, WAL after (ADR 0061).
     journal: Journal,
+    /// The replies delivered lately, so a duplicate check is answered without a read: one
+    /// process writes every run of the file (ADR 0066).
+    deliveries: DeliveredIndex,
 }
 
 impl SqliteStore {
@@ -87,7 +94,7 @@ impl SqliteStore {
         let journal = Journal::at_open(&writer).await?;
         let pool = connect_pool(path, &options, SqlitePoolOptions::new().max_connections(READ_CONNECTIONS_MAX)).await?;
         let dispatch = DispatchWriter::new(path, definitions_sql()?);
-        Ok(Self { pool, writer, dispatch, journal })
+        Ok(Self { pool, writer, dispatch, journal, deliveries: DeliveredIndex::new(DEDUP_INDEX_ENTRIES_MAX) })
     }
 
     /// A transaction that holds the write lock from its first statement.
@@ -199,16 +206,53 @@ impl SqliteStore {
         Ok(ClaimedSlots { outcomes, definitions })
     }
 
-    /// A group commit of results, one transaction on the dispatch writer's thread.
+    /// A group commit of results, one transaction on the dispatch writer's thread; the
+    /// replies it delivered are recorded in the index before the driver hears.
     async fn write_results(
         &self,
         runs: &[RunRecord],
         breaker_failures_max: u32,
     ) -> Result<Vec<BreakerStep>, StoreError> {
+        let generation = self.deliveries.write_began();
         self.journal.wal_before_write(&self.writer).await?;
-        self.dispatch.finish(runs, breaker_failures_max).await
+        let finished = self.dispatch.finish(runs, breaker_failures_max).await?;
+        self.deliveries.committed(runs, &finished.written, finished.rewrote, generation);
+        Ok(finished.steps)
+    }
+
+    /// Answered from the index of recent deliveries where it can say (ADR 0066).
+    async fn delivered_since_indexed(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {
+        let read = |queries: Vec<DedupQuery>| async move { self.read_delivered_since(&queries).await };
+        let read_fill = |from_ms, entries_max| self.read_recent_deliveries(from_ms, entries_max);
+        self.deliveries.delivered_since(queries, read, read_fill).await
+    }
+
+    fn runs_deleting(&self) {
+        self.deliveries.forget();
+    }
+
+    /// The latest finish of each reply delivered at or after `from_ms`, newest first, at
+    /// most `entries_max`: one JSON value, not a row each (sqlx hands rows over one at a
+    /// time between threads).
+    async fn read_recent_deliveries(&self, from_ms: i64, entries_max: usize) -> Result<Fill, StoreError> {
+        let limit = i64::try_from(entries_max).unwrap_or(i64::MAX).saturating_add(1);
+        let (head, tail) = json_rows_sql("agent_id, heartbeat_id, reply_digest, finished");
+        let sql = format!("{head}{RECENT_DELIVERIES_SQL}{tail}");
+        let text: String = sqlx::query_scalar(&sql).bind(from_ms).bind(limit).fetch_one(&self.pool).await?;
+        let rows: Vec<(String, String, String, i64)> =
+            serde_json::from_str(&text).map_err(|error| corrupt("recent deliveries", error.to_string()))?;
+        let mut delivered = Vec::with_capacity(rows.len());
+        for (agent, heartbeat, digest, finished) in rows {
+            delivered.push((key_from_parts(agent, heartbeat)?, digest, finished));
+        }
+        Ok(Fill::newest(from_ms, delivered, entries_max))
     }
 }
+
+/// The replies delivered since `$1`, the latest finish of each, the newest `$2` of them.
+const RECENT_DELIVERIES_SQL: &str = "SELECT agent_id, heartbeat_id, reply_digest, MAX(finished_at_ms) AS finished \
+     FROM executions WHERE reply_digest IS NOT NULL AND finished_at_ms >= $1 \
+     GROUP BY agent_id, heartbeat_id, reply_digest ORDER BY finished DESC LIMIT $2";
 
 /// The batched definitions read's text, for the dispatch writer's own connection.
 pub(crate) fn definitions_sql() -> Result<String, StoreError> {
@@ -339,6 +383,58 @@ mod tests {
         assert!(is_busy(&locked), "{locked}");
         let missing = other.execute("SELECT * FROM no_such_table").await.expect_err("no such table");
         assert!(!is_busy(&missing), "{missing}");
+    }
+
+    /// Once filled, the index answers the duplicate checks from its floor on with the run
+    /// log's table gone; a check from before its floor is read (and fails without the
+    /// table). A prune and a result written over a finished row make it forget.
+    #[tokio::test]
+    async fn duplicate_checks_are_answered_from_memory_and_read_again_after_runs_go() {
+        use crate::core::heartbeat::test_def;
+        use crate::core::retention::RunRetention;
+        use crate::ports::store::{DeliveryStatus, Store};
+        use crate::store::sqlite_dispatch_writer::tests::{claim_at, succeeded};
+
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, pool) = store_and_reader(&dir.path().join("index.db")).await;
+        let def = test_def("main", "h", 60);
+        store.put_heartbeat(&def, Timestamp::UNIX_EPOCH).await.expect("stored");
+        let delivered = |slot_secs, digest: &str| {
+            let mut run = succeeded(&def.key, slot_secs);
+            run.delivery = DeliveryStatus::Delivered;
+            run.reply_digest = Some(digest.to_owned());
+            run
+        };
+        store.claim_slots(&[claim_at(&def.key, 60), claim_at(&def.key, 120)]).await.expect("claimed");
+        store.finish_runs(&[delivered(60, "d1"), delivered(120, "d2")], 3).await.expect("finished");
+        let check = |digest: &str, since_ms: i64| {
+            let query = DedupQuery {
+                key: def.key.clone(),
+                digest: digest.to_owned(),
+                since: Timestamp::from_millisecond(since_ms).expect("a time"),
+            };
+            let store = &store;
+            async move { store.delivered_since(&[query]).await.map(|found| found[0]) }
+        };
+        assert_eq!(check("d1", 0).await, Ok(true), "the first check fills the index from its since");
+
+        sqlx::query("ALTER TABLE executions RENAME TO executions_away").execute(&pool).await.expect("renamed");
+        assert_eq!(check("d1", 0).await, Ok(true));
+        assert_eq!(check("d2", 121_000).await, Ok(true), "finished at 121 s");
+        assert_eq!(check("d2", 121_001).await, Ok(false));
+        assert_eq!(check("d3", 0).await, Ok(false));
+        assert!(check("d1", -1).await.is_err(), "before the floor: read, and the table is gone");
+        sqlx::query("ALTER TABLE executions_away RENAME TO executions").execute(&pool).await.expect("renamed back");
+
+        let long_after = Timestamp::from_second(60 * 86_400).expect("a time");
+        let pruned = store.prune_runs(long_after, RunRetention { kept_days: 1, kept_per_heartbeat: 1 }).await;
+        assert_eq!(pruned, Ok(1), "the older delivery went");
+        assert_eq!((check("d1", 0).await, check("d2", 0).await), (Ok(false), Ok(true)));
+
+        let mut rewritten = succeeded(&def.key, 120);
+        rewritten.reply_digest = None;
+        store.finish_runs(&[rewritten], 3).await.expect("finished again");
+        assert_eq!(check("d2", 0).await, Ok(false), "its reply was written over");
     }
 
     /// A new store at `path`, and a reader of its file beside it.

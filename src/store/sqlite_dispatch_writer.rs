@@ -19,8 +19,7 @@ use std::thread::JoinHandle;
 use tokio::sync::{oneshot, OnceCell};
 
 use super::sqlite_direct::{Connection, Direct};
-use super::sqlite_writes;
-use crate::core::breaker::BreakerStep;
+use super::sqlite_writes::{self, Finished};
 use crate::ports::store::{claimed_keys, ClaimOutcome, RunRecord, SlotClaim, StoreError};
 
 /// The thread that writes claims and results, once started, and the way to it.
@@ -54,11 +53,15 @@ enum Command {
 enum Write {
     /// A pass's claims; with `read_definitions`, then the definitions of those won, read
     /// once they are committed (none otherwise).
-    Claim { claims: Vec<SlotClaim>, read_definitions: bool, answer: oneshot::Sender<Result<ClaimedPages, StoreError>> },
+    Claim {
+        claims: Vec<SlotClaim>,
+        read_definitions: bool,
+        answer: oneshot::Sender<Result<ClaimedPages, StoreError>>,
+    },
     Finish {
         runs: Vec<RunRecord>,
         breaker_failures_max: u32,
-        answer: oneshot::Sender<Result<Vec<BreakerStep>, StoreError>>,
+        answer: oneshot::Sender<Result<Finished, StoreError>>,
     },
 }
 
@@ -105,11 +108,7 @@ impl DispatchWriter {
     }
 
     /// Records `runs` in one transaction (`sqlite_writes::finish`).
-    pub(crate) async fn finish(
-        &self,
-        runs: &[RunRecord],
-        breaker_failures_max: u32,
-    ) -> Result<Vec<BreakerStep>, StoreError> {
+    pub(crate) async fn finish(&self, runs: &[RunRecord], breaker_failures_max: u32) -> Result<Finished, StoreError> {
         let (answer, answered) = oneshot::channel();
         self.started().await?.send(Command::Write(Write::Finish {
             runs: runs.to_vec(),
@@ -328,7 +327,7 @@ fn thread_gone() -> StoreError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use jiff::Timestamp;
 
     use std::time::Duration;
@@ -367,7 +366,7 @@ mod tests {
         drop((writer, store));
     }
 
-    fn claim_at(key: &HeartbeatKey, slot_secs: i64) -> SlotClaim {
+    pub(crate) fn claim_at(key: &HeartbeatKey, slot_secs: i64) -> SlotClaim {
         let slot = Timestamp::from_second(slot_secs).expect("a time");
         let next = Timestamp::from_second(slot_secs + 60).expect("a time");
         SlotClaim {
@@ -379,7 +378,7 @@ mod tests {
         }
     }
 
-    fn succeeded(key: &HeartbeatKey, slot_secs: i64) -> RunRecord {
+    pub(crate) fn succeeded(key: &HeartbeatKey, slot_secs: i64) -> RunRecord {
         RunRecord {
             key: key.clone(),
             slot: Timestamp::from_second(slot_secs).expect("a time"),
@@ -402,7 +401,7 @@ mod tests {
     }
 
     type ClaimAnswer = oneshot::Receiver<Result<ClaimedPages, StoreError>>;
-    type FinishAnswer = oneshot::Receiver<Result<Vec<BreakerStep>, StoreError>>;
+    type FinishAnswer = oneshot::Receiver<Result<Finished, StoreError>>;
 
     fn claim_write(claims: Vec<SlotClaim>) -> (Write, ClaimAnswer) {
         let (answer, answered) = oneshot::channel();
@@ -460,7 +459,8 @@ mod tests {
         let (outcomes, pages) = first_answer.await.expect("answered").expect("claimed");
         assert_eq!(outcomes, [ClaimOutcome::Claimed]);
         assert!(pages.expect("read").concat().contains("Check the inbox."), "the won definition is read");
-        assert_eq!(finish_answer.await.expect("answered").expect("finished").len(), 1, "one breaker step");
+        let finished = finish_answer.await.expect("answered").expect("finished");
+        assert_eq!((finished.steps.len(), finished.written), (1, vec![true]), "one breaker step, its row found");
         assert_eq!(second_answer.await.expect("answered").expect("claimed").0, [ClaimOutcome::Claimed]);
         assert_eq!(logged(&connection), "60 succeeded, 120 running");
         drop((connection, store));

@@ -27,13 +27,25 @@ pub const CLAIMED_ROW_SQL: &str = "UPDATE heartbeats SET \
      latest_slot_ms = CASE WHEN latest_slot_ms IS NULL OR latest_slot_ms < ?9 THEN ?9 ELSE latest_slot_ms END \
      WHERE agent_id = ?1 AND heartbeat_id = ?2";
 
-/// A run's result, on the row its claim wrote.
-pub const RESULT_SQL: &str =
-    "UPDATE executions SET finished_at_ms = ?4, status = ?5, delivery = ?6, duration_ms = ?7, \
-     error = ?8, output_preview = ?9, stop_reason = ?10, reply = ?11, reply_digest = ?12, llm_calls = ?13, \
-     tool_use = ?14, input_tokens = ?15, cached_tokens = ?16, output_tokens = ?17, reasoning_tokens = ?18, \
-     cost_micros = ?19, unpriced_calls = ?20, transcript = ?21 \
-     WHERE agent_id = ?1 AND heartbeat_id = ?2 AND slot_ms = ?3";
+/// A run's result written on its row, and a condition after the row's key.
+macro_rules! result_sql {
+    ($condition:literal) => {
+        concat!(
+            "UPDATE executions SET finished_at_ms = ?4, status = ?5, delivery = ?6, duration_ms = ?7, \
+             error = ?8, output_preview = ?9, stop_reason = ?10, reply = ?11, reply_digest = ?12, llm_calls = ?13, \
+             tool_use = ?14, input_tokens = ?15, cached_tokens = ?16, output_tokens = ?17, reasoning_tokens = ?18, \
+             cost_micros = ?19, unpriced_calls = ?20, transcript = ?21 \
+             WHERE agent_id = ?1 AND heartbeat_id = ?2 AND slot_ms = ?3",
+            $condition
+        )
+    };
+}
+
+/// A run's result, on the `running` row its claim wrote: every run of a dispatch.
+pub const RESULT_ON_RUNNING_SQL: &str = result_sql!(" AND status = 'running'");
+/// A result on a row that is not running (finished already, or skipped): written as well,
+/// but whatever the row held before, a delivered reply among it, is gone.
+pub const RESULT_SQL: &str = result_sql!("");
 
 /// A heartbeat's breaker as stored, read once a group commit for each of its heartbeats.
 pub const BREAKER_READ_SQL: &str = "SELECT consecutive_failures, enabled, disabled_reason, \

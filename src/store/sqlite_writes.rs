@@ -16,7 +16,8 @@ use super::sql_lists::{json_list, listed_keys};
 use super::sql_rows::{schedule_columns, stored_count};
 use super::sqlite_direct::{Direct, Value};
 use super::sqlite_statements::{
-    BREAKER_READ_SQL, BREAKER_WRITE_SQL, CLAIMED_ROW_SQL, CLAIM_SQL, CONSUME_EVENT_SQL, LOST_CLAIM_SQL, RESULT_SQL,
+    BREAKER_READ_SQL, BREAKER_WRITE_SQL, CLAIMED_ROW_SQL, CLAIM_SQL, CONSUME_EVENT_SQL, LOST_CLAIM_SQL,
+    RESULT_ON_RUNNING_SQL, RESULT_SQL,
 };
 use crate::core::breaker::{BreakerStep, DISABLED_BY_BREAKER};
 use crate::core::ids::HeartbeatKey;
@@ -97,18 +98,32 @@ pub(super) fn definitions_pages(
     Ok(pages)
 }
 
+/// What a group commit of results wrote: each run's breaker step, and whether its result
+/// found its claimed row (one that did not wrote nothing: the index of recent deliveries
+/// must not count its reply).
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub(crate) steps: Vec<BreakerStep>,
+    pub(crate) written: Vec<bool>,
+    /// A result was written over a row that was no longer running: a reply it had
+    /// delivered may be gone.
+    pub(crate) rewrote: bool,
+}
+
 /// Records `runs`' results, steps the breaker through them in order, and consumes the
 /// system events the succeeded ones processed. Returns each run's breaker step.
 pub(super) fn finish(
     direct: &Direct<'_>,
     runs: &[RunRecord],
     breaker_failures_max: u32,
-) -> Result<Vec<BreakerStep>, StoreError> {
-    let mut result = direct.prepare(RESULT_SQL)?;
+) -> Result<Finished, StoreError> {
+    let mut on_running = direct.prepare(RESULT_ON_RUNNING_SQL)?;
+    let mut written = Vec::with_capacity(runs.len());
+    let mut rewrote = false;
     for run in runs {
         let key = key_values(&run.key);
         let tool_use = run.tool_use.as_ref().and_then(|tool_use| serde_json::to_string(tool_use).ok());
-        result.execute(&[
+        let values = [
             key[0],
             key[1],
             run.slot.as_millisecond().into(),
@@ -130,7 +145,14 @@ pub(super) fn finish(
             stored_count(run.usage.cost_micros).into(),
             i64::from(run.usage.unpriced_calls).into(),
             run.transcript.as_deref().into(),
-        ])?;
+        ];
+        let mut changed = on_running.execute(&values)?;
+        if changed == 0 {
+            // Not the running row a claim wrote (never in a dispatch): the rarer statement.
+            changed = direct.prepare(RESULT_SQL)?.execute(&values)?;
+            rewrote |= changed > 0;
+        }
+        written.push(changed > 0);
     }
     let mut read = direct.prepare(BREAKER_READ_SQL)?;
     let mut stored = BTreeMap::new();
@@ -178,7 +200,7 @@ pub(super) fn finish(
         ])?;
     }
     consume_system_events(direct, runs)?;
-    Ok(steps)
+    Ok(Finished { steps, written, rewrote })
 }
 
 /// An event leaves the queue exactly when a run that processed it is recorded.
@@ -221,6 +243,7 @@ mod tests {
             CLAIM_SQL,
             LOST_CLAIM_SQL,
             CLAIMED_ROW_SQL,
+            RESULT_ON_RUNNING_SQL,
             RESULT_SQL,
             BREAKER_READ_SQL,
             BREAKER_WRITE_SQL,
