@@ -231,7 +231,7 @@ impl PostgresStore {
         self.read_delivered_since(queries).await
     }
 
-    #[allow(clippy::unused_self)] // keeps no index to forget
+    /// Keeps no index to forget.
     fn runs_deleting(&self) {}
 
     /// A group commit of results: the shared multi-row statements.
