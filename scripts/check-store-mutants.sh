@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Applies each deliberate bug in tests/store_mutants/ to a copy of the SQL statements SQLite
 # runs (src/store/sql_store.rs, shared with PostgreSQL; src/store/sqlite_writes.rs and
-# src/store/sqlite_dispatch_writer.rs, its direct writer's: ADR 0033, 0037), runs the
+# src/store/sqlite_dispatch_writer.rs, its direct writer's: ADR 0033, 0037; its index of
+# recent deliveries in src/store/sqlite.rs and src/store/delivered_index.rs: ADR 0066), runs the
 # store differential test (memory and SQLite on seeded write sequences) on it, and
 # prints the share of sequences that caught it. The simulator runs on the memory store, so
 # this is what stands between a wrong SQL statement and production (ADR 0016). A mutant

@@ -383,11 +383,16 @@ async fn snapshot(store: &dyn Store, now: Timestamp) -> Vec<String> {
         }
         seen.push(format!("{k} runs {runs:?}"));
         seen.push(format!("{k} failures {:?}", store.consecutive_failures(&k).await));
-        for digest in DIGESTS {
-            seen.push(format!(
-                "{k} delivered {digest} {:?}",
-                store.delivered_since(&[DedupQuery { key: k.clone(), digest: digest.into(), since: start() }]).await
-            ));
+        // From the start, then from a day before it: SQLite answers the first from its index
+        // of recent deliveries once filled, and reads the second, from before the index's
+        // floor, from the run log (ADR 0066); both are compared.
+        for since in [start(), at(-86_400)] {
+            for digest in DIGESTS {
+                seen.push(format!(
+                    "{k} delivered {digest} since {since} {:?}",
+                    store.delivered_since(&[DedupQuery { key: k.clone(), digest: digest.into(), since }]).await
+                ));
+            }
         }
     }
     for name in AGENTS {
