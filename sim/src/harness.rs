@@ -172,7 +172,7 @@ async fn incarnation(world: Arc<World>, queue: Arc<OpQueue>) {
         clock: world.clock.clone(),
         llm: Arc::new(SimLlm::new(Arc::clone(&world), Arc::clone(&life))),
         messenger: Arc::new(SimMessenger::new(Arc::clone(&world), Arc::clone(&life))),
-        store: Arc::new(SimStore { world: Arc::clone(&world), life: Arc::clone(&life) }),
+        store: Arc::new(SimStore::new(Arc::clone(&world), Arc::clone(&life))),
         events: Arc::new(TraceSink::new(Arc::clone(&world), Arc::clone(&life))),
         workspace: world.workspace.clone(),
         tools: Arc::new(SimTools { world: Arc::clone(&world), life: Arc::clone(&life) }),

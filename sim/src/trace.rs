@@ -127,6 +127,15 @@ pub enum Event {
     LogUnread {
         key: HeartbeatKey,
     },
+    /// Duplicate checks the store answered: how many its index of recent deliveries
+    /// answered without a read (ADR 0066), and each answer that is not what the run log
+    /// held when it was given.
+    DuplicateChecked {
+        life: u32,
+        asked: usize,
+        from_index: usize,
+        wrong: Vec<String>,
+    },
     Healed,
     End {
         heartbeats: Vec<(HeartbeatKey, bool)>,
@@ -516,6 +525,12 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
         Event::LogUnread { key } => {
             w.tag(36).key(key);
         }
+        Event::DuplicateChecked { life, asked, from_index, wrong } => {
+            w.tag(37).u64(u64::from(*life)).u64(*asked as u64).u64(*from_index as u64).u64(wrong.len() as u64);
+            for answer in wrong {
+                w.str(answer);
+            }
+        }
         Event::Healed => {
             w.tag(11);
         }
@@ -700,6 +715,10 @@ pub fn describe(entry: &Entry) -> String {
             format!("definitions unread: {}", keys.join(", "))
         }
         Event::LogUnread { key } => format!("run log of {key} unread"),
+        Event::DuplicateChecked { life, asked, from_index, wrong } => format!(
+            "[life {life}] {asked} duplicate checks, {from_index} answered by the index of recent deliveries{}",
+            if wrong.is_empty() { String::new() } else { format!("; WRONG: {}", wrong.join("; ")) }
+        ),
         Event::Healed => "HEALED: faults off, liveness phase begins".to_owned(),
         Event::End { heartbeats } => format!("END with {} heartbeats", heartbeats.len()),
     };

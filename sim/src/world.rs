@@ -119,10 +119,18 @@ pub enum RarePath {
     /// enable of it was asked: the read that enable's re-arm makes, when it makes one (ADR
     /// 0052, amended in stop 83: the armed own slot stands).
     LogUnreadAtEnable,
+    /// A duplicate check answered by the store's index of recent deliveries, not a read.
+    CheckFromIndex,
+    /// The store's index of recent deliveries forgot (a prune) while a duplicate check
+    /// filled or read it.
+    IndexForgotDuringCheck,
+    /// The index forgot while a write of results went: the write's deliveries cannot be
+    /// vouched for, and it forgets again.
+    IndexForgotDuringWrite,
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 26] = [
+    pub const ALL: [RarePath; 29] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -149,6 +157,9 @@ impl RarePath {
         RarePath::EnableOfOneShotOffEarlierTrigger,
         RarePath::KillDuringRetryBelowTriggerSuccess,
         RarePath::LogUnreadAtEnable,
+        RarePath::CheckFromIndex,
+        RarePath::IndexForgotDuringCheck,
+        RarePath::IndexForgotDuringWrite,
     ];
 
     pub fn name(self) -> &'static str {
@@ -179,6 +190,9 @@ impl RarePath {
             RarePath::EnableOfOneShotOffEarlierTrigger => "enable-of-one-shot-off-earlier-trigger",
             RarePath::KillDuringRetryBelowTriggerSuccess => "kill-during-retry-below-trigger-success",
             RarePath::LogUnreadAtEnable => "log-unread-at-enable",
+            RarePath::CheckFromIndex => "duplicate-check-from-index",
+            RarePath::IndexForgotDuringCheck => "dedup-index-forgot-during-check",
+            RarePath::IndexForgotDuringWrite => "dedup-index-forgot-during-write",
         }
     }
 }

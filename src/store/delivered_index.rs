@@ -29,6 +29,12 @@ impl DeliveredIndex {
     /// Taken before a write of results begins; handed to [`Self::committed`].
     #[must_use]
     pub fn write_began(&self) -> u64 {
+        self.generation()
+    }
+
+    /// How many times the index forgot (a count that moves when runs go).
+    #[must_use]
+    pub fn generation(&self) -> u64 {
         self.lock().generation()
     }
 

@@ -235,10 +235,13 @@ impl MemoryStore {
         Fill::newest(from_ms, delivered, entries_max)
     }
 
-    /// Whether each run's claimed row is in the log: a result finds it there, or writes nothing.
-    pub fn runs_logged(&self, runs: &[RunRecord]) -> Vec<bool> {
+    /// The status of each run's row in the log, if it has one: a result finds its claimed
+    /// row there (`running`), or another, or none and writes nothing.
+    pub fn logged_statuses(&self, runs: &[RunRecord]) -> Vec<Option<ExecutionStatus>> {
         let state = self.lock();
-        runs.iter().map(|run| state.executions.contains_key(&(run.key.clone(), run.slot))).collect()
+        runs.iter()
+            .map(|run| state.executions.get(&(run.key.clone(), run.slot)).map(|entry| entry.execution.status))
+            .collect()
     }
 
     /// The ids of `agent`'s pending system events, expired ones included (for a simulator

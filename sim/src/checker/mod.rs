@@ -119,8 +119,11 @@ pub const RETIREMENT_KEEPS_DISABLE: &str = "retirement-keeps-disable";
 /// A claim lost after a read of the job's run log failed in that life (counted, not
 /// judged: the claim is the guard the engine falls back on).
 pub const LOG_UNREAD_CLAIM_LOST: &str = "log-unread-claim-lost";
+/// Every duplicate check is answered as the run log holds it then, the store's index of
+/// recent deliveries (ADR 0066) or a read.
+pub const DUPLICATE_CHECK_TRUE: &str = "duplicate-check-true";
 
-pub const INVARIANTS: [&str; 81] = [
+pub const INVARIANTS: [&str; 82] = [
     NO_SLOT_OFFERED_TWICE,
     RETIREMENT_KEEPS_DISABLE,
     unreadable::UNREADABLE_JUSTIFIED,
@@ -202,6 +205,7 @@ pub const INVARIANTS: [&str; 81] = [
     TRIGGER_EXPLICIT,
     TRIGGER_DECIDED,
     TRIGGER_DROPPED,
+    DUPLICATE_CHECK_TRUE,
 ];
 
 /// How long one decision pass of the driver lasts in simulated time (polls advance it by
@@ -683,6 +687,15 @@ impl Model<'_> {
             Event::LogUnread { key } => {
                 self.log_unread.insert(key.clone());
                 Ok(())
+            }
+            Event::DuplicateChecked { life, wrong, .. } => {
+                self.count(DUPLICATE_CHECK_TRUE);
+                match wrong.first() {
+                    Some(answer) => {
+                        fail(DUPLICATE_CHECK_TRUE, format!("life {life} answered {answer}; the run log says not"))
+                    }
+                    None => Ok(()),
+                }
             }
             Event::Fault { kind, detail } => {
                 self.breaker.fault(entry, *kind, detail);

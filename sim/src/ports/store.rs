@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +24,7 @@ use systole::ports::store::{
     Armable, ClaimOutcome, DedupQuery, Definitions, Execution, ExecutionStatus, NextSlot, Queued, RunRecord,
     SeedReport, SkipRecord, SlotClaim, Store, StoreError,
 };
+use systole::store::delivered_index::DeliveredIndex;
 
 use crate::faults::FaultKind;
 use crate::one_shot_triggers::PlantedStoreFault;
@@ -47,6 +49,27 @@ pub const LOG_READ: &str = "executions";
 pub struct SimStore {
     pub world: Arc<World>,
     pub life: Arc<Life>,
+    /// The life's index of recent deliveries, as SQLite keeps one (ADR 0066): cold at each
+    /// start, small, so that it fills, evicts and forgets in every workload.
+    pub deliveries: DeliveredIndex,
+    /// Held while a prune deletes runs, as SQLite's write lock is: a write of results waits
+    /// for it, its index generation taken before (ADR 0066).
+    pruning: tokio::sync::RwLock<()>,
+}
+
+/// Delivered replies the simulated store's index holds: a few, so that its floor rises
+/// past what it evicted and checks from before it are read.
+pub const DEDUP_INDEX_ENTRIES_MAX: usize = 16;
+
+impl SimStore {
+    pub fn new(world: Arc<World>, life: Arc<Life>) -> Self {
+        Self {
+            world,
+            life,
+            deliveries: DeliveredIndex::new(DEDUP_INDEX_ENTRIES_MAX),
+            pruning: tokio::sync::RwLock::new(()),
+        }
+    }
 }
 
 impl SimStore {
@@ -130,6 +153,9 @@ const LOAD_PAGE_ROWS: usize = 3;
 /// How long a duplicate check's read takes while faults are on: long, so that the checks
 /// of runs finishing together overlap and share reads.
 const DEDUP_READ_MILLIS: u64 = 2_000;
+
+/// How long a prune's delete takes while faults are on.
+const PRUNE_MILLIS: u64 = 2_000;
 
 fn none<T>(_: &T) -> Vec<DurableWrite> {
     Vec::new()
@@ -257,6 +283,12 @@ impl Store for SimStore {
         // Read in the same poll as the prune itself, so no other write falls in between.
         let before: std::sync::Mutex<Vec<LoggedRow>> = std::sync::Mutex::default();
         let prune = async {
+            // A prune's delete takes time while faults are on: checks fill the index and
+            // results wait meanwhile.
+            if self.world.injector.is_active() {
+                self.world.clock.sleep(Duration::from_millis(PRUNE_MILLIS)).await;
+                self.life.ensure_alive().await;
+            }
             let rows = self.world.durable.run_log_rows(logged);
             *before.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = rows;
             self.world.durable.prune_runs(now, retention).await
@@ -279,7 +311,13 @@ impl Store for SimStore {
             let RunRetention { kept_days, kept_per_heartbeat } = retention;
             vec![DurableWrite::Pruned { now, kept_days, kept_per_heartbeat, before, pruned }]
         };
-        self.write("prune_runs", prune, durable).await
+        // As SQLite's: no check is answered from memory while runs go, nor after.
+        let lock = self.pruning.write().await;
+        self.deliveries.forget();
+        let pruned = self.write("prune_runs", prune, durable).await;
+        self.deliveries.forget();
+        drop(lock);
+        pruned
     }
 
     async fn record_skips(&self, skips: &[SkipRecord]) -> Result<(), StoreError> {
@@ -341,7 +379,28 @@ impl Store for SimStore {
                 })
                 .collect()
         };
-        self.write("finish_runs", durable.finish_runs(runs, breaker_failures_max), durable_writes).await
+        // The rows the results land on, read in the same poll as the write: whether each
+        // found its claimed row, and whether any was written over a finished one.
+        let statuses: std::sync::Mutex<Vec<Option<ExecutionStatus>>> = std::sync::Mutex::default();
+        let apply = async {
+            *statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = durable.logged_statuses(runs);
+            durable.finish_runs(runs, breaker_failures_max).await
+        };
+        let generation = self.deliveries.write_began();
+        let lock = self.pruning.read().await;
+        let steps = self.write("finish_runs", apply, durable_writes).await;
+        drop(lock);
+        let steps = steps?;
+        let statuses = std::mem::take(&mut *statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let written: Vec<bool> = statuses.iter().map(Option::is_some).collect();
+        let slots: BTreeSet<(&HeartbeatKey, Timestamp)> = runs.iter().map(|run| (&run.key, run.slot)).collect();
+        let rewrote =
+            slots.len() < runs.len() || statuses.iter().flatten().any(|status| *status != ExecutionStatus::Running);
+        if self.deliveries.generation() != generation {
+            self.world.took(RarePath::IndexForgotDuringWrite);
+        }
+        self.deliveries.committed(runs, &written, rewrote, generation);
+        Ok(steps)
     }
 
     async fn recover_interrupted(&self, at: Timestamp) -> Result<u64, StoreError> {
@@ -407,7 +466,36 @@ impl Store for SimStore {
             self.world.clock.sleep(Duration::from_millis(DEDUP_READ_MILLIS)).await;
             self.life.ensure_alive().await;
         }
-        let found = self.world.durable.delivered_since(queries).await?;
+        let durable = &self.world.durable;
+        let (generation, read) = (self.deliveries.generation(), AtomicUsize::new(0));
+        let read_log = |asked: Vec<DedupQuery>| {
+            read.store(asked.len(), Ordering::Relaxed);
+            async move { durable.delivered_since(&asked).await }
+        };
+        let read_fill = |from_ms, entries_max| async move {
+            let fill = durable.recent_deliveries(from_ms, entries_max);
+            // A loaded database's read takes time: runs may finish, or go, meanwhile.
+            if self.world.injector.is_active() {
+                self.world.clock.sleep(Duration::from_millis(DEDUP_READ_MILLIS)).await;
+                self.life.ensure_alive().await;
+            }
+            Ok(fill)
+        };
+        let found = self.deliveries.delivered_since(queries, read_log, read_fill).await?;
+        if self.deliveries.generation() != generation {
+            self.world.took(RarePath::IndexForgotDuringCheck);
+        }
+        // What the run log holds now, in the same poll: every answer must be it.
+        let stored = durable.delivered_since(queries).await?;
+        let wrong = queries
+            .iter()
+            .zip(found.iter().zip(&stored))
+            .filter(|(_, (found, stored))| found != stored)
+            .map(|(query, (found, _))| format!("{} {} since {}: {found}", query.key, query.digest, query.since))
+            .collect();
+        let from_index = queries.len() - read.load(Ordering::Relaxed);
+        (0..from_index).for_each(|_| self.world.took(RarePath::CheckFromIndex));
+        self.world.record(Event::DuplicateChecked { life: self.life.number, asked: queries.len(), from_index, wrong });
         if found.contains(&true) && found.contains(&false) {
             self.world.took(RarePath::SharedDuplicateCheck);
         }
