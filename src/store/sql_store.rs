@@ -812,7 +812,6 @@ macro_rules! sql_store {
                 .execute(&mut *tx)
                 .await?;
                 tx.commit().await?;
-                self.runs_deleting();
                 Ok(result.rows_affected())
             }
 
