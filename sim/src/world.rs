@@ -121,6 +121,9 @@ pub enum RarePath {
     LogUnreadAtEnable,
     /// A duplicate check answered by the store's index of recent deliveries, not a read.
     CheckFromIndex,
+    /// A fill of the store's index of recent deliveries failed by injection: it stayed
+    /// cold and the checks were read.
+    IndexFillFailed,
     /// The store's index of recent deliveries forgot (a prune) while a duplicate check
     /// filled or read it.
     IndexForgotDuringCheck,
@@ -130,7 +133,7 @@ pub enum RarePath {
 }
 
 impl RarePath {
-    pub const ALL: [RarePath; 29] = [
+    pub const ALL: [RarePath; 30] = [
         RarePath::BatchWithRunsOfOneHeartbeat,
         RarePath::CooldownAcrossRestart,
         RarePath::CooldownAcrossClockJump,
@@ -158,6 +161,7 @@ impl RarePath {
         RarePath::KillDuringRetryBelowTriggerSuccess,
         RarePath::LogUnreadAtEnable,
         RarePath::CheckFromIndex,
+        RarePath::IndexFillFailed,
         RarePath::IndexForgotDuringCheck,
         RarePath::IndexForgotDuringWrite,
     ];
@@ -191,6 +195,7 @@ impl RarePath {
             RarePath::KillDuringRetryBelowTriggerSuccess => "kill-during-retry-below-trigger-success",
             RarePath::LogUnreadAtEnable => "log-unread-at-enable",
             RarePath::CheckFromIndex => "duplicate-check-from-index",
+            RarePath::IndexFillFailed => "dedup-index-fill-failed",
             RarePath::IndexForgotDuringCheck => "dedup-index-forgot-during-check",
             RarePath::IndexForgotDuringWrite => "dedup-index-forgot-during-write",
         }

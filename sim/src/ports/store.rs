@@ -41,6 +41,9 @@ pub const ARMING_LOAD: &str = "load_for_arming_in_pages";
 /// runs failing after it, and no others).
 pub const DEFINITIONS_READ: &str = "definitions";
 
+/// The fault detail of a fill of the index of recent deliveries that failed by injection.
+pub const RECENT_DELIVERIES_READ: &str = "recent_deliveries";
+
 /// The fault detail of a read of a heartbeat's run log that failed by injection (the
 /// trace then names the heartbeat: the checker excuses what the engine says it may do
 /// without the read).
@@ -472,6 +475,12 @@ impl Store for SimStore {
             async move { durable.delivered_since(&asked).await }
         };
         let read_fill = |from_ms, entries_max| async move {
+            // A fill that fails leaves the index cold: the checks are read from the log.
+            if self.world.injector.roll(FaultKind::StoreReadError) {
+                self.world.fault(FaultKind::StoreReadError, RECENT_DELIVERIES_READ);
+                self.world.took(RarePath::IndexFillFailed);
+                return Err(StoreError::Backend("injected store error in the read of recent deliveries".to_owned()));
+            }
             let fill = durable.recent_deliveries(from_ms, entries_max);
             // A loaded database's read takes time: runs may finish, or go, meanwhile.
             if self.world.injector.is_active() {
