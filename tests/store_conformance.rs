@@ -537,6 +537,12 @@ async fn delivered_digests_are_found_per_heartbeat_and_window() {
         // Finished at 61: inside; older than the window; another reply; another heartbeat;
         // the first asked twice.
         assert_eq!(found, vec![true, false, false, false, true]);
+        // Times compare in whole milliseconds, as the SQL stores keep them: later in the
+        // finish's millisecond is inside, the next millisecond is not (seed 1927873866253).
+        let later_in_it = at(61).checked_add(jiff::SignedDuration::from_micros(500)).expect("a time");
+        let next_one = at(61).checked_add(jiff::SignedDuration::from_millis(1)).expect("a time");
+        let found = store.delivered_since(&[ask(&a, "d1", later_in_it), ask(&a, "d1", next_one)]).await.expect("read");
+        assert_eq!(found, vec![true, false]);
         // More questions than one statement takes: each answer still in its question's place.
         let mut many: Vec<_> = (0..1_500).map(|i| ask(&b, "d1", at(i))).collect();
         many.insert(1_234, ask(&a, "d1", at(0)));

@@ -827,11 +827,14 @@ impl Store for MemoryStore {
 
     async fn delivered_since(&self, queries: &[DedupQuery]) -> Result<Vec<bool>, StoreError> {
         let state = self.lock();
+        // In whole milliseconds, as the SQL stores keep times (and their index of recent
+        // deliveries compares): a reply that finished earlier in the millisecond `since`
+        // falls in counts (seed 1927873866253).
         let found = |DedupQuery { key, digest, since }: &DedupQuery| {
             let mine = state.log_of(key);
             mine.map(|(_, entry)| entry).any(|entry| {
                 entry.reply_digest.as_deref() == Some(digest.as_str())
-                    && entry.execution.finished_at.is_some_and(|at| at >= *since)
+                    && entry.execution.finished_at.is_some_and(|at| at.as_millisecond() >= since.as_millisecond())
             })
         };
         Ok(queries.iter().map(found).collect())
