@@ -45,6 +45,9 @@ pub(super) struct AgentModel {
     queued: BTreeMap<u64, (AgentId, String, Duration)>,
     /// Pending ids per agent, oldest first (overflow drops from the front).
     pending: BTreeMap<AgentId, VecDeque<u64>>,
+    /// Events queued while a cap of their agent's day was reached: its heartbeat is held
+    /// until the next day.
+    queued_over_budget: BTreeSet<u64>,
     consumed: BTreeSet<u64>,
     /// Event texts some LLM prompt listed.
     listed: BTreeSet<String>,
@@ -168,6 +171,9 @@ impl Model<'_> {
 
     pub(super) fn event_queued(&mut self, entry: &Entry, agent: &AgentId, id: u64, text: &str, dropped: usize) {
         self.agents.queued.insert(id, (agent.clone(), text.to_owned(), entry.elapsed));
+        if self.budget_spent_at(agent, entry.wall) {
+            self.agents.queued_over_budget.insert(id);
+        }
         let pending = self.agents.pending.entry(agent.clone()).or_default();
         pending.push_back(id);
         for _ in 0..dropped {
@@ -218,6 +224,11 @@ impl Model<'_> {
             for (id, text, queued_at) in due {
                 if self.guards.budget_skipped_after(&key.agent, queued_at) {
                     continue; // a spent budget holds the heartbeat until the next day
+                }
+                // Spent already when the event came: the wake it asked for, or its retry
+                // after the flood guard, is refused quietly (seed 1927873881885).
+                if self.agents.queued_over_budget.contains(&id) {
+                    continue;
                 }
                 let ttl = Duration::from_secs(systole::limits::SYSTEM_EVENT_TTL_SECS);
                 if self.breaker.open_between(key, queued_at, queued_at + ttl) {

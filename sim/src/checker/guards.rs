@@ -255,6 +255,20 @@ impl Model<'_> {
         Ok(())
     }
 
+    /// Whether a cap held `agent` at `at`: its own, reached in the budget day `at` falls
+    /// in, or the global one in its day.
+    pub(super) fn budget_spent_at(&self, agent: &AgentId, at: Timestamp) -> bool {
+        let agent_day = self.guards.day_start(self.options.budget_zone, at);
+        let global_day = self.guards.day_start(self.options.global_zone, at);
+        self.guards.caps_reached.keys().any(|(owner, day, reason)| {
+            if reason.starts_with("global-") {
+                *day == global_day
+            } else {
+                owner == agent.as_str() && *day == agent_day
+            }
+        })
+    }
+
     /// A cap's announcement went out under `idempotency_key` (`agent/day/reason`): one the
     /// engine reached and did not announce yet.
     pub(super) fn cap_announced(&mut self, idempotency_key: &str) -> Step {

@@ -611,8 +611,16 @@ impl Model<'_> {
                 self.wall_high_water = None;
                 // A start-up arms each heartbeat above the latest slot its row holds.
                 self.log_unread.clear();
-                // A start-up loads every definition from the store.
-                self.running_defs.extend(self.defs.iter().map(|(key, def)| (key.clone(), def.clone())));
+                // A start-up loads every definition from the store. One whose schedule the
+                // start's seed changed is a new schedule, as a reload's: the triggers decided
+                // before kept off the old one's slots only (seed 1927873909092: a trigger's
+                // millisecond, off a cron's grid, fell on the restored every-minute grid).
+                for (key, def) in &self.defs {
+                    let before = self.running_defs.insert(key.clone(), def.clone());
+                    if before.is_some_and(|before| before.schedule != def.schedule) {
+                        self.one_shots.schedule_changed(key);
+                    }
+                }
                 self.restart_pauses(entry);
                 self.restart_backoffs(entry);
                 self.breaker.restarted(entry);
