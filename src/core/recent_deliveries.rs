@@ -129,7 +129,7 @@ impl RecentDeliveries {
             from_ms = from_ms.max(oldest.map_or(i64::MAX, |oldest| oldest.saturating_add(1)));
         }
         for (key, digest, finished_ms) in &fill.delivered {
-            self.keep(key, digest, finished_ms.to_owned());
+            self.keep(key, digest, *finished_ms);
         }
         self.filled_from_ms = Some(self.filled_from_ms.map_or(from_ms, |filled| filled.min(from_ms)));
         self.evict_beyond_bound();

@@ -26,13 +26,8 @@ impl DeliveredIndex {
         Self { recent: Mutex::new(RecentDeliveries::new(entries_max)) }
     }
 
-    /// Taken before a write of results begins; handed to [`Self::committed`].
-    #[must_use]
-    pub fn write_began(&self) -> u64 {
-        self.generation()
-    }
-
-    /// How many times the index forgot (a count that moves when runs go).
+    /// How many times the index forgot (a count that moves when runs go): a write of
+    /// results takes it before it begins and hands it to [`Self::committed`].
     #[must_use]
     pub fn generation(&self) -> u64 {
         self.lock().generation()

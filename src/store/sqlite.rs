@@ -213,7 +213,7 @@ impl SqliteStore {
         runs: &[RunRecord],
         breaker_failures_max: u32,
     ) -> Result<Vec<BreakerStep>, StoreError> {
-        let generation = self.deliveries.write_began();
+        let generation = self.deliveries.generation();
         self.journal.wal_before_write(&self.writer).await?;
         let finished = self.dispatch.finish(runs, breaker_failures_max).await?;
         self.deliveries.committed(runs, &finished.written, finished.rewrote, generation);

@@ -388,7 +388,7 @@ impl Store for SimStore {
             *statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = durable.logged_statuses(runs);
             durable.finish_runs(runs, breaker_failures_max).await
         };
-        let generation = self.deliveries.write_began();
+        let generation = self.deliveries.generation();
         let lock = self.pruning.read().await;
         let steps = self.write("finish_runs", apply, durable_writes).await;
         drop(lock);
